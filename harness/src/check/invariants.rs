@@ -1,0 +1,302 @@
+//! The spec's global invariants, judged over the oracle's committed changes only.
+//!
+//! Writers are told apart by application_name: a worker's owner id, or one of the control-plane
+//! names passed in `control` (the harness's setup session, a control-plane cancel).
+
+use std::collections::BTreeMap;
+
+use uuid::Uuid;
+
+use super::Check;
+use crate::record::oracle::CommitRow;
+
+const TERMINAL: &[&str] = &["succeeded", "failed", "cancelled"];
+
+fn is_terminal(s: Option<&str>) -> bool {
+    s.is_some_and(|s| TERMINAL.contains(&s))
+}
+
+fn by_run<'a>(rows: &'a [CommitRow], pick: impl Fn(&CommitRow) -> bool) -> BTreeMap<Uuid, Vec<&'a CommitRow>> {
+    let mut m: BTreeMap<Uuid, Vec<&CommitRow>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| pick(r)) {
+        if let Some(run) = r.run_id {
+            m.entry(run).or_default().push(r);
+        }
+    }
+    m
+}
+
+/// Only the current epoch's owner commits workflow state: every committed update of a run by a
+/// worker was made while that worker was the lease's owner at commit time.
+pub fn only_lease_holder_commits(rows: &[CommitRow], control: &[&str]) -> Check {
+    let name = "only the current lease holder commits run state";
+    let mut checked = 0;
+    let bad: Vec<String> = rows
+        .iter()
+        .filter(|r| r.is_runs() && r.op == "UPDATE" && !control.contains(&r.writer.as_str()))
+        .inspect(|_| checked += 1)
+        .filter(|r| r.lease_owner() != Some(r.writer.as_str()))
+        .map(|r| {
+            format!(
+                "commit #{} by {} at revision {:?} while the lease was {:?}/epoch {:?}",
+                r.seq,
+                r.writer,
+                r.new_i64("revision"),
+                r.lease_owner(),
+                r.lease_epoch()
+            )
+        })
+        .collect();
+    if bad.is_empty() {
+        Check::pass(name, format!("{checked} worker commits, each by the lease owner at commit"))
+    } else {
+        Check::fail(name, bad.join("; "))
+    }
+}
+
+/// Revisions of a run rise by exactly one per committed write and form one unbroken chain.
+pub fn revisions_rise_by_one(rows: &[CommitRow]) -> Check {
+    let name = "revisions rise by exactly one per committed write";
+    let mut bad = Vec::new();
+    let mut writes = 0;
+    for (run, commits) in by_run(rows, CommitRow::is_runs) {
+        let mut last: Option<i64> = None;
+        for r in commits {
+            match r.op.as_str() {
+                "INSERT" => last = r.new_i64("revision"),
+                "UPDATE" => {
+                    writes += 1;
+                    let (old, new) = (r.old_i64("revision"), r.new_i64("revision"));
+                    let chained = last.is_none() || old == last;
+                    if !chained || new.zip(old).is_none_or(|(n, o)| n != o + 1) {
+                        bad.push(format!(
+                            "run {run} commit #{} by {}: revision {old:?} -> {new:?} (previous commit left {last:?})",
+                            r.seq, r.writer
+                        ));
+                    }
+                    last = new;
+                }
+                _ => bad.push(format!("run {run} commit #{}: {} of a run", r.seq, r.op)),
+            }
+        }
+    }
+    if bad.is_empty() {
+        Check::pass(name, format!("{writes} writes, each +1 on the previous"))
+    } else {
+        Check::fail(name, bad.join("; "))
+    }
+}
+
+/// Epochs never go backwards, and each change of epoch is a +1.
+pub fn epochs_never_go_back(rows: &[CommitRow]) -> Check {
+    let name = "lease epochs only rise, by one per takeover";
+    let mut bad = Vec::new();
+    let mut terms = 0;
+    for (run, commits) in by_run(rows, CommitRow::is_leases) {
+        for r in commits.iter().filter(|r| r.op == "UPDATE") {
+            let (old, new) = (r.old_i64("epoch"), r.new_i64("epoch"));
+            match old.zip(new) {
+                Some((o, n)) if n == o => {}
+                Some((o, n)) if n == o + 1 => terms += 1,
+                _ => bad.push(format!("run {run} commit #{} by {}: epoch {old:?} -> {new:?}", r.seq, r.writer)),
+            }
+        }
+    }
+    if bad.is_empty() {
+        Check::pass(name, format!("{terms} new terms, each epoch + 1"))
+    } else {
+        Check::fail(name, bad.join("; "))
+    }
+}
+
+/// Terminal states never change again (a retry is a new run).
+pub fn terminal_states_are_final(rows: &[CommitRow]) -> Check {
+    let name = "terminal states never change";
+    let bad: Vec<String> = rows
+        .iter()
+        .filter(|r| r.is_runs() && r.op == "UPDATE" && is_terminal(r.old_str("status")))
+        .map(|r| {
+            format!(
+                "commit #{} by {} moved run from {:?} to {:?}",
+                r.seq,
+                r.writer,
+                r.old_str("status"),
+                r.new_str("status")
+            )
+        })
+        .collect();
+    if bad.is_empty() {
+        Check::pass(name, "no update of a terminal run")
+    } else {
+        Check::fail(name, bad.join("; "))
+    }
+}
+
+/// The worker `owner` committed nothing (no run or lease change) after commit `after_seq`.
+pub fn silent_after(rows: &[CommitRow], owner: &str, after_seq: i64) -> Check {
+    let name = format!("{owner} commits nothing after #{after_seq}");
+    let late: Vec<String> = rows
+        .iter()
+        .filter(|r| r.seq > after_seq && r.writer == owner)
+        .map(|r| format!("#{} {} {}", r.seq, r.op, r.table_name))
+        .collect();
+    if late.is_empty() {
+        Check::pass(name, "no commit")
+    } else {
+        Check::fail(name, format!("committed {}", late.join(", ")))
+    }
+}
+
+/// Every terminal state was written by a worker holding the lease, or by the control plane.
+pub fn terminal_only_by_holder(rows: &[CommitRow], control: &[&str]) -> Check {
+    let name = "terminal states written only by the lease holder or the control plane";
+    let bad: Vec<String> = rows
+        .iter()
+        .filter(|r| {
+            r.is_runs() && r.op == "UPDATE" && is_terminal(r.new_str("status")) && !is_terminal(r.old_str("status"))
+        })
+        .filter(|r| !control.contains(&r.writer.as_str()) && r.lease_owner() != Some(r.writer.as_str()))
+        .map(|r| {
+            format!(
+                "commit #{} by {} wrote {:?} while the lease owner was {:?}",
+                r.seq,
+                r.writer,
+                r.new_str("status"),
+                r.lease_owner()
+            )
+        })
+        .collect();
+    if bad.is_empty() {
+        Check::pass(name, "every terminal write by the holder or the control plane")
+    } else {
+        Check::fail(name, bad.join("; "))
+    }
+}
+
+/// All the global invariants at once.
+pub fn all(rows: &[CommitRow], control: &[&str]) -> Vec<Check> {
+    vec![
+        only_lease_holder_commits(rows, control),
+        revisions_rise_by_one(rows),
+        epochs_never_go_back(rows),
+        terminal_states_are_final(rows),
+        terminal_only_by_holder(rows, control),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn row(
+        seq: i64,
+        table: &str,
+        op: &str,
+        writer: &str,
+        old: serde_json::Value,
+        new: serde_json::Value,
+        lease_owner: &str,
+    ) -> CommitRow {
+        CommitRow {
+            seq,
+            table_name: table.into(),
+            op: op.into(),
+            writer: writer.into(),
+            backend_pid: 1,
+            committed_at: chrono::Utc::now(),
+            run_id: Some(Uuid::nil()),
+            old_row: (!old.is_null()).then_some(old),
+            new_row: (!new.is_null()).then_some(new),
+            lease_at_commit: Some(json!({ "owner": lease_owner, "epoch": 1 })),
+            lease_live_at_commit: Some(true),
+        }
+    }
+
+    #[test]
+    fn a_stale_writer_is_caught() {
+        let rows = vec![row(
+            1,
+            "agent_runs",
+            "UPDATE",
+            "w-a",
+            json!({"revision": 1, "status": "running"}),
+            json!({"revision": 2, "status": "running"}),
+            "w-b",
+        )];
+        assert!(!only_lease_holder_commits(&rows, &[]).passed());
+        let ok = vec![row(
+            1,
+            "agent_runs",
+            "UPDATE",
+            "w-b",
+            json!({"revision": 1, "status": "running"}),
+            json!({"revision": 2, "status": "running"}),
+            "w-b",
+        )];
+        assert!(only_lease_holder_commits(&ok, &[]).passed());
+    }
+
+    #[test]
+    fn a_skipped_or_repeated_revision_is_caught() {
+        let chain = |revs: &[(i64, i64)]| -> Vec<CommitRow> {
+            revs.iter()
+                .enumerate()
+                .map(|(i, (o, n))| {
+                    row(i as i64, "agent_runs", "UPDATE", "w", json!({"revision": o}), json!({"revision": n}), "w")
+                })
+                .collect()
+        };
+        assert!(revisions_rise_by_one(&chain(&[(0, 1), (1, 2), (2, 3)])).passed());
+        assert!(!revisions_rise_by_one(&chain(&[(0, 1), (1, 3)])).passed());
+        // Two writers both starting from revision 1: a blind overwrite.
+        assert!(!revisions_rise_by_one(&chain(&[(0, 1), (1, 2), (1, 2)])).passed());
+    }
+
+    #[test]
+    fn a_zeroed_or_skipped_epoch_is_caught() {
+        let e = |o: i64, n: i64| {
+            vec![row(1, "worker_leases", "UPDATE", "w", json!({"epoch": o}), json!({"epoch": n}), "w")]
+        };
+        assert!(epochs_never_go_back(&e(3, 3)).passed());
+        assert!(epochs_never_go_back(&e(3, 4)).passed());
+        assert!(!epochs_never_go_back(&e(3, 0)).passed());
+        assert!(!epochs_never_go_back(&e(3, 5)).passed());
+    }
+
+    #[test]
+    fn leaving_a_terminal_state_is_caught() {
+        let rows = vec![row(
+            1,
+            "agent_runs",
+            "UPDATE",
+            "w",
+            json!({"revision": 4, "status": "failed"}),
+            json!({"revision": 5, "status": "running"}),
+            "w",
+        )];
+        assert!(!terminal_states_are_final(&rows).passed());
+    }
+
+    #[test]
+    fn a_terminal_write_without_the_lease_is_caught() {
+        let rows = vec![row(
+            1,
+            "agent_runs",
+            "UPDATE",
+            "w-a",
+            json!({"revision": 4, "status": "running"}),
+            json!({"revision": 5, "status": "failed"}),
+            "w-b",
+        )];
+        assert!(!terminal_only_by_holder(&rows, &[]).passed());
+        assert!(terminal_only_by_holder(&rows, &["w-a"]).passed());
+    }
+
+    #[test]
+    fn silence_is_checked_after_the_mark() {
+        let rows = vec![row(5, "worker_leases", "UPDATE", "w-a", json!({"epoch": 1}), json!({"epoch": 1}), "w-a")];
+        assert!(silent_after(&rows, "w-a", 5).passed());
+        assert!(!silent_after(&rows, "w-a", 4).passed());
+    }
+}

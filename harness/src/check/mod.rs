@@ -1,0 +1,53 @@
+//! Checkers: one per property, each returning a verdict with the evidence behind it.
+//!
+//! [`invariants`] holds the spec's global invariants (section 01) judged over the oracle rows; an
+//! experiment adds its own section-11 assertions with [`Check::expect`] and friends.
+
+pub mod invariants;
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    Pass,
+    Fail,
+}
+
+/// One checked property.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: String,
+    pub verdict: Verdict,
+    /// What was observed, in a line or two: the numbers behind the verdict.
+    pub evidence: String,
+}
+
+impl Check {
+    pub fn pass(name: impl Into<String>, evidence: impl Into<String>) -> Check {
+        Check { name: name.into(), verdict: Verdict::Pass, evidence: evidence.into() }
+    }
+
+    pub fn fail(name: impl Into<String>, evidence: impl Into<String>) -> Check {
+        Check { name: name.into(), verdict: Verdict::Fail, evidence: evidence.into() }
+    }
+
+    /// Pass when `ok`, with the same evidence either way.
+    pub fn expect(name: impl Into<String>, ok: bool, evidence: impl Into<String>) -> Check {
+        if ok {
+            Check::pass(name, evidence)
+        } else {
+            Check::fail(name, evidence)
+        }
+    }
+
+    /// Pass when `actual == expected`; the evidence shows both.
+    pub fn equal<T: PartialEq + std::fmt::Debug>(name: impl Into<String>, actual: T, expected: T) -> Check {
+        let ev = format!("observed {actual:?}, required {expected:?}");
+        Check::expect(name, actual == expected, ev)
+    }
+
+    pub fn passed(&self) -> bool {
+        self.verdict == Verdict::Pass
+    }
+}

@@ -1,0 +1,20 @@
+//! PostgreSQL backends and databases.
+//!
+//! A [`Backend`] is a running server the harness can reach with an admin URL. The native backend
+//! ([`native::NativeCluster`]) is a throwaway cluster started from the machine's own binaries.
+//! [`databases`] prepares a migrated template with the oracle installed and clones a fresh
+//! database from it for each experiment, so experiment order never matters.
+
+pub mod databases;
+pub mod native;
+pub mod pgbin;
+
+/// A running PostgreSQL server under the harness's control.
+pub trait Backend: Send + Sync {
+    /// Short name for reports ("native", "external", ...).
+    fn kind(&self) -> &'static str;
+    /// URL of `dbname` on this server, as a superuser-capable admin.
+    fn url_for(&self, dbname: &str) -> String;
+    /// The server's version string, for the report.
+    fn version(&self) -> String;
+}

@@ -1,0 +1,217 @@
+//! The native backend: a throwaway PostgreSQL cluster from the machine's binaries.
+//!
+//! initdb into a private temp folder (owned by the unprivileged `postgres` user when the harness is
+//! root), start `postgres` directly as our child (not through pg_ctl, so we hold its pid) on a free
+//! loopback port and a private socket folder, wait until it answers, and on drop shut it down
+//! (fast, then SIGKILL of its whole group) and remove the folder. The server log goes to a file the
+//! caller names, normally inside the run's report folder.
+
+use std::fs::File;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::{Pid, User};
+
+use crate::db::pgbin::PgBin;
+use crate::db::Backend;
+use crate::error::{HarnessError, Result};
+use crate::procs::registry::{self, Kind};
+use crate::procs::spawn::{prepare, RunAs};
+
+/// The database superuser name inside throwaway clusters.
+pub const SUPERUSER: &str = "fenceproof";
+
+pub struct NativeCluster {
+    bin: PgBin,
+    root: PathBuf,
+    port: u16,
+    child: Option<Child>,
+    version: String,
+}
+
+/// Extra server settings, as `-c name=value`.
+pub const SERVER_SETTINGS: &[(&str, &str)] = &[
+    // Durability against OS crashes is not what these experiments test; skipping fsync keeps
+    // the suite fast. Commit semantics towards clients are unchanged.
+    ("fsync", "off"),
+    ("full_page_writes", "off"),
+    ("max_connections", "200"),
+    ("shared_buffers", "64MB"),
+    ("log_lock_waits", "on"),
+    ("deadlock_timeout", "200ms"),
+    ("log_line_prefix", "%m [%p] app=%a "),
+    ("log_min_messages", "warning"),
+];
+
+impl NativeCluster {
+    /// Create and start a cluster; `log` receives the server's stderr.
+    pub async fn start(bin: PgBin, log: &Path) -> Result<NativeCluster> {
+        let run_as = unprivileged_user()?;
+        let root = make_root(run_as)?;
+        registry::register_dir(root.clone());
+        let mut cluster = NativeCluster { version: bin.version(), bin, root, port: 0, child: None };
+        cluster.initdb(run_as)?;
+        cluster.port = free_port()?;
+        cluster.spawn(run_as, log)?;
+        cluster.wait_ready(log).await?;
+        Ok(cluster)
+    }
+
+    fn data(&self) -> PathBuf {
+        self.root.join("data")
+    }
+
+    fn initdb(&self, run_as: Option<RunAs>) -> Result<()> {
+        let mut cmd = Command::new(self.bin.tool("initdb"));
+        cmd.arg("-D")
+            .arg(self.data())
+            .args(["-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"])
+            .stdin(Stdio::null());
+        prepare(&mut cmd, Signal::SIGKILL, run_as);
+        let out = cmd
+            .output()
+            .map_err(|e| HarnessError::Initdb(format!("cannot run {}: {e}", self.bin.tool("initdb").display())))?;
+        if !out.status.success() {
+            let text = String::from_utf8_lossy(&out.stderr);
+            let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output");
+            return Err(HarnessError::Initdb(format!("{} ({})", last.trim(), out.status)));
+        }
+        Ok(())
+    }
+
+    fn spawn(&mut self, run_as: Option<RunAs>, log: &Path) -> Result<()> {
+        let logf = File::create(log)?;
+        let mut cmd = Command::new(self.bin.tool("postgres"));
+        cmd.arg("-D")
+            .arg(self.data())
+            .arg("-p")
+            .arg(self.port.to_string())
+            .arg("-k")
+            .arg(&self.root)
+            .args(["-c", "listen_addresses=127.0.0.1"]);
+        for (k, v) in SERVER_SETTINGS {
+            cmd.arg("-c").arg(format!("{k}={v}"));
+        }
+        cmd.stdin(Stdio::null()).stdout(logf.try_clone()?).stderr(logf);
+        // SIGQUIT is PostgreSQL's immediate shutdown: it takes its backends down with it.
+        prepare(&mut cmd, Signal::SIGQUIT, run_as);
+        let child = cmd.spawn().map_err(|e| HarnessError::ServerStart(format!("cannot run postgres: {e}")))?;
+        registry::register(Pid::from_raw(child.id() as i32), Kind::Postgres);
+        self.child = Some(child);
+        Ok(())
+    }
+
+    async fn wait_ready(&mut self, log: &Path) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let url = self.url_for("postgres");
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    let tail = std::fs::read_to_string(log).unwrap_or_default();
+                    let last = tail.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no log output").to_string();
+                    return Err(HarnessError::ServerStart(format!("postgres exited ({status}): {last}")));
+                }
+            }
+            let probe = tokio::time::timeout(Duration::from_secs(2), async {
+                use sqlx::Connection;
+                sqlx::PgConnection::connect(&url).await
+            })
+            .await;
+            if let Ok(Ok(conn)) = probe {
+                use sqlx::Connection;
+                let _ = conn.close().await;
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(HarnessError::ServerStart("not accepting connections after 30 s".into()));
+            }
+            tokio::time::sleep(crate::wait::POLL_EVERY).await;
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The postmaster's pid.
+    pub fn pid(&self) -> Option<Pid> {
+        self.child.as_ref().map(|c| Pid::from_raw(c.id() as i32))
+    }
+
+    /// Shut the server down (fast shutdown, then SIGKILL of the group after 10 s) and remove the
+    /// cluster folder. Idempotent.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pid = Pid::from_raw(child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, Signal::SIGINT);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = killpg(pid, Signal::SIGKILL);
+            let _ = child.wait();
+            registry::unregister(pid);
+        }
+        if self.root.exists() {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+        registry::unregister_dir(&self.root);
+    }
+}
+
+impl Backend for NativeCluster {
+    fn kind(&self) -> &'static str {
+        "native"
+    }
+    fn url_for(&self, dbname: &str) -> String {
+        format!("postgres://{SUPERUSER}@127.0.0.1:{}/{dbname}", self.port)
+    }
+    fn version(&self) -> String {
+        self.version.clone()
+    }
+}
+
+impl Drop for NativeCluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// When the harness is root, the cluster runs as `postgres` (or $FENCEPROOF_PG_USER).
+fn unprivileged_user() -> Result<Option<RunAs>> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    let name = std::env::var("FENCEPROOF_PG_USER").unwrap_or_else(|_| "postgres".into());
+    match User::from_name(&name) {
+        Ok(Some(u)) => Ok(Some(RunAs { uid: u.uid, gid: u.gid })),
+        _ => Err(HarnessError::NoUnprivilegedUser(name)),
+    }
+}
+
+/// A short, private, traversable folder under /tmp (socket paths must stay under 107 bytes).
+fn make_root(run_as: Option<RunAs>) -> Result<PathBuf> {
+    let root = std::env::temp_dir().join(format!(
+        "fenceproof-{}-{}",
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    ));
+    std::fs::create_dir(&root)?;
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755))?;
+    if let Some(u) = run_as {
+        nix::unistd::chown(&root, Some(u.uid), Some(u.gid))
+            .map_err(|e| HarnessError::Process(format!("chown {}: {e}", root.display())))?;
+    }
+    Ok(root)
+}
+
+fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}

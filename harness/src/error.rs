@@ -1,0 +1,41 @@
+//! The harness's error type. Each variant reads as one line a user can act on.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    #[error("PostgreSQL server binaries not found (looked in: {looked}); install them (Debian/Ubuntu: apt-get install postgresql) or pass --pg-bin DIR")]
+    PgBinariesNotFound { looked: String },
+
+    #[error("--pg-bin {0} has no initdb and postgres in it")]
+    PgBinDirInvalid(PathBuf),
+
+    #[error("running as root needs the unprivileged user '{0}' to own the throwaway cluster (Debian's postgresql package creates it; or run as a non-root user)")]
+    NoUnprivilegedUser(String),
+
+    #[error("initdb failed: {0}")]
+    Initdb(String),
+
+    #[error("PostgreSQL did not start: {0}")]
+    ServerStart(String),
+
+    #[error("{what} timed out after {after_ms} ms")]
+    Timeout { what: String, after_ms: u128 },
+
+    #[error("worker {name}: {detail}")]
+    Worker { name: String, detail: String },
+
+    #[error("process control: {0}")]
+    Process(String),
+
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+
+    #[error("{0}")]
+    Other(String),
+}
+
+pub type Result<T> = std::result::Result<T, HarnessError>;

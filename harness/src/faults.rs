@@ -1,0 +1,98 @@
+//! Faults with an inject and a heal step.
+//!
+//! - [`Pause`]: SIGSTOP a process (confirmed in /proc), heal with SIGCONT. A real pause: the
+//!   process's heartbeat stops with it, which a sleep inside one process can never show.
+//! - [`DbBarrier`]: the harness holds an exclusive advisory lock; a transaction armed with the
+//!   matching fault point waits on it inside the database. The harness observes the wait through
+//!   `pg_stat_activity` / `pg_blocking_pids` and heals by releasing the lock.
+
+use std::time::Duration;
+
+use nix::unistd::Pid;
+use sqlx::{Connection, PgConnection};
+
+use crate::error::{HarnessError, Result};
+use crate::procs::signals;
+use crate::wait;
+
+/// A paused process; resumed by [`Pause::heal`] (or left for the process guard to kill).
+pub struct Pause {
+    pub pid: Pid,
+    healed: bool,
+}
+
+impl Pause {
+    pub async fn inject(pid: Pid) -> Result<Pause> {
+        signals::pause(pid).await?;
+        Ok(Pause { pid, healed: false })
+    }
+
+    pub async fn heal(mut self) -> Result<()> {
+        self.healed = true;
+        signals::resume(self.pid).await
+    }
+}
+
+impl Drop for Pause {
+    fn drop(&mut self) {
+        if !self.healed {
+            let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGCONT);
+        }
+    }
+}
+
+/// A barrier inside the database, held by the harness's own session.
+pub struct DbBarrier {
+    pub key: i64,
+    conn: Option<PgConnection>,
+    /// The backend pid of the harness session holding the lock.
+    pub holder_pid: i32,
+}
+
+impl DbBarrier {
+    /// Take the exclusive advisory lock `key` on a dedicated session.
+    pub async fn hold(url: &str, key: i64) -> Result<DbBarrier> {
+        let mut conn = PgConnection::connect(url).await?;
+        sqlx::query("SET application_name = 'fenceproof-barrier'").execute(&mut conn).await?;
+        let holder_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut conn).await?;
+        sqlx::query("SELECT pg_advisory_lock($1)").bind(key).execute(&mut conn).await?;
+        Ok(DbBarrier { key, conn: Some(conn), holder_pid })
+    }
+
+    /// Wait until `count` sessions named in `apps` are blocked by this barrier.
+    /// Returns their backend pids.
+    pub async fn wait_blocked(
+        &self,
+        observer: &sqlx::PgPool,
+        apps: &[String],
+        count: usize,
+        timeout: Duration,
+    ) -> Result<Vec<i32>> {
+        let holder = self.holder_pid;
+        wait::until(
+            &format!("{count} session(s) of {apps:?} to wait on barrier {}", self.key),
+            timeout,
+            || async move {
+                let pids: Vec<i32> = sqlx::query_scalar(
+                    "SELECT pid FROM pg_stat_activity
+                  WHERE application_name = ANY($1) AND $2 = ANY(pg_blocking_pids(pid))
+                  ORDER BY pid",
+                )
+                .bind(apps)
+                .bind(holder)
+                .fetch_all(observer)
+                .await?;
+                Ok((pids.len() >= count).then_some(pids))
+            },
+        )
+        .await
+    }
+
+    /// Release the lock and close the session.
+    pub async fn release(mut self) -> Result<()> {
+        let mut conn = self.conn.take().ok_or_else(|| HarnessError::Other("barrier already released".into()))?;
+        sqlx::query("SELECT pg_advisory_unlock($1)").bind(self.key).execute(&mut conn).await?;
+        conn.close().await?;
+        Ok(())
+    }
+}

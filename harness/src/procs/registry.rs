@@ -1,0 +1,70 @@
+//! The process-wide list of live children and temp folders, for last-resort cleanup.
+//!
+//! Normal teardown happens in `Drop` of the owning handles. This registry is what a panic hook or a
+//! signal handler calls when unwinding may not reach those handles.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A PostgreSQL postmaster: asked to shut down immediately (SIGQUIT) before the group is killed.
+    Postgres,
+    /// Anything else (workers, tools): SIGKILL to the group.
+    Other,
+}
+
+static LIVE: Mutex<Vec<(Pid, Kind)>> = Mutex::new(Vec::new());
+static DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+pub fn register(pgid: Pid, kind: Kind) {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner()).push((pgid, kind));
+}
+
+pub fn unregister(pgid: Pid) {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner()).retain(|(p, _)| *p != pgid);
+}
+
+pub fn register_dir(dir: PathBuf) {
+    DIRS.lock().unwrap_or_else(|p| p.into_inner()).push(dir);
+}
+
+pub fn unregister_dir(dir: &std::path::Path) {
+    DIRS.lock().unwrap_or_else(|p| p.into_inner()).retain(|d| d != dir);
+}
+
+/// How many children are registered right now.
+pub fn live_count() -> usize {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner()).len()
+}
+
+/// Kill every registered child group and remove every registered folder. Safe to call twice.
+pub fn kill_all() {
+    let live: Vec<(Pid, Kind)> = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|p| p.into_inner()));
+    for (pgid, kind) in &live {
+        if *kind == Kind::Postgres {
+            let _ = nix::sys::signal::kill(*pgid, Signal::SIGQUIT);
+        }
+    }
+    for (pgid, _) in &live {
+        let _ = killpg(*pgid, Signal::SIGCONT);
+        let _ = killpg(*pgid, Signal::SIGKILL);
+    }
+    let dirs: Vec<PathBuf> = std::mem::take(&mut *DIRS.lock().unwrap_or_else(|p| p.into_inner()));
+    for d in dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+/// Install a panic hook that cleans up before the default hook prints. For binaries only: in a
+/// test process it would kill the children of tests running in parallel.
+pub fn install_panic_cleanup() {
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        kill_all();
+        prev(info);
+    }));
+}

@@ -1,0 +1,47 @@
+//! Real signals to real processes: pause (SIGSTOP), resume (SIGCONT), kill (SIGKILL), and a check
+//! of the kernel's own view of a process state in /proc, so a pause is confirmed, not assumed.
+
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::error::{HarnessError, Result};
+use crate::wait;
+
+/// The state letter of `pid` in /proc/<pid>/stat (R, S, D, T, t, Z, ...), or None if it is gone.
+pub fn proc_state(pid: Pid) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may contain spaces: the state follows the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.trim_start().chars().next()
+}
+
+pub fn send(pid: Pid, sig: Signal) -> Result<()> {
+    kill(pid, sig).map_err(|e| HarnessError::Process(format!("{sig} to pid {pid}: {e}")))
+}
+
+/// SIGSTOP and wait until the kernel reports the process stopped.
+pub async fn pause(pid: Pid) -> Result<()> {
+    send(pid, Signal::SIGSTOP)?;
+    wait::until(&format!("pid {pid} to stop"), Duration::from_secs(5), || async move {
+        Ok(match proc_state(pid) {
+            Some('T') => Some(()),
+            None => return Err(HarnessError::Process(format!("pid {pid} vanished while pausing"))),
+            _ => None,
+        })
+    })
+    .await
+}
+
+/// SIGCONT and wait until the kernel no longer reports the process stopped.
+pub async fn resume(pid: Pid) -> Result<()> {
+    send(pid, Signal::SIGCONT)?;
+    wait::until(&format!("pid {pid} to resume"), Duration::from_secs(5), || async move {
+        Ok(match proc_state(pid) {
+            Some('T') => None,
+            _ => Some(()),
+        })
+    })
+    .await
+}

@@ -1,0 +1,5 @@
+//! The run's history: the report folder, the harness's own timeline, and the oracle rows.
+
+pub mod oracle;
+pub mod run_dir;
+pub mod timeline;

@@ -1,0 +1,167 @@
+//! The matrix: one row per experiment, printed as a terminal table and saved as `matrix.json`,
+//! `matrix.md` and `junit.xml` in the run folder. Also the exit-code rule.
+
+pub mod junit;
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::check::Check;
+use crate::error::Result;
+
+/// The verdict of one experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Outcome {
+    /// Every check passed.
+    Pass,
+    /// At least one check failed: the protocol or deployment broke a rule.
+    Fail,
+    /// The experiment could not reach a verdict (a timeout, a crashed process, a harness fault).
+    Error,
+}
+
+impl Outcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Pass => "PASS",
+            Outcome::Fail => "FAIL",
+            Outcome::Error => "ERROR",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ExperimentResult {
+    /// The spec's letter (A-H), with a suffix for variants.
+    pub id: String,
+    pub title: String,
+    pub outcome: Outcome,
+    pub duration_ms: u128,
+    /// The key observations in one line.
+    pub observations: String,
+    pub checks: Vec<Check>,
+    pub error: Option<String>,
+    /// The command that runs this experiment alone.
+    pub reproduce: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Matrix {
+    pub run_id: String,
+    pub backend: String,
+    pub server_version: String,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    pub duration_ms: u128,
+    pub results: Vec<ExperimentResult>,
+}
+
+/// Exit codes of `fenceproof verify`.
+pub mod exit {
+    /// Every selected experiment passed.
+    pub const OK: u8 = 0;
+    /// At least one experiment failed.
+    pub const FAILED: u8 = 1;
+    /// Bad usage (flags, input files).
+    pub const USAGE: u8 = 2;
+    /// The harness itself failed: setup, or an experiment that could not reach a verdict.
+    pub const HARNESS: u8 = 3;
+}
+
+impl Matrix {
+    pub fn exit_code(&self) -> u8 {
+        if self.results.iter().any(|r| r.outcome == Outcome::Fail) {
+            exit::FAILED
+        } else if self.results.iter().any(|r| r.outcome == Outcome::Error) || self.results.is_empty() {
+            exit::HARNESS
+        } else {
+            exit::OK
+        }
+    }
+
+    /// The terminal table.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "fenceproof run {}  ({} backend, {})", self.run_id, self.backend, self.server_version);
+        let _ = writeln!(s, "{:<10} {:<7} {:>8}  key observations", "experiment", "verdict", "time");
+        for r in &self.results {
+            let _ = writeln!(
+                s,
+                "{:<10} {:<7} {:>7.1}s  {}",
+                r.id,
+                r.outcome.label(),
+                r.duration_ms as f64 / 1000.0,
+                r.observations
+            );
+            if r.outcome != Outcome::Pass {
+                if let Some(e) = &r.error {
+                    let _ = writeln!(s, "{:<28}error: {e}", "");
+                }
+                for c in r.checks.iter().filter(|c| !c.passed()) {
+                    let _ = writeln!(s, "{:<28}FAILED {}: {}", "", c.name, c.evidence);
+                }
+                let _ = writeln!(s, "{:<28}reproduce: {}", "", r.reproduce);
+            }
+        }
+        let passed = self.results.iter().filter(|r| r.outcome == Outcome::Pass).count();
+        let _ = writeln!(
+            s,
+            "{passed}/{} experiments passed in {:.1}s",
+            self.results.len(),
+            self.duration_ms as f64 / 1000.0
+        );
+        s
+    }
+
+    /// The Markdown version of the matrix, with every check.
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "# fenceproof run `{}`\n", self.run_id);
+        let _ = writeln!(
+            s,
+            "Backend: {} ({}); started {}.\n",
+            self.backend,
+            self.server_version,
+            self.started_at.to_rfc3339()
+        );
+        let _ = writeln!(s, "| experiment | verdict | time | key observations |\n|---|---|---|---|");
+        for r in &self.results {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.1}s | {} |",
+                r.id,
+                r.outcome.label(),
+                r.duration_ms as f64 / 1000.0,
+                r.observations.replace('|', "\\|")
+            );
+        }
+        for r in &self.results {
+            let _ = writeln!(
+                s,
+                "\n## {} — {}\n\nVerdict: **{}**. Reproduce: `{}`\n",
+                r.id,
+                r.title,
+                r.outcome.label(),
+                r.reproduce
+            );
+            if let Some(e) = &r.error {
+                let _ = writeln!(s, "Error: {e}\n");
+            }
+            for c in &r.checks {
+                let mark = if c.passed() { "pass" } else { "FAIL" };
+                let _ = writeln!(s, "- [{mark}] {}: {}", c.name, c.evidence.replace('\n', " "));
+            }
+        }
+        s
+    }
+
+    /// Write matrix.json, matrix.md and junit.xml into `dir`.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        std::fs::write(dir.join("matrix.json"), serde_json::to_string_pretty(self).expect("json"))?;
+        std::fs::write(dir.join("matrix.md"), self.markdown())?;
+        std::fs::write(dir.join("junit.xml"), junit::render(self))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,158 @@
+//! The protected state transition (spec sections 06 and 07).
+//!
+//! One short READ COMMITTED transaction: lock the run's lease row, validate owner + epoch + expiry on
+//! the database clock, compare-and-set the run's revision and status, commit. A takeover that arrives
+//! while the lease row is locked waits for this transaction to end, so takeover and commit have a
+//! deterministic serial order. Nothing slow (HTTP, LLM, queues) may ever run inside.
+
+use serde_json::Value;
+use sqlx::PgPool;
+
+use crate::error::ProtocolError;
+use crate::faults::{FaultPoint, FaultPoints};
+use crate::ids::{Lease, RunStatus};
+use crate::lease::lost;
+use crate::retry::{classify_write_error, with_retry, RetryBudget};
+
+/// One row of the state transition table that a lease holder may perform.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub name: &'static str,
+    pub from: RunStatus,
+    pub to: RunStatus,
+    /// The new checkpoint; `None` keeps the current one.
+    pub checkpoint: Option<Value>,
+}
+
+impl Transition {
+    /// pending -> running.
+    pub fn start(checkpoint: Option<Value>) -> Transition {
+        Transition { name: "start", from: RunStatus::Pending, to: RunStatus::Running, checkpoint }
+    }
+    /// running -> running with a new checkpoint.
+    pub fn save(checkpoint: Value) -> Transition {
+        Transition { name: "save", from: RunStatus::Running, to: RunStatus::Running, checkpoint: Some(checkpoint) }
+    }
+    /// running -> succeeded (normal completion).
+    pub fn succeed(checkpoint: Option<Value>) -> Transition {
+        Transition { name: "succeed", from: RunStatus::Running, to: RunStatus::Succeeded, checkpoint }
+    }
+    /// running -> failed (a deterministic business failure; never for a lost lease).
+    pub fn fail(checkpoint: Option<Value>) -> Transition {
+        Transition { name: "fail", from: RunStatus::Running, to: RunStatus::Failed, checkpoint }
+    }
+}
+
+/// Perform `t` under `lease` if the run is still at `expected_revision`; returns the new revision.
+///
+/// Errors: `LeaseLost` (no commit right: cancel, write nothing terminal), `Conflict` (the revision
+/// moved on: read back), `InvalidState` (the run is not in `t.from`), `OutcomeUnknown` (COMMIT got
+/// no answer: read back with [`confirm_transition`]). 40001 retries the whole transaction.
+pub async fn protected_transition(
+    pool: &PgPool,
+    lease: &Lease,
+    expected_revision: i64,
+    t: &Transition,
+    faults: &FaultPoints,
+    budget: RetryBudget,
+) -> Result<i64, ProtocolError> {
+    with_retry(budget, || attempt(pool, lease, expected_revision, t, faults)).await
+}
+
+async fn attempt(
+    pool: &PgPool,
+    lease: &Lease,
+    expected_revision: i64,
+    t: &Transition,
+    faults: &FaultPoints,
+) -> Result<i64, ProtocolError> {
+    let mut tx = pool.begin().await?;
+    faults.pass(FaultPoint::AfterBegin, &mut tx).await?;
+
+    let held: Option<(Option<String>, i64, bool)> = sqlx::query_as(
+        "SELECT owner, epoch, expires_at > clock_timestamp()
+           FROM worker_leases WHERE run_id = $1 FOR UPDATE",
+    )
+    .bind(lease.run_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let valid = matches!(&held, Some((Some(owner), epoch, true)) if *owner == lease.owner && *epoch == lease.epoch);
+    if !valid {
+        return Err(lost(lease));
+    }
+    faults.pass(FaultPoint::AfterLeaseValidated, &mut tx).await?;
+
+    let updated: Option<(i64,)> = sqlx::query_as(
+        "UPDATE agent_runs
+            SET checkpoint = COALESCE($3::jsonb, checkpoint),
+                status = $5,
+                revision = revision + 1,
+                updated_at = clock_timestamp()
+          WHERE run_id = $1 AND revision = $2 AND status = $4
+      RETURNING revision",
+    )
+    .bind(lease.run_id)
+    .bind(expected_revision)
+    .bind(&t.checkpoint)
+    .bind(t.from.as_str())
+    .bind(t.to.as_str())
+    .fetch_optional(&mut *tx)
+    .await?;
+
+    let Some((revision,)) = updated else {
+        let current: Option<(String, i64)> =
+            sqlx::query_as("SELECT status, revision FROM agent_runs WHERE run_id = $1")
+                .bind(lease.run_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        return Err(match current {
+            None => ProtocolError::RunNotFound(lease.run_id),
+            Some((status, _)) if status != t.from.as_str() => {
+                ProtocolError::InvalidState { run_id: lease.run_id, found: status, needed: t.from.as_str().to_string() }
+            }
+            Some((_, found)) => {
+                ProtocolError::Conflict { run_id: lease.run_id, expected: expected_revision, found: Some(found) }
+            }
+        });
+    };
+    faults.pass(FaultPoint::BeforeCommit, &mut tx).await?;
+
+    tx.commit().await.map_err(|e| classify_write_error(e, t.name, lease.run_id))?;
+    Ok(revision)
+}
+
+/// What a read-back after `OutcomeUnknown` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadBack {
+    /// The run shows exactly this transition's result at `expected_revision + 1`.
+    Committed { revision: i64 },
+    /// The run is still at `expected_revision`: the transition did not commit.
+    NotCommitted,
+    /// Someone else moved the run on; the caller no longer knows and must not continue.
+    Superseded { revision: i64, status: String },
+}
+
+/// Read back from the primary whether a transition whose COMMIT got no answer took effect.
+pub async fn confirm_transition(
+    pool: &PgPool,
+    run_id: uuid::Uuid,
+    expected_revision: i64,
+    t: &Transition,
+) -> Result<ReadBack, ProtocolError> {
+    let row: Option<(String, i64, Value)> =
+        sqlx::query_as("SELECT status, revision, checkpoint FROM agent_runs WHERE run_id = $1")
+            .bind(run_id)
+            .fetch_optional(pool)
+            .await?;
+    let Some((status, revision, checkpoint)) = row else {
+        return Err(ProtocolError::RunNotFound(run_id));
+    };
+    let ours = status == t.to.as_str() && t.checkpoint.as_ref().is_none_or(|c| *c == checkpoint);
+    Ok(if revision == expected_revision + 1 && ours {
+        ReadBack::Committed { revision }
+    } else if revision == expected_revision && status == t.from.as_str() {
+        ReadBack::NotCommitted
+    } else {
+        ReadBack::Superseded { revision, status }
+    })
+}

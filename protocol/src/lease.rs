@@ -1,0 +1,113 @@
+//! The lease protocol (spec section 05): one row per run serializes ownership terms.
+//!
+//! All expiry decisions use the database clock (`clock_timestamp()`); the TTL travels as integer
+//! milliseconds. Zero rows from acquire is not "task failed": it is missing, held or racing.
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::error::ProtocolError;
+use crate::ids::{Lease, LeaseTerms, Ttl};
+use crate::retry::classify_write_error;
+
+/// A lease row as read back from the primary.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LeaseRow {
+    pub run_id: Uuid,
+    pub owner: Option<String>,
+    pub epoch: i64,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+    /// `expires_at > clock_timestamp()` at the moment of reading.
+    pub live: bool,
+}
+
+/// Acquire a free lease or take over an expired one: epoch + 1, owner replaced.
+pub async fn acquire(pool: &PgPool, run_id: Uuid, owner: &str, ttl: Ttl) -> Result<LeaseTerms, ProtocolError> {
+    let row: Option<(i64, chrono::DateTime<chrono::Utc>)> = sqlx::query_as(
+        "UPDATE worker_leases
+            SET owner = $2,
+                epoch = epoch + 1,
+                expires_at = clock_timestamp() + ($3::bigint * interval '1 millisecond'),
+                updated_at = clock_timestamp()
+          WHERE run_id = $1
+            AND (owner IS NULL OR expires_at <= clock_timestamp())
+      RETURNING epoch, expires_at",
+    )
+    .bind(run_id)
+    .bind(owner)
+    .bind(ttl.millis())
+    .fetch_optional(pool)
+    .await
+    .map_err(|e| classify_write_error(e, "acquire", run_id))?;
+
+    match row {
+        Some((epoch, expires_at)) => {
+            Ok(LeaseTerms { lease: Lease { run_id, owner: owner.to_string(), epoch }, expires_at })
+        }
+        None => match inspect(pool, run_id).await? {
+            None => Err(ProtocolError::RunNotFound(run_id)),
+            Some(row) => {
+                Err(ProtocolError::LeaseBusy { run_id, holder: row.owner.unwrap_or_default(), epoch: row.epoch })
+            }
+        },
+    }
+}
+
+/// Extend the lease; only the current owner of the current epoch, and only before expiry.
+/// Zero rows means the lease is lost and cannot be resurrected.
+pub async fn renew(pool: &PgPool, lease: &Lease, ttl: Ttl) -> Result<LeaseTerms, ProtocolError> {
+    let row: Option<(chrono::DateTime<chrono::Utc>,)> = sqlx::query_as(
+        "UPDATE worker_leases
+            SET expires_at = clock_timestamp() + ($4::bigint * interval '1 millisecond'),
+                updated_at = clock_timestamp()
+          WHERE run_id = $1 AND owner = $2 AND epoch = $3 AND expires_at > clock_timestamp()
+      RETURNING expires_at",
+    )
+    .bind(lease.run_id)
+    .bind(&lease.owner)
+    .bind(lease.epoch)
+    .bind(ttl.millis())
+    .fetch_optional(pool)
+    .await
+    .map_err(|e| classify_write_error(e, "renew", lease.run_id))?;
+
+    match row {
+        Some((expires_at,)) => Ok(LeaseTerms { lease: lease.clone(), expires_at }),
+        None => Err(lost(lease)),
+    }
+}
+
+/// Give the lease up. The epoch is kept: the next acquire continues from it.
+pub async fn release(pool: &PgPool, lease: &Lease) -> Result<(), ProtocolError> {
+    let done = sqlx::query(
+        "UPDATE worker_leases
+            SET owner = NULL, expires_at = clock_timestamp(), updated_at = clock_timestamp()
+          WHERE run_id = $1 AND owner = $2 AND epoch = $3",
+    )
+    .bind(lease.run_id)
+    .bind(&lease.owner)
+    .bind(lease.epoch)
+    .execute(pool)
+    .await
+    .map_err(|e| classify_write_error(e, "release", lease.run_id))?;
+    if done.rows_affected() == 1 {
+        Ok(())
+    } else {
+        Err(lost(lease))
+    }
+}
+
+/// Read the lease row of a run from the primary.
+pub async fn inspect(pool: &PgPool, run_id: Uuid) -> Result<Option<LeaseRow>, ProtocolError> {
+    let row: Option<(Option<String>, i64, chrono::DateTime<chrono::Utc>, bool)> = sqlx::query_as(
+        "SELECT owner, epoch, expires_at, expires_at > clock_timestamp() FROM worker_leases WHERE run_id = $1",
+    )
+    .bind(run_id)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|(owner, epoch, expires_at, live)| LeaseRow { run_id, owner, epoch, expires_at, live }))
+}
+
+pub(crate) fn lost(lease: &Lease) -> ProtocolError {
+    ProtocolError::LeaseLost { run_id: lease.run_id, owner: lease.owner.clone(), epoch: lease.epoch }
+}

@@ -1,0 +1,30 @@
+//! Reference implementation of the lease + fencing + outbox protocol on PostgreSQL.
+//!
+//! This crate is what a team would embed in its workers: it owns no process, no harness and no
+//! experiment. Every function takes a `sqlx::PgPool` and runs short READ COMMITTED transactions
+//! on the writable primary, following the spec:
+//!
+//! - [`lease`]: acquire / takeover (epoch + 1, only when free or expired, on the database clock),
+//!   renew (owner + epoch + unexpired), release (never zeroes the epoch);
+//! - [`runs`]: create a task, its run and the run's lease in one transaction; the control-plane
+//!   cancel; read-back of a run and its lease;
+//! - [`commit`]: the protected state transition (row-lock the lease, validate owner/epoch/expiry,
+//!   compare-and-set the revision, all in one short transaction) behind start / save / succeed / fail;
+//! - [`heartbeat`]: a renewal loop with its own timeout that cancels the execution when a renewal is
+//!   not confirmed;
+//! - [`retry`]: SQLSTATE 40001 retries the whole short transaction under a budget;
+//! - [`faults`]: named fault points where a harness can hold a transaction on a database barrier.
+
+pub mod commit;
+pub mod error;
+pub mod faults;
+pub mod heartbeat;
+pub mod ids;
+pub mod lease;
+pub mod retry;
+pub mod runs;
+
+pub use commit::{protected_transition, Transition};
+pub use error::{ProtocolError, RejectReason};
+pub use faults::{Barrier, FaultPoint, FaultPoints};
+pub use ids::{Lease, LeaseTerms, RunStatus, Ttl};

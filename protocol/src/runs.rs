@@ -1,0 +1,99 @@
+//! Runs and tasks: creation (task + run + lease in one transaction), the control-plane cancel, and
+//! read-back of a run's state from the primary.
+
+use serde_json::Value;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::error::ProtocolError;
+use crate::ids::RunStatus;
+use crate::retry::{classify_write_error, with_retry, RetryBudget};
+
+/// A run as read back from the primary.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RunSnapshot {
+    pub run_id: Uuid,
+    pub task_id: String,
+    pub status: String,
+    pub revision: i64,
+    pub checkpoint: Value,
+}
+
+/// Create a run of `task_id` (creating the task on first use) with its lease row, and make it the
+/// task's active run, all in one short transaction. Every call mints a fresh run_id: a retry is a
+/// new run, never a reused one. Refused while the task's active run is still live.
+pub async fn create_run(pool: &PgPool, task_id: &str, checkpoint: Value) -> Result<Uuid, ProtocolError> {
+    with_retry(RetryBudget::default(), || async {
+        let run_id = Uuid::new_v4();
+        let mut tx = pool.begin().await?;
+        sqlx::query("INSERT INTO agent_tasks (task_id) VALUES ($1) ON CONFLICT (task_id) DO NOTHING")
+            .bind(task_id)
+            .execute(&mut *tx)
+            .await?;
+        let active: Option<Uuid> =
+            sqlx::query_scalar("SELECT active_run_id FROM agent_tasks WHERE task_id = $1 FOR UPDATE")
+                .bind(task_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        if let Some(active) = active {
+            let status: String = sqlx::query_scalar("SELECT status FROM agent_runs WHERE run_id = $1")
+                .bind(active)
+                .fetch_one(&mut *tx)
+                .await?;
+            if !RunStatus::parse(&status).is_some_and(RunStatus::is_terminal) {
+                return Err(ProtocolError::ActiveRunLive { task_id: task_id.to_string(), run_id: active });
+            }
+        }
+        sqlx::query("INSERT INTO agent_runs (run_id, task_id, status, checkpoint) VALUES ($1, $2, 'pending', $3)")
+            .bind(run_id)
+            .bind(task_id)
+            .bind(&checkpoint)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("INSERT INTO worker_leases (run_id) VALUES ($1)").bind(run_id).execute(&mut *tx).await?;
+        sqlx::query("UPDATE agent_tasks SET active_run_id = $2, updated_at = clock_timestamp() WHERE task_id = $1")
+            .bind(task_id)
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await.map_err(|e| classify_write_error(e, "create_run", run_id))?;
+        Ok(run_id)
+    })
+    .await
+}
+
+/// The control plane's cancel: pending or running -> cancelled, no lease needed (the caller is the
+/// authorized control plane, not a worker). Returns the new revision.
+pub async fn cancel(pool: &PgPool, run_id: Uuid) -> Result<i64, ProtocolError> {
+    with_retry(RetryBudget::default(), || async {
+        let done: Option<(i64,)> = sqlx::query_as(
+            "UPDATE agent_runs
+                SET status = 'cancelled', revision = revision + 1, updated_at = clock_timestamp()
+              WHERE run_id = $1 AND status IN ('pending', 'running')
+          RETURNING revision",
+        )
+        .bind(run_id)
+        .fetch_optional(pool)
+        .await
+        .map_err(|e| classify_write_error(e, "cancel", run_id))?;
+        match done {
+            Some((revision,)) => Ok(revision),
+            None => {
+                let run = read_run(pool, run_id).await?;
+                Err(ProtocolError::InvalidState { run_id, found: run.status, needed: "pending or running".into() })
+            }
+        }
+    })
+    .await
+}
+
+/// Read a run from the primary.
+pub async fn read_run(pool: &PgPool, run_id: Uuid) -> Result<RunSnapshot, ProtocolError> {
+    let row: Option<(String, String, i64, Value)> =
+        sqlx::query_as("SELECT task_id, status, revision, checkpoint FROM agent_runs WHERE run_id = $1")
+            .bind(run_id)
+            .fetch_optional(pool)
+            .await?;
+    let (task_id, status, revision, checkpoint) = row.ok_or(ProtocolError::RunNotFound(run_id))?;
+    Ok(RunSnapshot { run_id, task_id, status, revision, checkpoint })
+}

@@ -1,0 +1,77 @@
+//! Experiment A — continuous checkpoints: two sequential writes in the same epoch both succeed and
+//! the revision rises consecutively. The worker runs a scripted task alone (acquire, start, two
+//! checkpoints, succeed, release); the verdict comes from the oracle, not from the worker.
+
+use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::record::oracle;
+use fenceproof_harness::HarnessError;
+use fenceproof_protocol::runs;
+
+use crate::ctx::{Ctx, CONTROL, STEP};
+
+pub const TITLE: &str = "Continuous checkpoints: two sequential writes in one epoch";
+
+pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let run_id = runs::create_run(&ctx.pool, "task-a", serde_json::json!({}))
+        .await
+        .map_err(|e| HarnessError::Other(e.to_string()))?;
+    let args = [
+        "--script",
+        "--run-id",
+        &run_id.to_string(),
+        "--steps",
+        "2",
+        "--ttl-ms",
+        "5000",
+        "--heartbeat-ms",
+        "500",
+        "--renew-timeout-ms",
+        "1000",
+    ];
+    let mut w = ctx.spawn_worker("a", args.iter().map(|s| s.to_string()).collect()).await?;
+    let code = w.wait_exit(STEP).await?;
+    ctx.check(Check::equal("scripted worker exits 0", code, Some(0)));
+
+    let rows = oracle::commits(&ctx.pool).await?;
+    let saves: Vec<_> = rows
+        .iter()
+        .filter(|r| {
+            r.is_runs()
+                && r.op == "UPDATE"
+                && r.writer == w.owner
+                && r.old_str("status") == Some("running")
+                && r.new_str("status") == Some("running")
+        })
+        .collect();
+    let revs: Vec<(i64, i64)> = saves.iter().filter_map(|r| r.old_i64("revision").zip(r.new_i64("revision"))).collect();
+    let epochs: Vec<Option<i64>> = saves.iter().map(|r| r.lease_epoch()).collect();
+    ctx.check(Check::equal("both checkpoint writes committed", saves.len(), 2));
+    ctx.check(Check::expect(
+        "checkpoint revisions consecutive",
+        revs.len() == 2 && revs[0].1 == revs[0].0 + 1 && revs[1].0 == revs[0].1 && revs[1].1 == revs[1].0 + 1,
+        format!("revision steps {revs:?}"),
+    ));
+    ctx.check(Check::expect(
+        "both writes in the same epoch, held by the writer",
+        epochs.len() == 2
+            && epochs[0].is_some()
+            && epochs[0] == epochs[1]
+            && saves.iter().all(|r| r.lease_owner() == Some(w.owner.as_str())),
+        format!("lease epochs at commit {epochs:?}"),
+    ));
+    let state = oracle::run_state(&ctx.pool, run_id).await?;
+    ctx.check(Check::equal(
+        "run ends succeeded at revision 4",
+        (state.run["status"].as_str(), state.run["revision"].as_i64()),
+        (Some("succeeded"), Some(4)),
+    ));
+    ctx.check(Check::equal("run checkpoint is the last step", state.run["checkpoint"]["step"].as_i64(), Some(2)));
+    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
+    ctx.note(format!(
+        "revisions {} in epoch {}",
+        revs.iter().map(|r| format!("{}→{}", r.0, r.1)).collect::<Vec<_>>().join(", "),
+        epochs.first().copied().flatten().unwrap_or(-1)
+    ));
+    std::fs::write(ctx.dir.join("final_state.json"), serde_json::to_string_pretty(&state).expect("json"))?;
+    Ok(())
+}

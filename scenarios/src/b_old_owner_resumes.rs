@@ -1,0 +1,144 @@
+//! Experiment B — the old owner resumes. Worker A holds the lease and has committed a checkpoint;
+//! the harness SIGSTOPs A's process, waits until the lease has expired on the database clock,
+//! starts worker B which takes over (epoch + 1) and saves, then SIGCONTs A. A's heartbeat must find
+//! the lease lost and cancel its execution; the harness then makes A attempt renew, save, succeed,
+//! fail and release anyway (a stale worker that ignores its cancellation). None of them may change
+//! B's epoch or the run's state, and A must never write a terminal state.
+
+use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::record::oracle;
+use fenceproof_harness::{wait, HarnessError};
+use fenceproof_protocol::runs;
+use serde_json::json;
+
+use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
+
+pub const TITLE: &str = "Old owner resumes: SIGSTOP, lease expiry, takeover, SIGCONT";
+
+/// A's lease is short so that its expiry comes quickly once A is stopped.
+const A_TTL_MS: i64 = 600;
+const A_HEARTBEAT_MS: u64 = 100;
+
+pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let run_id =
+        runs::create_run(&ctx.pool, "task-b", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
+
+    // Setup: A acquires, starts and saves one checkpoint.
+    let mut a = ctx.spawn_worker("a", vec![]).await?;
+    let acq = a.request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": A_TTL_MS, "heartbeat_ms": A_HEARTBEAT_MS, "renew_timeout_ms": 300}), STEP).await?;
+    require_ok(&acq, "A acquire")?;
+    let epoch_a = acq["epoch"].as_i64().unwrap_or(-1);
+    require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
+    require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1, "by": "a"}}), STEP).await?, "A save")?;
+
+    // Fault: a real pause of A's whole process, heartbeat included.
+    let paused = a.pause().await?;
+    let pool = ctx.pool.clone();
+    wait::until("A's lease to expire on the database clock", STEP, || {
+        let pool = pool.clone();
+        async move {
+            let expired: bool =
+                sqlx::query_scalar("SELECT expires_at <= clock_timestamp() FROM worker_leases WHERE run_id = $1")
+                    .bind(run_id)
+                    .fetch_one(&pool)
+                    .await?;
+            Ok(expired.then_some(()))
+        }
+    })
+    .await?;
+    ctx.timeline.record("harness", "observed", "database", json!({"lease": "expired", "epoch": epoch_a}));
+
+    // B takes over and saves.
+    let mut b = ctx.spawn_worker("b", vec![]).await?;
+    let acq_b = b.request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 10_000, "heartbeat_ms": 1000, "renew_timeout_ms": 2000}), STEP).await?;
+    require_ok(&acq_b, "B takeover")?;
+    let epoch_b = acq_b["epoch"].as_i64().unwrap_or(-1);
+    ctx.check(Check::equal("B's takeover is epoch A + 1", epoch_b, epoch_a + 1));
+    let takeover_seq = ctx.oracle_mark().await?;
+    require_ok(&b.request(json!({"cmd": "save", "checkpoint": {"step": 2, "by": "b"}}), STEP).await?, "B save")?;
+
+    // Heal: resume A. Its overdue heartbeat must find the lease gone and cancel the execution.
+    let before = oracle::run_state(&ctx.pool, run_id).await?;
+    a.resume(paused).await?;
+    let cancelled =
+        a.wait_event("execution cancelled after resume", STEP, |e| e["event"] == "execution_cancelled").await;
+    ctx.check(Check::expect(
+        "A's heartbeat cancels its execution after SIGCONT",
+        cancelled.is_ok(),
+        match &cancelled {
+            Ok(_) => "heartbeat renewal found the lease lost; execution cancelled".to_string(),
+            Err(e) => e.to_string(),
+        },
+    ));
+
+    // The stale worker tries everything anyway.
+    let mut attempts = Vec::new();
+    for cmd in [
+        json!({"cmd": "renew"}),
+        json!({"cmd": "save", "checkpoint": {"step": 2, "by": "a (stale)"}}),
+        json!({"cmd": "succeed"}),
+        json!({"cmd": "fail"}),
+        json!({"cmd": "release"}),
+    ] {
+        let name = cmd["cmd"].as_str().unwrap_or("?").to_string();
+        let ev = a.request(cmd, STEP).await?;
+        attempts.push((name, outcome(&ev).to_string()));
+    }
+    let after = oracle::run_state(&ctx.pool, run_id).await?;
+    let key = |s: &oracle::RunState| {
+        (
+            s.lease["owner"].clone(),
+            s.lease["epoch"].clone(),
+            s.run["status"].clone(),
+            s.run["revision"].clone(),
+            s.run["checkpoint"].clone(),
+        )
+    };
+    ctx.check(Check::expect(
+        "A's renew/save/succeed/fail/release leave B's lease and the run unchanged",
+        key(&before) == key(&after),
+        format!("before {:?}; after {:?}", key(&before), key(&after)),
+    ));
+    ctx.check(Check::expect(
+        "every stale attempt is refused by the database",
+        attempts.iter().all(|(_, o)| o == "lease_lost"),
+        attempts.iter().map(|(c, o)| format!("{c}={o}")).collect::<Vec<_>>().join(" "),
+    ));
+
+    // B completes normally.
+    require_ok(&b.request(json!({"cmd": "succeed"}), STEP).await?, "B succeed")?;
+    require_ok(&b.request(json!({"cmd": "release"}), STEP).await?, "B release")?;
+    a.shutdown(STEP).await?;
+    b.shutdown(STEP).await?;
+
+    // Verdict from the oracle and the final rows.
+    let rows = oracle::commits(&ctx.pool).await?;
+    ctx.check(invariants::silent_after(&rows, &a.owner, takeover_seq));
+    let a_terminal = rows
+        .iter()
+        .filter(|r| {
+            r.writer == a.owner
+                && r.is_runs()
+                && matches!(r.new_str("status"), Some("succeeded" | "failed" | "cancelled"))
+        })
+        .count();
+    ctx.check(Check::equal("A never commits a terminal state", a_terminal, 0));
+    let fin = oracle::run_state(&ctx.pool, run_id).await?;
+    ctx.check(Check::equal(
+        "run ends succeeded by B with B's checkpoint",
+        (fin.run["status"].as_str(), fin.run["checkpoint"]["by"].as_str()),
+        (Some("succeeded"), Some("b")),
+    ));
+    ctx.check(Check::equal(
+        "release keeps B's epoch (never zeroed)",
+        (fin.lease["epoch"].as_i64(), fin.lease["owner"].is_null()),
+        (Some(epoch_b), true),
+    ));
+    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
+    ctx.note(format!(
+        "A epoch {epoch_a} SIGSTOPped; B took over epoch {epoch_b}; A after SIGCONT: {}",
+        attempts.iter().map(|(c, o)| format!("{c}={o}")).collect::<Vec<_>>().join(" ")
+    ));
+    std::fs::write(ctx.dir.join("final_state.json"), serde_json::to_string_pretty(&fin).expect("json"))?;
+    Ok(())
+}

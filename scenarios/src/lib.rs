@@ -1,0 +1,63 @@
+//! The spec's acceptance experiments (section 11) on top of the harness, and the runner that puts
+//! them into a matrix. Each experiment reads as setup, fault, check, and gets a fresh database
+//! cloned from the migrated template, so order never matters.
+
+pub mod a_continuous_checkpoints;
+pub mod b_old_owner_resumes;
+pub mod c_same_epoch_reorder;
+pub mod ctx;
+pub mod runner;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use fenceproof_harness::HarnessError;
+
+pub type ExperimentFuture<'a> = Pin<Box<dyn Future<Output = Result<(), HarnessError>> + 'a>>;
+
+/// One experiment of the matrix.
+pub struct Experiment {
+    /// The spec's letter (suffixes for variants).
+    pub id: &'static str,
+    pub title: &'static str,
+    pub run: for<'a> fn(&'a mut ctx::Ctx) -> ExperimentFuture<'a>,
+}
+
+/// Every experiment, in the spec's order.
+pub fn all() -> Vec<Experiment> {
+    vec![
+        Experiment {
+            id: "A",
+            title: a_continuous_checkpoints::TITLE,
+            run: |c| Box::pin(a_continuous_checkpoints::run(c)),
+        },
+        Experiment { id: "B", title: b_old_owner_resumes::TITLE, run: |c| Box::pin(b_old_owner_resumes::run(c)) },
+        Experiment { id: "C", title: c_same_epoch_reorder::TITLE, run: |c| Box::pin(c_same_epoch_reorder::run(c)) },
+    ]
+}
+
+/// The experiments named in `only` (case-insensitive ids), or all of them.
+pub fn select(only: Option<&[String]>) -> Result<Vec<Experiment>, String> {
+    let all = all();
+    let Some(only) = only else { return Ok(all) };
+    let known: Vec<&str> = all.iter().map(|e| e.id).collect();
+    for want in only {
+        if !known.iter().any(|k| k.eq_ignore_ascii_case(want)) {
+            return Err(format!("unknown experiment '{want}' (known: {})", known.join(", ")));
+        }
+    }
+    Ok(all.into_iter().filter(|e| only.iter().any(|w| w.eq_ignore_ascii_case(e.id))).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection_is_case_insensitive_and_rejects_unknown_ids() {
+        let picked = select(Some(&["b".to_string(), "C".to_string()])).unwrap();
+        assert_eq!(picked.iter().map(|e| e.id).collect::<Vec<_>>(), vec!["B", "C"]);
+        assert!(select(Some(&["Z".to_string()])).unwrap_err().contains("unknown experiment 'Z'"));
+        assert_eq!(select(None).unwrap().len(), all().len());
+    }
+}

@@ -1,0 +1,154 @@
+//! fenceproof-worker: a worker process under test. The harness spawns it, drives it with JSON-line
+//! commands on stdin (or lets it run one scripted task alone), and pauses, resumes or kills it with
+//! real signals. It connects with `application_name` = its owner id so the database — and the
+//! harness's oracle — can tell its writes apart.
+
+mod commands;
+mod events;
+mod script;
+mod session;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use tokio::io::AsyncBufReadExt;
+
+use crate::commands::{Command, Request};
+use crate::events::EventSink;
+use crate::session::Session;
+
+#[derive(Parser, Debug)]
+#[command(name = "fenceproof-worker", about = "A reference worker process driven by the fenceproof harness")]
+struct Args {
+    /// PostgreSQL URL of the database under test.
+    #[arg(long)]
+    database_url: String,
+    /// This session's owner id (also its application_name).
+    #[arg(long)]
+    owner: String,
+    /// File to append one JSON event per line to.
+    #[arg(long)]
+    events: PathBuf,
+    /// Run one whole task alone instead of reading commands from stdin.
+    #[arg(long)]
+    script: bool,
+    /// Scripted mode: the run to work on.
+    #[arg(long)]
+    run_id: Option<uuid::Uuid>,
+    /// Scripted mode: number of checkpoint steps.
+    #[arg(long, default_value_t = 3)]
+    steps: u32,
+    /// Scripted mode: pause between steps in milliseconds (stands for real work).
+    #[arg(long, default_value_t = 0)]
+    pace_ms: u64,
+    /// Lease TTL in milliseconds (scripted mode).
+    #[arg(long, default_value_t = 5000)]
+    ttl_ms: i64,
+    /// Heartbeat interval in milliseconds (scripted mode).
+    #[arg(long, default_value_t = 1000)]
+    heartbeat_ms: u64,
+    /// Timeout of one renewal in milliseconds (scripted mode).
+    #[arg(long, default_value_t = 1000)]
+    renew_timeout_ms: u64,
+    /// Upper bound on any one command, in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    command_timeout_ms: u64,
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt().json().with_writer(std::io::stderr).init();
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    match rt.block_on(run(args)) {
+        Ok(code) => std::process::ExitCode::from(code),
+        Err(e) => {
+            eprintln!("fenceproof-worker: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<u8> {
+    let opts: PgConnectOptions = args.database_url.parse().context("bad --database-url")?;
+    let pool = PgPoolOptions::new()
+        .max_connections(6)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(opts.application_name(&args.owner))
+        .await
+        .context("connecting to the database")?;
+    let sink = Arc::new(EventSink::create(&args.events).with_context(|| format!("opening {}", args.events.display()))?);
+    let session = Session::new(args.owner.clone(), pool, sink);
+    session.emit(
+        "ready",
+        None,
+        session::Outcome { outcome: "ok".into(), detail: Some(format!("pid {}", std::process::id())) },
+    );
+
+    if args.script {
+        let run_id = args.run_id.context("--script needs --run-id")?;
+        let done = script::run(
+            &session,
+            script::Script {
+                run_id,
+                steps: args.steps,
+                pace_ms: args.pace_ms,
+                ttl_ms: args.ttl_ms,
+                heartbeat_ms: args.heartbeat_ms,
+                renew_timeout_ms: args.renew_timeout_ms,
+            },
+        )
+        .await;
+        session.emit(
+            "script_end",
+            None,
+            session::Outcome { outcome: if done { "ok" } else { "stopped" }.into(), detail: None },
+        );
+        return Ok(if done { 0 } else { 4 });
+    }
+
+    let timeout = Duration::from_millis(args.command_timeout_ms);
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut inflight = tokio::task::JoinSet::new();
+    while let Some(line) = lines.next_line().await? {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let req: Request = match serde_json::from_str(&line) {
+            Ok(r) => r,
+            Err(e) => {
+                session.emit(
+                    "bad_command",
+                    None,
+                    session::Outcome { outcome: "error".into(), detail: Some(format!("{e}: {line}")) },
+                );
+                continue;
+            }
+        };
+        if matches!(req.cmd, Command::Exit) {
+            while inflight.join_next().await.is_some() {}
+            session.handle(req.id, req.cmd).await;
+            return Ok(0);
+        }
+        let s = session.clone();
+        inflight.spawn(async move {
+            let name = req.cmd.name();
+            if tokio::time::timeout(timeout, s.handle(req.id, req.cmd)).await.is_err() {
+                s.emit(
+                    name,
+                    Some(req.id),
+                    session::Outcome {
+                        outcome: "timeout".into(),
+                        detail: Some(format!("no answer within {timeout:?}; outcome unknown")),
+                    },
+                );
+            }
+        });
+        while inflight.try_join_next().is_some() {}
+    }
+    // stdin closed: the harness is gone or done with us.
+    Ok(0)
+}

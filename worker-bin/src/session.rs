@@ -1,0 +1,176 @@
+//! One worker session: the owner id, the lease it believes it holds, the last revision it knows,
+//! its heartbeat and its execution token, and the handling of each command through the protocol.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fenceproof_protocol::heartbeat::{Heartbeat, HeartbeatEnd};
+use fenceproof_protocol::retry::RetryBudget;
+use fenceproof_protocol::{lease, protected_transition, FaultPoints, Lease, ProtocolError, Transition, Ttl};
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::commands::Command;
+use crate::events::{Event, EventSink};
+
+#[derive(Default)]
+struct Held {
+    lease: Option<Lease>,
+    ttl: Option<Ttl>,
+    revision: Option<i64>,
+    heartbeat_stop: Option<CancellationToken>,
+}
+
+/// Shared by every in-flight command of this process.
+pub struct Session {
+    pub owner: String,
+    pub pool: PgPool,
+    pub sink: Arc<EventSink>,
+    /// Cancelled when the heartbeat cannot confirm a renewal: the execution context of the spec.
+    pub execution: CancellationToken,
+    held: Mutex<Held>,
+}
+
+/// The answer to one command.
+pub struct Outcome {
+    pub outcome: String,
+    pub detail: Option<String>,
+}
+
+impl Outcome {
+    fn ok() -> Outcome {
+        Outcome { outcome: "ok".into(), detail: None }
+    }
+    fn err(e: &ProtocolError) -> Outcome {
+        Outcome { outcome: e.kind().into(), detail: Some(e.to_string()) }
+    }
+}
+
+impl Session {
+    pub fn new(owner: String, pool: PgPool, sink: Arc<EventSink>) -> Arc<Session> {
+        Arc::new(Session { owner, pool, sink, execution: CancellationToken::new(), held: Mutex::new(Held::default()) })
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Emit an event stamped with what this session currently believes.
+    pub fn emit(&self, event: &str, id: Option<u64>, o: Outcome) {
+        let h = self.held();
+        let ev = Event {
+            time: chrono::Utc::now(),
+            owner: self.owner.clone(),
+            run_id: h.lease.as_ref().map(|l| l.run_id),
+            epoch: h.lease.as_ref().map(|l| l.epoch),
+            revision: h.revision,
+            event: event.into(),
+            id,
+            outcome: o.outcome,
+            detail: o.detail,
+        };
+        drop(h);
+        self.sink.emit(&ev);
+    }
+
+    /// Run one command to completion and answer it; true when it succeeded.
+    pub async fn handle(self: &Arc<Self>, id: u64, cmd: Command) -> bool {
+        let name = cmd.name();
+        let (ok, o) = match self.run(cmd).await {
+            Ok(()) => (true, Outcome::ok()),
+            Err(e) => (false, Outcome::err(&e)),
+        };
+        self.emit(name, Some(id), o);
+        ok
+    }
+
+    async fn run(self: &Arc<Self>, cmd: Command) -> Result<(), ProtocolError> {
+        match cmd {
+            Command::Acquire { run_id, ttl_ms, heartbeat_ms, renew_timeout_ms } => {
+                let ttl = Ttl::from_millis(ttl_ms)?;
+                let terms = lease::acquire(&self.pool, run_id, &self.owner, ttl).await?;
+                let run = fenceproof_protocol::runs::read_run(&self.pool, run_id).await?;
+                let stop = self.start_heartbeat(terms.lease.clone(), ttl, heartbeat_ms, renew_timeout_ms);
+                let mut h = self.held();
+                h.lease = Some(terms.lease);
+                h.ttl = Some(ttl);
+                h.revision = Some(run.revision);
+                h.heartbeat_stop = Some(stop);
+                Ok(())
+            }
+            Command::Start { expected_revision } => {
+                self.transition(Transition::start(None), expected_revision, &FaultPoints::none()).await
+            }
+            Command::Save { checkpoint, expected_revision, faults } => {
+                self.transition(Transition::save(checkpoint), expected_revision, &faults).await
+            }
+            Command::Succeed { expected_revision } => {
+                self.transition(Transition::succeed(None), expected_revision, &FaultPoints::none()).await
+            }
+            Command::Fail { expected_revision } => {
+                self.transition(Transition::fail(None), expected_revision, &FaultPoints::none()).await
+            }
+            Command::Renew => {
+                let (l, ttl) = self.lease_and_ttl()?;
+                lease::renew(&self.pool, &l, ttl).await.map(|_| ())
+            }
+            Command::Release => {
+                let (l, _) = self.lease_and_ttl()?;
+                if let Some(stop) = self.held().heartbeat_stop.take() {
+                    stop.cancel();
+                }
+                lease::release(&self.pool, &l).await
+            }
+            Command::Exit => Ok(()),
+        }
+    }
+
+    fn lease_and_ttl(&self) -> Result<(Lease, Ttl), ProtocolError> {
+        let h = self.held();
+        match (&h.lease, h.ttl) {
+            (Some(l), Some(t)) => Ok((l.clone(), t)),
+            _ => Err(ProtocolError::LeaseLost { run_id: uuid::Uuid::nil(), owner: self.owner.clone(), epoch: 0 }),
+        }
+    }
+
+    async fn transition(
+        &self,
+        t: Transition,
+        expected: Option<i64>,
+        faults: &FaultPoints,
+    ) -> Result<(), ProtocolError> {
+        let (l, _) = self.lease_and_ttl()?;
+        let expected = expected.or(self.held().revision).unwrap_or(0);
+        let revision = protected_transition(&self.pool, &l, expected, &t, faults, RetryBudget::default()).await?;
+        let mut h = self.held();
+        h.revision = Some(h.revision.map_or(revision, |r| r.max(revision)));
+        Ok(())
+    }
+
+    fn start_heartbeat(self: &Arc<Self>, l: Lease, ttl: Ttl, every_ms: u64, timeout_ms: u64) -> CancellationToken {
+        let hb = Heartbeat::spawn(
+            self.pool.clone(),
+            l,
+            ttl,
+            Duration::from_millis(every_ms.max(1)),
+            Duration::from_millis(timeout_ms.max(1)),
+            self.execution.clone(),
+        );
+        let me = self.clone();
+        let stop = hb.stop.clone();
+        tokio::spawn(async move {
+            let end = hb.task.await;
+            let (event, o) = match end {
+                Ok(HeartbeatEnd::Stopped) => return,
+                Ok(HeartbeatEnd::Lost(e)) => ("heartbeat_lost", Outcome::err(&e)),
+                Ok(HeartbeatEnd::Unconfirmed(why)) => {
+                    ("heartbeat_unconfirmed", Outcome { outcome: "outcome_unknown".into(), detail: Some(why) })
+                }
+                Err(join) => ("heartbeat_crashed", Outcome { outcome: "error".into(), detail: Some(join.to_string()) }),
+            };
+            me.emit(event, None, o);
+            me.emit("execution_cancelled", None, Outcome::ok());
+        });
+        stop
+    }
+}

@@ -16,6 +16,7 @@ use fenceproof_harness::HarnessError;
 pub type ExperimentFuture<'a> = Pin<Box<dyn Future<Output = Result<(), HarnessError>> + 'a>>;
 
 /// One experiment of the matrix.
+#[derive(Debug)]
 pub struct Experiment {
     /// The spec's letter (suffixes for variants).
     pub id: &'static str,

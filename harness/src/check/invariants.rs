@@ -16,7 +16,7 @@ fn is_terminal(s: Option<&str>) -> bool {
     s.is_some_and(|s| TERMINAL.contains(&s))
 }
 
-fn by_run<'a>(rows: &'a [CommitRow], pick: impl Fn(&CommitRow) -> bool) -> BTreeMap<Uuid, Vec<&'a CommitRow>> {
+fn by_run(rows: &[CommitRow], pick: impl Fn(&CommitRow) -> bool) -> BTreeMap<Uuid, Vec<&CommitRow>> {
     let mut m: BTreeMap<Uuid, Vec<&CommitRow>> = BTreeMap::new();
     for r in rows.iter().filter(|r| pick(r)) {
         if let Some(run) = r.run_id {

@@ -50,6 +50,7 @@ impl NativeCluster {
     /// Create and start a cluster; `log` receives the server's stderr.
     pub async fn start(bin: PgBin, log: &Path) -> Result<NativeCluster> {
         let run_as = unprivileged_user()?;
+        sweep_stale_roots();
         let root = make_root(run_as)?;
         registry::register_dir(root.clone());
         let mut cluster = NativeCluster { version: bin.version(), bin, root, port: 0, child: None };
@@ -209,6 +210,21 @@ fn make_root(run_as: Option<RunAs>) -> Result<PathBuf> {
             .map_err(|e| HarnessError::Process(format!("chown {}: {e}", root.display())))?;
     }
     Ok(root)
+}
+
+/// Remove cluster folders left by harness processes that no longer exist (one killed with SIGKILL
+/// cannot clean up; its server already died with it through the parent-death signal).
+fn sweep_stale_roots() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("fenceproof-")) else { continue };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else { continue };
+        let gone = matches!(nix::sys::signal::kill(Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH));
+        if gone && e.path().join("data").exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 fn free_port() -> Result<u16> {

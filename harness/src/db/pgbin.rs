@@ -50,7 +50,7 @@ impl PgBin {
                 Some((major, e.path().join("bin")))
             })
             .collect();
-        versioned.sort_by(|a, b| b.0.cmp(&a.0));
+        versioned.sort_by_key(|v| std::cmp::Reverse(v.0));
         candidates.extend(versioned.into_iter().map(|(_, p)| p));
         looked.push("/usr/lib/postgresql/*/bin".into());
         if let Some(path) = std::env::var_os("PATH") {

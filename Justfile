@@ -1,0 +1,36 @@
+# fenceproof recipes. Set up once with `bash scripts/setup.sh`, then `just verify`.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# Show the recipes.
+default:
+    @just --list
+
+# Install what is needed (just, PostgreSQL binaries, the postgres user) and build.
+setup:
+    bash scripts/setup.sh
+
+# Build every crate (the harness, the worker, the fake tools).
+build:
+    cargo build --workspace --quiet
+
+# Run the experiments against a throwaway PostgreSQL and print the matrix (e.g. `just verify --only B,C`).
+verify *ARGS: build
+    ./target/debug/fenceproof verify {{ARGS}}
+
+# List the experiments.
+list: build
+    ./target/debug/fenceproof list
+
+# The test suite: unit tests, protocol rules and the matrix on real PostgreSQL, cleanup paths.
+test: build
+    cargo test --workspace
+
+# Formatting and lints, as CI runs them.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+# Remove old run folders, keeping the newest five.
+clean-reports:
+    ls -1dt reports/2*/ 2>/dev/null | tail -n +6 | xargs -r rm -rf

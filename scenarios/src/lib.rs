@@ -6,6 +6,7 @@ pub mod a_continuous_checkpoints;
 pub mod b_old_owner_resumes;
 pub mod c_same_epoch_reorder;
 pub mod ctx;
+pub mod d_race_after_validation;
 pub mod runner;
 
 use std::future::Future;
@@ -34,6 +35,11 @@ pub fn all() -> Vec<Experiment> {
         },
         Experiment { id: "B", title: b_old_owner_resumes::TITLE, run: |c| Box::pin(b_old_owner_resumes::run(c)) },
         Experiment { id: "C", title: c_same_epoch_reorder::TITLE, run: |c| Box::pin(c_same_epoch_reorder::run(c)) },
+        Experiment {
+            id: "D",
+            title: d_race_after_validation::TITLE,
+            run: |c| Box::pin(d_race_after_validation::run(c)),
+        },
     ]
 }
 

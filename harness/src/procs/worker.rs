@@ -167,6 +167,16 @@ impl WorkerProc {
         }
     }
 
+    /// Without waiting: the first already-received event matching `pred`, if any.
+    pub fn poll_event(&mut self, pred: impl Fn(&Value) -> bool) -> Option<Value> {
+        while let Ok(ev) = self.events.try_recv() {
+            self.history.push(ev.clone());
+            self.backlog.push(ev);
+        }
+        let i = self.backlog.iter().position(pred)?;
+        Some(self.backlog.remove(i))
+    }
+
     /// SIGSTOP this worker (confirmed stopped by the kernel).
     pub async fn pause(&self) -> Result<Pause> {
         self.timeline.record("harness", "sigstop", &self.name, json!({ "pid": self.pid.as_raw() }));

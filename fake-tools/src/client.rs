@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::http::{call, CallError};
+use crate::http::{call, encode_segment, CallError};
 
 #[derive(Debug, Clone, Copy)]
 pub struct ToolClient {
@@ -23,15 +23,31 @@ impl ToolClient {
     /// Ask `tool` to create the resource of `operation_id`.
     pub async fn create(&self, tool: &str, operation_id: &str, request: &Value, timeout: Duration) -> Answer {
         let body = json!({ "operation_id": operation_id, "request": request });
-        call(self.addr, "POST", &format!("/tools/{tool}/create"), &[], Some(&body), timeout).await
+        call(self.addr, "POST", &format!("/tools/{}/create", encode_segment(tool)), &[], Some(&body), timeout).await
     }
 
     pub async fn query_operation(&self, tool: &str, operation_id: &str, timeout: Duration) -> Answer {
-        call(self.addr, "GET", &format!("/tools/{tool}/operations/{operation_id}"), &[], None, timeout).await
+        call(
+            self.addr,
+            "GET",
+            &format!("/tools/{}/operations/{}", encode_segment(tool), encode_segment(operation_id)),
+            &[],
+            None,
+            timeout,
+        )
+        .await
     }
 
     pub async fn query_resource(&self, tool: &str, resource_id: &str, timeout: Duration) -> Answer {
-        call(self.addr, "GET", &format!("/tools/{tool}/resources/{resource_id}"), &[], None, timeout).await
+        call(
+            self.addr,
+            "GET",
+            &format!("/tools/{}/resources/{}", encode_segment(tool), encode_segment(resource_id)),
+            &[],
+            None,
+            timeout,
+        )
+        .await
     }
 
     /// Arm a fault for the next `count` creates of `tool` (`mode` as in [`crate::faults::Fault`]).

@@ -101,6 +101,37 @@ pub async fn write_response(stream: &mut TcpStream, status: u16, body: &serde_js
     stream.shutdown().await
 }
 
+/// Percent-encode one path segment (everything but RFC 3986 unreserved characters).
+pub fn encode_segment(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Decode a percent-encoded path segment; `None` when it is not valid UTF-8 or a bad escape.
+pub fn decode_segment(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// What a client call can end in, short of a response.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
@@ -180,6 +211,15 @@ fn parse_response(raw: &[u8]) -> Option<(u16, serde_json::Value)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_segments_round_trip() {
+        let op = "tenant1/8c0e-11/create/v1 x%";
+        let enc = encode_segment(op);
+        assert!(!enc.contains('/'));
+        assert_eq!(decode_segment(&enc).as_deref(), Some(op));
+        assert_eq!(decode_segment("%zz"), None);
+    }
 
     #[test]
     fn responses_parse_and_truncation_is_detected() {

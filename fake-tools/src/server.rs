@@ -18,7 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Mutex;
 
 use crate::faults::{Armed, Fault};
-use crate::http::{read_request, write_response, HttpError, Request};
+use crate::http::{decode_segment, read_request, write_response, HttpError, Request};
 use crate::tools::Tools;
 
 pub struct State {
@@ -63,7 +63,14 @@ async fn handle(mut stream: TcpStream, state: Arc<State>) {
             return;
         }
     };
-    let segments: Vec<&str> = req.path.trim_start_matches('/').split('/').collect();
+    let Some(decoded) =
+        req.path.trim_start_matches('/').split('/').map(decode_segment).collect::<Option<Vec<String>>>()
+    else {
+        let reply = state.tools.lock().await.reject("-", None, 400, &format!("bad percent-encoding in {}", req.path));
+        let _ = write_response(&mut stream, 400, &reply.map(|r| r.1).unwrap_or(Value::Null)).await;
+        return;
+    };
+    let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
     let reply = match (req.method.as_str(), segments.as_slice()) {
         ("GET", ["health"]) => (200, json!({"ok": true})),
         ("GET", ["ledger"]) => (200, json!(state.tools.lock().await.ledger().entries())),

@@ -1,6 +1,6 @@
 -- fenceproof oracle: installed by the harness, never by the code under test.
 --
--- Every committed change of agent_runs and worker_leases lands in fenceproof_oracle.commits, written
+-- Every committed change of agent_runs, worker_leases and tool_operations lands in fenceproof_oracle.commits, written
 -- by a DEFERRED constraint trigger: it fires when the writing transaction commits, so a row here exists
 -- if and only if the change committed, and `lease_at_commit` is the run's lease row as the writing
 -- transaction saw it at that moment. `writer` is the session's application_name (a worker's owner id).
@@ -55,5 +55,10 @@ CREATE CONSTRAINT TRIGGER fenceproof_oracle_runs
 
 CREATE CONSTRAINT TRIGGER fenceproof_oracle_leases
   AFTER INSERT OR UPDATE OR DELETE ON public.worker_leases
+  DEFERRABLE INITIALLY DEFERRED
+  FOR EACH ROW EXECUTE FUNCTION fenceproof_oracle.record_commit();
+
+CREATE CONSTRAINT TRIGGER fenceproof_oracle_operations
+  AFTER INSERT OR UPDATE OR DELETE ON public.tool_operations
   DEFERRABLE INITIALLY DEFERRED
   FOR EACH ROW EXECUTE FUNCTION fenceproof_oracle.record_commit();

@@ -12,6 +12,8 @@ use crate::error::ProtocolError;
 use crate::faults::{FaultPoint, FaultPoints};
 use crate::ids::{Lease, RunStatus};
 use crate::lease::lost;
+use crate::operation::Intent;
+use crate::outbox::{self, Registration};
 use crate::retry::{classify_write_error, with_retry, RetryBudget};
 
 /// One row of the state transition table that a lease holder may perform.
@@ -56,16 +58,27 @@ pub async fn protected_transition(
     faults: &FaultPoints,
     budget: RetryBudget,
 ) -> Result<i64, ProtocolError> {
-    with_retry(budget, || attempt(pool, lease, expected_revision, t, faults)).await
+    with_retry(budget, || attempt(pool, lease, expected_revision, t, faults, Within::Nothing)).await.map(|(r, _)| r)
 }
 
-async fn attempt(
+/// What else the protected transaction does, inside the same transaction as the run update.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Within<'a> {
+    Nothing,
+    /// Insert the intent as a prepared operation (or confirm it is already the same intent).
+    RegisterIntent(&'a Intent),
+    /// Require this operation to belong to the run and to have a verified (succeeded) result.
+    RequireResult(&'a str),
+}
+
+pub(crate) async fn attempt(
     pool: &PgPool,
     lease: &Lease,
     expected_revision: i64,
     t: &Transition,
     faults: &FaultPoints,
-) -> Result<i64, ProtocolError> {
+    within: Within<'_>,
+) -> Result<(i64, Option<Registration>), ProtocolError> {
     let mut tx = pool.begin().await?;
     faults.pass(FaultPoint::AfterBegin, &mut tx).await?;
 
@@ -81,6 +94,9 @@ async fn attempt(
         return Err(lost(lease));
     }
     faults.pass(FaultPoint::AfterLeaseValidated, &mut tx).await?;
+    if let Within::RequireResult(op) = within {
+        outbox::require_verified_result(&mut tx, lease.run_id, op).await?;
+    }
 
     let updated: Option<(i64,)> = sqlx::query_as(
         "UPDATE agent_runs
@@ -115,10 +131,14 @@ async fn attempt(
             }
         });
     };
+    let registration = match within {
+        Within::RegisterIntent(intent) => Some(outbox::register_intent(&mut tx, intent).await?),
+        _ => None,
+    };
     faults.pass(FaultPoint::BeforeCommit, &mut tx).await?;
 
     tx.commit().await.map_err(|e| classify_write_error(e, t.name, lease.run_id))?;
-    Ok(revision)
+    Ok((revision, registration))
 }
 
 /// What a read-back after `OutcomeUnknown` found.

@@ -62,6 +62,32 @@ pub enum ProtocolError {
     #[error("serialization failures exhausted the retry budget of {attempts} attempts")]
     RetryBudgetExhausted { attempts: u32 },
 
+    /// An intent that cannot be built (bad operation_id component).
+    #[error("invalid intent: {0}")]
+    InvalidIntent(String),
+
+    /// An operation_id already registered with another run, tool or request digest: a bug or a
+    /// corrupted request, never silently accepted.
+    #[error("operation {operation_id} is registered with a different intent: {detail}")]
+    IntentMismatch { operation_id: String, detail: String },
+
+    /// A ledger write matched zero rows: someone else moved the operation (the reconciler marked it
+    /// unknown, it was cancelled, or this claim is stale). Investigate; never ignore.
+    #[error("ledger write on {operation_id} rejected; the operation now is {status} (owner {dispatch_owner:?}, revision {revision})")]
+    LedgerWriteRejected { operation_id: String, status: String, dispatch_owner: Option<String>, revision: i64 },
+
+    /// A workflow advance named an operation of another run.
+    #[error("operation {operation_id} belongs to run {operation_run}, not to run {run_id}")]
+    ForeignOperation { operation_id: String, operation_run: Uuid, run_id: Uuid },
+
+    /// A workflow advance named an operation whose result is not verified (not succeeded).
+    #[error("operation {operation_id} is {status}; only a verified (succeeded) result can advance the run")]
+    OperationNotSettled { operation_id: String, status: String },
+
+    /// The operation does not exist.
+    #[error("operation {0} not found")]
+    OperationNotFound(String),
+
     /// Any other database error: the transaction did not commit.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -90,6 +116,12 @@ impl ProtocolError {
             ProtocolError::InvalidTtl { .. } => "invalid_ttl",
             ProtocolError::OutcomeUnknown { .. } => "outcome_unknown",
             ProtocolError::RetryBudgetExhausted { .. } => "retry_budget_exhausted",
+            ProtocolError::InvalidIntent(_) => "invalid_intent",
+            ProtocolError::IntentMismatch { .. } => "intent_mismatch",
+            ProtocolError::LedgerWriteRejected { .. } => "ledger_write_rejected",
+            ProtocolError::ForeignOperation { .. } => "foreign_operation",
+            ProtocolError::OperationNotSettled { .. } => "operation_not_settled",
+            ProtocolError::OperationNotFound(_) => "operation_not_found",
             ProtocolError::Database(_) => "db_error",
         }
     }

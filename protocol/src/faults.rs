@@ -18,6 +18,8 @@ pub enum FaultPoint {
     AfterLeaseValidated,
     /// After the run update, just before COMMIT.
     BeforeCommit,
+    /// In a dispatcher: the remote call has answered, the result is not yet written.
+    BeforeResultWrite,
 }
 
 /// One barrier: wait at `point` until advisory key `key` is free.
@@ -40,6 +42,17 @@ impl FaultPoints {
 
     pub fn with(point: FaultPoint, key: i64) -> FaultPoints {
         FaultPoints { barriers: vec![Barrier { point, key }] }
+    }
+
+    /// Pass `point` outside any transaction: wait until each barrier armed there is free (taking
+    /// and dropping a shared session-level lock on one connection).
+    pub async fn pass_outside_tx(&self, point: FaultPoint, pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+        for b in self.barriers.iter().filter(|b| b.point == point) {
+            let mut conn = pool.acquire().await?;
+            sqlx::query("SELECT pg_advisory_lock_shared($1)").bind(b.key).execute(&mut *conn).await?;
+            sqlx::query("SELECT pg_advisory_unlock_shared($1)").bind(b.key).execute(&mut *conn).await?;
+        }
+        Ok(())
     }
 
     /// Pass `point`: waits on every barrier armed there.

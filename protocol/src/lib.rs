@@ -13,14 +13,21 @@
 //! - [`heartbeat`]: a renewal loop with its own timeout that cancels the execution when a renewal is
 //!   not confirmed;
 //! - [`retry`]: SQLSTATE 40001 retries the whole short transaction under a budget;
+//! - [`operation`]: operation_id and canonical request digests of side-effect intents;
+//! - [`outbox`]: intents registered inside the protected transaction, the dispatcher's claim and
+//!   result writes, the reconciler, and advancing a run on a verified result;
+//! - [`dispatch`]: the dispatcher and reconciler loops, over a [`dispatch::ToolAdapter`];
 //! - [`faults`]: named fault points where a harness can hold a transaction on a database barrier.
 
 pub mod commit;
+pub mod dispatch;
 pub mod error;
 pub mod faults;
 pub mod heartbeat;
 pub mod ids;
 pub mod lease;
+pub mod operation;
+pub mod outbox;
 pub mod retry;
 pub mod runs;
 

@@ -64,8 +64,14 @@ pub async fn create_run(pool: &PgPool, task_id: &str, checkpoint: Value) -> Resu
 
 /// The control plane's cancel: pending or running -> cancelled, no lease needed (the caller is the
 /// authorized control plane, not a worker). Returns the new revision.
+///
+/// In the same transaction the run's `prepared` operations become `cancelled` (never to be
+/// dispatched). `dispatching` and `unknown` ones keep their status: they may already have happened
+/// remotely, so they are left for query, compensation or manual handling — never recorded as
+/// unexecuted.
 pub async fn cancel(pool: &PgPool, run_id: Uuid) -> Result<i64, ProtocolError> {
     with_retry(RetryBudget::default(), || async {
+        let mut tx = pool.begin().await?;
         let done: Option<(i64,)> = sqlx::query_as(
             "UPDATE agent_runs
                 SET status = 'cancelled', revision = revision + 1, updated_at = clock_timestamp()
@@ -73,11 +79,21 @@ pub async fn cancel(pool: &PgPool, run_id: Uuid) -> Result<i64, ProtocolError> {
           RETURNING revision",
         )
         .bind(run_id)
-        .fetch_optional(pool)
-        .await
-        .map_err(|e| classify_write_error(e, "cancel", run_id))?;
+        .fetch_optional(&mut *tx)
+        .await?;
         match done {
-            Some((revision,)) => Ok(revision),
+            Some((revision,)) => {
+                sqlx::query(
+                    "UPDATE tool_operations
+                        SET status = 'cancelled', revision = revision + 1, updated_at = clock_timestamp()
+                      WHERE run_id = $1 AND status = 'prepared'",
+                )
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await.map_err(|e| classify_write_error(e, "cancel", run_id))?;
+                Ok(revision)
+            }
             None => {
                 let run = read_run(pool, run_id).await?;
                 Err(ProtocolError::InvalidState { run_id, found: run.status, needed: "pending or running".into() })

@@ -7,7 +7,7 @@
 
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::record::oracle;
-use fenceproof_harness::{wait, HarnessError};
+use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
@@ -33,20 +33,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
     // Fault: a real pause of A's whole process, heartbeat included.
     let paused = a.pause().await?;
-    let pool = ctx.pool.clone();
-    wait::until("A's lease to expire on the database clock", STEP, || {
-        let pool = pool.clone();
-        async move {
-            let expired: bool =
-                sqlx::query_scalar("SELECT expires_at <= clock_timestamp() FROM worker_leases WHERE run_id = $1")
-                    .bind(run_id)
-                    .fetch_one(&pool)
-                    .await?;
-            Ok(expired.then_some(()))
-        }
-    })
-    .await?;
-    ctx.timeline.record("harness", "observed", "database", json!({"lease": "expired", "epoch": epoch_a}));
+    ctx.wait_lease_expired(run_id).await?;
 
     // B takes over and saves.
     let mut b = ctx.spawn_worker("b", vec![]).await?;

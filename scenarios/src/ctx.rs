@@ -5,10 +5,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use fenceproof_harness::check::Check;
+use fenceproof_harness::procs::tools::ToolsProc;
 use fenceproof_harness::procs::worker::{WorkerProc, WorkerSpec};
 use fenceproof_harness::record::timeline::Timeline;
+use fenceproof_harness::wait;
 use fenceproof_harness::HarnessError;
 use sqlx::PgPool;
+use uuid::Uuid;
 
 /// The application_name of the harness's control-plane session (setup, cancel, observation).
 pub const CONTROL: &str = "fenceproof-control";
@@ -24,6 +27,7 @@ pub struct Ctx {
     pub pool: PgPool,
     pub timeline: Timeline,
     pub worker_bin: PathBuf,
+    pub tools_bin: PathBuf,
     /// Checks accumulated by the experiment.
     pub checks: Vec<Check>,
     /// Key observations for the matrix row.
@@ -48,6 +52,59 @@ impl Ctx {
         .await
     }
 
+    /// Start the fake tools with their ledger in this experiment's folder.
+    pub async fn spawn_tools(&self) -> Result<ToolsProc, HarnessError> {
+        ToolsProc::spawn(&self.tools_bin, &self.dir, &self.timeline).await
+    }
+
+    /// Start a worker that can reach the fake tools (a dispatcher / reconciler).
+    pub async fn spawn_dispatcher(&self, name: &str, tools: &ToolsProc) -> Result<WorkerProc, HarnessError> {
+        self.spawn_worker(name, vec!["--tools-addr".into(), tools.addr.to_string()]).await
+    }
+
+    /// Wait until the lease of `run_id` has expired on the database clock.
+    pub async fn wait_lease_expired(&self, run_id: Uuid) -> Result<(), HarnessError> {
+        self.wait_db_true(
+            "the lease to expire on the database clock",
+            "SELECT expires_at <= clock_timestamp() FROM worker_leases WHERE run_id = $1::text::uuid",
+            &run_id.to_string(),
+        )
+        .await
+    }
+
+    /// Wait until the dispatch claim on `operation_id` has expired on the database clock.
+    pub async fn wait_claim_expired(&self, operation_id: &str) -> Result<(), HarnessError> {
+        self.wait_db_true(
+            "the dispatch claim to expire on the database clock",
+            "SELECT coalesce(dispatch_until <= clock_timestamp(), false) FROM tool_operations WHERE operation_id = $1",
+            operation_id,
+        )
+        .await
+    }
+
+    async fn wait_db_true(&self, what: &str, sql: &str, arg: &str) -> Result<(), HarnessError> {
+        let pool = self.pool.clone();
+        wait::until(what, STEP, || {
+            let pool = pool.clone();
+            async move {
+                let done: bool = sqlx::query_scalar(sql).bind(arg).fetch_one(&pool).await?;
+                Ok(done.then_some(()))
+            }
+        })
+        .await?;
+        self.timeline.record("harness", "observed", "database", serde_json::json!({ "condition": what }));
+        Ok(())
+    }
+
+    /// The ledger row of `operation_id` as the database has it.
+    pub async fn operation(&self, operation_id: &str) -> Result<serde_json::Value, HarnessError> {
+        Ok(sqlx::query_scalar("SELECT to_jsonb(o) FROM tool_operations o WHERE operation_id = $1")
+            .bind(operation_id)
+            .fetch_optional(&self.pool)
+            .await?
+            .unwrap_or(serde_json::Value::Null))
+    }
+
     pub fn check(&mut self, c: Check) {
         self.checks.push(c);
     }
@@ -67,6 +124,11 @@ impl Ctx {
 /// The outcome field of a worker's answer.
 pub fn outcome(ev: &serde_json::Value) -> &str {
     ev["outcome"].as_str().unwrap_or("?")
+}
+
+/// The `data` field of a worker's answer.
+pub fn data(ev: &serde_json::Value) -> &serde_json::Value {
+    &ev["data"]
 }
 
 /// Fail the experiment (as an error, not a verdict) when a setup step did not succeed.

@@ -36,25 +36,13 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let a_pid = a_pids[0];
     ctx.timeline.record("harness", "observed", "database", json!({"a_held_after_validation": a_pid}));
 
-    let pool = ctx.pool.clone();
-    wait::until("A's lease to expire on the database clock", STEP, || {
-        let pool = pool.clone();
-        async move {
-            let expired: bool =
-                sqlx::query_scalar("SELECT expires_at <= clock_timestamp() FROM worker_leases WHERE run_id = $1")
-                    .bind(run_id)
-                    .fetch_one(&pool)
-                    .await?;
-            Ok(expired.then_some(()))
-        }
-    })
-    .await?;
-    ctx.timeline.record("harness", "observed", "database", json!({"lease": "expired while A holds the row"}));
+    ctx.wait_lease_expired(run_id).await?;
 
     // B tries to take over: it must wait on A, never finish first.
     let mut b = ctx.spawn_worker("b", vec![]).await?;
     let acq_b = b.send(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 10_000, "heartbeat_ms": 1000, "renew_timeout_ms": 2000})).await?;
     let b_owner = b.owner.clone();
+    let pool = ctx.pool.clone();
     let mut early = None;
     let waited = wait::until("B's takeover to wait on A, or to answer", STEP, || {
         let pool = pool.clone();

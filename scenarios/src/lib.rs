@@ -7,6 +7,10 @@ pub mod b_old_owner_resumes;
 pub mod c_same_epoch_reorder;
 pub mod ctx;
 pub mod d_race_after_validation;
+pub mod e_remote_success_then_crash;
+pub mod f_cancel_race;
+pub mod g_retry_isolation;
+pub mod outbox_setup;
 pub mod runner;
 
 use std::future::Future;
@@ -40,6 +44,42 @@ pub fn all() -> Vec<Experiment> {
             title: d_race_after_validation::TITLE,
             run: |c| Box::pin(d_race_after_validation::run(c)),
         },
+        Experiment {
+            id: "E-idem",
+            title: e_remote_success_then_crash::TITLE,
+            run: |c| Box::pin(e_remote_success_then_crash::run(c, "idem")),
+        },
+        Experiment {
+            id: "E-detid",
+            title: e_remote_success_then_crash::TITLE,
+            run: |c| Box::pin(e_remote_success_then_crash::run(c, "detid")),
+        },
+        Experiment {
+            id: "E-opquery",
+            title: e_remote_success_then_crash::TITLE,
+            run: |c| Box::pin(e_remote_success_then_crash::run(c, "opquery")),
+        },
+        Experiment {
+            id: "E-plain",
+            title: e_remote_success_then_crash::TITLE,
+            run: |c| Box::pin(e_remote_success_then_crash::run(c, "plain")),
+        },
+        Experiment {
+            id: "F-prepared",
+            title: f_cancel_race::TITLE,
+            run: |c| Box::pin(f_cancel_race::run(c, f_cancel_race::At::Prepared)),
+        },
+        Experiment {
+            id: "F-dispatching",
+            title: f_cancel_race::TITLE,
+            run: |c| Box::pin(f_cancel_race::run(c, f_cancel_race::At::Dispatching)),
+        },
+        Experiment {
+            id: "F-unknown",
+            title: f_cancel_race::TITLE,
+            run: |c| Box::pin(f_cancel_race::run(c, f_cancel_race::At::Unknown)),
+        },
+        Experiment { id: "G", title: g_retry_isolation::TITLE, run: |c| Box::pin(g_retry_isolation::run(c)) },
     ]
 }
 

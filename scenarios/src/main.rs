@@ -85,6 +85,7 @@ async fn run(cli: Cli) -> u8 {
                 pg_bin,
                 reports_dir,
                 worker_bin: worker_bin.unwrap_or_else(runner::default_worker_bin),
+                tools_bin: runner::default_tools_bin(),
             };
             let mut sigint =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("SIGINT handler");

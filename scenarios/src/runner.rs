@@ -22,6 +22,7 @@ pub struct VerifyOptions {
     pub pg_bin: Option<PathBuf>,
     pub reports_dir: PathBuf,
     pub worker_bin: PathBuf,
+    pub tools_bin: PathBuf,
 }
 
 /// Start a native cluster, run `experiments`, save the matrix; returns it with the run folder.
@@ -41,7 +42,7 @@ pub async fn verify(opts: &VerifyOptions, experiments: Vec<Experiment>) -> Resul
 
     let mut results = Vec::new();
     for exp in experiments {
-        results.push(run_one(&cluster, &run, &opts.worker_bin, &exp).await?);
+        results.push(run_one(&cluster, &run, opts, &exp).await?);
     }
     let matrix = Matrix {
         run_id: run.run_id.clone(),
@@ -60,7 +61,7 @@ pub async fn verify(opts: &VerifyOptions, experiments: Vec<Experiment>) -> Resul
 async fn run_one(
     backend: &dyn Backend,
     run: &RunDir,
-    worker_bin: &Path,
+    opts: &VerifyOptions,
     exp: &Experiment,
 ) -> Result<ExperimentResult, HarnessError> {
     let t0 = Instant::now();
@@ -74,7 +75,8 @@ async fn run_one(
         db_url,
         pool: pool.clone(),
         timeline: Timeline::new(),
-        worker_bin: worker_bin.to_path_buf(),
+        worker_bin: opts.worker_bin.clone(),
+        tools_bin: opts.tools_bin.clone(),
         checks: Vec::new(),
         notes: Vec::new(),
     };
@@ -118,14 +120,23 @@ async fn run_one(
 /// Where the worker binary is: `FENCEPROOF_WORKER_BIN`, else beside this executable (or one level
 /// up, for test binaries in target/*/deps).
 pub fn default_worker_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("FENCEPROOF_WORKER_BIN") {
+    sibling_binary("FENCEPROOF_WORKER_BIN", "fenceproof-worker")
+}
+
+/// Where the fake-tools binary is: `FENCEPROOF_TOOLS_BIN`, else found like the worker.
+pub fn default_tools_bin() -> PathBuf {
+    sibling_binary("FENCEPROOF_TOOLS_BIN", "fenceproof-fake-tools")
+}
+
+fn sibling_binary(env: &str, name: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env) {
         return PathBuf::from(p);
     }
     let exe = std::env::current_exe().unwrap_or_default();
     let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
-    let here = dir.join("fenceproof-worker");
+    let here = dir.join(name);
     if here.is_file() {
         return here;
     }
-    dir.parent().map(|p| p.join("fenceproof-worker")).filter(|p| p.is_file()).unwrap_or(here)
+    dir.parent().map(|p| p.join(name)).filter(|p| p.is_file()).unwrap_or(here)
 }

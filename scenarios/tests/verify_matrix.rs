@@ -8,11 +8,32 @@ use fenceproof_scenarios::runner::{self, VerifyOptions};
 #[tokio::test]
 async fn every_experiment_passes_and_leaves_a_report() {
     let reports = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("verify_matrix_reports");
-    let opts = VerifyOptions { pg_bin: None, reports_dir: reports.clone(), worker_bin: runner::default_worker_bin() };
+    let opts = VerifyOptions {
+        pg_bin: None,
+        reports_dir: reports.clone(),
+        worker_bin: runner::default_worker_bin(),
+        tools_bin: runner::default_tools_bin(),
+    };
     let (matrix, dir) = runner::verify(&opts, fenceproof_scenarios::select(None).unwrap()).await.expect("harness runs");
     print!("{}", matrix.table());
     let ids: Vec<&str> = matrix.results.iter().map(|r| r.id.as_str()).collect();
-    assert_eq!(ids, vec!["A", "B", "C", "D"]);
+    assert_eq!(
+        ids,
+        vec![
+            "A",
+            "B",
+            "C",
+            "D",
+            "E-idem",
+            "E-detid",
+            "E-opquery",
+            "E-plain",
+            "F-prepared",
+            "F-dispatching",
+            "F-unknown",
+            "G"
+        ]
+    );
     for r in &matrix.results {
         assert_eq!(r.outcome, Outcome::Pass, "{} failed: {:?} {:?}", r.id, r.error, r.checks);
         assert!(r.checks.len() >= 5, "{} judged on too few checks", r.id);
@@ -33,6 +54,6 @@ async fn every_experiment_passes_and_leaves_a_report() {
     let latest = std::fs::read_link(reports.join("latest")).unwrap();
     assert_eq!(reports.join(latest), dir);
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
-    assert!(junit.contains("tests=\"4\" failures=\"0\" errors=\"0\""), "{junit}");
+    assert!(junit.contains("tests=\"12\" failures=\"0\" errors=\"0\""), "{junit}");
     assert_eq!(registry::live_count(), 0, "children still registered after the run");
 }

@@ -42,12 +42,57 @@ pub enum Command {
         #[serde(default)]
         expected_revision: Option<i64>,
     },
+    /// Save a "step planned" checkpoint and register the step's intent in the same transaction.
+    Plan {
+        step_id: String,
+        tool: String,
+        request: serde_json::Value,
+        #[serde(default = "one")]
+        effect_version: i32,
+        #[serde(default)]
+        expected_revision: Option<i64>,
+    },
+    /// One dispatcher pass: claim up to `limit` prepared operations and call their tools.
+    Dispatch {
+        #[serde(default = "default_claim_ttl")]
+        claim_ttl_ms: i64,
+        #[serde(default = "default_call_timeout")]
+        call_timeout_ms: u64,
+        #[serde(default = "one_i64")]
+        limit: i64,
+        #[serde(default)]
+        faults: FaultPoints,
+    },
+    /// One reconciler pass.
+    Reconcile {
+        #[serde(default = "default_call_timeout")]
+        call_timeout_ms: u64,
+    },
+    /// Advance the run (as its lease holder) on the verified result of `operation_id`.
+    Advance {
+        operation_id: String,
+        #[serde(default)]
+        expected_revision: Option<i64>,
+    },
     /// One renewal now, outside the heartbeat.
     Renew,
     /// Stop the heartbeat and release the lease.
     Release,
     /// Answer and exit.
     Exit,
+}
+
+fn one() -> i32 {
+    1
+}
+fn one_i64() -> i64 {
+    1
+}
+fn default_claim_ttl() -> i64 {
+    5000
+}
+fn default_call_timeout() -> u64 {
+    5000
 }
 
 impl Command {
@@ -58,6 +103,10 @@ impl Command {
             Command::Save { .. } => "save",
             Command::Succeed { .. } => "succeed",
             Command::Fail { .. } => "fail",
+            Command::Plan { .. } => "plan",
+            Command::Dispatch { .. } => "dispatch",
+            Command::Reconcile { .. } => "reconcile",
+            Command::Advance { .. } => "advance",
             Command::Renew => "renew",
             Command::Release => "release",
             Command::Exit => "exit",

@@ -24,6 +24,9 @@ pub struct Event {
     pub outcome: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Structured output of the command (operation ids, dispatch and reconcile reports).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
 }
 
 pub struct EventSink {

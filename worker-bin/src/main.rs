@@ -3,6 +3,7 @@
 //! real signals. It connects with `application_name` = its owner id so the database — and the
 //! harness's oracle — can tell its writes apart.
 
+mod adapter;
 mod commands;
 mod events;
 mod script;
@@ -54,6 +55,12 @@ struct Args {
     /// Timeout of one renewal in milliseconds (scripted mode).
     #[arg(long, default_value_t = 1000)]
     renew_timeout_ms: u64,
+    /// Address of the fake tools (host:port), for dispatch and reconcile commands.
+    #[arg(long)]
+    tools_addr: Option<std::net::SocketAddr>,
+    /// Tenant component of planned operation_ids.
+    #[arg(long, default_value = "tenant1")]
+    tenant: String,
     /// Upper bound on any one command, in milliseconds.
     #[arg(long, default_value_t = 30_000)]
     command_timeout_ms: u64,
@@ -81,12 +88,8 @@ async fn run(args: Args) -> anyhow::Result<u8> {
         .await
         .context("connecting to the database")?;
     let sink = Arc::new(EventSink::create(&args.events).with_context(|| format!("opening {}", args.events.display()))?);
-    let session = Session::new(args.owner.clone(), pool, sink);
-    session.emit(
-        "ready",
-        None,
-        session::Outcome { outcome: "ok".into(), detail: Some(format!("pid {}", std::process::id())) },
-    );
+    let session = Session::new(args.owner.clone(), args.tenant.clone(), args.tools_addr, pool, sink);
+    session.emit("ready", None, session::Outcome::note("ok", format!("pid {}", std::process::id())));
 
     if args.script {
         let run_id = args.run_id.context("--script needs --run-id")?;
@@ -105,7 +108,7 @@ async fn run(args: Args) -> anyhow::Result<u8> {
         session.emit(
             "script_end",
             None,
-            session::Outcome { outcome: if done { "ok" } else { "stopped" }.into(), detail: None },
+            session::Outcome::note(if done { "ok" } else { "stopped" }, "scripted task ended"),
         );
         return Ok(if done { 0 } else { 4 });
     }
@@ -120,11 +123,7 @@ async fn run(args: Args) -> anyhow::Result<u8> {
         let req: Request = match serde_json::from_str(&line) {
             Ok(r) => r,
             Err(e) => {
-                session.emit(
-                    "bad_command",
-                    None,
-                    session::Outcome { outcome: "error".into(), detail: Some(format!("{e}: {line}")) },
-                );
+                session.emit("bad_command", None, session::Outcome::note("error", format!("{e}: {line}")));
                 continue;
             }
         };
@@ -140,10 +139,7 @@ async fn run(args: Args) -> anyhow::Result<u8> {
                 s.emit(
                     name,
                     Some(req.id),
-                    session::Outcome {
-                        outcome: "timeout".into(),
-                        detail: Some(format!("no answer within {timeout:?}; outcome unknown")),
-                    },
+                    session::Outcome::note("timeout", format!("no answer within {timeout:?}; outcome unknown")),
                 );
             }
         });

@@ -5,11 +5,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fenceproof_protocol::heartbeat::{Heartbeat, HeartbeatEnd};
+use fenceproof_protocol::operation::Intent;
 use fenceproof_protocol::retry::RetryBudget;
-use fenceproof_protocol::{lease, protected_transition, FaultPoints, Lease, ProtocolError, Transition, Ttl};
+use fenceproof_protocol::{
+    dispatch, lease, outbox, protected_transition, FaultPoints, Lease, ProtocolError, Transition, Ttl,
+};
+use serde_json::{json, Value};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
+use crate::adapter::FakeTools;
 use crate::commands::Command;
 use crate::events::{Event, EventSink};
 
@@ -24,6 +29,10 @@ struct Held {
 /// Shared by every in-flight command of this process.
 pub struct Session {
     pub owner: String,
+    /// Tenant component of the operation_ids this worker plans.
+    pub tenant: String,
+    /// Where the fake tools listen (dispatcher and reconciler commands).
+    pub tools_addr: Option<std::net::SocketAddr>,
     pub pool: PgPool,
     pub sink: Arc<EventSink>,
     /// Cancelled when the heartbeat cannot confirm a renewal: the execution context of the spec.
@@ -35,20 +44,38 @@ pub struct Session {
 pub struct Outcome {
     pub outcome: String,
     pub detail: Option<String>,
+    pub data: Option<serde_json::Value>,
 }
 
 impl Outcome {
-    fn ok() -> Outcome {
-        Outcome { outcome: "ok".into(), detail: None }
+    pub fn ok() -> Outcome {
+        Outcome { outcome: "ok".into(), detail: None, data: None }
+    }
+    pub fn note(outcome: &str, detail: impl Into<String>) -> Outcome {
+        Outcome { outcome: outcome.into(), detail: Some(detail.into()), data: None }
     }
     fn err(e: &ProtocolError) -> Outcome {
-        Outcome { outcome: e.kind().into(), detail: Some(e.to_string()) }
+        Outcome { outcome: e.kind().into(), detail: Some(e.to_string()), data: None }
     }
 }
 
 impl Session {
-    pub fn new(owner: String, pool: PgPool, sink: Arc<EventSink>) -> Arc<Session> {
-        Arc::new(Session { owner, pool, sink, execution: CancellationToken::new(), held: Mutex::new(Held::default()) })
+    pub fn new(
+        owner: String,
+        tenant: String,
+        tools_addr: Option<std::net::SocketAddr>,
+        pool: PgPool,
+        sink: Arc<EventSink>,
+    ) -> Arc<Session> {
+        Arc::new(Session {
+            owner,
+            tenant,
+            tools_addr,
+            pool,
+            sink,
+            execution: CancellationToken::new(),
+            held: Mutex::new(Held::default()),
+        })
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {
@@ -68,6 +95,7 @@ impl Session {
             id,
             outcome: o.outcome,
             detail: o.detail,
+            data: o.data,
         };
         drop(h);
         self.sink.emit(&ev);
@@ -77,15 +105,66 @@ impl Session {
     pub async fn handle(self: &Arc<Self>, id: u64, cmd: Command) -> bool {
         let name = cmd.name();
         let (ok, o) = match self.run(cmd).await {
-            Ok(()) => (true, Outcome::ok()),
+            Ok(data) => (true, Outcome { data, ..Outcome::ok() }),
             Err(e) => (false, Outcome::err(&e)),
         };
         self.emit(name, Some(id), o);
         ok
     }
 
-    async fn run(self: &Arc<Self>, cmd: Command) -> Result<(), ProtocolError> {
+    async fn run(self: &Arc<Self>, cmd: Command) -> Result<Option<Value>, ProtocolError> {
         match cmd {
+            Command::Plan { step_id, tool, request, effect_version, expected_revision } => {
+                let (l, _) = self.lease_and_ttl()?;
+                let intent = Intent::new(&self.tenant, l.run_id, &step_id, effect_version, &tool, request)?;
+                let expected = expected_revision.or(self.held().revision).unwrap_or(0);
+                let checkpoint = json!({ "planned": step_id, "operation_id": intent.operation_id });
+                let (revision, reg) = outbox::plan_step(
+                    &self.pool,
+                    &l,
+                    expected,
+                    checkpoint,
+                    &intent,
+                    &FaultPoints::none(),
+                    RetryBudget::default(),
+                )
+                .await?;
+                self.saw_revision(revision);
+                Ok(Some(json!({ "operation_id": intent.operation_id, "registration": reg, "revision": revision })))
+            }
+            Command::Dispatch { claim_ttl_ms, call_timeout_ms, limit, faults } => {
+                let tools = self.tools(call_timeout_ms)?;
+                let report = dispatch::dispatch_once(
+                    &self.pool,
+                    &tools,
+                    &self.owner,
+                    Ttl::from_millis(claim_ttl_ms)?,
+                    limit,
+                    &faults,
+                )
+                .await?;
+                Ok(Some(json!(report)))
+            }
+            Command::Reconcile { call_timeout_ms } => {
+                let tools = self.tools(call_timeout_ms)?;
+                Ok(Some(json!(dispatch::reconcile_once(&self.pool, &tools).await?)))
+            }
+            Command::Advance { operation_id, expected_revision } => {
+                let (l, _) = self.lease_and_ttl()?;
+                let expected = expected_revision.or(self.held().revision).unwrap_or(0);
+                let checkpoint = json!({ "done": operation_id });
+                let revision = outbox::advance_on_result(
+                    &self.pool,
+                    &l,
+                    expected,
+                    &operation_id,
+                    checkpoint,
+                    RetryBudget::default(),
+                )
+                .await?;
+                self.saw_revision(revision);
+                Ok(Some(json!({ "revision": revision })))
+            }
             Command::Acquire { run_id, ttl_ms, heartbeat_ms, renew_timeout_ms } => {
                 let ttl = Ttl::from_millis(ttl_ms)?;
                 let terms = lease::acquire(&self.pool, run_id, &self.owner, ttl).await?;
@@ -96,32 +175,32 @@ impl Session {
                 h.ttl = Some(ttl);
                 h.revision = Some(run.revision);
                 h.heartbeat_stop = Some(stop);
-                Ok(())
+                Ok(None)
             }
             Command::Start { expected_revision } => {
-                self.transition(Transition::start(None), expected_revision, &FaultPoints::none()).await
+                self.transition(Transition::start(None), expected_revision, &FaultPoints::none()).await.map(|_| None)
             }
             Command::Save { checkpoint, expected_revision, faults } => {
-                self.transition(Transition::save(checkpoint), expected_revision, &faults).await
+                self.transition(Transition::save(checkpoint), expected_revision, &faults).await.map(|_| None)
             }
             Command::Succeed { expected_revision } => {
-                self.transition(Transition::succeed(None), expected_revision, &FaultPoints::none()).await
+                self.transition(Transition::succeed(None), expected_revision, &FaultPoints::none()).await.map(|_| None)
             }
             Command::Fail { expected_revision } => {
-                self.transition(Transition::fail(None), expected_revision, &FaultPoints::none()).await
+                self.transition(Transition::fail(None), expected_revision, &FaultPoints::none()).await.map(|_| None)
             }
             Command::Renew => {
                 let (l, ttl) = self.lease_and_ttl()?;
-                lease::renew(&self.pool, &l, ttl).await.map(|_| ())
+                lease::renew(&self.pool, &l, ttl).await.map(|_| None)
             }
             Command::Release => {
                 let (l, _) = self.lease_and_ttl()?;
                 if let Some(stop) = self.held().heartbeat_stop.take() {
                     stop.cancel();
                 }
-                lease::release(&self.pool, &l).await
+                lease::release(&self.pool, &l).await.map(|_| None)
             }
-            Command::Exit => Ok(()),
+            Command::Exit => Ok(None),
         }
     }
 
@@ -142,9 +221,20 @@ impl Session {
         let (l, _) = self.lease_and_ttl()?;
         let expected = expected.or(self.held().revision).unwrap_or(0);
         let revision = protected_transition(&self.pool, &l, expected, &t, faults, RetryBudget::default()).await?;
+        self.saw_revision(revision);
+        Ok(())
+    }
+
+    fn saw_revision(&self, revision: i64) {
         let mut h = self.held();
         h.revision = Some(h.revision.map_or(revision, |r| r.max(revision)));
-        Ok(())
+    }
+
+    fn tools(&self, call_timeout_ms: u64) -> Result<FakeTools, ProtocolError> {
+        let addr = self
+            .tools_addr
+            .ok_or_else(|| ProtocolError::InvalidIntent("this worker was started without --tools-addr".into()))?;
+        Ok(FakeTools::new(addr, Duration::from_millis(call_timeout_ms.max(1))))
     }
 
     fn start_heartbeat(self: &Arc<Self>, l: Lease, ttl: Ttl, every_ms: u64, timeout_ms: u64) -> CancellationToken {
@@ -163,10 +253,8 @@ impl Session {
             let (event, o) = match end {
                 Ok(HeartbeatEnd::Stopped) => return,
                 Ok(HeartbeatEnd::Lost(e)) => ("heartbeat_lost", Outcome::err(&e)),
-                Ok(HeartbeatEnd::Unconfirmed(why)) => {
-                    ("heartbeat_unconfirmed", Outcome { outcome: "outcome_unknown".into(), detail: Some(why) })
-                }
-                Err(join) => ("heartbeat_crashed", Outcome { outcome: "error".into(), detail: Some(join.to_string()) }),
+                Ok(HeartbeatEnd::Unconfirmed(why)) => ("heartbeat_unconfirmed", Outcome::note("outcome_unknown", why)),
+                Err(join) => ("heartbeat_crashed", Outcome::note("error", join.to_string())),
             };
             me.emit(event, None, o);
             me.emit("execution_cancelled", None, Outcome::ok());

@@ -173,6 +173,55 @@ pub fn terminal_only_by_holder(rows: &[CommitRow], control: &[&str]) -> Check {
     }
 }
 
+/// Through a tool that deduplicates (`tools`), one operation_id never yields two real side effects
+/// (judged from the tools' ledger).
+pub fn one_effect_per_operation(ledger: &[serde_json::Value], tools: &[&str]) -> Check {
+    let name = format!("one operation_id, at most one real side effect ({})", tools.join(", "));
+    let mut per_op: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for e in ledger.iter().filter(|e| e["kind"] == "created") {
+        let tool = e["tool"].as_str().unwrap_or_default().to_string();
+        if tools.contains(&tool.as_str()) {
+            *per_op.entry((tool, e["operation_id"].as_str().unwrap_or_default().to_string())).or_default() += 1;
+        }
+    }
+    let dup: Vec<String> =
+        per_op.iter().filter(|(_, n)| **n > 1).map(|((t, op), n)| format!("{t} {op}: {n} resources")).collect();
+    if dup.is_empty() {
+        Check::pass(name, format!("{} operations, one resource each at most", per_op.len()))
+    } else {
+        Check::fail(name, dup.join("; "))
+    }
+}
+
+/// A claimed operation never goes back to prepared, and a settled one never changes again.
+pub fn ledger_never_goes_back(rows: &[CommitRow]) -> Check {
+    let name = "operations never return to prepared, settled ones never change";
+    let settled = ["succeeded", "failed_final", "cancelled"];
+    let bad: Vec<String> = rows
+        .iter()
+        .filter(|r| r.table_name == "tool_operations" && r.op == "UPDATE")
+        .filter(|r| {
+            let (old, new) = (r.old_str("status").unwrap_or(""), r.new_str("status").unwrap_or(""));
+            (old != "prepared" && new == "prepared") || settled.contains(&old)
+        })
+        .map(|r| {
+            format!(
+                "commit #{} by {}: {} {:?} -> {:?}",
+                r.seq,
+                r.writer,
+                r.new_str("operation_id").unwrap_or("?"),
+                r.old_str("status"),
+                r.new_str("status")
+            )
+        })
+        .collect();
+    if bad.is_empty() {
+        Check::pass(name, "no operation went back")
+    } else {
+        Check::fail(name, bad.join("; "))
+    }
+}
+
 /// All the global invariants at once.
 pub fn all(rows: &[CommitRow], control: &[&str]) -> Vec<Check> {
     vec![
@@ -181,6 +230,7 @@ pub fn all(rows: &[CommitRow], control: &[&str]) -> Vec<Check> {
         epochs_never_go_back(rows),
         terminal_states_are_final(rows),
         terminal_only_by_holder(rows, control),
+        ledger_never_goes_back(rows),
     ]
 }
 
@@ -291,6 +341,34 @@ mod tests {
         )];
         assert!(!terminal_only_by_holder(&rows, &[]).passed());
         assert!(terminal_only_by_holder(&rows, &["w-a"]).passed());
+    }
+
+    #[test]
+    fn a_reset_to_prepared_or_a_changed_settled_operation_is_caught() {
+        let op = |o: &str, n: &str| {
+            vec![row(
+                1,
+                "tool_operations",
+                "UPDATE",
+                "d",
+                json!({"status": o}),
+                json!({"status": n, "operation_id": "op"}),
+                "x",
+            )]
+        };
+        assert!(ledger_never_goes_back(&op("prepared", "dispatching")).passed());
+        assert!(ledger_never_goes_back(&op("dispatching", "unknown")).passed());
+        assert!(!ledger_never_goes_back(&op("dispatching", "prepared")).passed());
+        assert!(!ledger_never_goes_back(&op("unknown", "prepared")).passed());
+        assert!(!ledger_never_goes_back(&op("succeeded", "unknown")).passed());
+    }
+
+    #[test]
+    fn a_second_side_effect_for_one_operation_is_caught() {
+        let e = |op: &str| json!({"kind": "created", "tool": "idem", "operation_id": op});
+        assert!(one_effect_per_operation(&[e("a"), e("b")], &["idem"]).passed());
+        assert!(!one_effect_per_operation(&[e("a"), e("a")], &["idem"]).passed());
+        assert!(one_effect_per_operation(&[e("a"), e("a")], &["detid"]).passed(), "only the named tools count");
     }
 
     #[test]

@@ -7,4 +7,5 @@
 pub mod registry;
 pub mod signals;
 pub mod spawn;
+pub mod tools;
 pub mod worker;

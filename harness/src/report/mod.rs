@@ -85,7 +85,7 @@ impl Matrix {
     pub fn table(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "fenceproof run {}  ({} backend, {})", self.run_id, self.backend, self.server_version);
-        let _ = writeln!(s, "{:<10} {:<7} {:>8}  key observations", "experiment", "verdict", "time");
+        let _ = writeln!(s, "{:<14} {:<7} {:>8}  key observations", "experiment", "verdict", "time");
         for r in &self.results {
             let _ = writeln!(
                 s,
@@ -97,12 +97,12 @@ impl Matrix {
             );
             if r.outcome != Outcome::Pass {
                 if let Some(e) = &r.error {
-                    let _ = writeln!(s, "{:<28}error: {e}", "");
+                    let _ = writeln!(s, "{:<32}error: {e}", "");
                 }
                 for c in r.checks.iter().filter(|c| !c.passed()) {
-                    let _ = writeln!(s, "{:<28}FAILED {}: {}", "", c.name, c.evidence);
+                    let _ = writeln!(s, "{:<32}FAILED {}: {}", "", c.name, c.evidence);
                 }
-                let _ = writeln!(s, "{:<28}reproduce: {}", "", r.reproduce);
+                let _ = writeln!(s, "{:<32}reproduce: {}", "", r.reproduce);
             }
         }
         let passed = self.results.iter().filter(|r| r.outcome == Outcome::Pass).count();

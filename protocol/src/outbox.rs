@@ -1,0 +1,389 @@
+//! The side-effect ledger (spec sections 08 and 09): intents registered together with the state
+//! that plans them, the dispatcher's protected claim, result writes guarded by dispatch owner +
+//! ledger revision (+ digest), the reconciler's move of expired claims to `unknown`, and the
+//! convergence of `unknown` to the remote fact. Nothing here ever resets `dispatching` to
+//! `prepared`, and nothing ever mints a new operation_id for an existing intent.
+
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+use crate::commit::{attempt, Transition, Within};
+use crate::error::ProtocolError;
+use crate::faults::FaultPoints;
+use crate::ids::{Lease, Ttl};
+use crate::operation::Intent;
+use crate::retry::{classify_write_error, with_retry, RetryBudget};
+
+/// What registering an intent found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Registration {
+    /// Inserted as a new prepared operation.
+    New,
+    /// The same intent (same run, tool and digest) was already registered: nothing new.
+    AlreadyRegistered,
+}
+
+/// A ledger row.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+pub struct Operation {
+    pub operation_id: String,
+    pub run_id: Uuid,
+    pub step_id: String,
+    pub effect_version: i32,
+    pub tool_name: String,
+    pub request_digest: String,
+    pub request_body: Value,
+    pub status: String,
+    pub dispatch_owner: Option<String>,
+    pub revision: i64,
+    pub remote_id: Option<String>,
+    pub result: Option<Value>,
+}
+
+const OPERATION_COLUMNS: &str =
+    "operation_id, run_id, step_id, effect_version, tool_name, request_digest, request_body, \
+     status, dispatch_owner, revision, remote_id, result";
+
+/// Insert `intent` as a prepared operation in the caller's transaction, or confirm that the same
+/// intent is already there. Another run, tool or digest under the same operation_id, or another
+/// operation_id for the same (run, step, effect_version), is an [`ProtocolError::IntentMismatch`].
+pub(crate) async fn register_intent(tx: &mut PgConnection, intent: &Intent) -> Result<Registration, ProtocolError> {
+    let digest = intent.digest();
+    let inserted = sqlx::query(
+        "INSERT INTO tool_operations
+             (operation_id, run_id, step_id, effect_version, tool_name, request_digest, request_body, status)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'prepared')
+         ON CONFLICT (operation_id) DO NOTHING",
+    )
+    .bind(&intent.operation_id)
+    .bind(intent.run_id)
+    .bind(&intent.step_id)
+    .bind(intent.effect_version)
+    .bind(&intent.tool_name)
+    .bind(&digest)
+    .bind(&intent.request_body)
+    .execute(&mut *tx)
+    .await;
+    match inserted {
+        Ok(done) if done.rows_affected() == 1 => return Ok(Registration::New),
+        Ok(_) => {}
+        Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("23505") => {
+            return Err(ProtocolError::IntentMismatch {
+                operation_id: intent.operation_id.clone(),
+                detail: format!(
+                    "({}, {}, v{}) is already planned under another operation_id",
+                    intent.run_id, intent.step_id, intent.effect_version
+                ),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let (run_id, tool, existing): (Uuid, String, String) =
+        sqlx::query_as("SELECT run_id, tool_name, request_digest FROM tool_operations WHERE operation_id = $1")
+            .bind(&intent.operation_id)
+            .fetch_one(&mut *tx)
+            .await?;
+    if run_id == intent.run_id && tool == intent.tool_name && existing == digest {
+        Ok(Registration::AlreadyRegistered)
+    } else {
+        Err(ProtocolError::IntentMismatch {
+            operation_id: intent.operation_id.clone(),
+            detail: format!(
+                "registered as run {run_id}, tool {tool}, digest {existing}; now run {}, tool {}, digest {digest}",
+                intent.run_id, intent.tool_name
+            ),
+        })
+    }
+}
+
+/// Inside a protected transaction: the operation must belong to `run_id` and be succeeded.
+pub(crate) async fn require_verified_result(
+    tx: &mut PgConnection,
+    run_id: Uuid,
+    operation_id: &str,
+) -> Result<(), ProtocolError> {
+    let row: Option<(Uuid, String)> =
+        sqlx::query_as("SELECT run_id, status FROM tool_operations WHERE operation_id = $1 FOR SHARE")
+            .bind(operation_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    match row {
+        None => Err(ProtocolError::OperationNotFound(operation_id.into())),
+        Some((op_run, _)) if op_run != run_id => {
+            Err(ProtocolError::ForeignOperation { operation_id: operation_id.into(), operation_run: op_run, run_id })
+        }
+        Some((_, status)) if status != "succeeded" => {
+            Err(ProtocolError::OperationNotSettled { operation_id: operation_id.into(), status })
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// Advance the checkpoint to "step planned" and register the step's intent, in one protected
+/// transaction: both commit together or neither does.
+pub async fn plan_step(
+    pool: &PgPool,
+    lease: &Lease,
+    expected_revision: i64,
+    checkpoint: Value,
+    intent: &Intent,
+    faults: &FaultPoints,
+    budget: RetryBudget,
+) -> Result<(i64, Registration), ProtocolError> {
+    if intent.run_id != lease.run_id {
+        return Err(ProtocolError::InvalidIntent(format!(
+            "intent of run {} planned under the lease of run {}",
+            intent.run_id, lease.run_id
+        )));
+    }
+    let t = Transition::save(checkpoint);
+    let (rev, reg) =
+        with_retry(budget, || attempt(pool, lease, expected_revision, &t, faults, Within::RegisterIntent(intent)))
+            .await?;
+    Ok((rev, reg.unwrap_or(Registration::New)))
+}
+
+/// The current owner advances the run on a verified ledger result of its own run.
+pub async fn advance_on_result(
+    pool: &PgPool,
+    lease: &Lease,
+    expected_revision: i64,
+    operation_id: &str,
+    checkpoint: Value,
+    budget: RetryBudget,
+) -> Result<i64, ProtocolError> {
+    let t = Transition::save(checkpoint);
+    let none = FaultPoints::none();
+    with_retry(budget, || attempt(pool, lease, expected_revision, &t, &none, Within::RequireResult(operation_id)))
+        .await
+        .map(|(r, _)| r)
+}
+
+/// A claimed operation: what the dispatcher needs to call the tool and to write the result back.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+pub struct Claim {
+    pub operation_id: String,
+    pub run_id: Uuid,
+    pub tool_name: String,
+    pub request_digest: String,
+    pub request_body: Value,
+    pub dispatch_owner: String,
+    /// The ledger revision after the claim; the result write is conditioned on it.
+    pub revision: i64,
+}
+
+/// Claim up to `limit` prepared operations of runs that are still pending or running, with a finite
+/// deadline. The claim transaction ends before any remote call.
+pub async fn claim(
+    pool: &PgPool,
+    dispatch_owner: &str,
+    claim_ttl: Ttl,
+    limit: i64,
+) -> Result<Vec<Claim>, ProtocolError> {
+    with_retry(RetryBudget::default(), || async {
+        sqlx::query_as::<_, Claim>(
+            "WITH candidate AS (
+               SELECT o.operation_id
+                 FROM tool_operations o
+                 JOIN agent_runs r ON r.run_id = o.run_id
+                WHERE o.status = 'prepared' AND r.status IN ('pending', 'running')
+                ORDER BY o.updated_at
+                  FOR UPDATE OF o SKIP LOCKED
+                LIMIT $3
+             )
+             UPDATE tool_operations o
+                SET status = 'dispatching', dispatch_owner = $1,
+                    dispatch_until = clock_timestamp() + ($2::bigint * interval '1 millisecond'),
+                    revision = revision + 1, updated_at = clock_timestamp()
+               FROM candidate c
+              WHERE o.operation_id = c.operation_id
+          RETURNING o.operation_id, o.run_id, o.tool_name, o.request_digest, o.request_body, o.dispatch_owner, o.revision",
+        )
+        .bind(dispatch_owner)
+        .bind(claim_ttl.millis())
+        .bind(limit)
+        .fetch_all(pool)
+        .await
+        .map_err(|e| classify_write_error(e, "claim", Uuid::nil()))
+    })
+    .await
+}
+
+/// A remote outcome as the ledger records it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Settled {
+    Succeeded { remote_id: String, result: Value },
+    FailedFinal { result: Value },
+}
+
+impl Settled {
+    /// The ledger status this outcome writes.
+    pub fn status_label(&self) -> &'static str {
+        self.status()
+    }
+
+    fn status(&self) -> &'static str {
+        match self {
+            Settled::Succeeded { .. } => "succeeded",
+            Settled::FailedFinal { .. } => "failed_final",
+        }
+    }
+    fn parts(&self) -> (Option<&str>, &Value) {
+        match self {
+            Settled::Succeeded { remote_id, result } => (Some(remote_id), result),
+            Settled::FailedFinal { result } => (None, result),
+        }
+    }
+}
+
+/// Write the verified result of a claim: only while it is still this dispatcher's claim at the
+/// claimed ledger revision with the same request digest. Zero rows is
+/// [`ProtocolError::LedgerWriteRejected`], a signal to investigate.
+pub async fn record_result(pool: &PgPool, c: &Claim, outcome: &Settled) -> Result<i64, ProtocolError> {
+    let (remote_id, result) = outcome.parts();
+    let done: Option<(i64,)> = sqlx::query_as(
+        "UPDATE tool_operations
+            SET status = $5, remote_id = $6, result = $7::jsonb,
+                dispatch_until = NULL, revision = revision + 1, updated_at = clock_timestamp()
+          WHERE operation_id = $1 AND status = 'dispatching' AND dispatch_owner = $2 AND revision = $3
+            AND request_digest = $4
+      RETURNING revision",
+    )
+    .bind(&c.operation_id)
+    .bind(&c.dispatch_owner)
+    .bind(c.revision)
+    .bind(&c.request_digest)
+    .bind(outcome.status())
+    .bind(remote_id)
+    .bind(result)
+    .fetch_optional(pool)
+    .await
+    .map_err(|e| classify_write_error(e, "record_result", c.run_id))?;
+    match done {
+        Some((rev,)) => Ok(rev),
+        None => Err(rejected(pool, &c.operation_id).await),
+    }
+}
+
+/// The dispatcher itself saw an unknown outcome (timeout, dropped connection, 5xx): move its own
+/// claim to `unknown`, keeping the evidence. Never back to `prepared`.
+pub async fn mark_unknown_own(pool: &PgPool, c: &Claim, evidence: &str) -> Result<i64, ProtocolError> {
+    let done: Option<(i64,)> = sqlx::query_as(
+        "UPDATE tool_operations
+            SET status = 'unknown', dispatch_owner = NULL, dispatch_until = NULL,
+                result = jsonb_build_object('unknown_because', $4::text, 'claimed_by', $2::text),
+                revision = revision + 1, updated_at = clock_timestamp()
+          WHERE operation_id = $1 AND status = 'dispatching' AND dispatch_owner = $2 AND revision = $3
+      RETURNING revision",
+    )
+    .bind(&c.operation_id)
+    .bind(&c.dispatch_owner)
+    .bind(c.revision)
+    .bind(evidence)
+    .fetch_optional(pool)
+    .await
+    .map_err(|e| classify_write_error(e, "mark_unknown", c.run_id))?;
+    match done {
+        Some((rev,)) => Ok(rev),
+        None => Err(rejected(pool, &c.operation_id).await),
+    }
+}
+
+/// Claims whose deadline passed on the database clock: (operation_id, dispatch_owner, revision).
+pub async fn expired_claims(pool: &PgPool) -> Result<Vec<(String, String, i64)>, ProtocolError> {
+    Ok(sqlx::query_as(
+        "SELECT operation_id, dispatch_owner, revision FROM tool_operations
+          WHERE status = 'dispatching' AND dispatch_until <= clock_timestamp()
+          ORDER BY dispatch_until",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+/// The reconciler moves one expired claim to `unknown`, conditioned on the claim it saw (owner and
+/// revision), so a record just re-claimed or already written back is left alone. Returns whether
+/// it moved.
+pub async fn mark_expired_unknown(
+    pool: &PgPool,
+    operation_id: &str,
+    dispatch_owner: &str,
+    revision: i64,
+) -> Result<bool, ProtocolError> {
+    let done = sqlx::query(
+        "UPDATE tool_operations
+            SET status = 'unknown', dispatch_owner = NULL, dispatch_until = NULL,
+                result = jsonb_build_object('unknown_because', 'claim expired', 'claimed_by', $2::text),
+                revision = revision + 1, updated_at = clock_timestamp()
+          WHERE operation_id = $1 AND status = 'dispatching' AND dispatch_owner = $2 AND revision = $3
+            AND dispatch_until <= clock_timestamp()",
+    )
+    .bind(operation_id)
+    .bind(dispatch_owner)
+    .bind(revision)
+    .execute(pool)
+    .await
+    .map_err(|e| classify_write_error(e, "mark_unknown", Uuid::nil()))?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Every operation in `unknown`.
+pub async fn unknown_operations(pool: &PgPool) -> Result<Vec<Operation>, ProtocolError> {
+    Ok(sqlx::query_as::<_, Operation>(&format!(
+        "SELECT {OPERATION_COLUMNS} FROM tool_operations WHERE status = 'unknown' ORDER BY updated_at"
+    ))
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Read one operation.
+pub async fn read_operation(pool: &PgPool, operation_id: &str) -> Result<Operation, ProtocolError> {
+    sqlx::query_as::<_, Operation>(&format!("SELECT {OPERATION_COLUMNS} FROM tool_operations WHERE operation_id = $1"))
+        .bind(operation_id)
+        .fetch_optional(pool)
+        .await?
+        .ok_or_else(|| ProtocolError::OperationNotFound(operation_id.into()))
+}
+
+/// Converge an `unknown` operation to the remote fact, conditioned on the revision it was read at.
+pub async fn converge(
+    pool: &PgPool,
+    operation_id: &str,
+    expected_revision: i64,
+    outcome: &Settled,
+) -> Result<i64, ProtocolError> {
+    let (remote_id, result) = outcome.parts();
+    let done: Option<(i64,)> = sqlx::query_as(
+        "UPDATE tool_operations
+            SET status = $3, remote_id = $4, result = $5::jsonb, revision = revision + 1, updated_at = clock_timestamp()
+          WHERE operation_id = $1 AND status = 'unknown' AND revision = $2
+      RETURNING revision",
+    )
+    .bind(operation_id)
+    .bind(expected_revision)
+    .bind(outcome.status())
+    .bind(remote_id)
+    .bind(result)
+    .fetch_optional(pool)
+    .await
+    .map_err(|e| classify_write_error(e, "converge", Uuid::nil()))?;
+    match done {
+        Some((rev,)) => Ok(rev),
+        None => Err(rejected(pool, operation_id).await),
+    }
+}
+
+async fn rejected(pool: &PgPool, operation_id: &str) -> ProtocolError {
+    match read_operation(pool, operation_id).await {
+        Ok(op) => ProtocolError::LedgerWriteRejected {
+            operation_id: operation_id.into(),
+            status: op.status,
+            dispatch_owner: op.dispatch_owner,
+            revision: op.revision,
+        },
+        Err(e) => e,
+    }
+}

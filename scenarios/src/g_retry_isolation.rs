@@ -1,0 +1,103 @@
+//! Experiment G — retry isolation. Run R1 plans a tool call; its dispatcher calls the tool and is
+//! held before writing the result. Meanwhile the control plane cancels R1 and a retry creates R2
+//! (a new run_id), whose owner plans the same step under a new operation_id. Then the old result
+//! arrives late: it may be kept as evidence on R1's ledger row, but it cannot advance R2 — neither
+//! directly nor when handed to R2's owner as a callback.
+
+use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::record::oracle;
+use fenceproof_harness::HarnessError;
+use fenceproof_protocol::runs;
+use serde_json::json;
+
+use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::outbox_setup::{dispatch_held_before_result, plan_operation};
+
+pub const TITLE: &str = "Retry isolation: a late result of the old run cannot advance the new run";
+
+const BARRIER_KEY: i64 = 0x0606;
+
+pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let tools = ctx.spawn_tools().await?;
+    let err = |e: fenceproof_protocol::ProtocolError| HarnessError::Other(e.to_string());
+    let r1 = runs::create_run(&ctx.pool, "task-g", json!({})).await.map_err(err)?;
+    let mut p1 = plan_operation(ctx, "w1", r1, "idem", true).await?;
+    let op1 = p1.operation_id.clone();
+    let mut held = dispatch_held_before_result(ctx, &tools, "d1", BARRIER_KEY, 30_000).await?;
+
+    // The old run is cancelled and retried as a new run.
+    ctx.timeline.record("harness", "cancel_run", "control-plane", json!({"run_id": r1}));
+    runs::cancel(&ctx.pool, r1).await.map_err(err)?;
+    let r2 = runs::create_run(&ctx.pool, "task-g", json!({})).await.map_err(err)?;
+    ctx.timeline.record("harness", "retry", "control-plane", json!({"old_run": r1, "new_run": r2}));
+    ctx.check(Check::expect("the retry is a new run_id", r2 != r1, format!("{r1} -> {r2}")));
+    let mut p2 = plan_operation(ctx, "w2", r2, "idem", true).await?;
+    let op2 = p2.operation_id.clone();
+    ctx.check(Check::expect(
+        "the new run plans the same step under a new operation_id",
+        op2 != op1 && op2.contains(&r2.to_string()),
+        format!("{op1} vs {op2}"),
+    ));
+    let r2_before = oracle::run_state(&ctx.pool, r2).await?;
+    let op2_before = ctx.operation(&op2).await?;
+    let mark = ctx.oracle_mark().await?;
+
+    // The late result of the old run arrives.
+    held.barrier.release().await?;
+    let late = held.dispatcher.reply(held.command, STEP).await?;
+    held.dispatcher.shutdown(STEP).await?;
+    // ... and is handed to the new run's owner as a callback.
+    let callback = p2.worker.request(json!({"cmd": "advance", "operation_id": op1}), STEP).await?;
+    let premature = p2.worker.request(json!({"cmd": "advance", "operation_id": op2}), STEP).await?;
+    ctx.check(Check::equal("the old run's result is refused by the new run", outcome(&callback), "foreign_operation"));
+    ctx.check(Check::equal(
+        "the new run's own operation cannot advance it before it has a verified result",
+        outcome(&premature),
+        "operation_not_settled",
+    ));
+
+    let r2_after = oracle::run_state(&ctx.pool, r2).await?;
+    let op2_after = ctx.operation(&op2).await?;
+    let key = |s: &oracle::RunState| (s.run["status"].clone(), s.run["revision"].clone(), s.run["checkpoint"].clone());
+    ctx.check(Check::expect(
+        "the new run's state is unchanged",
+        key(&r2_before) == key(&r2_after),
+        format!("before {:?}; after {:?}", key(&r2_before), key(&r2_after)),
+    ));
+    ctx.check(Check::expect(
+        "the new run's operation is unchanged",
+        op2_before["status"] == op2_after["status"] && op2_before["revision"] == op2_after["revision"],
+        format!(
+            "{} r{} -> {} r{}",
+            op2_before["status"], op2_before["revision"], op2_after["status"], op2_after["revision"]
+        ),
+    ));
+    let rows = oracle::commits(&ctx.pool).await?;
+    let touched_r2: Vec<String> = rows
+        .iter()
+        .filter(|r| r.seq > mark && r.run_id == Some(r2) && r.table_name != "worker_leases")
+        .map(|r| format!("#{} {} by {}", r.seq, r.table_name, r.writer))
+        .collect();
+    ctx.check(Check::expect(
+        "nothing committed on the new run after the late result (oracle)",
+        touched_r2.is_empty(),
+        format!("{touched_r2:?}"),
+    ));
+    let r1_state = oracle::run_state(&ctx.pool, r1).await?;
+    ctx.check(Check::equal("the old run stays cancelled", r1_state.run["status"].as_str(), Some("cancelled")));
+    let op1_fin = ctx.operation(&op1).await?;
+    let late_outcome = data(&late).as_array().and_then(|a| a.first()).map(|d| d["outcome"].clone());
+    require_ok(&p2.worker.request(json!({"cmd": "release"}), STEP).await?, "release")?;
+    p1.worker.shutdown(STEP).await?;
+    p2.worker.shutdown(STEP).await?;
+    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
+    ctx.note(format!(
+        "late result of {} kept as evidence ({} → {}); callback to the new run: {}; new run unchanged at revision {}",
+        r1.simple().to_string().get(..8).unwrap_or(""),
+        late_outcome.unwrap_or_default(),
+        op1_fin["status"],
+        outcome(&callback),
+        r2_after.run["revision"]
+    ));
+    Ok(())
+}

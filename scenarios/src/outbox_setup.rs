@@ -1,0 +1,69 @@
+//! Setup steps shared by the side-effect experiments (E, F, G): a run whose current owner has
+//! planned one tool operation, and a dispatcher held on a database barrier after the remote call
+//! answered and before it writes the result — the precise "remote succeeded, caller not yet
+//! recorded" moment, reached without any timing guess.
+
+use fenceproof_harness::faults::DbBarrier;
+use fenceproof_harness::procs::tools::ToolsProc;
+use fenceproof_harness::procs::worker::WorkerProc;
+use fenceproof_harness::HarnessError;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::ctx::{data, require_ok, Ctx, STEP};
+
+pub struct Planned {
+    pub run_id: Uuid,
+    /// The run's current owner (heartbeat running).
+    pub worker: WorkerProc,
+    pub operation_id: String,
+}
+
+/// Acquire `run_id` with a new worker `name`, start it (when `start`), and plan one `tool` call.
+pub async fn plan_operation(
+    ctx: &Ctx,
+    name: &str,
+    run_id: Uuid,
+    tool: &str,
+    start: bool,
+) -> Result<Planned, HarnessError> {
+    let mut w = ctx.spawn_worker(name, vec![]).await?;
+    let acq =
+        json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 30_000, "heartbeat_ms": 2000, "renew_timeout_ms": 2000});
+    require_ok(&w.request(acq, STEP).await?, "acquire")?;
+    if start {
+        require_ok(&w.request(json!({"cmd": "start"}), STEP).await?, "start")?;
+    }
+    // The deterministic-id tool names the resource after the request's `name`.
+    let request = json!({"name": format!("res-{}", &run_id.simple().to_string()[..12]), "size": 1});
+    let planned =
+        w.request(json!({"cmd": "plan", "step_id": "create", "tool": tool, "request": request}), STEP).await?;
+    require_ok(&planned, "plan")?;
+    let operation_id = data(&planned)["operation_id"].as_str().unwrap_or_default().to_string();
+    Ok(Planned { run_id, worker: w, operation_id })
+}
+
+pub struct HeldDispatch {
+    pub dispatcher: WorkerProc,
+    pub barrier: DbBarrier,
+    /// The id of the pending dispatch command.
+    pub command: u64,
+}
+
+/// Start dispatcher `name`, let it claim and call the tool, and hold it before its result write.
+pub async fn dispatch_held_before_result(
+    ctx: &Ctx,
+    tools: &ToolsProc,
+    name: &str,
+    key: i64,
+    claim_ttl_ms: i64,
+) -> Result<HeldDispatch, HarnessError> {
+    let mut d = ctx.spawn_dispatcher(name, tools).await?;
+    let barrier = DbBarrier::hold(&ctx.db_url, key).await?;
+    ctx.timeline.record("harness", "barrier_hold", "database", json!({"key": key, "point": "before_result_write"}));
+    let faults = json!({"barriers": [{"point": "before_result_write", "key": key}]});
+    let command = d.send(json!({"cmd": "dispatch", "claim_ttl_ms": claim_ttl_ms, "call_timeout_ms": 5000, "limit": 1, "faults": faults})).await?;
+    barrier.wait_blocked(&ctx.pool, &[d.owner.clone()], 1, STEP).await?;
+    ctx.timeline.record("harness", "observed", "database", json!({"dispatcher_held_before_result_write": d.owner}));
+    Ok(HeldDispatch { dispatcher: d, barrier, command })
+}

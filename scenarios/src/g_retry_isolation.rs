@@ -92,12 +92,13 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     p2.worker.shutdown(STEP).await?;
     ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     ctx.note(format!(
-        "late result of {} kept as evidence ({} → {}); callback to the new run: {}; new run unchanged at revision {}",
+        "late result of {} kept as evidence ({} → {}); callback to the new run: {}; new run at revision {} (before: {})",
         r1.simple().to_string().get(..8).unwrap_or(""),
         late_outcome.unwrap_or_default(),
         op1_fin["status"],
         outcome(&callback),
-        r2_after.run["revision"]
+        r2_after.run["revision"],
+        r2_before.run["revision"]
     ));
     Ok(())
 }

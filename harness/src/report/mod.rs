@@ -89,7 +89,7 @@ impl Matrix {
         for r in &self.results {
             let _ = writeln!(
                 s,
-                "{:<10} {:<7} {:>7.1}s  {}",
+                "{:<14} {:<7} {:>7.1}s  {}",
                 r.id,
                 r.outcome.label(),
                 r.duration_ms as f64 / 1000.0,
@@ -97,12 +97,12 @@ impl Matrix {
             );
             if r.outcome != Outcome::Pass {
                 if let Some(e) = &r.error {
-                    let _ = writeln!(s, "{:<32}error: {e}", "");
+                    let _ = writeln!(s, "{:<33}error: {e}", "");
                 }
                 for c in r.checks.iter().filter(|c| !c.passed()) {
-                    let _ = writeln!(s, "{:<32}FAILED {}: {}", "", c.name, c.evidence);
+                    let _ = writeln!(s, "{:<33}FAILED {}: {}", "", c.name, c.evidence);
                 }
-                let _ = writeln!(s, "{:<32}reproduce: {}", "", r.reproduce);
+                let _ = writeln!(s, "{:<33}reproduce: {}", "", r.reproduce);
             }
         }
         let passed = self.results.iter().filter(|r| r.outcome == Outcome::Pass).count();

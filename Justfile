@@ -18,6 +18,14 @@ build:
 verify *ARGS: build
     ./target/debug/fenceproof verify {{ARGS}}
 
+# Build the mutant worker (the `mutants` feature) in its own target dir, apart from the reference build.
+build-mutants:
+    cargo build --quiet -p fenceproof-worker --features mutants --target-dir target/mutants
+
+# Run every experiment against every mutant and print the kill matrix (non-zero if one survives).
+mutants *ARGS: build build-mutants
+    ./target/debug/fenceproof mutants --worker-bin target/mutants/debug/fenceproof-worker {{ARGS}}
+
 # List the experiments.
 list: build
     ./target/debug/fenceproof list

@@ -12,6 +12,7 @@ use crate::error::ProtocolError;
 use crate::faults::{FaultPoint, FaultPoints};
 use crate::ids::{Lease, RunStatus};
 use crate::lease::lost;
+use crate::mutant::{self, Mutant};
 use crate::operation::Intent;
 use crate::outbox::{self, Registration};
 use crate::retry::{classify_write_error, with_retry, RetryBudget};
@@ -58,7 +59,19 @@ pub async fn protected_transition(
     faults: &FaultPoints,
     budget: RetryBudget,
 ) -> Result<i64, ProtocolError> {
-    with_retry(budget, || attempt(pool, lease, expected_revision, t, faults, Within::Nothing)).await.map(|(r, _)| r)
+    let r = with_retry(budget, || attempt(pool, lease, expected_revision, t, faults, Within::Nothing))
+        .await
+        .map(|(r, _)| r);
+    match r {
+        // MUTANT conflict-retry-without-reread: the loser blindly retries at the revision it was
+        // told, without re-reading and recomputing.
+        Err(ProtocolError::Conflict { found: Some(found), .. })
+            if mutant::active(Mutant::ConflictRetryWithoutReread) =>
+        {
+            with_retry(budget, || attempt(pool, lease, found, t, faults, Within::Nothing)).await.map(|(r, _)| r)
+        }
+        other => other,
+    }
 }
 
 /// What else the protected transaction does, inside the same transaction as the run update.
@@ -79,41 +92,65 @@ pub(crate) async fn attempt(
     faults: &FaultPoints,
     within: Within<'_>,
 ) -> Result<(i64, Option<Registration>), ProtocolError> {
+    // MUTANT check-then-commit: validate in a statement of its own, then write in a transaction
+    // that holds no lock on the lease (the race of spec section 03).
+    let check_first = mutant::active(Mutant::CheckThenCommit);
+    if check_first {
+        let held: Option<(Option<String>, i64, bool)> =
+            sqlx::query_as("SELECT owner, epoch, expires_at > clock_timestamp() FROM worker_leases WHERE run_id = $1")
+                .bind(lease.run_id)
+                .fetch_optional(pool)
+                .await?;
+        if !matches!(&held, Some((Some(owner), epoch, true)) if *owner == lease.owner && *epoch == lease.epoch) {
+            return Err(lost(lease));
+        }
+    }
     let mut tx = pool.begin().await?;
     faults.pass(FaultPoint::AfterBegin, &mut tx).await?;
 
-    let held: Option<(Option<String>, i64, bool)> = sqlx::query_as(
-        "SELECT owner, epoch, expires_at > clock_timestamp()
-           FROM worker_leases WHERE run_id = $1 FOR UPDATE",
-    )
-    .bind(lease.run_id)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let valid = matches!(&held, Some((Some(owner), epoch, true)) if *owner == lease.owner && *epoch == lease.epoch);
-    if !valid {
-        return Err(lost(lease));
+    if !check_first {
+        let held: Option<(Option<String>, i64, bool)> = sqlx::query_as(
+            "SELECT owner, epoch, expires_at > clock_timestamp()
+               FROM worker_leases WHERE run_id = $1 FOR UPDATE",
+        )
+        .bind(lease.run_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let valid = matches!(&held, Some((Some(owner), epoch, true)) if *owner == lease.owner && *epoch == lease.epoch);
+        // MUTANT save-without-lease-check / rescue-by-time: the lease is not validated.
+        let unfenced = mutant::active(Mutant::SaveWithoutLeaseCheck) || mutant::active(Mutant::RescueByTime);
+        if !valid && !(unfenced && held.is_some()) {
+            return Err(lost(lease));
+        }
     }
     faults.pass(FaultPoint::AfterLeaseValidated, &mut tx).await?;
     if let Within::RequireResult(op) = within {
         outbox::require_verified_result(&mut tx, lease.run_id, op).await?;
     }
 
-    let updated: Option<(i64,)> = sqlx::query_as(
+    // MUTANT blind-overwrite / rescue-by-time: no compare-and-set on the revision.
+    let revision_condition = if mutant::active(Mutant::BlindOverwrite) || mutant::active(Mutant::RescueByTime) {
+        "$2::bigint IS NOT NULL"
+    } else {
+        "revision = $2"
+    };
+    let sql = format!(
         "UPDATE agent_runs
             SET checkpoint = COALESCE($3::jsonb, checkpoint),
                 status = $5,
                 revision = revision + 1,
                 updated_at = clock_timestamp()
-          WHERE run_id = $1 AND revision = $2 AND status = $4
-      RETURNING revision",
-    )
-    .bind(lease.run_id)
-    .bind(expected_revision)
-    .bind(&t.checkpoint)
-    .bind(t.from.as_str())
-    .bind(t.to.as_str())
-    .fetch_optional(&mut *tx)
-    .await?;
+          WHERE run_id = $1 AND {revision_condition} AND status = $4
+      RETURNING revision"
+    );
+    let updated: Option<(i64,)> = sqlx::query_as(&sql)
+        .bind(lease.run_id)
+        .bind(expected_revision)
+        .bind(&t.checkpoint)
+        .bind(t.from.as_str())
+        .bind(t.to.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
 
     let Some((revision,)) = updated else {
         let current: Option<(String, i64)> =

@@ -22,6 +22,7 @@ use sqlx::PgPool;
 use crate::error::ProtocolError;
 use crate::faults::{FaultPoint, FaultPoints};
 use crate::ids::Ttl;
+use crate::mutant::{self, Mutant};
 use crate::outbox::{self, Operation, Settled};
 
 /// What a tool can promise (spec section 09's table).
@@ -118,11 +119,17 @@ pub async fn reconcile_once<A: ToolAdapter>(pool: &PgPool, tools: &A) -> Result<
         }
     }
     for op in outbox::unknown_operations(pool).await? {
+        // MUTANT retry-new-operation-id: the retry is sent under a fresh key.
+        let key = if mutant::active(Mutant::RetryNewOperationId) {
+            format!("{}-retry", op.operation_id)
+        } else {
+            op.operation_id.clone()
+        };
         let answer = match tools.capability(&op.tool_name) {
-            Some(Capability::IdempotencyKey) => tools.create(&op.tool_name, &op.operation_id, &op.request_body).await,
+            Some(Capability::IdempotencyKey) => tools.create(&op.tool_name, &key, &op.request_body).await,
             Some(Capability::DeterministicId) => match tools.query(&op).await {
                 // Absent by its deterministic id: a create under that id cannot duplicate it.
-                RemoteAnswer::Absent => tools.create(&op.tool_name, &op.operation_id, &op.request_body).await,
+                RemoteAnswer::Absent => tools.create(&op.tool_name, &key, &op.request_body).await,
                 other => other,
             },
             Some(Capability::OperationQuery) => match tools.query(&op).await {
@@ -140,6 +147,12 @@ pub async fn reconcile_once<A: ToolAdapter>(pool: &PgPool, tools: &A) -> Result<
                 Err(e @ ProtocolError::LedgerWriteRejected { .. }) => r.raised.push((op.operation_id, e.to_string())),
                 Err(e) => return Err(e),
             },
+            // MUTANT reconciler-marks-unknown-failed: what cannot be confirmed is declared failed.
+            RemoteAnswer::Unknown(why) if mutant::active(Mutant::ReconcilerMarksUnknownFailed) => {
+                let failed = Settled::FailedFinal { result: serde_json::json!({ "assumed_failed": why }) };
+                outbox::converge(pool, &op.operation_id, op.revision, &failed).await?;
+                r.converged.push((op.operation_id, "failed_final".into()));
+            }
             RemoteAnswer::Unknown(why) => {
                 tracing::warn!(operation_id = %op.operation_id, reason = %why, "operation stays unknown; manual handling needed");
                 r.raised.push((op.operation_id, why));

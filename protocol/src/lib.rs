@@ -17,6 +17,7 @@
 //! - [`outbox`]: intents registered inside the protected transaction, the dispatcher's claim and
 //!   result writes, the reconciler, and advancing a run on a verified result;
 //! - [`dispatch`]: the dispatcher and reconciler loops, over a [`dispatch::ToolAdapter`];
+//! - [`mutant`]: named broken variants, reachable only in a build with the `mutants` feature;
 //! - [`faults`]: named fault points where a harness can hold a transaction on a database barrier.
 
 pub mod commit;
@@ -26,6 +27,7 @@ pub mod faults;
 pub mod heartbeat;
 pub mod ids;
 pub mod lease;
+pub mod mutant;
 pub mod operation;
 pub mod outbox;
 pub mod retry;

@@ -13,6 +13,7 @@ use crate::commit::{attempt, Transition, Within};
 use crate::error::ProtocolError;
 use crate::faults::FaultPoints;
 use crate::ids::{Lease, Ttl};
+use crate::mutant::{self, Mutant};
 use crate::operation::Intent;
 use crate::retry::{classify_write_error, with_retry, RetryBudget};
 
@@ -245,24 +246,31 @@ impl Settled {
 /// [`ProtocolError::LedgerWriteRejected`], a signal to investigate.
 pub async fn record_result(pool: &PgPool, c: &Claim, outcome: &Settled) -> Result<i64, ProtocolError> {
     let (remote_id, result) = outcome.parts();
-    let done: Option<(i64,)> = sqlx::query_as(
+    // MUTANT result-write-skips-claim-check: the result is written whatever became of the claim.
+    let claim_check = if mutant::active(Mutant::ResultWriteSkipsClaimCheck) {
+        "$2::text IS NOT NULL AND $3::bigint IS NOT NULL"
+    } else {
+        "status = 'dispatching' AND dispatch_owner = $2 AND revision = $3"
+    };
+    let sql = format!(
         "UPDATE tool_operations
             SET status = $5, remote_id = $6, result = $7::jsonb,
                 dispatch_until = NULL, revision = revision + 1, updated_at = clock_timestamp()
-          WHERE operation_id = $1 AND status = 'dispatching' AND dispatch_owner = $2 AND revision = $3
+          WHERE operation_id = $1 AND {claim_check}
             AND request_digest = $4
-      RETURNING revision",
-    )
-    .bind(&c.operation_id)
-    .bind(&c.dispatch_owner)
-    .bind(c.revision)
-    .bind(&c.request_digest)
-    .bind(outcome.status())
-    .bind(remote_id)
-    .bind(result)
-    .fetch_optional(pool)
-    .await
-    .map_err(|e| classify_write_error(e, "record_result", c.run_id))?;
+      RETURNING revision"
+    );
+    let done: Option<(i64,)> = sqlx::query_as(&sql)
+        .bind(&c.operation_id)
+        .bind(&c.dispatch_owner)
+        .bind(c.revision)
+        .bind(&c.request_digest)
+        .bind(outcome.status())
+        .bind(remote_id)
+        .bind(result)
+        .fetch_optional(pool)
+        .await
+        .map_err(|e| classify_write_error(e, "record_result", c.run_id))?;
     match done {
         Some((rev,)) => Ok(rev),
         None => Err(rejected(pool, &c.operation_id).await),
@@ -272,21 +280,23 @@ pub async fn record_result(pool: &PgPool, c: &Claim, outcome: &Settled) -> Resul
 /// The dispatcher itself saw an unknown outcome (timeout, dropped connection, 5xx): move its own
 /// claim to `unknown`, keeping the evidence. Never back to `prepared`.
 pub async fn mark_unknown_own(pool: &PgPool, c: &Claim, evidence: &str) -> Result<i64, ProtocolError> {
-    let done: Option<(i64,)> = sqlx::query_as(
+    let sql = format!(
         "UPDATE tool_operations
-            SET status = 'unknown', dispatch_owner = NULL, dispatch_until = NULL,
+            SET status = '{}', dispatch_owner = NULL, dispatch_until = NULL,
                 result = jsonb_build_object('unknown_because', $4::text, 'claimed_by', $2::text),
                 revision = revision + 1, updated_at = clock_timestamp()
           WHERE operation_id = $1 AND status = 'dispatching' AND dispatch_owner = $2 AND revision = $3
       RETURNING revision",
-    )
-    .bind(&c.operation_id)
-    .bind(&c.dispatch_owner)
-    .bind(c.revision)
-    .bind(evidence)
-    .fetch_optional(pool)
-    .await
-    .map_err(|e| classify_write_error(e, "mark_unknown", c.run_id))?;
+        unknown_status()
+    );
+    let done: Option<(i64,)> = sqlx::query_as(&sql)
+        .bind(&c.operation_id)
+        .bind(&c.dispatch_owner)
+        .bind(c.revision)
+        .bind(evidence)
+        .fetch_optional(pool)
+        .await
+        .map_err(|e| classify_write_error(e, "mark_unknown", c.run_id))?;
     match done {
         Some((rev,)) => Ok(rev),
         None => Err(rejected(pool, &c.operation_id).await),
@@ -313,20 +323,22 @@ pub async fn mark_expired_unknown(
     dispatch_owner: &str,
     revision: i64,
 ) -> Result<bool, ProtocolError> {
-    let done = sqlx::query(
+    let sql = format!(
         "UPDATE tool_operations
-            SET status = 'unknown', dispatch_owner = NULL, dispatch_until = NULL,
+            SET status = '{}', dispatch_owner = NULL, dispatch_until = NULL,
                 result = jsonb_build_object('unknown_because', 'claim expired', 'claimed_by', $2::text),
                 revision = revision + 1, updated_at = clock_timestamp()
           WHERE operation_id = $1 AND status = 'dispatching' AND dispatch_owner = $2 AND revision = $3
             AND dispatch_until <= clock_timestamp()",
-    )
-    .bind(operation_id)
-    .bind(dispatch_owner)
-    .bind(revision)
-    .execute(pool)
-    .await
-    .map_err(|e| classify_write_error(e, "mark_unknown", Uuid::nil()))?;
+        unknown_status()
+    );
+    let done = sqlx::query(&sql)
+        .bind(operation_id)
+        .bind(dispatch_owner)
+        .bind(revision)
+        .execute(pool)
+        .await
+        .map_err(|e| classify_write_error(e, "mark_unknown", Uuid::nil()))?;
     Ok(done.rows_affected() == 1)
 }
 
@@ -373,6 +385,16 @@ pub async fn converge(
     match done {
         Some((rev,)) => Ok(rev),
         None => Err(rejected(pool, operation_id).await),
+    }
+}
+
+/// Where an unknown outcome goes: `unknown`, or (MUTANT dispatcher-resets-to-prepared) back to
+/// `prepared`, to be dispatched again.
+fn unknown_status() -> &'static str {
+    if mutant::active(Mutant::DispatcherResetsToPrepared) {
+        "prepared"
+    } else {
+        "unknown"
     }
 }
 

@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use crate::error::ProtocolError;
 use crate::ids::RunStatus;
+use crate::mutant::{self, Mutant};
 use crate::retry::{classify_write_error, with_retry, RetryBudget};
 
 /// A run as read back from the primary.
@@ -42,6 +43,19 @@ pub async fn create_run(pool: &PgPool, task_id: &str, checkpoint: Value) -> Resu
                 .await?;
             if !RunStatus::parse(&status).is_some_and(RunStatus::is_terminal) {
                 return Err(ProtocolError::ActiveRunLive { task_id: task_id.to_string(), run_id: active });
+            }
+            // MUTANT retry-reuses-run-id: the finished run is reset and run again.
+            if mutant::active(Mutant::RetryReusesRunId) {
+                sqlx::query(
+                    "UPDATE agent_runs SET status = 'pending', revision = revision + 1, checkpoint = $2,
+                            updated_at = clock_timestamp() WHERE run_id = $1",
+                )
+                .bind(active)
+                .bind(&checkpoint)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await.map_err(|e| classify_write_error(e, "create_run", active))?;
+                return Ok(active);
             }
         }
         sqlx::query("INSERT INTO agent_runs (run_id, task_id, status, checkpoint) VALUES ($1, $2, 'pending', $3)")

@@ -1,9 +1,12 @@
-//! Experiment B — the old owner resumes. Worker A holds the lease and has committed a checkpoint;
-//! the harness SIGSTOPs A's process, waits until the lease has expired on the database clock,
-//! starts worker B which takes over (epoch + 1) and saves, then SIGCONTs A. A's heartbeat must find
-//! the lease lost and cancel its execution; the harness then makes A attempt renew, save, succeed,
-//! fail and release anyway (a stale worker that ignores its cancellation). None of them may change
-//! B's epoch or the run's state, and A must never write a terminal state.
+//! Experiment B — the old owner resumes. Worker A holds the lease and has committed a checkpoint.
+//! While A's lease is live, worker B's takeover is refused. Then the harness SIGSTOPs A's process,
+//! waits until the lease has expired on the database clock, and B takes over (epoch + 1) and saves.
+//! The harness SIGCONTs A: A's heartbeat must find the lease lost and cancel its execution, and the
+//! harness makes A attempt renew, save, succeed, fail and release anyway (a stale worker that
+//! ignores its cancellation). None of them may commit anything, and A never writes a terminal state.
+//!
+//! `B-same-owner` runs the same story with A and B sharing one owner id (a restarted host that
+//! reuses its hostname): then only the epoch tells the stale term from the current one.
 
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::record::oracle;
@@ -14,30 +17,51 @@ use serde_json::json;
 use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
 
 pub const TITLE: &str = "Old owner resumes: SIGSTOP, lease expiry, takeover, SIGCONT";
+pub const TITLE_SAME_OWNER: &str = "Old owner resumes, with the owner id reused by the new term";
 
 /// A's lease is short so that its expiry comes quickly once A is stopped.
 const A_TTL_MS: i64 = 600;
 const A_HEARTBEAT_MS: u64 = 100;
 
-pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
+pub async fn run(ctx: &mut Ctx, same_owner: bool) -> Result<(), HarnessError> {
     let run_id =
         runs::create_run(&ctx.pool, "task-b", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
+    let shared = format!("host-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
 
     // Setup: A acquires, starts and saves one checkpoint.
-    let mut a = ctx.spawn_worker("a", vec![]).await?;
+    let mut a = if same_owner {
+        ctx.spawn_worker_as("a", &shared, vec![]).await?
+    } else {
+        ctx.spawn_worker("a", vec![]).await?
+    };
     let acq = a.request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": A_TTL_MS, "heartbeat_ms": A_HEARTBEAT_MS, "renew_timeout_ms": 300}), STEP).await?;
     require_ok(&acq, "A acquire")?;
     let epoch_a = acq["epoch"].as_i64().unwrap_or(-1);
     require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
     require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1, "by": "a"}}), STEP).await?, "A save")?;
 
+    // While A's lease is live, B cannot take over. B's lease, once it has one, is long and its
+    // heartbeat slow, so B commits nothing on its own while the stale A acts below.
+    let mut b = if same_owner {
+        ctx.spawn_worker_as("b", &shared, vec![]).await?
+    } else {
+        ctx.spawn_worker("b", vec![]).await?
+    };
+    let b_acquire = json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 120_000, "heartbeat_ms": 60_000, "renew_timeout_ms": 2000});
+    let early = b.request(b_acquire.clone(), STEP).await?;
+    let lease_now = oracle::run_state(&ctx.pool, run_id).await?.lease;
+    ctx.check(Check::expect(
+        "a takeover while A's lease is live is refused",
+        outcome(&early) == "busy" && lease_now["epoch"].as_i64() == Some(epoch_a),
+        format!("B's early acquire: {}; lease epoch then {}", outcome(&early), lease_now["epoch"]),
+    ));
+
     // Fault: a real pause of A's whole process, heartbeat included.
     let paused = a.pause().await?;
     ctx.wait_lease_expired(run_id).await?;
 
     // B takes over and saves.
-    let mut b = ctx.spawn_worker("b", vec![]).await?;
-    let acq_b = b.request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 10_000, "heartbeat_ms": 1000, "renew_timeout_ms": 2000}), STEP).await?;
+    let acq_b = b.request(b_acquire, STEP).await?;
     require_ok(&acq_b, "B takeover")?;
     let epoch_b = acq_b["epoch"].as_i64().unwrap_or(-1);
     ctx.check(Check::equal("B's takeover is epoch A + 1", epoch_b, epoch_a + 1));
@@ -46,6 +70,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
     // Heal: resume A. Its overdue heartbeat must find the lease gone and cancel the execution.
     let before = oracle::run_state(&ctx.pool, run_id).await?;
+    let window_start = ctx.oracle_mark().await?;
     a.resume(paused).await?;
     let cancelled =
         a.wait_event("execution cancelled after resume", STEP, |e| e["event"] == "execution_cancelled").await;
@@ -78,6 +103,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         attempts.push((label, outcome(&ev).to_string()));
     }
     let after = oracle::run_state(&ctx.pool, run_id).await?;
+    let window_end = ctx.oracle_mark().await?;
     let key = |s: &oracle::RunState| {
         (
             s.lease["owner"].clone(),
@@ -89,8 +115,13 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     };
     ctx.check(Check::expect(
         "A's renew/save/succeed/fail/release leave B's lease and the run unchanged (database rows)",
-        key(&before) == key(&after),
+        key(&before) == key(&after) && before.lease["expires_at"] == after.lease["expires_at"],
         format!("before {:?}; after {:?}", key(&before), key(&after)),
+    ));
+    ctx.check(Check::expect(
+        "nothing commits while only the stale A acts (oracle)",
+        window_end == window_start,
+        format!("commits #{}..#{} in the window", window_start + 1, window_end),
     ));
     ctx.check(Check::expect(
         "A is told lease_lost for every attempt (worker's word)",
@@ -107,16 +138,19 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
     // Verdict from the oracle and the final rows.
     let rows = oracle::commits(&ctx.pool).await?;
-    ctx.check(invariants::silent_after(&rows, &a.owner, takeover_seq));
-    let a_terminal = rows
+    if !same_owner {
+        ctx.check(invariants::silent_after(&rows, &a.owner, takeover_seq));
+    }
+    let terminal: Vec<i64> = rows
         .iter()
-        .filter(|r| {
-            r.writer == a.owner
-                && r.is_runs()
-                && matches!(r.new_str("status"), Some("succeeded" | "failed" | "cancelled"))
-        })
-        .count();
-    ctx.check(Check::equal("A never commits a terminal state", a_terminal, 0));
+        .filter(|r| r.is_runs() && matches!(r.new_str("status"), Some("succeeded" | "failed" | "cancelled")))
+        .map(|r| r.seq)
+        .collect();
+    ctx.check(Check::expect(
+        "the only terminal write is B's completion, after A's attempts",
+        terminal.len() == 1 && terminal[0] > window_end,
+        format!("terminal commits {terminal:?}; A's attempts ended at #{window_end}"),
+    ));
     let fin = oracle::run_state(&ctx.pool, run_id).await?;
     ctx.check(Check::equal(
         "run ends succeeded by B with B's checkpoint",
@@ -130,7 +164,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     ));
     ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     ctx.note(format!(
-        "A epoch {epoch_a} SIGSTOPped; B took over epoch {epoch_b}; A after SIGCONT: {}",
+        "{}A epoch {epoch_a} SIGSTOPped; B took over epoch {epoch_b}; A after SIGCONT: {}",
+        if same_owner { "one owner id for both; " } else { "" },
         attempts.iter().map(|(c, o)| format!("{c}={o}")).collect::<Vec<_>>().join(" ")
     ));
     std::fs::write(ctx.dir.join("final_state.json"), serde_json::to_string_pretty(&fin).expect("json"))?;

@@ -16,6 +16,9 @@ use uuid::Uuid;
 /// The application_name of the harness's control-plane session (setup, cancel, observation).
 pub const CONTROL: &str = "fenceproof-control";
 
+/// Owner-id prefix of control-plane processes.
+pub const CONTROL_PLANE_PREFIX: &str = "control-plane-";
+
 /// Default bound on any single wait inside an experiment.
 pub const STEP: Duration = Duration::from_secs(15);
 
@@ -28,6 +31,8 @@ pub struct Ctx {
     pub timeline: Timeline,
     pub worker_bin: PathBuf,
     pub tools_bin: PathBuf,
+    /// Extra arguments for every worker process (e.g. `--mutant NAME`).
+    pub worker_args: Vec<String>,
     /// Checks accumulated by the experiment.
     pub checks: Vec<Check>,
     /// Key observations for the matrix row.
@@ -38,6 +43,19 @@ impl Ctx {
     /// Start a worker process named `name` with a fresh owner id.
     pub async fn spawn_worker(&self, name: &str, extra_args: Vec<String>) -> Result<WorkerProc, HarnessError> {
         let owner = format!("worker-{name}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        self.spawn_worker_as(name, &owner, extra_args).await
+    }
+
+    /// Start a worker process named `name` with the given owner id (which may be shared, as a
+    /// restarted host reusing its hostname would).
+    pub async fn spawn_worker_as(
+        &self,
+        name: &str,
+        owner: &str,
+        mut extra_args: Vec<String>,
+    ) -> Result<WorkerProc, HarnessError> {
+        let owner = owner.to_string();
+        extra_args.extend(self.worker_args.iter().cloned());
         WorkerProc::spawn(
             WorkerSpec {
                 name: name.into(),
@@ -55,6 +73,14 @@ impl Ctx {
     /// Start the fake tools with their ledger in this experiment's folder.
     pub async fn spawn_tools(&self) -> Result<ToolsProc, HarnessError> {
         ToolsProc::spawn(&self.tools_bin, &self.dir, &self.timeline).await
+    }
+
+    /// Start a control-plane process (the worker binary under test, used only for control-plane
+    /// commands: create_run, cancel). Its owner id starts with `control-plane-`, which the
+    /// invariants treat as the authorized control plane.
+    pub async fn spawn_control_plane(&self) -> Result<WorkerProc, HarnessError> {
+        let owner = format!("{CONTROL_PLANE_PREFIX}{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        self.spawn_worker_as("cp", &owner, vec![]).await
     }
 
     /// Start a worker that can reach the fake tools (a dispatcher / reconciler).

@@ -7,7 +7,12 @@
 //! - `opquery` (operation query): query by operation -> succeeded, one resource;
 //! - `plain` (neither): stays `unknown` and is raised for manual handling; no second create.
 //!
-//! The tools' ledger, not any worker's word, decides how many real side effects exist.
+//! The tools' ledger, not any worker's word, decides how many real side effects exist: it is
+//! counted per operation_id and per request digest (a retry under a new key is caught too).
+//!
+//! `E-idem-pause` SIGSTOPs the dispatcher instead of killing it. The reconciler recovers as above,
+//! then the dispatcher is SIGCONTed and tries to write its stale result: the write must be
+//! rejected and the converged ledger row must not change.
 
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::record::{ledger, oracle};
@@ -22,7 +27,14 @@ pub const TITLE: &str = "Remote success then crash: executor killed before the l
 
 const BARRIER_KEY: i64 = 0x0E0E;
 
-pub async fn run(ctx: &mut Ctx, tool: &str) -> Result<(), HarnessError> {
+/// What happens to the dispatcher after the remote create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    Kill,
+    Pause,
+}
+
+pub async fn run(ctx: &mut Ctx, tool: &str, stop: Stop) -> Result<(), HarnessError> {
     let tools = ctx.spawn_tools().await?;
     let run_id = runs::create_run(&ctx.pool, &format!("task-e-{tool}"), json!({}))
         .await
@@ -34,7 +46,13 @@ pub async fn run(ctx: &mut Ctx, tool: &str) -> Result<(), HarnessError> {
     let mut held = dispatch_held_before_result(ctx, &tools, "d1", BARRIER_KEY, 300).await?;
     let before_crash = ledger::created_for(&ledger::entries(&tools.ledger)?, &op).len();
     ctx.check(Check::equal("the remote create happened before the crash (tools' ledger)", before_crash, 1));
-    held.dispatcher.kill().await?;
+    let paused = match stop {
+        Stop::Kill => {
+            held.dispatcher.kill().await?;
+            None
+        }
+        Stop::Pause => Some(held.dispatcher.pause().await?),
+    };
     held.barrier.release().await?;
     let after_crash = ctx.operation(&op).await?;
     ctx.check(Check::equal(
@@ -53,6 +71,24 @@ pub async fn run(ctx: &mut Ctx, tool: &str) -> Result<(), HarnessError> {
     let rec2 = d2.request(json!({"cmd": "reconcile"}), STEP).await?;
     require_ok(&rec2, "reconcile")?;
     d2.shutdown(STEP).await?;
+    if let Some(paused) = paused {
+        let converged = ctx.operation(&op).await?;
+        held.dispatcher.resume(paused).await?;
+        let stale = held.dispatcher.reply(held.command, STEP).await?;
+        let stale_outcome = data(&stale).as_array().and_then(|a| a.first()).map(|d| d["outcome"].clone());
+        ctx.check(Check::equal(
+            "the resumed dispatcher's stale result write is rejected",
+            stale_outcome,
+            Some(json!("write_rejected")),
+        ));
+        let now = ctx.operation(&op).await?;
+        ctx.check(Check::expect(
+            "the converged ledger row is unchanged by it",
+            converged["revision"] == now["revision"] && converged["result"] == now["result"],
+            format!("revision {} -> {}", converged["revision"], now["revision"]),
+        ));
+        held.dispatcher.shutdown(STEP).await?;
+    }
     require_ok(&p.worker.request(json!({"cmd": "release"}), STEP).await?, "release")?;
     p.worker.shutdown(STEP).await?;
 
@@ -61,6 +97,9 @@ pub async fn run(ctx: &mut Ctx, tool: &str) -> Result<(), HarnessError> {
     let fin = ctx.operation(&op).await?;
     let status = fin["status"].as_str().unwrap_or("?").to_string();
     ctx.check(Check::equal("exactly one real resource for the operation (tools' ledger)", created.len(), 1));
+    let digest = fin["request_digest"].as_str().unwrap_or_default();
+    let same_intent = entries.iter().filter(|e| e["kind"] == "created" && e["body_digest"] == digest).count();
+    ctx.check(Check::equal("exactly one real resource for the intent, under any key (tools' ledger)", same_intent, 1));
     ctx.check(Check::expect(
         "the expired claim is moved to unknown, not back to prepared",
         data(&rec1)["marked_unknown"].as_array().is_some_and(|m| m.iter().any(|o| o == op.as_str())),

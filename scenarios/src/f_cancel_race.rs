@@ -36,16 +36,14 @@ pub async fn run(ctx: &mut Ctx, at: At) -> Result<(), HarnessError> {
         .map_err(|e| HarnessError::Other(e.to_string()))?;
     let mut p = plan_operation(ctx, "w", run_id, tool, true).await?;
     let op = p.operation_id.clone();
-    let cancel = |ctx: &Ctx| {
-        let pool = ctx.pool.clone();
-        ctx.timeline.record("harness", "cancel_run", "control-plane", json!({"run_id": run_id}));
-        async move { runs::cancel(&pool, run_id).await.map_err(|e| HarnessError::Other(e.to_string())) }
-    };
+    // The cancel is performed by the code under test, in a control-plane process.
+    let mut cp = ctx.spawn_control_plane().await?;
+    let cancel_cmd = json!({"cmd": "cancel", "run_id": run_id});
 
     let (status_at_cancel, status_after_cancel) = match at {
         At::Prepared => {
             let before = ctx.operation(&op).await?["status"].as_str().map(str::to_string);
-            cancel(ctx).await?;
+            require_ok(&cp.request(cancel_cmd.clone(), STEP).await?, "cancel")?;
             let after = ctx.operation(&op).await?["status"].as_str().map(str::to_string);
             let mut d = ctx.spawn_dispatcher("d1", &tools).await?;
             let claimed = d.request(json!({"cmd": "dispatch", "claim_ttl_ms": 1000, "limit": 10}), STEP).await?;
@@ -61,7 +59,7 @@ pub async fn run(ctx: &mut Ctx, at: At) -> Result<(), HarnessError> {
         At::Dispatching => {
             let mut held = dispatch_held_before_result(ctx, &tools, "d1", BARRIER_KEY, 30_000).await?;
             let before = ctx.operation(&op).await?["status"].as_str().map(str::to_string);
-            cancel(ctx).await?;
+            require_ok(&cp.request(cancel_cmd.clone(), STEP).await?, "cancel")?;
             let after = ctx.operation(&op).await?["status"].as_str().map(str::to_string);
             held.barrier.release().await?;
             let late = held.dispatcher.reply(held.command, STEP).await?;
@@ -78,7 +76,7 @@ pub async fn run(ctx: &mut Ctx, at: At) -> Result<(), HarnessError> {
             let mut d2 = ctx.spawn_dispatcher("d2", &tools).await?;
             require_ok(&d2.request(json!({"cmd": "reconcile"}), STEP).await?, "reconcile")?;
             let before = ctx.operation(&op).await?["status"].as_str().map(str::to_string);
-            cancel(ctx).await?;
+            require_ok(&cp.request(cancel_cmd.clone(), STEP).await?, "cancel")?;
             let after = ctx.operation(&op).await?["status"].as_str().map(str::to_string);
             let rec = d2.request(json!({"cmd": "reconcile"}), STEP).await?;
             let raised = data(&rec)["raised"].as_array().is_some_and(|r| r.iter().any(|x| x[0] == op.as_str()));
@@ -124,7 +122,8 @@ pub async fn run(ctx: &mut Ctx, at: At) -> Result<(), HarnessError> {
             ctx.check(Check::equal("it is never recorded as unexecuted", fin_status.as_str(), expected));
         }
     }
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
+    cp.shutdown(STEP).await?;
+    ctx.checks.extend(invariants::all(&rows, &[CONTROL, cp.owner.as_str()]));
     ctx.note(format!(
         "cancel at {}: operation {} → {}, final {fin_status}; resources in the tools' ledger: {created}",
         status_at_cancel.as_deref().unwrap_or("?"),

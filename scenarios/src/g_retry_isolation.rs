@@ -25,11 +25,15 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let op1 = p1.operation_id.clone();
     let mut held = dispatch_held_before_result(ctx, &tools, "d1", BARRIER_KEY, 30_000).await?;
 
-    // The old run is cancelled and retried as a new run.
-    ctx.timeline.record("harness", "cancel_run", "control-plane", json!({"run_id": r1}));
-    runs::cancel(&ctx.pool, r1).await.map_err(err)?;
-    let r2 = runs::create_run(&ctx.pool, "task-g", json!({})).await.map_err(err)?;
-    ctx.timeline.record("harness", "retry", "control-plane", json!({"old_run": r1, "new_run": r2}));
+    // The old run is cancelled and retried, by the code under test in a control-plane process.
+    let mut cp = ctx.spawn_control_plane().await?;
+    require_ok(&cp.request(json!({"cmd": "cancel", "run_id": r1}), STEP).await?, "cancel")?;
+    let retry = cp.request(json!({"cmd": "create_run", "task_id": "task-g"}), STEP).await?;
+    require_ok(&retry, "retry")?;
+    let r2: uuid::Uuid = data(&retry)["run_id"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| HarnessError::Other(format!("retry gave no run_id: {retry}")))?;
     ctx.check(Check::expect("the retry is a new run_id", r2 != r1, format!("{r1} -> {r2}")));
     let mut p2 = plan_operation(ctx, "w2", r2, "idem", true).await?;
     let op2 = p2.operation_id.clone();
@@ -90,7 +94,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     require_ok(&p2.worker.request(json!({"cmd": "release"}), STEP).await?, "release")?;
     p1.worker.shutdown(STEP).await?;
     p2.worker.shutdown(STEP).await?;
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
+    cp.shutdown(STEP).await?;
+    ctx.checks.extend(invariants::all(&rows, &[CONTROL, cp.owner.as_str()]));
     ctx.note(format!(
         "late result of {} kept as evidence ({} → {}); callback to the new run: {}; new run at revision {} (before: {})",
         r1.simple().to_string().get(..8).unwrap_or(""),

@@ -10,6 +10,7 @@ pub mod d_race_after_validation;
 pub mod e_remote_success_then_crash;
 pub mod f_cancel_race;
 pub mod g_retry_isolation;
+pub mod mutants;
 pub mod outbox_setup;
 pub mod runner;
 
@@ -31,55 +32,34 @@ pub struct Experiment {
 
 /// Every experiment, in the spec's order.
 pub fn all() -> Vec<Experiment> {
+    use e_remote_success_then_crash::Stop;
+    use f_cancel_race::At;
+    let x = |id, title, run: for<'a> fn(&'a mut ctx::Ctx) -> ExperimentFuture<'a>| Experiment { id, title, run };
     vec![
-        Experiment {
-            id: "A",
-            title: a_continuous_checkpoints::TITLE,
-            run: |c| Box::pin(a_continuous_checkpoints::run(c)),
-        },
-        Experiment { id: "B", title: b_old_owner_resumes::TITLE, run: |c| Box::pin(b_old_owner_resumes::run(c)) },
-        Experiment { id: "C", title: c_same_epoch_reorder::TITLE, run: |c| Box::pin(c_same_epoch_reorder::run(c)) },
-        Experiment {
-            id: "D",
-            title: d_race_after_validation::TITLE,
-            run: |c| Box::pin(d_race_after_validation::run(c)),
-        },
-        Experiment {
-            id: "E-idem",
-            title: e_remote_success_then_crash::TITLE,
-            run: |c| Box::pin(e_remote_success_then_crash::run(c, "idem")),
-        },
-        Experiment {
-            id: "E-detid",
-            title: e_remote_success_then_crash::TITLE,
-            run: |c| Box::pin(e_remote_success_then_crash::run(c, "detid")),
-        },
-        Experiment {
-            id: "E-opquery",
-            title: e_remote_success_then_crash::TITLE,
-            run: |c| Box::pin(e_remote_success_then_crash::run(c, "opquery")),
-        },
-        Experiment {
-            id: "E-plain",
-            title: e_remote_success_then_crash::TITLE,
-            run: |c| Box::pin(e_remote_success_then_crash::run(c, "plain")),
-        },
-        Experiment {
-            id: "F-prepared",
-            title: f_cancel_race::TITLE,
-            run: |c| Box::pin(f_cancel_race::run(c, f_cancel_race::At::Prepared)),
-        },
-        Experiment {
-            id: "F-dispatching",
-            title: f_cancel_race::TITLE,
-            run: |c| Box::pin(f_cancel_race::run(c, f_cancel_race::At::Dispatching)),
-        },
-        Experiment {
-            id: "F-unknown",
-            title: f_cancel_race::TITLE,
-            run: |c| Box::pin(f_cancel_race::run(c, f_cancel_race::At::Unknown)),
-        },
-        Experiment { id: "G", title: g_retry_isolation::TITLE, run: |c| Box::pin(g_retry_isolation::run(c)) },
+        x("A", a_continuous_checkpoints::TITLE, |c| Box::pin(a_continuous_checkpoints::run(c))),
+        x("B", b_old_owner_resumes::TITLE, |c| Box::pin(b_old_owner_resumes::run(c, false))),
+        x("B-same-owner", b_old_owner_resumes::TITLE_SAME_OWNER, |c| Box::pin(b_old_owner_resumes::run(c, true))),
+        x("C", c_same_epoch_reorder::TITLE, |c| Box::pin(c_same_epoch_reorder::run(c))),
+        x("D", d_race_after_validation::TITLE, |c| Box::pin(d_race_after_validation::run(c))),
+        x("E-idem", e_remote_success_then_crash::TITLE, |c| {
+            Box::pin(e_remote_success_then_crash::run(c, "idem", Stop::Kill))
+        }),
+        x("E-detid", e_remote_success_then_crash::TITLE, |c| {
+            Box::pin(e_remote_success_then_crash::run(c, "detid", Stop::Kill))
+        }),
+        x("E-opquery", e_remote_success_then_crash::TITLE, |c| {
+            Box::pin(e_remote_success_then_crash::run(c, "opquery", Stop::Kill))
+        }),
+        x("E-plain", e_remote_success_then_crash::TITLE, |c| {
+            Box::pin(e_remote_success_then_crash::run(c, "plain", Stop::Kill))
+        }),
+        x("E-idem-pause", e_remote_success_then_crash::TITLE, |c| {
+            Box::pin(e_remote_success_then_crash::run(c, "idem", Stop::Pause))
+        }),
+        x("F-prepared", f_cancel_race::TITLE, |c| Box::pin(f_cancel_race::run(c, At::Prepared))),
+        x("F-dispatching", f_cancel_race::TITLE, |c| Box::pin(f_cancel_race::run(c, At::Dispatching))),
+        x("F-unknown", f_cancel_race::TITLE, |c| Box::pin(f_cancel_race::run(c, At::Unknown))),
+        x("G", g_retry_isolation::TITLE, |c| Box::pin(g_retry_isolation::run(c))),
     ]
 }
 

@@ -36,6 +36,26 @@ enum Cmd {
         /// The worker binary to test (defaults to fenceproof-worker beside this program).
         #[arg(long)]
         worker_bin: Option<PathBuf>,
+        /// Run the whole selection N times on one server; any verdict that changes is a flake.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        repeat: u32,
+    },
+    /// Run the experiments against every named broken variant of the worker and print which
+    /// experiments kill which mutant.
+    Mutants {
+        /// A worker built with the mutants feature (`just build-mutants`).
+        #[arg(long, default_value = "target/mutants/debug/fenceproof-worker")]
+        worker_bin: PathBuf,
+        /// Only these mutants (comma-separated names).
+        #[arg(long, value_delimiter = ',')]
+        mutants: Option<Vec<String>>,
+        /// Only these experiments (comma-separated ids).
+        #[arg(long, value_delimiter = ',')]
+        only: Option<Vec<String>>,
+        #[arg(long)]
+        pg_bin: Option<PathBuf>,
+        #[arg(long, default_value = "reports")]
+        reports_dir: PathBuf,
     },
     /// List the experiments.
     List,
@@ -73,7 +93,35 @@ async fn run(cli: Cli) -> u8 {
             }
             exit::OK
         }
-        Cmd::Verify { only, pg_bin, reports_dir, worker_bin } => {
+        Cmd::Mutants { worker_bin, mutants, only, pg_bin, reports_dir } => {
+            let experiments = match fenceproof_scenarios::select(only.as_deref()) {
+                Ok(e) => e,
+                Err(msg) => {
+                    eprintln!("fenceproof: {msg}");
+                    return exit::USAGE;
+                }
+            };
+            let opts = VerifyOptions { pg_bin, reports_dir, worker_bin, tools_bin: runner::default_tools_bin() };
+            interruptible(async {
+                match fenceproof_scenarios::mutants::run(&opts, experiments, mutants.as_deref()).await {
+                    Ok((km, dir)) => {
+                        print!("{}", km.table());
+                        println!("report: {}", dir.display());
+                        if km.all_killed() {
+                            exit::OK
+                        } else {
+                            exit::FAILED
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("fenceproof: {e}");
+                        exit::HARNESS
+                    }
+                }
+            })
+            .await
+        }
+        Cmd::Verify { only, pg_bin, reports_dir, worker_bin, repeat } => {
             let experiments = match fenceproof_scenarios::select(only.as_deref()) {
                 Ok(e) => e,
                 Err(msg) => {
@@ -87,26 +135,44 @@ async fn run(cli: Cli) -> u8 {
                 worker_bin: worker_bin.unwrap_or_else(runner::default_worker_bin),
                 tools_bin: runner::default_tools_bin(),
             };
-            let mut sigint =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("SIGINT handler");
-            let mut sigterm =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-            tokio::select! {
-                res = runner::verify(&opts, experiments) => match res {
-                    Ok((matrix, dir)) => {
+            interruptible(async {
+                match runner::verify(&opts, experiments, repeat).await {
+                    Ok((matrix, flakes, dir)) => {
                         print!("{}", matrix.table());
+                        if repeat > 1 {
+                            if flakes.is_empty() {
+                                println!("{repeat} repetitions: no verdict changed");
+                            } else {
+                                println!("{repeat} repetitions: FLAKY {}", flakes.join("; "));
+                            }
+                        }
                         println!("report: {}", dir.display());
-                        matrix.exit_code()
+                        if flakes.is_empty() {
+                            matrix.exit_code()
+                        } else {
+                            exit::FAILED
+                        }
                     }
                     Err(e) => {
                         eprintln!("fenceproof: {e}");
                         exit::HARNESS
                     }
-                },
-                _ = sigint.recv() => interrupted("SIGINT", 130),
-                _ = sigterm.recv() => interrupted("SIGTERM", 143),
-            }
+                }
+            })
+            .await
         }
+    }
+}
+
+/// Run `work`, or stop at SIGINT / SIGTERM (dropping `work`, whose guards stop every process).
+async fn interruptible(work: impl std::future::Future<Output = u8>) -> u8 {
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("SIGINT handler");
+    let mut sigterm =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        code = work => code,
+        _ = sigint.recv() => interrupted("SIGINT", 130),
+        _ = sigterm.recv() => interrupted("SIGTERM", 143),
     }
 }
 

@@ -1,4 +1,9 @@
-//! Running a selection of experiments against one server and assembling the matrix.
+//! Running experiments against one server and assembling matrices.
+//!
+//! A [`Session`] owns the server (started once per command) and the run folder. [`Session::matrix`]
+//! runs a selection of experiments, each in a fresh database cloned from the template, with extra
+//! worker arguments (a mutant); `verify` runs it once or `--repeat N` times, `mutants` once for the
+//! reference and once per mutant.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -25,96 +30,180 @@ pub struct VerifyOptions {
     pub tools_bin: PathBuf,
 }
 
-/// Start a native cluster, run `experiments`, save the matrix; returns it with the run folder.
-pub async fn verify(opts: &VerifyOptions, experiments: Vec<Experiment>) -> Result<(Matrix, PathBuf), HarnessError> {
-    let started_at = chrono::Utc::now();
-    let t0 = Instant::now();
-    let bin = PgBin::locate(opts.pg_bin.as_deref())?;
-    if !opts.worker_bin.is_file() {
-        return Err(HarnessError::Other(format!(
-            "worker binary {} not found; build it with `cargo build --workspace` or pass --worker-bin",
-            opts.worker_bin.display()
-        )));
-    }
-    let run = RunDir::create(&opts.reports_dir)?;
-    let cluster = NativeCluster::start(bin, &run.path.join("postgres.log")).await?;
-    databases::create_template(&cluster).await?;
-
-    let mut results = Vec::new();
-    for exp in experiments {
-        results.push(run_one(&cluster, &run, opts, &exp).await?);
-    }
-    let matrix = Matrix {
-        run_id: run.run_id.clone(),
-        backend: cluster.kind().into(),
-        server_version: cluster.version(),
-        started_at,
-        duration_ms: t0.elapsed().as_millis(),
-        results,
-    };
-    drop(cluster);
-    matrix.save(&run.path)?;
-    run.mark_latest()?;
-    Ok((matrix, run.path))
+/// One server and one run folder for a whole command.
+pub struct Session {
+    pub cluster: NativeCluster,
+    pub run: RunDir,
+    pub worker_bin: PathBuf,
+    pub tools_bin: PathBuf,
+    started_at: chrono::DateTime<chrono::Utc>,
+    t0: Instant,
+    databases: u32,
 }
 
-async fn run_one(
-    backend: &dyn Backend,
-    run: &RunDir,
-    opts: &VerifyOptions,
-    exp: &Experiment,
-) -> Result<ExperimentResult, HarnessError> {
-    let t0 = Instant::now();
-    let dir = run.experiment(exp.id)?;
-    let dbname = format!("fp_{}", exp.id.to_lowercase().replace('-', "_"));
-    let db_url = databases::create_from_template(backend, &dbname).await?;
-    let pool = databases::pool(&db_url, CONTROL, 4).await?;
-    let mut ctx = Ctx {
-        id: exp.id.into(),
-        dir: dir.clone(),
-        db_url,
-        pool: pool.clone(),
-        timeline: Timeline::new(),
-        worker_bin: opts.worker_bin.clone(),
-        tools_bin: opts.tools_bin.clone(),
-        checks: Vec::new(),
-        notes: Vec::new(),
-    };
-    let res = tokio::time::timeout(EXPERIMENT_TIMEOUT, (exp.run)(&mut ctx)).await;
-    let error = match res {
-        Ok(Ok(())) => None,
-        Ok(Err(e)) => Some(e.to_string()),
-        Err(_) => Some(format!("experiment did not finish within {EXPERIMENT_TIMEOUT:?}")),
-    };
-    // Evidence, whatever happened.
-    ctx.timeline.save(&dir.join("timeline.jsonl"))?;
-    if let Ok(rows) = oracle::commits(&pool).await {
-        std::fs::write(dir.join("oracle.json"), serde_json::to_string_pretty(&rows).expect("json"))?;
+impl Session {
+    pub async fn start(opts: &VerifyOptions) -> Result<Session, HarnessError> {
+        let started_at = chrono::Utc::now();
+        let t0 = Instant::now();
+        let bin = PgBin::locate(opts.pg_bin.as_deref())?;
+        for (what, p) in [("worker", &opts.worker_bin), ("fake-tools", &opts.tools_bin)] {
+            if !p.is_file() {
+                return Err(HarnessError::Other(format!(
+                    "{what} binary {} not found; build it with `cargo build --workspace`{}",
+                    p.display(),
+                    if what == "worker" { " or pass --worker-bin" } else { "" }
+                )));
+            }
+        }
+        let run = RunDir::create(&opts.reports_dir)?;
+        let cluster = NativeCluster::start(bin, &run.path.join("postgres.log")).await?;
+        databases::create_template(&cluster).await?;
+        Ok(Session {
+            cluster,
+            run,
+            worker_bin: opts.worker_bin.clone(),
+            tools_bin: opts.tools_bin.clone(),
+            started_at,
+            t0,
+            databases: 0,
+        })
     }
-    std::fs::write(dir.join("checks.json"), serde_json::to_string_pretty(&ctx.checks).expect("json"))?;
-    pool.close().await;
 
-    let outcome = if ctx.checks.iter().any(|c| !c.passed()) {
-        Outcome::Fail
-    } else if error.is_some() || ctx.checks.is_empty() {
-        Outcome::Error
-    } else {
-        Outcome::Pass
-    };
-    let mut observations = ctx.notes.join("; ");
-    if observations.is_empty() {
-        observations = error.clone().unwrap_or_default();
+    /// Run `experiments` with `worker_args` added to every worker; evidence goes to
+    /// `<run>/<label>/<id>/` (or `<run>/<id>/` without a label).
+    pub async fn matrix(
+        &mut self,
+        label: &str,
+        experiments: &[Experiment],
+        worker_args: &[String],
+    ) -> Result<Matrix, HarnessError> {
+        let t0 = Instant::now();
+        let mut results = Vec::new();
+        for exp in experiments {
+            results.push(self.run_one(label, exp, worker_args).await?);
+        }
+        Ok(Matrix {
+            run_id: self.run.run_id.clone(),
+            backend: self.cluster.kind().into(),
+            server_version: self.cluster.version(),
+            started_at: self.started_at,
+            duration_ms: t0.elapsed().as_millis(),
+            results,
+        })
     }
-    Ok(ExperimentResult {
-        id: exp.id.into(),
-        title: exp.title.into(),
-        outcome,
-        duration_ms: t0.elapsed().as_millis(),
-        observations,
-        checks: ctx.checks,
-        error,
-        reproduce: format!("fenceproof verify --only {}   (evidence: {})", exp.id, dir.display()),
-    })
+
+    pub fn elapsed_ms(&self) -> u128 {
+        self.t0.elapsed().as_millis()
+    }
+
+    async fn run_one(
+        &mut self,
+        label: &str,
+        exp: &Experiment,
+        worker_args: &[String],
+    ) -> Result<ExperimentResult, HarnessError> {
+        let t0 = Instant::now();
+        let dir = if label.is_empty() {
+            self.run.experiment(exp.id)?
+        } else {
+            self.run.experiment(&format!("{label}/{}", exp.id))?
+        };
+        self.databases += 1;
+        let dbname = format!("fp{}_{}", self.databases, exp.id.to_lowercase().replace('-', "_"));
+        let db_url = databases::create_from_template(&self.cluster, &dbname).await?;
+        let pool = databases::pool(&db_url, CONTROL, 4).await?;
+        let mut ctx = Ctx {
+            id: exp.id.into(),
+            dir: dir.clone(),
+            db_url,
+            pool: pool.clone(),
+            timeline: Timeline::new(),
+            worker_bin: self.worker_bin.clone(),
+            tools_bin: self.tools_bin.clone(),
+            worker_args: worker_args.to_vec(),
+            checks: Vec::new(),
+            notes: Vec::new(),
+        };
+        let res = tokio::time::timeout(EXPERIMENT_TIMEOUT, (exp.run)(&mut ctx)).await;
+        let error = match res {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some(format!("experiment did not finish within {EXPERIMENT_TIMEOUT:?}")),
+        };
+        // Evidence, whatever happened.
+        ctx.timeline.save(&dir.join("timeline.jsonl"))?;
+        if let Ok(rows) = oracle::commits(&pool).await {
+            std::fs::write(dir.join("oracle.json"), serde_json::to_string_pretty(&rows).expect("json"))?;
+        }
+        std::fs::write(dir.join("checks.json"), serde_json::to_string_pretty(&ctx.checks).expect("json"))?;
+        pool.close().await;
+
+        let outcome = if ctx.checks.iter().any(|c| !c.passed()) {
+            Outcome::Fail
+        } else if error.is_some() || ctx.checks.is_empty() {
+            Outcome::Error
+        } else {
+            Outcome::Pass
+        };
+        let mut observations = ctx.notes.join("; ");
+        if observations.is_empty() {
+            observations = error.clone().unwrap_or_default();
+        }
+        let extra =
+            if worker_args.is_empty() { String::new() } else { format!(" (worker args: {})", worker_args.join(" ")) };
+        Ok(ExperimentResult {
+            id: exp.id.into(),
+            title: exp.title.into(),
+            outcome,
+            duration_ms: t0.elapsed().as_millis(),
+            observations,
+            checks: ctx.checks,
+            error,
+            reproduce: format!("fenceproof verify --only {}{extra}   (evidence: {})", exp.id, dir.display()),
+        })
+    }
+}
+
+/// Start a server, run `experiments` `repeat` times, save the matrix; returns the last matrix, the
+/// verdicts that changed between repetitions (flakes), and the run folder.
+pub async fn verify(
+    opts: &VerifyOptions,
+    experiments: Vec<Experiment>,
+    repeat: u32,
+) -> Result<(Matrix, Vec<String>, PathBuf), HarnessError> {
+    let mut session = Session::start(opts).await?;
+    let repeat = repeat.max(1);
+    let mut rounds = Vec::new();
+    for i in 1..=repeat {
+        let label = if repeat == 1 { String::new() } else { format!("r{i}") };
+        rounds.push(session.matrix(&label, &experiments, &[]).await?);
+    }
+    let flakes = flakes(&rounds);
+    let mut matrix = rounds.pop().expect("at least one round");
+    matrix.duration_ms = session.elapsed_ms();
+    let path = session.run.path.clone();
+    matrix.save(&path)?;
+    if repeat > 1 {
+        let summary = serde_json::json!({ "repeat": repeat, "flakes": flakes });
+        std::fs::write(path.join("repeat.json"), serde_json::to_string_pretty(&summary).expect("json"))?;
+    }
+    session.run.mark_latest()?;
+    Ok((matrix, flakes, path))
+}
+
+/// Experiments whose verdict was not the same in every round, as "id: PASS,FAIL,...".
+pub fn flakes(rounds: &[Matrix]) -> Vec<String> {
+    let Some(first) = rounds.first() else { return Vec::new() };
+    first
+        .results
+        .iter()
+        .filter_map(|r| {
+            let seen: Vec<Outcome> =
+                rounds.iter().filter_map(|m| m.results.iter().find(|x| x.id == r.id).map(|x| x.outcome)).collect();
+            (seen.iter().any(|o| *o != seen[0]))
+                .then(|| format!("{}: {}", r.id, seen.iter().map(|o| o.label()).collect::<Vec<_>>().join(",")))
+        })
+        .collect()
 }
 
 /// Where the worker binary is: `FENCEPROOF_WORKER_BIN`, else beside this executable (or one level

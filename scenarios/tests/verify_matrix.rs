@@ -14,7 +14,9 @@ async fn every_experiment_passes_and_leaves_a_report() {
         worker_bin: runner::default_worker_bin(),
         tools_bin: runner::default_tools_bin(),
     };
-    let (matrix, dir) = runner::verify(&opts, fenceproof_scenarios::select(None).unwrap()).await.expect("harness runs");
+    let (matrix, flakes, dir) =
+        runner::verify(&opts, fenceproof_scenarios::select(None).unwrap(), 1).await.expect("harness runs");
+    assert!(flakes.is_empty());
     print!("{}", matrix.table());
     let ids: Vec<&str> = matrix.results.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(
@@ -54,6 +56,6 @@ async fn every_experiment_passes_and_leaves_a_report() {
     let latest = std::fs::read_link(reports.join("latest")).unwrap();
     assert_eq!(reports.join(latest), dir);
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
-    assert!(junit.contains("tests=\"12\" failures=\"0\" errors=\"0\""), "{junit}");
+    assert!(junit.contains("tests=\"14\" failures=\"0\" errors=\"0\""), "{junit}");
     assert_eq!(registry::live_count(), 0, "children still registered after the run");
 }

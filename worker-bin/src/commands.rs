@@ -74,6 +74,10 @@ pub enum Command {
         #[serde(default)]
         expected_revision: Option<i64>,
     },
+    /// Control plane: create a run of `task_id` (a retry when the task already had one).
+    CreateRun { task_id: String },
+    /// Control plane: cancel a run.
+    Cancel { run_id: Uuid },
     /// One renewal now, outside the heartbeat.
     Renew,
     /// Stop the heartbeat and release the lease.
@@ -107,6 +111,8 @@ impl Command {
             Command::Dispatch { .. } => "dispatch",
             Command::Reconcile { .. } => "reconcile",
             Command::Advance { .. } => "advance",
+            Command::CreateRun { .. } => "create_run",
+            Command::Cancel { .. } => "cancel",
             Command::Renew => "renew",
             Command::Release => "release",
             Command::Exit => "exit",

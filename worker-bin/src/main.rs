@@ -26,14 +26,22 @@ use crate::session::Session;
 #[command(name = "fenceproof-worker", about = "A reference worker process driven by the fenceproof harness")]
 struct Args {
     /// PostgreSQL URL of the database under test.
-    #[arg(long)]
-    database_url: String,
+    #[arg(long, required_unless_present = "list_mutants")]
+    database_url: Option<String>,
     /// This session's owner id (also its application_name).
-    #[arg(long)]
-    owner: String,
+    #[arg(long, required_unless_present = "list_mutants")]
+    owner: Option<String>,
     /// File to append one JSON event per line to.
+    #[arg(long, required_unless_present = "list_mutants")]
+    events: Option<PathBuf>,
+    /// Print the mutants this build can run, one per line, and exit (non-zero in the reference
+    /// build, which has none).
     #[arg(long)]
-    events: PathBuf,
+    list_mutants: bool,
+    /// Run as this named broken variant of the protocol (mutants build only).
+    #[cfg(feature = "mutants")]
+    #[arg(long)]
+    mutant: Option<String>,
     /// Run one whole task alone instead of reading commands from stdin.
     #[arg(long)]
     script: bool,
@@ -68,6 +76,21 @@ struct Args {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    if args.list_mutants {
+        return list_mutants();
+    }
+    #[cfg(feature = "mutants")]
+    if let Some(name) = &args.mutant {
+        match fenceproof_protocol::mutant::Mutant::parse(name) {
+            Some(m) => {
+                fenceproof_protocol::mutant::activate(m);
+            }
+            None => {
+                eprintln!("fenceproof-worker: unknown mutant '{name}' (see --list-mutants)");
+                return std::process::ExitCode::from(2);
+            }
+        }
+    }
     tracing_subscriber::fmt().json().with_writer(std::io::stderr).init();
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     match rt.block_on(run(args)) {
@@ -79,16 +102,37 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+#[cfg(feature = "mutants")]
+fn list_mutants() -> std::process::ExitCode {
+    for m in fenceproof_protocol::mutant::Mutant::ALL {
+        println!("{}\t{}", m.name(), m.rule());
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+#[cfg(not(feature = "mutants"))]
+fn list_mutants() -> std::process::ExitCode {
+    eprintln!(
+        "fenceproof-worker: this is the reference build; it has no mutants (build them with `just build-mutants`)"
+    );
+    std::process::ExitCode::from(3)
+}
+
 async fn run(args: Args) -> anyhow::Result<u8> {
-    let opts: PgConnectOptions = args.database_url.parse().context("bad --database-url")?;
+    let (Some(database_url), Some(owner), Some(events)) =
+        (args.database_url.clone(), args.owner.clone(), args.events.clone())
+    else {
+        anyhow::bail!("--database-url, --owner and --events are required");
+    };
+    let opts: PgConnectOptions = database_url.parse().context("bad --database-url")?;
     let pool = PgPoolOptions::new()
         .max_connections(6)
         .acquire_timeout(Duration::from_secs(10))
-        .connect_with(opts.application_name(&args.owner))
+        .connect_with(opts.application_name(&owner))
         .await
         .context("connecting to the database")?;
-    let sink = Arc::new(EventSink::create(&args.events).with_context(|| format!("opening {}", args.events.display()))?);
-    let session = Session::new(args.owner.clone(), args.tenant.clone(), args.tools_addr, pool, sink);
+    let sink = Arc::new(EventSink::create(&events).with_context(|| format!("opening {}", events.display()))?);
+    let session = Session::new(owner, args.tenant.clone(), args.tools_addr, pool, sink);
     session.emit("ready", None, session::Outcome::note("ok", format!("pid {}", std::process::id())));
 
     if args.script {

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fenceproof_protocol::heartbeat::{Heartbeat, HeartbeatEnd};
+use fenceproof_protocol::mutant::{self, Mutant};
 use fenceproof_protocol::operation::Intent;
 use fenceproof_protocol::retry::RetryBudget;
 use fenceproof_protocol::{
@@ -149,6 +150,14 @@ impl Session {
                 let tools = self.tools(call_timeout_ms)?;
                 Ok(Some(json!(dispatch::reconcile_once(&self.pool, &tools).await?)))
             }
+            Command::CreateRun { task_id } => {
+                let run_id = fenceproof_protocol::runs::create_run(&self.pool, &task_id, json!({})).await?;
+                Ok(Some(json!({ "run_id": run_id })))
+            }
+            Command::Cancel { run_id } => {
+                let revision = fenceproof_protocol::runs::cancel(&self.pool, run_id).await?;
+                Ok(Some(json!({ "revision": revision })))
+            }
             Command::Advance { operation_id, expected_revision } => {
                 let (l, _) = self.lease_and_ttl()?;
                 let expected = expected_revision.or(self.held().revision).unwrap_or(0);
@@ -258,6 +267,19 @@ impl Session {
             };
             me.emit(event, None, o);
             me.emit("execution_cancelled", None, Outcome::ok());
+            // MUTANT fail-on-lease-loss: a worker that lost its lease marks the run failed anyway.
+            if event == "heartbeat_lost" && mutant::active(Mutant::FailOnLeaseLoss) {
+                let run_id = me.held().lease.as_ref().map(|l| l.run_id);
+                if let Some(run_id) = run_id {
+                    let _ = sqlx::query(
+                        "UPDATE agent_runs SET status = 'failed', revision = revision + 1, updated_at = clock_timestamp()
+                          WHERE run_id = $1 AND status = 'running'",
+                    )
+                    .bind(run_id)
+                    .execute(&me.pool)
+                    .await;
+                }
+            }
         });
         stop
     }

@@ -1,0 +1,136 @@
+//! Named broken variants (mutants) of the reference protocol, each removing exactly one rule of the
+//! spec, so fenceproof can prove its experiments catch them (`fenceproof mutants`).
+//!
+//! The names exist in every build, but a mutant can only be switched on in a build with the cargo
+//! feature `mutants`. In the reference build [`active`] is the constant `false` and every mutated
+//! branch is dead code, so a mutant cannot be reached by accident.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mutant {
+    SaveWithoutLeaseCheck,
+    CheckThenCommit,
+    RenewWithoutEpoch,
+    ReleaseZeroesEpoch,
+    TakeoverWithoutExpiry,
+    BlindOverwrite,
+    ConflictRetryWithoutReread,
+    FailOnLeaseLoss,
+    RetryReusesRunId,
+    RetryNewOperationId,
+    DispatcherResetsToPrepared,
+    ResultWriteSkipsClaimCheck,
+    ReconcilerMarksUnknownFailed,
+    RescueByTime,
+}
+
+impl Mutant {
+    pub const ALL: &'static [Mutant] = &[
+        Mutant::SaveWithoutLeaseCheck,
+        Mutant::CheckThenCommit,
+        Mutant::RenewWithoutEpoch,
+        Mutant::ReleaseZeroesEpoch,
+        Mutant::TakeoverWithoutExpiry,
+        Mutant::BlindOverwrite,
+        Mutant::ConflictRetryWithoutReread,
+        Mutant::FailOnLeaseLoss,
+        Mutant::RetryReusesRunId,
+        Mutant::RetryNewOperationId,
+        Mutant::DispatcherResetsToPrepared,
+        Mutant::ResultWriteSkipsClaimCheck,
+        Mutant::ReconcilerMarksUnknownFailed,
+        Mutant::RescueByTime,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::SaveWithoutLeaseCheck => "save-without-lease-check",
+            Mutant::CheckThenCommit => "check-then-commit",
+            Mutant::RenewWithoutEpoch => "renew-without-epoch",
+            Mutant::ReleaseZeroesEpoch => "release-zeroes-epoch",
+            Mutant::TakeoverWithoutExpiry => "takeover-without-expiry",
+            Mutant::BlindOverwrite => "blind-overwrite",
+            Mutant::ConflictRetryWithoutReread => "conflict-retry-without-reread",
+            Mutant::FailOnLeaseLoss => "fail-on-lease-loss",
+            Mutant::RetryReusesRunId => "retry-reuses-run-id",
+            Mutant::RetryNewOperationId => "retry-new-operation-id",
+            Mutant::DispatcherResetsToPrepared => "dispatcher-resets-to-prepared",
+            Mutant::ResultWriteSkipsClaimCheck => "result-write-skips-claim-check",
+            Mutant::ReconcilerMarksUnknownFailed => "reconciler-marks-unknown-failed",
+            Mutant::RescueByTime => "rescue-by-time",
+        }
+    }
+
+    /// The rule of the spec this mutant removes.
+    pub fn rule(self) -> &'static str {
+        match self {
+            Mutant::SaveWithoutLeaseCheck => "protected writes validate owner + epoch + expiry (06)",
+            Mutant::CheckThenCommit => {
+                "the lease is checked under a row lock in the writing transaction, not before it (03, 06)"
+            }
+            Mutant::RenewWithoutEpoch => "renew is fenced by owner AND epoch (05.2)",
+            Mutant::ReleaseZeroesEpoch => "release never zeroes the epoch (05.2)",
+            Mutant::TakeoverWithoutExpiry => "takeover only when free or expired (05.1)",
+            Mutant::BlindOverwrite => "checkpoints compare-and-set the revision (06)",
+            Mutant::ConflictRetryWithoutReread => {
+                "a conflict loser re-reads before deciding, never blindly retries (06)"
+            }
+            Mutant::FailOnLeaseLoss => "a worker that lost its lease writes no terminal state (07)",
+            Mutant::RetryReusesRunId => "a retry is a new run_id (02, 07)",
+            Mutant::RetryNewOperationId => "a retry keeps the operation_id of the intent (08, 09)",
+            Mutant::DispatcherResetsToPrepared => "dispatching never goes back to prepared (09.2)",
+            Mutant::ResultWriteSkipsClaimCheck => "a result is written only under the claim's owner + revision (09.3)",
+            Mutant::ReconcilerMarksUnknownFailed => "unknown is never treated as failed (01, 09.3)",
+            Mutant::RescueByTime => "completion is fenced, not just status-checked (job-queue style time rescue) (06)",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Mutant> {
+        Mutant::ALL.iter().copied().find(|m| m.name() == s)
+    }
+}
+
+#[cfg(feature = "mutants")]
+static ACTIVE: std::sync::OnceLock<Mutant> = std::sync::OnceLock::new();
+
+/// Switch a mutant on for this process (only in a `mutants` build). Returns false if another one
+/// was already active.
+#[cfg(feature = "mutants")]
+pub fn activate(m: Mutant) -> bool {
+    ACTIVE.set(m).is_ok()
+}
+
+/// Whether mutant `m` is switched on. Always false in the reference build.
+#[inline]
+pub fn active(m: Mutant) -> bool {
+    #[cfg(feature = "mutants")]
+    {
+        ACTIVE.get() == Some(&m)
+    }
+    #[cfg(not(feature = "mutants"))]
+    {
+        let _ = m;
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_are_unique() {
+        let mut names: Vec<&str> = Mutant::ALL.iter().map(|m| m.name()).collect();
+        for m in Mutant::ALL {
+            assert_eq!(Mutant::parse(m.name()), Some(*m));
+        }
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Mutant::ALL.len());
+    }
+
+    #[cfg(not(feature = "mutants"))]
+    #[test]
+    fn no_mutant_is_active_in_the_reference_build() {
+        assert!(Mutant::ALL.iter().all(|m| !active(*m)));
+    }
+}

@@ -119,7 +119,8 @@ pub(crate) async fn attempt(
         let valid = matches!(&held, Some((Some(owner), epoch, true)) if *owner == lease.owner && *epoch == lease.epoch);
         // MUTANT save-without-lease-check / rescue-by-time: the lease is not validated.
         let unfenced = mutant::active(Mutant::SaveWithoutLeaseCheck) || mutant::active(Mutant::RescueByTime);
-        if !valid && !(unfenced && held.is_some()) {
+        let accepted = valid || (unfenced && held.is_some());
+        if !accepted {
             return Err(lost(lease));
         }
     }

@@ -26,6 +26,10 @@ build-mutants:
 mutants *ARGS: build build-mutants
     ./target/debug/fenceproof mutants --worker-bin target/mutants/debug/fenceproof-worker {{ARGS}}
 
+# Random operation schedules against the reference worker (e.g. `just schedules --cases 50 --seed 0x2a`).
+schedules *ARGS: build
+    ./target/debug/fenceproof schedules {{ARGS}}
+
 # List the experiments.
 list: build
     ./target/debug/fenceproof list

@@ -13,6 +13,7 @@ pub mod g_retry_isolation;
 pub mod mutants;
 pub mod outbox_setup;
 pub mod runner;
+pub mod schedules;
 
 use std::future::Future;
 use std::pin::Pin;

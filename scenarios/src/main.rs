@@ -57,6 +57,29 @@ enum Cmd {
         #[arg(long, default_value = "reports")]
         reports_dir: PathBuf,
     },
+    /// Generate random operation schedules for several workers, play each against a fresh
+    /// database, and check the global invariants; a failure is shrunk, saved and replayable.
+    Schedules {
+        /// How many schedules to generate.
+        #[arg(long, default_value_t = 8)]
+        cases: u32,
+        /// Seed (decimal or 0x-hex); random when absent. Printed either way.
+        #[arg(long)]
+        seed: Option<String>,
+        /// Play this saved schedule (JSON) once instead of generating.
+        #[arg(long)]
+        replay: Option<PathBuf>,
+        /// The worker binary to test.
+        #[arg(long)]
+        worker_bin: Option<PathBuf>,
+        /// Run the workers as this mutant (needs a mutants build of the worker).
+        #[arg(long)]
+        mutant: Option<String>,
+        #[arg(long)]
+        pg_bin: Option<PathBuf>,
+        #[arg(long, default_value = "reports")]
+        reports_dir: PathBuf,
+    },
     /// List the experiments.
     List,
 }
@@ -92,6 +115,47 @@ async fn run(cli: Cli) -> u8 {
                 println!("{:<4} {}", e.id, e.title);
             }
             exit::OK
+        }
+        Cmd::Schedules { cases, seed, replay, worker_bin, mutant, pg_bin, reports_dir } => {
+            let seed = match seed.as_deref().map(parse_seed) {
+                None => rand_seed(),
+                Some(Ok(s)) => s,
+                Some(Err(msg)) => {
+                    eprintln!("fenceproof: {msg}");
+                    return exit::USAGE;
+                }
+            };
+            let schedule = match replay.as_ref().map(|p| {
+                std::fs::read_to_string(p)
+                    .map_err(|e| e.to_string())
+                    .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+            }) {
+                None => None,
+                Some(Ok(s)) => Some(s),
+                Some(Err(e)) => {
+                    eprintln!(
+                        "fenceproof: cannot read the schedule {}: {e}",
+                        replay.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
+                    );
+                    return exit::USAGE;
+                }
+            };
+            let worker_bin_arg = worker_bin.clone();
+            let opts = VerifyOptions {
+                pg_bin,
+                reports_dir,
+                worker_bin: worker_bin.unwrap_or_else(runner::default_worker_bin),
+                tools_bin: runner::default_tools_bin(),
+            };
+            let mut replay_args = String::new();
+            if let Some(w) = &worker_bin_arg {
+                replay_args.push_str(&format!(" --worker-bin {}", w.display()));
+            }
+            if let Some(m) = &mutant {
+                replay_args.push_str(&format!(" --mutant {m}"));
+            }
+            let worker_args: Vec<String> = mutant.map(|m| vec!["--mutant".into(), m]).unwrap_or_default();
+            interruptible(schedules(opts, cases, seed, schedule, worker_args, replay_args)).await
         }
         Cmd::Mutants { worker_bin, mutants, only, pg_bin, reports_dir } => {
             let experiments = match fenceproof_scenarios::select(only.as_deref()) {
@@ -160,6 +224,96 @@ async fn run(cli: Cli) -> u8 {
                 }
             })
             .await
+        }
+    }
+}
+
+fn parse_seed(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    r.map_err(|_| format!("bad --seed '{s}' (decimal or 0x-hex)"))
+}
+
+fn rand_seed() -> u64 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    t.as_nanos() as u64 ^ ((std::process::id() as u64) << 32)
+}
+
+async fn schedules(
+    opts: VerifyOptions,
+    cases: u32,
+    seed: u64,
+    replay: Option<Vec<fenceproof_scenarios::schedules::ops::Op>>,
+    worker_args: Vec<String>,
+    replay_args: String,
+) -> u8 {
+    use fenceproof_scenarios::schedules;
+    let mut session = match runner::Session::start(&opts).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("fenceproof: {e}");
+            return exit::HARNESS;
+        }
+    };
+    let _ = session.run.mark_latest();
+    if let Some(schedule) = replay {
+        return match schedules::play(&mut session, "replay", &schedule, &worker_args).await {
+            Ok((failed, log)) => {
+                for l in &log {
+                    println!("  {l}");
+                }
+                if failed.is_empty() {
+                    println!("replay: {} operations, every invariant holds", schedule.len());
+                    exit::OK
+                } else {
+                    for c in &failed {
+                        println!("FAILED {}: {}", c.name, c.evidence);
+                    }
+                    exit::FAILED
+                }
+            }
+            Err(e) => {
+                eprintln!("fenceproof: {e}");
+                exit::HARNESS
+            }
+        };
+    }
+    println!("seed {seed:#x} ({cases} schedules; rerun with --seed {seed:#x})");
+    match schedules::run(&mut session, cases, seed, &worker_args, &replay_args).await {
+        Ok(summary) => {
+            let path = session.run.path.join("schedules.json");
+            let _ = std::fs::write(&path, serde_json::to_string_pretty(&summary).expect("json"));
+            match &summary.failure {
+                None => {
+                    println!(
+                        "{} schedules, {} operations: every invariant holds (seed {})",
+                        summary.cases, summary.operations, summary.seed
+                    );
+                    exit::OK
+                }
+                Some(f) => {
+                    println!(
+                        "schedule {} of seed {} broke an invariant; shrunk to {} operations:",
+                        f.case,
+                        f.seed,
+                        f.schedule.len()
+                    );
+                    for l in &f.log {
+                        println!("  {l}");
+                    }
+                    for c in &f.failed_checks {
+                        println!("FAILED {}: {}", c.name, c.evidence);
+                    }
+                    println!("replay: {}", f.replay);
+                    exit::FAILED
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("fenceproof: {e}");
+            exit::HARNESS
         }
     }
 }

@@ -96,6 +96,29 @@ impl Session {
         self.t0.elapsed().as_millis()
     }
 
+    /// A fresh database cloned from the template, its own folder `<run>/<label>/<id>/`, and a
+    /// context to run one experiment (or one randomized schedule) in.
+    pub async fn context(&mut self, label: &str, id: &str, worker_args: &[String]) -> Result<Ctx, HarnessError> {
+        let dir =
+            if label.is_empty() { self.run.experiment(id)? } else { self.run.experiment(&format!("{label}/{id}"))? };
+        self.databases += 1;
+        let dbname = format!("fp{}_{}", self.databases, id.to_lowercase().replace(['-', '/'], "_"));
+        let db_url = databases::create_from_template(&self.cluster, &dbname).await?;
+        let pool = databases::pool(&db_url, CONTROL, 4).await?;
+        Ok(Ctx {
+            id: id.into(),
+            dir,
+            db_url,
+            pool,
+            timeline: Timeline::new(),
+            worker_bin: self.worker_bin.clone(),
+            tools_bin: self.tools_bin.clone(),
+            worker_args: worker_args.to_vec(),
+            checks: Vec::new(),
+            notes: Vec::new(),
+        })
+    }
+
     async fn run_one(
         &mut self,
         label: &str,
@@ -103,27 +126,8 @@ impl Session {
         worker_args: &[String],
     ) -> Result<ExperimentResult, HarnessError> {
         let t0 = Instant::now();
-        let dir = if label.is_empty() {
-            self.run.experiment(exp.id)?
-        } else {
-            self.run.experiment(&format!("{label}/{}", exp.id))?
-        };
-        self.databases += 1;
-        let dbname = format!("fp{}_{}", self.databases, exp.id.to_lowercase().replace('-', "_"));
-        let db_url = databases::create_from_template(&self.cluster, &dbname).await?;
-        let pool = databases::pool(&db_url, CONTROL, 4).await?;
-        let mut ctx = Ctx {
-            id: exp.id.into(),
-            dir: dir.clone(),
-            db_url,
-            pool: pool.clone(),
-            timeline: Timeline::new(),
-            worker_bin: self.worker_bin.clone(),
-            tools_bin: self.tools_bin.clone(),
-            worker_args: worker_args.to_vec(),
-            checks: Vec::new(),
-            notes: Vec::new(),
-        };
+        let mut ctx = self.context(label, exp.id, worker_args).await?;
+        let (dir, pool) = (ctx.dir.clone(), ctx.pool.clone());
         let res = tokio::time::timeout(EXPERIMENT_TIMEOUT, (exp.run)(&mut ctx)).await;
         let error = match res {
             Ok(Ok(())) => None,

@@ -109,6 +109,40 @@ pub fn epochs_never_go_back(rows: &[CommitRow]) -> Check {
     }
 }
 
+/// A new term only replaces a lease that was free or had expired: for every epoch increment, the
+/// previous holder was none, or its expiry was not later than the takeover's commit.
+pub fn takeovers_only_of_free_or_expired(rows: &[CommitRow]) -> Check {
+    let name = "takeovers only of free or expired leases";
+    let mut takeovers = 0;
+    let mut bad = Vec::new();
+    for r in rows.iter().filter(|r| r.is_leases() && r.op == "UPDATE") {
+        let (old, new) = (r.old_i64("epoch"), r.new_i64("epoch"));
+        if old.zip(new).is_none_or(|(o, n)| n != o + 1) {
+            continue;
+        }
+        takeovers += 1;
+        let free = r.old_field("owner").is_none_or(|o| o.is_null());
+        let expiry = r.old_str("expires_at").and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+        let expired = expiry.is_some_and(|e| e <= r.committed_at);
+        if !free && !expired {
+            bad.push(format!(
+                "commit #{} by {} took epoch {:?} from {:?}, whose lease ran until {:?} (commit at {})",
+                r.seq,
+                r.writer,
+                new,
+                r.old_str("owner"),
+                r.old_str("expires_at"),
+                r.committed_at.to_rfc3339()
+            ));
+        }
+    }
+    if bad.is_empty() {
+        Check::pass(name, format!("{takeovers} takeovers, each of a free or expired lease"))
+    } else {
+        Check::fail(name, bad.join("; "))
+    }
+}
+
 /// Terminal states never change again (a retry is a new run).
 pub fn terminal_states_are_final(rows: &[CommitRow]) -> Check {
     let name = "terminal states never change";
@@ -228,6 +262,7 @@ pub fn all(rows: &[CommitRow], control: &[&str]) -> Vec<Check> {
         only_lease_holder_commits(rows, control),
         revisions_rise_by_one(rows),
         epochs_never_go_back(rows),
+        takeovers_only_of_free_or_expired(rows),
         terminal_states_are_final(rows),
         terminal_only_by_holder(rows, control),
         ledger_never_goes_back(rows),
@@ -312,6 +347,26 @@ mod tests {
         assert!(epochs_never_go_back(&e(3, 4)).passed());
         assert!(!epochs_never_go_back(&e(3, 0)).passed());
         assert!(!epochs_never_go_back(&e(3, 5)).passed());
+    }
+
+    #[test]
+    fn a_takeover_of_a_live_lease_is_caught() {
+        let at = |owner: serde_json::Value, expires: &str| {
+            let mut r = row(
+                1,
+                "worker_leases",
+                "UPDATE",
+                "w-b",
+                json!({"epoch": 1, "owner": owner, "expires_at": expires}),
+                json!({"epoch": 2, "owner": "w-b"}),
+                "w-b",
+            );
+            r.committed_at = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:10+00:00").unwrap().into();
+            vec![r]
+        };
+        assert!(takeovers_only_of_free_or_expired(&at(json!("w-a"), "2026-01-01T00:00:09.5+00:00")).passed());
+        assert!(takeovers_only_of_free_or_expired(&at(json!(null), "2026-01-01T00:01:00+00:00")).passed());
+        assert!(!takeovers_only_of_free_or_expired(&at(json!("w-a"), "2026-01-01T00:00:11+00:00")).passed());
     }
 
     #[test]

@@ -1,0 +1,39 @@
+//! Randomized schedules against the reference worker, as part of `cargo test`: a modest number of
+//! cases (FENCEPROOF_CASES, default 4) from a fresh seed each run (FENCEPROOF_SEED to pin one). The
+//! seed is printed; a failure prints the shrunk schedule and the command that replays it.
+
+use fenceproof_scenarios::runner::{self, Session, VerifyOptions};
+use fenceproof_scenarios::schedules;
+
+#[tokio::test]
+async fn random_schedules_keep_every_invariant() {
+    let cases: u32 = std::env::var("FENCEPROOF_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(4);
+    let seed: u64 = std::env::var("FENCEPROOF_SEED")
+        .ok()
+        .and_then(|s| s.strip_prefix("0x").map(|h| u64::from_str_radix(h, 16).ok()).unwrap_or_else(|| s.parse().ok()))
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+        });
+    println!("seed {seed:#x} ({cases} cases; FENCEPROOF_SEED={seed:#x} reproduces)");
+    let opts = VerifyOptions {
+        pg_bin: None,
+        reports_dir: std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("schedules_reports"),
+        worker_bin: runner::default_worker_bin(),
+        tools_bin: runner::default_tools_bin(),
+    };
+    let mut session = Session::start(&opts).await.expect("harness starts");
+    let summary = schedules::run(&mut session, cases, seed, &[], "").await.expect("schedules run");
+    if let Some(f) = &summary.failure {
+        panic!(
+            "seed {}: schedule {} broke an invariant.\nshrunk schedule: {}\nfailed: {:?}\nlog:\n{}\nreplay: {}",
+            f.seed,
+            f.case,
+            serde_json::to_string(&f.schedule).unwrap(),
+            f.failed_checks,
+            f.log.join("\n"),
+            f.replay
+        );
+    }
+    assert_eq!(summary.cases, cases);
+    assert!(summary.operations >= cases as usize * 6, "every schedule has at least 6 operations");
+}

@@ -14,6 +14,7 @@
 //! The harness knows no particular experiment; those live in the `scenarios` crate.
 
 pub mod check;
+pub mod contract;
 pub mod db;
 pub mod error;
 pub mod faults;

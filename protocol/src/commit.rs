@@ -59,19 +59,22 @@ pub async fn protected_transition(
     faults: &FaultPoints,
     budget: RetryBudget,
 ) -> Result<i64, ProtocolError> {
-    let r = with_retry(budget, || attempt(pool, lease, expected_revision, t, faults, Within::Nothing))
-        .await
-        .map(|(r, _)| r);
-    match r {
-        // MUTANT conflict-retry-without-reread: the loser blindly retries at the revision it was
-        // told, without re-reading and recomputing.
-        Err(ProtocolError::Conflict { found: Some(found), .. })
-            if mutant::active(Mutant::ConflictRetryWithoutReread) =>
-        {
-            with_retry(budget, || attempt(pool, lease, found, t, faults, Within::Nothing)).await.map(|(r, _)| r)
+    crate::notices::durable(t.name, lease.run_id, async {
+        let r = with_retry(budget, || attempt(pool, lease, expected_revision, t, faults, Within::Nothing))
+            .await
+            .map(|(r, _)| r);
+        match r {
+            // MUTANT conflict-retry-without-reread: the loser blindly retries at the revision it was
+            // told, without re-reading and recomputing.
+            Err(ProtocolError::Conflict { found: Some(found), .. })
+                if mutant::active(Mutant::ConflictRetryWithoutReread) =>
+            {
+                with_retry(budget, || attempt(pool, lease, found, t, faults, Within::Nothing)).await.map(|(r, _)| r)
+            }
+            other => other,
         }
-        other => other,
-    }
+    })
+    .await
 }
 
 /// What else the protected transaction does, inside the same transaction as the run update.

@@ -24,91 +24,100 @@ pub struct LeaseRow {
 
 /// Acquire a free lease or take over an expired one: epoch + 1, owner replaced.
 pub async fn acquire(pool: &PgPool, run_id: Uuid, owner: &str, ttl: Ttl) -> Result<LeaseTerms, ProtocolError> {
-    // MUTANT takeover-without-expiry: a held, live lease can be taken over.
-    let free = if mutant::active(Mutant::TakeoverWithoutExpiry) {
-        "true"
-    } else {
-        "(owner IS NULL OR expires_at <= clock_timestamp())"
-    };
-    let sql = format!(
-        "UPDATE worker_leases
-            SET owner = $2,
-                epoch = epoch + 1,
-                expires_at = clock_timestamp() + ($3::bigint * interval '1 millisecond'),
-                updated_at = clock_timestamp()
-          WHERE run_id = $1
-            AND {free}
-      RETURNING epoch, expires_at"
-    );
-    let row: Option<(i64, chrono::DateTime<chrono::Utc>)> = sqlx::query_as(&sql)
-        .bind(run_id)
-        .bind(owner)
-        .bind(ttl.millis())
-        .fetch_optional(pool)
-        .await
-        .map_err(|e| classify_write_error(e, "acquire", run_id))?;
+    crate::notices::durable("acquire", run_id, async {
+        // MUTANT takeover-without-expiry: a held, live lease can be taken over.
+        let free = if mutant::active(Mutant::TakeoverWithoutExpiry) {
+            "true"
+        } else {
+            "(owner IS NULL OR expires_at <= clock_timestamp())"
+        };
+        let sql = format!(
+            "UPDATE worker_leases
+                SET owner = $2,
+                    epoch = epoch + 1,
+                    expires_at = clock_timestamp() + ($3::bigint * interval '1 millisecond'),
+                    updated_at = clock_timestamp()
+              WHERE run_id = $1
+                AND {free}
+          RETURNING epoch, expires_at"
+        );
+        let row: Option<(i64, chrono::DateTime<chrono::Utc>)> = sqlx::query_as(&sql)
+            .bind(run_id)
+            .bind(owner)
+            .bind(ttl.millis())
+            .fetch_optional(pool)
+            .await
+            .map_err(|e| classify_write_error(e, "acquire", run_id))?;
 
-    match row {
-        Some((epoch, expires_at)) => {
-            Ok(LeaseTerms { lease: Lease { run_id, owner: owner.to_string(), epoch }, expires_at })
-        }
-        None => match inspect(pool, run_id).await? {
-            None => Err(ProtocolError::RunNotFound(run_id)),
-            Some(row) => {
-                Err(ProtocolError::LeaseBusy { run_id, holder: row.owner.unwrap_or_default(), epoch: row.epoch })
+        match row {
+            Some((epoch, expires_at)) => {
+                Ok(LeaseTerms { lease: Lease { run_id, owner: owner.to_string(), epoch }, expires_at })
             }
-        },
-    }
+            None => match inspect(pool, run_id).await? {
+                None => Err(ProtocolError::RunNotFound(run_id)),
+                Some(row) => {
+                    Err(ProtocolError::LeaseBusy { run_id, holder: row.owner.unwrap_or_default(), epoch: row.epoch })
+                }
+            },
+        }
+    })
+    .await
 }
 
 /// Extend the lease; only the current owner of the current epoch, and only before expiry.
 /// Zero rows means the lease is lost and cannot be resurrected.
 pub async fn renew(pool: &PgPool, lease: &Lease, ttl: Ttl) -> Result<LeaseTerms, ProtocolError> {
-    // MUTANT renew-without-epoch: fenced by owner only.
-    let epoch = if mutant::active(Mutant::RenewWithoutEpoch) { "$3::bigint IS NOT NULL" } else { "epoch = $3" };
-    let sql = format!(
-        "UPDATE worker_leases
-            SET expires_at = clock_timestamp() + ($4::bigint * interval '1 millisecond'),
-                updated_at = clock_timestamp()
-          WHERE run_id = $1 AND owner = $2 AND {epoch} AND expires_at > clock_timestamp()
-      RETURNING expires_at"
-    );
-    let row: Option<(chrono::DateTime<chrono::Utc>,)> = sqlx::query_as(&sql)
-        .bind(lease.run_id)
-        .bind(&lease.owner)
-        .bind(lease.epoch)
-        .bind(ttl.millis())
-        .fetch_optional(pool)
-        .await
-        .map_err(|e| classify_write_error(e, "renew", lease.run_id))?;
+    crate::notices::durable("renew", lease.run_id, async {
+        // MUTANT renew-without-epoch: fenced by owner only.
+        let epoch = if mutant::active(Mutant::RenewWithoutEpoch) { "$3::bigint IS NOT NULL" } else { "epoch = $3" };
+        let sql = format!(
+            "UPDATE worker_leases
+                SET expires_at = clock_timestamp() + ($4::bigint * interval '1 millisecond'),
+                    updated_at = clock_timestamp()
+              WHERE run_id = $1 AND owner = $2 AND {epoch} AND expires_at > clock_timestamp()
+          RETURNING expires_at"
+        );
+        let row: Option<(chrono::DateTime<chrono::Utc>,)> = sqlx::query_as(&sql)
+            .bind(lease.run_id)
+            .bind(&lease.owner)
+            .bind(lease.epoch)
+            .bind(ttl.millis())
+            .fetch_optional(pool)
+            .await
+            .map_err(|e| classify_write_error(e, "renew", lease.run_id))?;
 
-    match row {
-        Some((expires_at,)) => Ok(LeaseTerms { lease: lease.clone(), expires_at }),
-        None => Err(lost(lease)),
-    }
+        match row {
+            Some((expires_at,)) => Ok(LeaseTerms { lease: lease.clone(), expires_at }),
+            None => Err(lost(lease)),
+        }
+    })
+    .await
 }
 
 /// Give the lease up. The epoch is kept: the next acquire continues from it.
 pub async fn release(pool: &PgPool, lease: &Lease) -> Result<(), ProtocolError> {
-    // MUTANT release-zeroes-epoch.
-    let zero = if mutant::active(Mutant::ReleaseZeroesEpoch) { ", epoch = 0" } else { "" };
-    let sql = format!(
-        "UPDATE worker_leases
-            SET owner = NULL, expires_at = clock_timestamp(), updated_at = clock_timestamp(){zero}
-          WHERE run_id = $1 AND owner = $2 AND epoch = $3"
-    );
-    let done = sqlx::query(&sql)
-        .bind(lease.run_id)
-        .bind(&lease.owner)
-        .bind(lease.epoch)
-        .execute(pool)
-        .await
-        .map_err(|e| classify_write_error(e, "release", lease.run_id))?;
-    if done.rows_affected() == 1 {
-        Ok(())
-    } else {
-        Err(lost(lease))
-    }
+    crate::notices::durable("release", lease.run_id, async {
+        // MUTANT release-zeroes-epoch.
+        let zero = if mutant::active(Mutant::ReleaseZeroesEpoch) { ", epoch = 0" } else { "" };
+        let sql = format!(
+            "UPDATE worker_leases
+                SET owner = NULL, expires_at = clock_timestamp(), updated_at = clock_timestamp(){zero}
+              WHERE run_id = $1 AND owner = $2 AND epoch = $3"
+        );
+        let done = sqlx::query(&sql)
+            .bind(lease.run_id)
+            .bind(&lease.owner)
+            .bind(lease.epoch)
+            .execute(pool)
+            .await
+            .map_err(|e| classify_write_error(e, "release", lease.run_id))?;
+        if done.rows_affected() == 1 {
+            Ok(())
+        } else {
+            Err(lost(lease))
+        }
+    })
+    .await
 }
 
 /// Read the lease row of a run from the primary.

@@ -17,6 +17,8 @@
 //! - [`outbox`]: intents registered inside the protected transaction, the dispatcher's claim and
 //!   result writes, the reconciler, and advancing a run on a verified result;
 //! - [`dispatch`]: the dispatcher and reconciler loops, over a [`dispatch::ToolAdapter`];
+//! - [`notices`]: a success that came with "committed locally, might not be replicated" is an
+//!   unknown outcome (the synchronous-replication cancel trap);
 //! - [`mutant`]: named broken variants, reachable only in a build with the `mutants` feature;
 //! - [`faults`]: named fault points where a harness can hold a transaction on a database barrier.
 
@@ -28,6 +30,7 @@ pub mod heartbeat;
 pub mod ids;
 pub mod lease;
 pub mod mutant;
+pub mod notices;
 pub mod operation;
 pub mod outbox;
 pub mod retry;

@@ -134,17 +134,20 @@ pub async fn plan_step(
     faults: &FaultPoints,
     budget: RetryBudget,
 ) -> Result<(i64, Registration), ProtocolError> {
-    if intent.run_id != lease.run_id {
-        return Err(ProtocolError::InvalidIntent(format!(
-            "intent of run {} planned under the lease of run {}",
-            intent.run_id, lease.run_id
-        )));
-    }
-    let t = Transition::save(checkpoint);
-    let (rev, reg) =
-        with_retry(budget, || attempt(pool, lease, expected_revision, &t, faults, Within::RegisterIntent(intent)))
-            .await?;
-    Ok((rev, reg.unwrap_or(Registration::New)))
+    crate::notices::durable("plan", lease.run_id, async {
+        if intent.run_id != lease.run_id {
+            return Err(ProtocolError::InvalidIntent(format!(
+                "intent of run {} planned under the lease of run {}",
+                intent.run_id, lease.run_id
+            )));
+        }
+        let t = Transition::save(checkpoint);
+        let (rev, reg) =
+            with_retry(budget, || attempt(pool, lease, expected_revision, &t, faults, Within::RegisterIntent(intent)))
+                .await?;
+        Ok((rev, reg.unwrap_or(Registration::New)))
+    })
+    .await
 }
 
 /// The current owner advances the run on a verified ledger result of its own run.
@@ -156,11 +159,14 @@ pub async fn advance_on_result(
     checkpoint: Value,
     budget: RetryBudget,
 ) -> Result<i64, ProtocolError> {
-    let t = Transition::save(checkpoint);
-    let none = FaultPoints::none();
-    with_retry(budget, || attempt(pool, lease, expected_revision, &t, &none, Within::RequireResult(operation_id)))
-        .await
-        .map(|(r, _)| r)
+    crate::notices::durable("advance", lease.run_id, async {
+        let t = Transition::save(checkpoint);
+        let none = FaultPoints::none();
+        with_retry(budget, || attempt(pool, lease, expected_revision, &t, &none, Within::RequireResult(operation_id)))
+            .await
+            .map(|(r, _)| r)
+    })
+    .await
 }
 
 /// A claimed operation: what the dispatcher needs to call the tool and to write the result back.
@@ -184,31 +190,34 @@ pub async fn claim(
     claim_ttl: Ttl,
     limit: i64,
 ) -> Result<Vec<Claim>, ProtocolError> {
-    with_retry(RetryBudget::default(), || async {
-        sqlx::query_as::<_, Claim>(
-            "WITH candidate AS (
-               SELECT o.operation_id
-                 FROM tool_operations o
-                 JOIN agent_runs r ON r.run_id = o.run_id
-                WHERE o.status = 'prepared' AND r.status IN ('pending', 'running')
-                ORDER BY o.updated_at
-                  FOR UPDATE OF o SKIP LOCKED
-                LIMIT $3
-             )
-             UPDATE tool_operations o
-                SET status = 'dispatching', dispatch_owner = $1,
-                    dispatch_until = clock_timestamp() + ($2::bigint * interval '1 millisecond'),
-                    revision = revision + 1, updated_at = clock_timestamp()
-               FROM candidate c
-              WHERE o.operation_id = c.operation_id
-          RETURNING o.operation_id, o.run_id, o.tool_name, o.request_digest, o.request_body, o.dispatch_owner, o.revision",
-        )
-        .bind(dispatch_owner)
-        .bind(claim_ttl.millis())
-        .bind(limit)
-        .fetch_all(pool)
+    crate::notices::durable("claim", Uuid::nil(), async {
+        with_retry(RetryBudget::default(), || async {
+            sqlx::query_as::<_, Claim>(
+                "WITH candidate AS (
+                   SELECT o.operation_id
+                     FROM tool_operations o
+                     JOIN agent_runs r ON r.run_id = o.run_id
+                    WHERE o.status = 'prepared' AND r.status IN ('pending', 'running')
+                    ORDER BY o.updated_at
+                      FOR UPDATE OF o SKIP LOCKED
+                    LIMIT $3
+                 )
+                 UPDATE tool_operations o
+                    SET status = 'dispatching', dispatch_owner = $1,
+                        dispatch_until = clock_timestamp() + ($2::bigint * interval '1 millisecond'),
+                        revision = revision + 1, updated_at = clock_timestamp()
+                   FROM candidate c
+                  WHERE o.operation_id = c.operation_id
+              RETURNING o.operation_id, o.run_id, o.tool_name, o.request_digest, o.request_body, o.dispatch_owner, o.revision",
+            )
+            .bind(dispatch_owner)
+            .bind(claim_ttl.millis())
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+            .map_err(|e| classify_write_error(e, "claim", Uuid::nil()))
+        })
         .await
-        .map_err(|e| classify_write_error(e, "claim", Uuid::nil()))
     })
     .await
 }
@@ -245,62 +254,68 @@ impl Settled {
 /// claimed ledger revision with the same request digest. Zero rows is
 /// [`ProtocolError::LedgerWriteRejected`], a signal to investigate.
 pub async fn record_result(pool: &PgPool, c: &Claim, outcome: &Settled) -> Result<i64, ProtocolError> {
-    let (remote_id, result) = outcome.parts();
-    // MUTANT result-write-skips-claim-check: the result is written whatever became of the claim.
-    let claim_check = if mutant::active(Mutant::ResultWriteSkipsClaimCheck) {
-        "$2::text IS NOT NULL AND $3::bigint IS NOT NULL"
-    } else {
-        "status = 'dispatching' AND dispatch_owner = $2 AND revision = $3"
-    };
-    let sql = format!(
-        "UPDATE tool_operations
-            SET status = $5, remote_id = $6, result = $7::jsonb,
-                dispatch_until = NULL, revision = revision + 1, updated_at = clock_timestamp()
-          WHERE operation_id = $1 AND {claim_check}
-            AND request_digest = $4
-      RETURNING revision"
-    );
-    let done: Option<(i64,)> = sqlx::query_as(&sql)
-        .bind(&c.operation_id)
-        .bind(&c.dispatch_owner)
-        .bind(c.revision)
-        .bind(&c.request_digest)
-        .bind(outcome.status())
-        .bind(remote_id)
-        .bind(result)
-        .fetch_optional(pool)
-        .await
-        .map_err(|e| classify_write_error(e, "record_result", c.run_id))?;
-    match done {
-        Some((rev,)) => Ok(rev),
-        None => Err(rejected(pool, &c.operation_id).await),
-    }
+    crate::notices::durable("record_result", c.run_id, async {
+        let (remote_id, result) = outcome.parts();
+        // MUTANT result-write-skips-claim-check: the result is written whatever became of the claim.
+        let claim_check = if mutant::active(Mutant::ResultWriteSkipsClaimCheck) {
+            "$2::text IS NOT NULL AND $3::bigint IS NOT NULL"
+        } else {
+            "status = 'dispatching' AND dispatch_owner = $2 AND revision = $3"
+        };
+        let sql = format!(
+            "UPDATE tool_operations
+                SET status = $5, remote_id = $6, result = $7::jsonb,
+                    dispatch_until = NULL, revision = revision + 1, updated_at = clock_timestamp()
+              WHERE operation_id = $1 AND {claim_check}
+                AND request_digest = $4
+          RETURNING revision"
+        );
+        let done: Option<(i64,)> = sqlx::query_as(&sql)
+            .bind(&c.operation_id)
+            .bind(&c.dispatch_owner)
+            .bind(c.revision)
+            .bind(&c.request_digest)
+            .bind(outcome.status())
+            .bind(remote_id)
+            .bind(result)
+            .fetch_optional(pool)
+            .await
+            .map_err(|e| classify_write_error(e, "record_result", c.run_id))?;
+        match done {
+            Some((rev,)) => Ok(rev),
+            None => Err(rejected(pool, &c.operation_id).await),
+        }
+    })
+    .await
 }
 
 /// The dispatcher itself saw an unknown outcome (timeout, dropped connection, 5xx): move its own
 /// claim to `unknown`, keeping the evidence. Never back to `prepared`.
 pub async fn mark_unknown_own(pool: &PgPool, c: &Claim, evidence: &str) -> Result<i64, ProtocolError> {
-    let sql = format!(
-        "UPDATE tool_operations
-            SET status = '{}', dispatch_owner = NULL, dispatch_until = NULL,
-                result = jsonb_build_object('unknown_because', $4::text, 'claimed_by', $2::text),
-                revision = revision + 1, updated_at = clock_timestamp()
-          WHERE operation_id = $1 AND status = 'dispatching' AND dispatch_owner = $2 AND revision = $3
-      RETURNING revision",
-        unknown_status()
-    );
-    let done: Option<(i64,)> = sqlx::query_as(&sql)
-        .bind(&c.operation_id)
-        .bind(&c.dispatch_owner)
-        .bind(c.revision)
-        .bind(evidence)
-        .fetch_optional(pool)
-        .await
-        .map_err(|e| classify_write_error(e, "mark_unknown", c.run_id))?;
-    match done {
-        Some((rev,)) => Ok(rev),
-        None => Err(rejected(pool, &c.operation_id).await),
-    }
+    crate::notices::durable("mark_unknown", c.run_id, async {
+        let sql = format!(
+            "UPDATE tool_operations
+                SET status = '{}', dispatch_owner = NULL, dispatch_until = NULL,
+                    result = jsonb_build_object('unknown_because', $4::text, 'claimed_by', $2::text),
+                    revision = revision + 1, updated_at = clock_timestamp()
+              WHERE operation_id = $1 AND status = 'dispatching' AND dispatch_owner = $2 AND revision = $3
+          RETURNING revision",
+            unknown_status()
+        );
+        let done: Option<(i64,)> = sqlx::query_as(&sql)
+            .bind(&c.operation_id)
+            .bind(&c.dispatch_owner)
+            .bind(c.revision)
+            .bind(evidence)
+            .fetch_optional(pool)
+            .await
+            .map_err(|e| classify_write_error(e, "mark_unknown", c.run_id))?;
+        match done {
+            Some((rev,)) => Ok(rev),
+            None => Err(rejected(pool, &c.operation_id).await),
+        }
+    })
+    .await
 }
 
 /// Claims whose deadline passed on the database clock: (operation_id, dispatch_owner, revision).
@@ -323,23 +338,26 @@ pub async fn mark_expired_unknown(
     dispatch_owner: &str,
     revision: i64,
 ) -> Result<bool, ProtocolError> {
-    let sql = format!(
-        "UPDATE tool_operations
-            SET status = '{}', dispatch_owner = NULL, dispatch_until = NULL,
-                result = jsonb_build_object('unknown_because', 'claim expired', 'claimed_by', $2::text),
-                revision = revision + 1, updated_at = clock_timestamp()
-          WHERE operation_id = $1 AND status = 'dispatching' AND dispatch_owner = $2 AND revision = $3
-            AND dispatch_until <= clock_timestamp()",
-        unknown_status()
-    );
-    let done = sqlx::query(&sql)
-        .bind(operation_id)
-        .bind(dispatch_owner)
-        .bind(revision)
-        .execute(pool)
-        .await
-        .map_err(|e| classify_write_error(e, "mark_unknown", Uuid::nil()))?;
-    Ok(done.rows_affected() == 1)
+    crate::notices::durable("mark_unknown", Uuid::nil(), async {
+        let sql = format!(
+            "UPDATE tool_operations
+                SET status = '{}', dispatch_owner = NULL, dispatch_until = NULL,
+                    result = jsonb_build_object('unknown_because', 'claim expired', 'claimed_by', $2::text),
+                    revision = revision + 1, updated_at = clock_timestamp()
+              WHERE operation_id = $1 AND status = 'dispatching' AND dispatch_owner = $2 AND revision = $3
+                AND dispatch_until <= clock_timestamp()",
+            unknown_status()
+        );
+        let done = sqlx::query(&sql)
+            .bind(operation_id)
+            .bind(dispatch_owner)
+            .bind(revision)
+            .execute(pool)
+            .await
+            .map_err(|e| classify_write_error(e, "mark_unknown", Uuid::nil()))?;
+        Ok(done.rows_affected() == 1)
+    })
+    .await
 }
 
 /// Every operation in `unknown`.
@@ -367,25 +385,28 @@ pub async fn converge(
     expected_revision: i64,
     outcome: &Settled,
 ) -> Result<i64, ProtocolError> {
-    let (remote_id, result) = outcome.parts();
-    let done: Option<(i64,)> = sqlx::query_as(
-        "UPDATE tool_operations
-            SET status = $3, remote_id = $4, result = $5::jsonb, revision = revision + 1, updated_at = clock_timestamp()
-          WHERE operation_id = $1 AND status = 'unknown' AND revision = $2
-      RETURNING revision",
-    )
-    .bind(operation_id)
-    .bind(expected_revision)
-    .bind(outcome.status())
-    .bind(remote_id)
-    .bind(result)
-    .fetch_optional(pool)
+    crate::notices::durable("converge", Uuid::nil(), async {
+        let (remote_id, result) = outcome.parts();
+        let done: Option<(i64,)> = sqlx::query_as(
+            "UPDATE tool_operations
+                SET status = $3, remote_id = $4, result = $5::jsonb, revision = revision + 1, updated_at = clock_timestamp()
+              WHERE operation_id = $1 AND status = 'unknown' AND revision = $2
+          RETURNING revision",
+        )
+        .bind(operation_id)
+        .bind(expected_revision)
+        .bind(outcome.status())
+        .bind(remote_id)
+        .bind(result)
+        .fetch_optional(pool)
+        .await
+        .map_err(|e| classify_write_error(e, "converge", Uuid::nil()))?;
+        match done {
+            Some((rev,)) => Ok(rev),
+            None => Err(rejected(pool, operation_id).await),
+        }
+    })
     .await
-    .map_err(|e| classify_write_error(e, "converge", Uuid::nil()))?;
-    match done {
-        Some((rev,)) => Ok(rev),
-        None => Err(rejected(pool, operation_id).await),
-    }
 }
 
 /// Where an unknown outcome goes: `unknown`, or (MUTANT dispatcher-resets-to-prepared) back to

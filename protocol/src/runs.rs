@@ -24,54 +24,57 @@ pub struct RunSnapshot {
 /// task's active run, all in one short transaction. Every call mints a fresh run_id: a retry is a
 /// new run, never a reused one. Refused while the task's active run is still live.
 pub async fn create_run(pool: &PgPool, task_id: &str, checkpoint: Value) -> Result<Uuid, ProtocolError> {
-    with_retry(RetryBudget::default(), || async {
-        let run_id = Uuid::new_v4();
-        let mut tx = pool.begin().await?;
-        sqlx::query("INSERT INTO agent_tasks (task_id) VALUES ($1) ON CONFLICT (task_id) DO NOTHING")
-            .bind(task_id)
-            .execute(&mut *tx)
-            .await?;
-        let active: Option<Uuid> =
-            sqlx::query_scalar("SELECT active_run_id FROM agent_tasks WHERE task_id = $1 FOR UPDATE")
+    crate::notices::durable("create_run", Uuid::nil(), async {
+        with_retry(RetryBudget::default(), || async {
+            let run_id = Uuid::new_v4();
+            let mut tx = pool.begin().await?;
+            sqlx::query("INSERT INTO agent_tasks (task_id) VALUES ($1) ON CONFLICT (task_id) DO NOTHING")
                 .bind(task_id)
-                .fetch_one(&mut *tx)
+                .execute(&mut *tx)
                 .await?;
-        if let Some(active) = active {
-            let status: String = sqlx::query_scalar("SELECT status FROM agent_runs WHERE run_id = $1")
-                .bind(active)
-                .fetch_one(&mut *tx)
-                .await?;
-            if !RunStatus::parse(&status).is_some_and(RunStatus::is_terminal) {
-                return Err(ProtocolError::ActiveRunLive { task_id: task_id.to_string(), run_id: active });
+            let active: Option<Uuid> =
+                sqlx::query_scalar("SELECT active_run_id FROM agent_tasks WHERE task_id = $1 FOR UPDATE")
+                    .bind(task_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            if let Some(active) = active {
+                let status: String = sqlx::query_scalar("SELECT status FROM agent_runs WHERE run_id = $1")
+                    .bind(active)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                if !RunStatus::parse(&status).is_some_and(RunStatus::is_terminal) {
+                    return Err(ProtocolError::ActiveRunLive { task_id: task_id.to_string(), run_id: active });
+                }
+                // MUTANT retry-reuses-run-id: the finished run is reset and run again.
+                if mutant::active(Mutant::RetryReusesRunId) {
+                    sqlx::query(
+                        "UPDATE agent_runs SET status = 'pending', revision = revision + 1, checkpoint = $2,
+                                updated_at = clock_timestamp() WHERE run_id = $1",
+                    )
+                    .bind(active)
+                    .bind(&checkpoint)
+                    .execute(&mut *tx)
+                    .await?;
+                    tx.commit().await.map_err(|e| classify_write_error(e, "create_run", active))?;
+                    return Ok(active);
+                }
             }
-            // MUTANT retry-reuses-run-id: the finished run is reset and run again.
-            if mutant::active(Mutant::RetryReusesRunId) {
-                sqlx::query(
-                    "UPDATE agent_runs SET status = 'pending', revision = revision + 1, checkpoint = $2,
-                            updated_at = clock_timestamp() WHERE run_id = $1",
-                )
-                .bind(active)
+            sqlx::query("INSERT INTO agent_runs (run_id, task_id, status, checkpoint) VALUES ($1, $2, 'pending', $3)")
+                .bind(run_id)
+                .bind(task_id)
                 .bind(&checkpoint)
                 .execute(&mut *tx)
                 .await?;
-                tx.commit().await.map_err(|e| classify_write_error(e, "create_run", active))?;
-                return Ok(active);
-            }
-        }
-        sqlx::query("INSERT INTO agent_runs (run_id, task_id, status, checkpoint) VALUES ($1, $2, 'pending', $3)")
-            .bind(run_id)
-            .bind(task_id)
-            .bind(&checkpoint)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("INSERT INTO worker_leases (run_id) VALUES ($1)").bind(run_id).execute(&mut *tx).await?;
-        sqlx::query("UPDATE agent_tasks SET active_run_id = $2, updated_at = clock_timestamp() WHERE task_id = $1")
-            .bind(task_id)
-            .bind(run_id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await.map_err(|e| classify_write_error(e, "create_run", run_id))?;
-        Ok(run_id)
+            sqlx::query("INSERT INTO worker_leases (run_id) VALUES ($1)").bind(run_id).execute(&mut *tx).await?;
+            sqlx::query("UPDATE agent_tasks SET active_run_id = $2, updated_at = clock_timestamp() WHERE task_id = $1")
+                .bind(task_id)
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await.map_err(|e| classify_write_error(e, "create_run", run_id))?;
+            Ok(run_id)
+        })
+        .await
     })
     .await
 }
@@ -84,35 +87,38 @@ pub async fn create_run(pool: &PgPool, task_id: &str, checkpoint: Value) -> Resu
 /// remotely, so they are left for query, compensation or manual handling — never recorded as
 /// unexecuted.
 pub async fn cancel(pool: &PgPool, run_id: Uuid) -> Result<i64, ProtocolError> {
-    with_retry(RetryBudget::default(), || async {
-        let mut tx = pool.begin().await?;
-        let done: Option<(i64,)> = sqlx::query_as(
-            "UPDATE agent_runs
-                SET status = 'cancelled', revision = revision + 1, updated_at = clock_timestamp()
-              WHERE run_id = $1 AND status IN ('pending', 'running')
-          RETURNING revision",
-        )
-        .bind(run_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        match done {
-            Some((revision,)) => {
-                sqlx::query(
-                    "UPDATE tool_operations
-                        SET status = 'cancelled', revision = revision + 1, updated_at = clock_timestamp()
-                      WHERE run_id = $1 AND status = 'prepared'",
-                )
-                .bind(run_id)
-                .execute(&mut *tx)
-                .await?;
-                tx.commit().await.map_err(|e| classify_write_error(e, "cancel", run_id))?;
-                Ok(revision)
+    crate::notices::durable("cancel", run_id, async {
+        with_retry(RetryBudget::default(), || async {
+            let mut tx = pool.begin().await?;
+            let done: Option<(i64,)> = sqlx::query_as(
+                "UPDATE agent_runs
+                    SET status = 'cancelled', revision = revision + 1, updated_at = clock_timestamp()
+                  WHERE run_id = $1 AND status IN ('pending', 'running')
+              RETURNING revision",
+            )
+            .bind(run_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            match done {
+                Some((revision,)) => {
+                    sqlx::query(
+                        "UPDATE tool_operations
+                            SET status = 'cancelled', revision = revision + 1, updated_at = clock_timestamp()
+                          WHERE run_id = $1 AND status = 'prepared'",
+                    )
+                    .bind(run_id)
+                    .execute(&mut *tx)
+                    .await?;
+                    tx.commit().await.map_err(|e| classify_write_error(e, "cancel", run_id))?;
+                    Ok(revision)
+                }
+                None => {
+                    let run = read_run(pool, run_id).await?;
+                    Err(ProtocolError::InvalidState { run_id, found: run.status, needed: "pending or running".into() })
+                }
             }
-            None => {
-                let run = read_run(pool, run_id).await?;
-                Err(ProtocolError::InvalidState { run_id, found: run.status, needed: "pending or running".into() })
-            }
-        }
+        })
+        .await
     })
     .await
 }

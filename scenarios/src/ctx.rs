@@ -33,6 +33,10 @@ pub struct Ctx {
     pub tools_bin: PathBuf,
     /// Extra arguments for every worker process (e.g. `--mutant NAME`).
     pub worker_args: Vec<String>,
+    /// The PostgreSQL binaries (for experiments that build servers of their own, like H).
+    pub pg_bin: fenceproof_harness::db::pgbin::PgBin,
+    /// The deployment contract given on the command line, if any.
+    pub contract: Option<std::sync::Arc<fenceproof_harness::contract::Contract>>,
     /// Checks accumulated by the experiment.
     pub checks: Vec<Check>,
     /// Key observations for the matrix row.
@@ -52,6 +56,17 @@ impl Ctx {
         &self,
         name: &str,
         owner: &str,
+        extra_args: Vec<String>,
+    ) -> Result<WorkerProc, HarnessError> {
+        self.spawn_worker_at(name, owner, &self.db_url.clone(), extra_args).await
+    }
+
+    /// Start a worker connected to another database (e.g. a primary an experiment built itself).
+    pub async fn spawn_worker_at(
+        &self,
+        name: &str,
+        owner: &str,
+        database_url: &str,
         mut extra_args: Vec<String>,
     ) -> Result<WorkerProc, HarnessError> {
         let owner = owner.to_string();
@@ -61,7 +76,7 @@ impl Ctx {
                 name: name.into(),
                 owner,
                 binary: self.worker_bin.clone(),
-                database_url: self.db_url.clone(),
+                database_url: database_url.to_string(),
                 dir: self.dir.clone(),
                 extra_args,
             },

@@ -10,6 +10,7 @@ pub mod d_race_after_validation;
 pub mod e_remote_success_then_crash;
 pub mod f_cancel_race;
 pub mod g_retry_isolation;
+pub mod h_failover;
 pub mod mutants;
 pub mod outbox_setup;
 pub mod runner;
@@ -35,6 +36,7 @@ pub struct Experiment {
 pub fn all() -> Vec<Experiment> {
     use e_remote_success_then_crash::Stop;
     use f_cancel_race::At;
+    use fenceproof_harness::contract::ReplicationMode;
     let x = |id, title, run: for<'a> fn(&'a mut ctx::Ctx) -> ExperimentFuture<'a>| Experiment { id, title, run };
     vec![
         x("A", a_continuous_checkpoints::TITLE, |c| Box::pin(a_continuous_checkpoints::run(c))),
@@ -61,6 +63,8 @@ pub fn all() -> Vec<Experiment> {
         x("F-dispatching", f_cancel_race::TITLE, |c| Box::pin(f_cancel_race::run(c, At::Dispatching))),
         x("F-unknown", f_cancel_race::TITLE, |c| Box::pin(f_cancel_race::run(c, At::Unknown))),
         x("G", g_retry_isolation::TITLE, |c| Box::pin(g_retry_isolation::run(c))),
+        x("H-async", h_failover::TITLE, |c| Box::pin(h_failover::run(c, ReplicationMode::Async))),
+        x("H-sync", h_failover::TITLE, |c| Box::pin(h_failover::run(c, ReplicationMode::Sync))),
     ]
 }
 

@@ -36,6 +36,9 @@ enum Cmd {
         /// The worker binary to test (defaults to fenceproof-worker beside this program).
         #[arg(long)]
         worker_bin: Option<PathBuf>,
+        /// A deployment contract (TOML) to verify; see examples/ and the README.
+        #[arg(long)]
+        contract: Option<PathBuf>,
         /// Run the whole selection N times on one server; any verdict that changes is a flake.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
         repeat: u32,
@@ -143,6 +146,7 @@ async fn run(cli: Cli) -> u8 {
             let worker_bin_arg = worker_bin.clone();
             let opts = VerifyOptions {
                 pg_bin,
+                contract: None,
                 reports_dir,
                 worker_bin: worker_bin.unwrap_or_else(runner::default_worker_bin),
                 tools_bin: runner::default_tools_bin(),
@@ -165,7 +169,13 @@ async fn run(cli: Cli) -> u8 {
                     return exit::USAGE;
                 }
             };
-            let opts = VerifyOptions { pg_bin, reports_dir, worker_bin, tools_bin: runner::default_tools_bin() };
+            let opts = VerifyOptions {
+                pg_bin,
+                contract: None,
+                reports_dir,
+                worker_bin,
+                tools_bin: runner::default_tools_bin(),
+            };
             interruptible(async {
                 match fenceproof_scenarios::mutants::run(&opts, experiments, mutants.as_deref()).await {
                     Ok((km, dir)) => {
@@ -185,16 +195,30 @@ async fn run(cli: Cli) -> u8 {
             })
             .await
         }
-        Cmd::Verify { only, pg_bin, reports_dir, worker_bin, repeat } => {
-            let experiments = match fenceproof_scenarios::select(only.as_deref()) {
+        Cmd::Verify { only, pg_bin, reports_dir, worker_bin, contract, repeat } => {
+            let contract = match contract.as_deref().map(fenceproof_harness::contract::Contract::load) {
+                None => None,
+                Some(Ok(c)) => Some(std::sync::Arc::new(c)),
+                Some(Err(e)) => {
+                    eprintln!("fenceproof: {e}");
+                    return exit::USAGE;
+                }
+            };
+            let mut experiments = match fenceproof_scenarios::select(only.as_deref()) {
                 Ok(e) => e,
                 Err(msg) => {
                     eprintln!("fenceproof: {msg}");
                     return exit::USAGE;
                 }
             };
+            if let Some(c) = &contract {
+                // The contract names one replication mode: only that H row applies.
+                let keep = format!("H-{}", c.replication.mode.as_str());
+                experiments.retain(|e| !e.id.starts_with("H-") || e.id == keep);
+            }
             let opts = VerifyOptions {
                 pg_bin,
+                contract,
                 reports_dir,
                 worker_bin: worker_bin.unwrap_or_else(runner::default_worker_bin),
                 tools_bin: runner::default_tools_bin(),

@@ -25,6 +25,8 @@ pub const EXPERIMENT_TIMEOUT: Duration = Duration::from_secs(90);
 
 pub struct VerifyOptions {
     pub pg_bin: Option<PathBuf>,
+    /// The deployment contract (`--contract`), if any.
+    pub contract: Option<std::sync::Arc<fenceproof_harness::contract::Contract>>,
     pub reports_dir: PathBuf,
     pub worker_bin: PathBuf,
     pub tools_bin: PathBuf,
@@ -33,6 +35,8 @@ pub struct VerifyOptions {
 /// One server and one run folder for a whole command.
 pub struct Session {
     pub cluster: NativeCluster,
+    pub pg_bin: PgBin,
+    pub contract: Option<std::sync::Arc<fenceproof_harness::contract::Contract>>,
     pub run: RunDir,
     pub worker_bin: PathBuf,
     pub tools_bin: PathBuf,
@@ -56,10 +60,12 @@ impl Session {
             }
         }
         let run = RunDir::create(&opts.reports_dir)?;
-        let cluster = NativeCluster::start(bin, &run.path.join("postgres.log")).await?;
+        let cluster = NativeCluster::start(bin.clone(), &run.path.join("postgres.log")).await?;
         databases::create_template(&cluster).await?;
         Ok(Session {
             cluster,
+            pg_bin: bin,
+            contract: opts.contract.clone(),
             run,
             worker_bin: opts.worker_bin.clone(),
             tools_bin: opts.tools_bin.clone(),
@@ -114,6 +120,8 @@ impl Session {
             worker_bin: self.worker_bin.clone(),
             tools_bin: self.tools_bin.clone(),
             worker_args: worker_args.to_vec(),
+            pg_bin: self.pg_bin.clone(),
+            contract: self.contract.clone(),
             checks: Vec::new(),
             notes: Vec::new(),
         })

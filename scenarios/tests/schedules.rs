@@ -17,6 +17,7 @@ async fn random_schedules_keep_every_invariant() {
     println!("seed {seed:#x} ({cases} cases; FENCEPROOF_SEED={seed:#x} reproduces)");
     let opts = VerifyOptions {
         pg_bin: None,
+        contract: None,
         reports_dir: std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("schedules_reports"),
         worker_bin: runner::default_worker_bin(),
         tools_bin: runner::default_tools_bin(),

@@ -10,6 +10,7 @@ async fn every_experiment_passes_and_leaves_a_report() {
     let reports = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("verify_matrix_reports");
     let opts = VerifyOptions {
         pg_bin: None,
+        contract: None,
         reports_dir: reports.clone(),
         worker_bin: runner::default_worker_bin(),
         tools_bin: runner::default_tools_bin(),
@@ -24,16 +25,20 @@ async fn every_experiment_passes_and_leaves_a_report() {
         vec![
             "A",
             "B",
+            "B-same-owner",
             "C",
             "D",
             "E-idem",
             "E-detid",
             "E-opquery",
             "E-plain",
+            "E-idem-pause",
             "F-prepared",
             "F-dispatching",
             "F-unknown",
-            "G"
+            "G",
+            "H-async",
+            "H-sync",
         ]
     );
     for r in &matrix.results {
@@ -56,6 +61,6 @@ async fn every_experiment_passes_and_leaves_a_report() {
     let latest = std::fs::read_link(reports.join("latest")).unwrap();
     assert_eq!(reports.join(latest), dir);
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
-    assert!(junit.contains("tests=\"14\" failures=\"0\" errors=\"0\""), "{junit}");
+    assert!(junit.contains("tests=\"16\" failures=\"0\" errors=\"0\""), "{junit}");
     assert_eq!(registry::live_count(), 0, "children still registered after the run");
 }

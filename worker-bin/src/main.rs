@@ -69,6 +69,9 @@ struct Args {
     /// Tenant component of planned operation_ids.
     #[arg(long, default_value = "tenant1")]
     tenant: String,
+    /// How long to wait for a database connection from the pool (which keeps reconnecting), in ms.
+    #[arg(long, default_value_t = 10_000)]
+    acquire_timeout_ms: u64,
     /// Upper bound on any one command, in milliseconds.
     #[arg(long, default_value_t = 30_000)]
     command_timeout_ms: u64,
@@ -91,7 +94,17 @@ fn main() -> std::process::ExitCode {
             }
         }
     }
-    tracing_subscriber::fmt().json().with_writer(std::io::stderr).init();
+    {
+        // JSON logs on stderr, plus the layer that lets the protocol see server notices (the
+        // synchronous-replication cancel trap).
+        use fenceproof_protocol::notices::{NoticeLayer, NOTICE_TARGET};
+        use tracing_subscriber::filter::{LevelFilter, Targets};
+        use tracing_subscriber::prelude::*;
+        tracing_subscriber::registry()
+            .with(tracing_subscriber::fmt::layer().json().with_writer(std::io::stderr).with_filter(LevelFilter::INFO))
+            .with(NoticeLayer.with_filter(Targets::new().with_target(NOTICE_TARGET, LevelFilter::TRACE)))
+            .init();
+    }
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     match rt.block_on(run(args)) {
         Ok(code) => std::process::ExitCode::from(code),
@@ -127,7 +140,7 @@ async fn run(args: Args) -> anyhow::Result<u8> {
     let opts: PgConnectOptions = database_url.parse().context("bad --database-url")?;
     let pool = PgPoolOptions::new()
         .max_connections(6)
-        .acquire_timeout(Duration::from_secs(10))
+        .acquire_timeout(Duration::from_millis(args.acquire_timeout_ms))
         .connect_with(opts.application_name(&owner))
         .await
         .context("connecting to the database")?;

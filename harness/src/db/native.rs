@@ -30,6 +30,8 @@ pub struct NativeCluster {
     port: u16,
     child: Option<Child>,
     version: String,
+    /// Settings on top of [`SERVER_SETTINGS`], as `-c name=value`.
+    extra: Vec<(String, String)>,
 }
 
 /// Extra server settings, as `-c name=value`.
@@ -49,16 +51,103 @@ pub const SERVER_SETTINGS: &[(&str, &str)] = &[
 impl NativeCluster {
     /// Create and start a cluster; `log` receives the server's stderr.
     pub async fn start(bin: PgBin, log: &Path) -> Result<NativeCluster> {
+        NativeCluster::start_with(bin, log, Vec::new()).await
+    }
+
+    /// Create and start a cluster with extra server settings.
+    pub async fn start_with(bin: PgBin, log: &Path, extra: Vec<(String, String)>) -> Result<NativeCluster> {
         let run_as = unprivileged_user()?;
         sweep_stale_roots();
         let root = make_root(run_as)?;
         registry::register_dir(root.clone());
-        let mut cluster = NativeCluster { version: bin.version(), bin, root, port: 0, child: None };
+        let mut cluster = NativeCluster { version: bin.version(), bin, root, port: 0, child: None, extra };
         cluster.initdb(run_as)?;
         cluster.port = free_port()?;
         cluster.spawn(run_as, log)?;
         cluster.wait_ready(log).await?;
         Ok(cluster)
+    }
+
+    /// Create a streaming standby of `primary` (pg_basebackup, then `standby.signal`), connecting
+    /// with `application_name` = `name`, and start it.
+    pub async fn start_standby(primary: &NativeCluster, name: &str, log: &Path) -> Result<NativeCluster> {
+        let run_as = unprivileged_user()?;
+        let root = make_root(run_as)?;
+        registry::register_dir(root.clone());
+        let bin = primary.bin.clone();
+        let mut standby =
+            NativeCluster { version: bin.version(), bin, root, port: 0, child: None, extra: primary.extra.clone() };
+        let mut cmd = Command::new(standby.bin.tool("pg_basebackup"));
+        cmd.arg("-D")
+            .arg(standby.data())
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &primary.port.to_string(),
+                "-U",
+                SUPERUSER,
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+                "--no-sync",
+            ])
+            .stdin(Stdio::null());
+        prepare(&mut cmd, Signal::SIGKILL, run_as);
+        let out = cmd.output().map_err(|e| HarnessError::ServerStart(format!("cannot run pg_basebackup: {e}")))?;
+        if !out.status.success() {
+            let text = String::from_utf8_lossy(&out.stderr);
+            return Err(HarnessError::ServerStart(format!(
+                "pg_basebackup failed: {}",
+                text.lines().last().unwrap_or("no output")
+            )));
+        }
+        std::fs::write(standby.data().join("standby.signal"), "")?;
+        let conninfo = format!(
+            "\nprimary_conninfo = 'host=127.0.0.1 port={} user={SUPERUSER} application_name={name}'\n",
+            primary.port
+        );
+        let auto = standby.data().join("postgresql.auto.conf");
+        let mut conf = std::fs::read_to_string(&auto).unwrap_or_default();
+        conf.push_str(&conninfo);
+        std::fs::write(&auto, conf)?;
+        if let Some(u) = run_as {
+            for f in ["standby.signal", "postgresql.auto.conf"] {
+                let _ = nix::unistd::chown(&standby.data().join(f), Some(u.uid), Some(u.gid));
+            }
+        }
+        standby.port = free_port()?;
+        standby.spawn(run_as, log)?;
+        standby.wait_ready(log).await?;
+        Ok(standby)
+    }
+
+    /// Promote this standby to a primary and wait until it accepts writes.
+    pub async fn promote(&self) -> Result<()> {
+        let pool = crate::db::databases::pool(&self.url_for("postgres"), "fenceproof-harness", 1).await?;
+        let promoted: bool = sqlx::query_scalar("SELECT pg_promote(true, 30)").fetch_one(&pool).await?;
+        pool.close().await;
+        if promoted {
+            Ok(())
+        } else {
+            Err(HarnessError::ServerStart("pg_promote did not finish within 30 s".into()))
+        }
+    }
+
+    /// Fence: SIGKILL the server's whole process tree (postmaster group) at once, and reap it.
+    pub fn fence(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pid = Pid::from_raw(child.id() as i32);
+            let _ = killpg(pid, Signal::SIGKILL);
+            let _ = child.wait();
+            registry::unregister(pid);
+        }
+    }
+
+    /// The postmaster's process group id (its pid), while it runs.
+    pub fn pgid(&self) -> Option<Pid> {
+        self.pid()
     }
 
     fn data(&self) -> PathBuf {
@@ -94,6 +183,9 @@ impl NativeCluster {
             .arg(&self.root)
             .args(["-c", "listen_addresses=127.0.0.1"]);
         for (k, v) in SERVER_SETTINGS {
+            cmd.arg("-c").arg(format!("{k}={v}"));
+        }
+        for (k, v) in &self.extra {
             cmd.arg("-c").arg(format!("{k}={v}"));
         }
         cmd.stdin(Stdio::null()).stdout(logf.try_clone()?).stderr(logf);

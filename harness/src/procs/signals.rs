@@ -3,8 +3,10 @@
 
 use std::time::Duration;
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+pub use nix::sys::signal::Signal;
+pub use nix::unistd::Pid;
+
+use nix::sys::signal::kill;
 
 use crate::error::{HarnessError, Result};
 use crate::wait;
@@ -44,4 +46,9 @@ pub async fn resume(pid: Pid) -> Result<()> {
         })
     })
     .await
+}
+
+/// Whether any process of process group `pgid` still exists.
+pub fn group_alive(pgid: Pid) -> bool {
+    !matches!(nix::sys::signal::killpg(pgid, None), Err(nix::errno::Errno::ESRCH))
 }

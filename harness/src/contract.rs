@@ -1,0 +1,289 @@
+//! The deployment contract (spec section 10): what a team claims about its database deployment —
+//! which database, how it replicates, whether acknowledged epochs must survive a failover, and its
+//! lease parameters. fenceproof checks the deployment against the claim (experiment H).
+//!
+//! A contract is a TOML file; every field is documented in the README and in
+//! `examples/*.toml`. Errors name the field.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendKind {
+    /// A throwaway primary + standby started by the harness from the machine's binaries.
+    Native,
+    /// The team's own deployment (not supported by this version yet).
+    External,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplicationMode {
+    Async,
+    Sync,
+}
+
+impl ReplicationMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplicationMode::Async => "async",
+            ReplicationMode::Sync => "sync",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SynchronousCommit {
+    Off,
+    Local,
+    RemoteWrite,
+    On,
+    RemoteApply,
+}
+
+impl SynchronousCommit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SynchronousCommit::Off => "off",
+            SynchronousCommit::Local => "local",
+            SynchronousCommit::RemoteWrite => "remote_write",
+            SynchronousCommit::On => "on",
+            SynchronousCommit::RemoteApply => "remote_apply",
+        }
+    }
+    /// Whether a commit at this level waits for a synchronous standby.
+    pub fn waits_for_standby(self) -> bool {
+        matches!(self, SynchronousCommit::RemoteWrite | SynchronousCommit::On | SynchronousCommit::RemoteApply)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Database {
+    #[serde(default = "native")]
+    pub backend: BackendKind,
+    /// The primary's URL (external deployments).
+    pub url: Option<String>,
+}
+
+fn native() -> BackendKind {
+    BackendKind::Native
+}
+
+impl Default for Database {
+    fn default() -> Self {
+        Database { backend: BackendKind::Native, url: None }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Replication {
+    pub mode: ReplicationMode,
+    #[serde(default = "sync_commit_on")]
+    pub synchronous_commit: SynchronousCommit,
+    /// The claim under test: no acknowledged epoch or ledger transition is lost by a failover.
+    pub acknowledged_epochs_survive_failover: bool,
+}
+
+fn sync_commit_on() -> SynchronousCommit {
+    SynchronousCommit::On
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseParams {
+    #[serde(default = "d_ttl")]
+    pub ttl_ms: i64,
+    #[serde(default = "d_heartbeat")]
+    pub heartbeat_ms: i64,
+    #[serde(default = "d_timeout")]
+    pub renewal_timeout_ms: i64,
+}
+
+fn d_ttl() -> i64 {
+    30_000
+}
+fn d_heartbeat() -> i64 {
+    5_000
+}
+fn d_timeout() -> i64 {
+    2_000
+}
+
+impl Default for LeaseParams {
+    fn default() -> Self {
+        LeaseParams { ttl_ms: d_ttl(), heartbeat_ms: d_heartbeat(), renewal_timeout_ms: d_timeout() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Contract {
+    #[serde(default)]
+    pub database: Database,
+    pub replication: Replication,
+    #[serde(default)]
+    pub lease: LeaseParams,
+}
+
+/// A contract that cannot be used, naming the field at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("contract {file}: {field}: {message}")]
+pub struct ContractError {
+    pub file: String,
+    pub field: String,
+    pub message: String,
+}
+
+impl Contract {
+    /// The default contract of the `H-async` row: async replication, loss allowed but reported.
+    pub fn default_async() -> Contract {
+        Contract {
+            database: Database::default(),
+            replication: Replication {
+                mode: ReplicationMode::Async,
+                synchronous_commit: SynchronousCommit::On,
+                acknowledged_epochs_survive_failover: false,
+            },
+            lease: LeaseParams::default(),
+        }
+    }
+
+    /// The default contract of the `H-sync` row: one synchronous standby, no acknowledged loss.
+    pub fn default_sync() -> Contract {
+        Contract {
+            database: Database::default(),
+            replication: Replication {
+                mode: ReplicationMode::Sync,
+                synchronous_commit: SynchronousCommit::On,
+                acknowledged_epochs_survive_failover: true,
+            },
+            lease: LeaseParams::default(),
+        }
+    }
+
+    /// Read, parse and validate a contract file.
+    pub fn load(path: &Path) -> Result<Contract, ContractError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ContractError {
+            file: file.clone(),
+            field: "-".into(),
+            message: e.to_string(),
+        })?;
+        Contract::parse(&file, &text)
+    }
+
+    pub fn parse(file: &str, text: &str) -> Result<Contract, ContractError> {
+        let c: Contract = toml::from_str(text).map_err(|e| {
+            let message = e.message().to_string();
+            let field = e.span().map(|sp| describe_span(text, sp)).unwrap_or_else(|| "-".into());
+            ContractError { file: file.into(), field, message }
+        })?;
+        c.validate(file)?;
+        Ok(c)
+    }
+
+    /// Contradictions a deployment can never satisfy.
+    pub fn validate(&self, file: &str) -> Result<(), ContractError> {
+        let err = |field: &str, message: String| Err(ContractError { file: file.into(), field: field.into(), message });
+        let r = &self.replication;
+        if r.mode == ReplicationMode::Sync && !r.synchronous_commit.waits_for_standby() {
+            return err(
+                "replication.synchronous_commit",
+                format!("'{}' does not wait for the standby, so a sync contract cannot hold (use on, remote_write or remote_apply)", r.synchronous_commit.as_str()),
+            );
+        }
+        let l = &self.lease;
+        if l.ttl_ms <= 0 || l.ttl_ms > 600_000 {
+            return err("lease.ttl_ms", format!("{} must be > 0 and <= 600000", l.ttl_ms));
+        }
+        if l.heartbeat_ms <= 0 || l.heartbeat_ms >= l.ttl_ms {
+            return err(
+                "lease.heartbeat_ms",
+                format!("{} must be > 0 and below lease.ttl_ms ({})", l.heartbeat_ms, l.ttl_ms),
+            );
+        }
+        if l.renewal_timeout_ms <= 0 || l.heartbeat_ms + l.renewal_timeout_ms >= l.ttl_ms {
+            return err(
+                "lease.renewal_timeout_ms",
+                format!(
+                    "{} must be > 0 and heartbeat_ms + renewal_timeout_ms ({}) must stay below ttl_ms ({})",
+                    l.renewal_timeout_ms,
+                    l.heartbeat_ms + l.renewal_timeout_ms,
+                    l.ttl_ms
+                ),
+            );
+        }
+        if self.database.backend == BackendKind::External {
+            return err(
+                "database.backend",
+                "external deployments are not supported by this version yet; use \"native\"".into(),
+            );
+        }
+        if self.database.url.is_some() {
+            return err("database.url", "only meaningful with backend = \"external\"".into());
+        }
+        Ok(())
+    }
+}
+
+/// "line L, column C (`text`)" for a byte span of the TOML text.
+fn describe_span(text: &str, span: std::ops::Range<usize>) -> String {
+    let before = &text[..span.start.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map(|l| l.chars().count() + 1).unwrap_or(1);
+    let snippet: String = text.get(span.clone()).unwrap_or("").chars().take(40).collect();
+    format!("line {line}, column {col} (`{}`)", snippet.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SYNC: &str = "[replication]\nmode = \"sync\"\nsynchronous_commit = \"remote_apply\"\nacknowledged_epochs_survive_failover = true\n\n[lease]\nttl_ms = 30000\nheartbeat_ms = 5000\nrenewal_timeout_ms = 2000\n";
+
+    #[test]
+    fn a_good_contract_parses() {
+        let c = Contract::parse("t.toml", SYNC).unwrap();
+        assert_eq!(c.replication.mode, ReplicationMode::Sync);
+        assert_eq!(c.replication.synchronous_commit, SynchronousCommit::RemoteApply);
+        assert_eq!(c.database.backend, BackendKind::Native);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let bad_mode = SYNC.replace("\"sync\"", "\"asyn\"");
+        let e = Contract::parse("t.toml", &bad_mode).unwrap_err();
+        assert!(e.field.contains("line 2"), "{e}");
+        assert!(e.message.contains("asyn"), "{e}");
+        let unknown = format!("{SYNC}\n[replication2]\nx = 1\n");
+        assert!(Contract::parse("t.toml", &unknown).is_err());
+        let local = SYNC.replace("remote_apply", "local");
+        assert_eq!(Contract::parse("t.toml", &local).unwrap_err().field, "replication.synchronous_commit");
+        let slow = SYNC.replace("heartbeat_ms = 5000", "heartbeat_ms = 29000");
+        assert_eq!(Contract::parse("t.toml", &slow).unwrap_err().field, "lease.renewal_timeout_ms");
+        let hb = SYNC.replace("heartbeat_ms = 5000", "heartbeat_ms = 40000");
+        assert_eq!(Contract::parse("t.toml", &hb).unwrap_err().field, "lease.heartbeat_ms");
+        let missing = SYNC.replace("acknowledged_epochs_survive_failover = true\n", "");
+        assert!(Contract::parse("t.toml", &missing)
+            .unwrap_err()
+            .message
+            .contains("acknowledged_epochs_survive_failover"));
+    }
+
+    #[test]
+    fn the_shipped_examples_are_valid() {
+        for f in [
+            "../examples/sync-no-loss.toml",
+            "../examples/async-loss-allowed.toml",
+            "../examples/async-claims-no-loss.toml",
+        ] {
+            let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(f);
+            Contract::load(&p).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}

@@ -254,8 +254,20 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
     p_admin.close().await;
     primary.fence();
     ctx.timeline.record("harness", "fence", "old primary", json!({"pgid": pgid.map(|p| p.as_raw())}));
-    let gone = pgid.is_none_or(|g| !signals::group_alive(g));
-    ctx.check(Check::expect("the fenced old primary has no process left", gone, format!("process group {pgid:?}")));
+    // SIGKILL is delivered asynchronously: wait (bounded) for the whole tree to be gone.
+    let alive = move || {
+        pgid.is_some_and(NativeCluster::tree_alive)
+            || signals::proc_state(signals::Pid::from_raw(walsender)).is_some_and(|st| st != 'Z')
+    };
+    let gone =
+        wait::until("the fenced primary's processes to die", STEP, || async move { Ok((!alive()).then_some(())) })
+            .await
+            .is_ok();
+    ctx.check(Check::expect(
+        "the fenced old primary has no process left (its stopped walsender included)",
+        gone,
+        format!("postmaster {pgid:?}, walsender {walsender}"),
+    ));
     let stale = b.request(json!({"cmd": "save", "checkpoint": {"after": "fence"}}), STEP).await?;
     ctx.check(Check::expect(
         "a worker still connected to the fenced primary cannot commit",

@@ -19,6 +19,7 @@ use crate::db::pgbin::PgBin;
 use crate::db::Backend;
 use crate::error::{HarnessError, Result};
 use crate::procs::registry::{self, Kind};
+use crate::procs::signals;
 use crate::procs::spawn::{prepare, RunAs};
 
 /// The database superuser name inside throwaway clusters.
@@ -135,14 +136,20 @@ impl NativeCluster {
         }
     }
 
-    /// Fence: SIGKILL the server's whole process tree (postmaster group) at once, and reap it.
+    /// Fence: SIGKILL the server's whole process tree (the postmaster and every backend, which
+    /// live in sessions of their own) at once, and reap it.
     pub fn fence(&mut self) {
         if let Some(mut child) = self.child.take() {
             let pid = Pid::from_raw(child.id() as i32);
-            let _ = killpg(pid, Signal::SIGKILL);
+            signals::kill_tree(pid);
             let _ = child.wait();
             registry::unregister(pid);
         }
+    }
+
+    /// Whether the postmaster or any of its backends is still alive.
+    pub fn tree_alive(pid: Pid) -> bool {
+        signals::group_alive(pid) || !signals::children(pid).is_empty()
     }
 
     /// The postmaster's process group id (its pid), while it runs.
@@ -239,6 +246,9 @@ impl NativeCluster {
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let pid = Pid::from_raw(child.id() as i32);
+            // Backends a test may have stopped (SIGSTOP) cannot take part in a shutdown: note them
+            // now, kill them whatever happens.
+            let backends = signals::children(pid);
             let _ = nix::sys::signal::kill(pid, Signal::SIGINT);
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
@@ -248,6 +258,9 @@ impl NativeCluster {
                 std::thread::sleep(Duration::from_millis(10));
             }
             let _ = killpg(pid, Signal::SIGKILL);
+            for b in backends {
+                let _ = nix::sys::signal::kill(b, Signal::SIGKILL);
+            }
             let _ = child.wait();
             registry::unregister(pid);
         }

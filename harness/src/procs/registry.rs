@@ -46,6 +46,11 @@ pub fn kill_all() {
     let live: Vec<(Pid, Kind)> = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|p| p.into_inner()));
     for (pgid, kind) in &live {
         if *kind == Kind::Postgres {
+            // Backends run in sessions of their own; a stopped one would never notice the
+            // postmaster's death, so they are killed directly.
+            for b in crate::procs::signals::children(*pgid) {
+                let _ = nix::sys::signal::kill(b, Signal::SIGKILL);
+            }
             let _ = nix::sys::signal::kill(*pgid, Signal::SIGQUIT);
         }
     }

@@ -52,3 +52,29 @@ pub async fn resume(pid: Pid) -> Result<()> {
 pub fn group_alive(pgid: Pid) -> bool {
     !matches!(nix::sys::signal::killpg(pgid, None), Err(nix::errno::Errno::ESRCH))
 }
+
+/// The direct children of `pid`, from /proc (PostgreSQL backends leave the postmaster's process
+/// group with setsid(), so a group signal does not reach them).
+pub fn children(pid: Pid) -> Vec<Pid> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).ok().and_then(|s| {
+                s.rfind(')').and_then(|i| s[i + 1..].split_whitespace().nth(1).and_then(|pp| pp.parse::<i32>().ok()))
+            }) == Some(pid.as_raw())
+        })
+        .map(Pid::from_raw)
+        .collect()
+}
+
+/// SIGKILL `pid` and every direct child it has now (stopped ones included).
+pub fn kill_tree(pid: Pid) {
+    let kids = children(pid);
+    let _ = nix::sys::signal::killpg(pid, Signal::SIGKILL);
+    let _ = kill(pid, Signal::SIGKILL);
+    for k in kids {
+        let _ = kill(k, Signal::SIGKILL);
+    }
+}

@@ -249,6 +249,9 @@ impl NativeCluster {
             // Backends a test may have stopped (SIGSTOP) cannot take part in a shutdown: note them
             // now, kill them whatever happens.
             let backends = signals::children(pid);
+            for b in &backends {
+                let _ = nix::sys::signal::kill(*b, Signal::SIGCONT);
+            }
             let _ = nix::sys::signal::kill(pid, Signal::SIGINT);
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {

@@ -32,7 +32,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let code = w.wait_exit(STEP).await?;
     ctx.check(Check::equal("scripted worker exits 0", code, Some(0)));
 
-    let rows = oracle::commits(&ctx.pool).await?;
+    let rows = ctx.commits().await?;
     let saves: Vec<_> = rows
         .iter()
         .filter(|r| {

@@ -137,7 +137,7 @@ pub async fn run(ctx: &mut Ctx, same_owner: bool) -> Result<(), HarnessError> {
     b.shutdown(STEP).await?;
 
     // Verdict from the oracle and the final rows.
-    let rows = oracle::commits(&ctx.pool).await?;
+    let rows = ctx.commits().await?;
     if !same_owner {
         ctx.check(invariants::silent_after(&rows, &a.owner, takeover_seq));
     }

@@ -48,7 +48,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     require_ok(&w.request(json!({"cmd": "release"}), STEP).await?, "release")?;
     w.shutdown(STEP).await?;
 
-    let rows = oracle::commits(&ctx.pool).await?;
+    let rows = ctx.commits().await?;
     let saves: Vec<_> = rows.iter().filter(|r| r.seq > mark && r.is_runs() && r.op == "UPDATE").collect();
     ctx.check(Check::equal("exactly one save commits (oracle)", saves.len(), 1));
     ctx.check(Check::equal(

@@ -34,7 +34,9 @@ pub struct Ctx {
     /// Extra arguments for every worker process (e.g. `--mutant NAME`).
     pub worker_args: Vec<String>,
     /// The PostgreSQL binaries (for experiments that build servers of their own, like H).
-    pub pg_bin: fenceproof_harness::db::pgbin::PgBin,
+    pub pg_bin: Option<fenceproof_harness::db::pgbin::PgBin>,
+    /// The schema of this experiment's oracle.
+    pub oracle_schema: String,
     /// The deployment contract given on the command line, if any.
     pub contract: Option<std::sync::Arc<fenceproof_harness::contract::Contract>>,
     /// Checks accumulated by the experiment.
@@ -156,9 +158,13 @@ impl Ctx {
 
     /// The oracle's highest commit sequence number so far (0 when none).
     pub async fn oracle_mark(&self) -> Result<i64, HarnessError> {
-        Ok(sqlx::query_scalar("SELECT coalesce(max(seq), 0) FROM fenceproof_oracle.commits")
-            .fetch_one(&self.pool)
-            .await?)
+        let sql = format!("SELECT coalesce(max(seq), 0) FROM {}.commits", self.oracle_schema);
+        Ok(sqlx::query_scalar(&sql).fetch_one(&self.pool).await?)
+    }
+
+    /// Every commit the oracle recorded in this experiment's database, in commit order.
+    pub async fn commits(&self) -> Result<Vec<fenceproof_harness::record::oracle::CommitRow>, HarnessError> {
+        fenceproof_harness::record::oracle::commits_in(&self.pool, &self.oracle_schema).await
     }
 }
 

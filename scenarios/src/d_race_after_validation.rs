@@ -101,7 +101,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     a.shutdown(STEP).await?;
     b.shutdown(STEP).await?;
 
-    let rows = oracle::commits(&ctx.pool).await?;
+    let rows = ctx.commits().await?;
     let a_commit = rows.iter().find(|r| {
         r.is_runs() && r.writer == a.owner && r.new_field("checkpoint").map(|c| c["by"] == "a").unwrap_or(false)
     });

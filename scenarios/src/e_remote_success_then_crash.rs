@@ -15,7 +15,7 @@
 //! rejected and the converged ledger row must not change.
 
 use fenceproof_harness::check::{invariants, Check};
-use fenceproof_harness::record::{ledger, oracle};
+use fenceproof_harness::record::ledger;
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
@@ -130,7 +130,7 @@ pub async fn run(ctx: &mut Ctx, tool: &str, stop: Stop) -> Result<(), HarnessErr
             ("succeeded", remote),
         ));
     }
-    let rows = oracle::commits(&ctx.pool).await?;
+    let rows = ctx.commits().await?;
     ctx.check(invariants::one_effect_per_operation(&entries, &["idem", "detid", "plain", "opquery"]));
     ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     let path: Vec<String> = rows

@@ -100,7 +100,7 @@ pub async fn run(ctx: &mut Ctx, at: At) -> Result<(), HarnessError> {
     let fin_status = fin["status"].as_str().unwrap_or("?").to_string();
     let run = oracle::run_state(&ctx.pool, run_id).await?;
     ctx.check(Check::equal("the run is cancelled", run.run["status"].as_str(), Some("cancelled")));
-    let rows = oracle::commits(&ctx.pool).await?;
+    let rows = ctx.commits().await?;
     match at {
         At::Prepared => {
             ctx.check(Check::equal(

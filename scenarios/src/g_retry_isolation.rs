@@ -76,7 +76,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
             op2_before["status"], op2_before["revision"], op2_after["status"], op2_after["revision"]
         ),
     ));
-    let rows = oracle::commits(&ctx.pool).await?;
+    let rows = ctx.commits().await?;
     let touched_r2: Vec<String> = rows
         .iter()
         .filter(|r| r.seq > mark && r.run_id == Some(r2) && r.table_name != "worker_leases")

@@ -110,7 +110,12 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
     // The pair.
     let settings =
         vec![("synchronous_commit".to_string(), contract.replication.synchronous_commit.as_str().to_string())];
-    let mut primary = NativeCluster::start_with(ctx.pg_bin.clone(), &ctx.dir.join("primary.log"), settings).await?;
+    let bin = ctx.pg_bin.clone().ok_or_else(|| {
+        HarnessError::Other(
+            "experiment H builds its own primary + standby and needs local PostgreSQL binaries (--pg-bin)".into(),
+        )
+    })?;
+    let mut primary = NativeCluster::start_with(bin, &ctx.dir.join("primary.log"), settings).await?;
     let standby = NativeCluster::start_standby(&primary, STANDBY, &ctx.dir.join("standby.log")).await?;
     ctx.timeline.record(
         "harness",

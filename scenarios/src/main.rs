@@ -36,6 +36,10 @@ enum Cmd {
         /// The worker binary to test (defaults to fenceproof-worker beside this program).
         #[arg(long)]
         worker_bin: Option<PathBuf>,
+        /// Run A-G inside dedicated schemas of this existing database instead of a throwaway
+        /// cluster (the role needs CREATE on the database; everything is dropped afterwards).
+        #[arg(long)]
+        database_url: Option<String>,
         /// A deployment contract (TOML) to verify; see examples/ and the README.
         #[arg(long)]
         contract: Option<PathBuf>,
@@ -147,6 +151,7 @@ async fn run(cli: Cli) -> u8 {
             let opts = VerifyOptions {
                 pg_bin,
                 contract: None,
+                database_url: None,
                 reports_dir,
                 worker_bin: worker_bin.unwrap_or_else(runner::default_worker_bin),
                 tools_bin: runner::default_tools_bin(),
@@ -172,6 +177,7 @@ async fn run(cli: Cli) -> u8 {
             let opts = VerifyOptions {
                 pg_bin,
                 contract: None,
+                database_url: None,
                 reports_dir,
                 worker_bin,
                 tools_bin: runner::default_tools_bin(),
@@ -195,7 +201,7 @@ async fn run(cli: Cli) -> u8 {
             })
             .await
         }
-        Cmd::Verify { only, pg_bin, reports_dir, worker_bin, contract, repeat } => {
+        Cmd::Verify { only, pg_bin, reports_dir, worker_bin, database_url, contract, repeat } => {
             let contract = match contract.as_deref().map(fenceproof_harness::contract::Contract::load) {
                 None => None,
                 Some(Ok(c)) => Some(std::sync::Arc::new(c)),
@@ -216,9 +222,18 @@ async fn run(cli: Cli) -> u8 {
                 let keep = format!("H-{}", c.replication.mode.as_str());
                 experiments.retain(|e| !e.id.starts_with("H-") || e.id == keep);
             }
+            let database_url = database_url.or_else(|| contract.as_ref().and_then(|c| c.database.url.clone()));
+            if database_url.is_some() {
+                let before = experiments.len();
+                experiments.retain(|e| !e.id.starts_with("H-"));
+                if experiments.len() < before {
+                    eprintln!("fenceproof: H builds its own primary + standby; it does not run against --database-url");
+                }
+            }
             let opts = VerifyOptions {
                 pg_bin,
                 contract,
+                database_url,
                 reports_dir,
                 worker_bin: worker_bin.unwrap_or_else(runner::default_worker_bin),
                 tools_bin: runner::default_tools_bin(),
@@ -349,14 +364,17 @@ async fn interruptible(work: impl std::future::Future<Output = u8>) -> u8 {
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
     tokio::select! {
         code = work => code,
-        _ = sigint.recv() => interrupted("SIGINT", 130),
-        _ = sigterm.recv() => interrupted("SIGTERM", 143),
+        _ = sigint.recv() => interrupted("SIGINT", 130).await,
+        _ = sigterm.recv() => interrupted("SIGTERM", 143).await,
     }
 }
 
 /// The verify future has been dropped (its guards stopped the cluster and the workers); make sure.
-fn interrupted(sig: &str, code: u8) -> u8 {
+async fn interrupted(sig: &str, code: u8) -> u8 {
     registry::kill_all();
+    if let Err(e) = fenceproof_harness::db::external::drop_created().await {
+        eprintln!("fenceproof: could not drop the schemas created in the external database: {e}");
+    }
     eprintln!("fenceproof: interrupted by {sig}; every process it started has been stopped");
     code
 }

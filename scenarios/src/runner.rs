@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use fenceproof_harness::db::external::{self, ExternalDb};
 use fenceproof_harness::db::native::NativeCluster;
 use fenceproof_harness::db::pgbin::PgBin;
 use fenceproof_harness::db::{databases, Backend};
@@ -25,6 +26,8 @@ pub const EXPERIMENT_TIMEOUT: Duration = Duration::from_secs(90);
 
 pub struct VerifyOptions {
     pub pg_bin: Option<PathBuf>,
+    /// Run in the user's database (dedicated schemas) instead of a throwaway cluster.
+    pub database_url: Option<String>,
     /// The deployment contract (`--contract`), if any.
     pub contract: Option<std::sync::Arc<fenceproof_harness::contract::Contract>>,
     pub reports_dir: PathBuf,
@@ -32,10 +35,34 @@ pub struct VerifyOptions {
     pub tools_bin: PathBuf,
 }
 
+/// The server the experiments run against.
+pub enum Server {
+    /// A throwaway cluster with a migrated template; a fresh database per experiment.
+    Native(NativeCluster),
+    /// The user's database; a fresh schema pair per experiment, dropped at the end.
+    External(ExternalDb),
+}
+
+impl Server {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Server::Native(c) => c.kind(),
+            Server::External(_) => "external",
+        }
+    }
+    pub fn version(&self) -> String {
+        match self {
+            Server::Native(c) => c.version(),
+            Server::External(e) => format!("{} as {} on {}", e.version, e.role, e.database),
+        }
+    }
+}
+
 /// One server and one run folder for a whole command.
 pub struct Session {
-    pub cluster: NativeCluster,
-    pub pg_bin: PgBin,
+    pub server: Server,
+    /// Local PostgreSQL binaries (always found for native runs; optional with an external database).
+    pub pg_bin: Option<PgBin>,
     pub contract: Option<std::sync::Arc<fenceproof_harness::contract::Contract>>,
     pub run: RunDir,
     pub worker_bin: PathBuf,
@@ -49,7 +76,6 @@ impl Session {
     pub async fn start(opts: &VerifyOptions) -> Result<Session, HarnessError> {
         let started_at = chrono::Utc::now();
         let t0 = Instant::now();
-        let bin = PgBin::locate(opts.pg_bin.as_deref())?;
         for (what, p) in [("worker", &opts.worker_bin), ("fake-tools", &opts.tools_bin)] {
             if !p.is_file() {
                 return Err(HarnessError::Other(format!(
@@ -60,11 +86,20 @@ impl Session {
             }
         }
         let run = RunDir::create(&opts.reports_dir)?;
-        let cluster = NativeCluster::start(bin.clone(), &run.path.join("postgres.log")).await?;
-        databases::create_template(&cluster).await?;
+        let (server, pg_bin) = match &opts.database_url {
+            Some(url) => {
+                (Server::External(ExternalDb::connect(url).await?), PgBin::locate(opts.pg_bin.as_deref()).ok())
+            }
+            None => {
+                let bin = PgBin::locate(opts.pg_bin.as_deref())?;
+                let cluster = NativeCluster::start(bin.clone(), &run.path.join("postgres.log")).await?;
+                databases::create_template(&cluster).await?;
+                (Server::Native(cluster), Some(bin))
+            }
+        };
         Ok(Session {
-            cluster,
-            pg_bin: bin,
+            server,
+            pg_bin,
             contract: opts.contract.clone(),
             run,
             worker_bin: opts.worker_bin.clone(),
@@ -90,12 +125,21 @@ impl Session {
         }
         Ok(Matrix {
             run_id: self.run.run_id.clone(),
-            backend: self.cluster.kind().into(),
-            server_version: self.cluster.version(),
+            backend: self.server.kind().into(),
+            server_version: self.server.version(),
             started_at: self.started_at,
             duration_ms: t0.elapsed().as_millis(),
             results,
         })
+    }
+
+    /// End the session: drop what it created in an external database (a native cluster is
+    /// stopped when the session is dropped).
+    pub async fn finish(self) -> Result<(), HarnessError> {
+        if matches!(self.server, Server::External(_)) {
+            external::drop_created().await?;
+        }
+        Ok(())
     }
 
     pub fn elapsed_ms(&self) -> u128 {
@@ -108,9 +152,21 @@ impl Session {
         let dir =
             if label.is_empty() { self.run.experiment(id)? } else { self.run.experiment(&format!("{label}/{id}"))? };
         self.databases += 1;
-        let dbname = format!("fp{}_{}", self.databases, id.to_lowercase().replace(['-', '/'], "_"));
-        let db_url = databases::create_from_template(&self.cluster, &dbname).await?;
-        let pool = databases::pool(&db_url, CONTROL, 4).await?;
+        let (db_url, pool, oracle_schema) = match &self.server {
+            Server::Native(cluster) => {
+                let dbname = format!("fp{}_{}", self.databases, id.to_lowercase().replace(['-', '/'], "_"));
+                let db_url = databases::create_from_template(cluster, &dbname).await?;
+                let pool = databases::pool(&db_url, CONTROL, 4).await?;
+                (db_url, pool, oracle::DEFAULT_SCHEMA.to_string())
+            }
+            Server::External(ext) => {
+                let tag: String = self.run.run_id.chars().rev().take(6).collect::<String>().chars().rev().collect();
+                let name = format!("fp_{tag}_{}_{}", self.databases, id.to_lowercase().replace(['-', '/'], "_"));
+                let schemas = ext.create(&name).await?;
+                let pool = ext.pool_in(&schemas.schema, CONTROL, 4).await?;
+                (schemas.worker_url, pool, schemas.oracle)
+            }
+        };
         Ok(Ctx {
             id: id.into(),
             dir,
@@ -121,6 +177,7 @@ impl Session {
             tools_bin: self.tools_bin.clone(),
             worker_args: worker_args.to_vec(),
             pg_bin: self.pg_bin.clone(),
+            oracle_schema,
             contract: self.contract.clone(),
             checks: Vec::new(),
             notes: Vec::new(),
@@ -144,7 +201,7 @@ impl Session {
         };
         // Evidence, whatever happened.
         ctx.timeline.save(&dir.join("timeline.jsonl"))?;
-        if let Ok(rows) = oracle::commits(&pool).await {
+        if let Ok(rows) = oracle::commits_in(&pool, &ctx.oracle_schema).await {
             std::fs::write(dir.join("oracle.json"), serde_json::to_string_pretty(&rows).expect("json"))?;
         }
         std::fs::write(dir.join("checks.json"), serde_json::to_string_pretty(&ctx.checks).expect("json"))?;
@@ -200,6 +257,7 @@ pub async fn verify(
         std::fs::write(path.join("repeat.json"), serde_json::to_string_pretty(&summary).expect("json"))?;
     }
     session.run.mark_latest()?;
+    session.finish().await?;
     Ok((matrix, flakes, path))
 }
 

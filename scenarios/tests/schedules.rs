@@ -18,6 +18,7 @@ async fn random_schedules_keep_every_invariant() {
     let opts = VerifyOptions {
         pg_bin: None,
         contract: None,
+        database_url: None,
         reports_dir: std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("schedules_reports"),
         worker_bin: runner::default_worker_bin(),
         tools_bin: runner::default_tools_bin(),

@@ -11,6 +11,7 @@ async fn every_experiment_passes_and_leaves_a_report() {
     let opts = VerifyOptions {
         pg_bin: None,
         contract: None,
+        database_url: None,
         reports_dir: reports.clone(),
         worker_bin: runner::default_worker_bin(),
         tools_bin: runner::default_tools_bin(),

@@ -6,6 +6,7 @@
 //! database from it for each experiment, so experiment order never matters.
 
 pub mod databases;
+pub mod external;
 pub mod native;
 pub mod pgbin;
 

@@ -58,13 +58,21 @@ impl CommitRow {
     }
 }
 
-/// Every recorded commit, in commit order.
+/// The oracle's schema in a native cluster.
+pub const DEFAULT_SCHEMA: &str = "fenceproof_oracle";
+
+/// Every recorded commit, in commit order (oracle in the default schema).
 pub async fn commits(pool: &PgPool) -> Result<Vec<CommitRow>> {
-    Ok(sqlx::query_as::<_, CommitRow>(
+    commits_in(pool, DEFAULT_SCHEMA).await
+}
+
+/// Every recorded commit of the oracle in `schema`, in commit order.
+pub async fn commits_in(pool: &PgPool, schema: &str) -> Result<Vec<CommitRow>> {
+    Ok(sqlx::query_as::<_, CommitRow>(&format!(
         "SELECT seq, table_name, op, writer, backend_pid, committed_at, run_id, old_row, new_row,
                 lease_at_commit, lease_live_at_commit
-           FROM fenceproof_oracle.commits ORDER BY seq",
-    )
+           FROM {schema}.commits ORDER BY seq"
+    ))
     .fetch_all(pool)
     .await?)
 }

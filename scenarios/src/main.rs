@@ -211,13 +211,17 @@ async fn run(cli: Cli) -> u8 {
             .await
         }
         Cmd::Mutants { worker_bin, mutants, only, pg_bin, reports_dir } => {
-            let experiments = match fenceproof_scenarios::select(only.as_deref()) {
+            let mut experiments = match fenceproof_scenarios::select(only.as_deref()) {
                 Ok(e) => e,
                 Err(msg) => {
                     eprintln!("fenceproof: {msg}");
                     return exit::USAGE;
                 }
             };
+            if only.is_none() {
+                // H judges the deployment, not the protocol's rules; by default mutants run A-G.
+                experiments.retain(|e| !e.id.starts_with("H-"));
+            }
             let opts = VerifyOptions {
                 pg_bin,
                 contract: None,
@@ -264,12 +268,12 @@ async fn run(cli: Cli) -> u8 {
             if let Some(c) = &contract {
                 // The contract names one replication mode: only that H row applies.
                 let keep = format!("H-{}", c.replication.mode.as_str());
-                experiments.retain(|e| !e.id.starts_with("H-") || e.id == keep);
+                experiments.retain(|e| !e.id.starts_with("H-") || e.id == keep || e.id == "H-lease");
             }
             let database_url = database_url.or_else(|| contract.as_ref().and_then(|c| c.database.url.clone()));
             if database_url.is_some() {
                 let before = experiments.len();
-                experiments.retain(|e| !e.id.starts_with("H-"));
+                experiments.retain(|e| !e.id.starts_with("H-") || e.id == "H-lease");
                 if experiments.len() < before {
                     eprintln!("fenceproof: H builds its own primary + standby; it does not run against --database-url");
                 }

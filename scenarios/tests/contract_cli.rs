@@ -47,3 +47,15 @@ fn claiming_no_loss_over_async_replication_fails_and_names_the_setting() {
     assert_eq!(code, Some(0), "an honest async contract passes: {out}{err}");
     assert!(out.contains("lost epoch"), "the loss is reported: {out}");
 }
+
+#[test]
+fn lease_parameters_that_leave_no_margin_fail_with_the_numbers() {
+    let p = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tight_lease.toml");
+    let text = "[replication]\nmode = \"async\"\nacknowledged_epochs_survive_failover = false\n[lease]\nttl_ms = 1000\nheartbeat_ms = 500\nrenewal_timeout_ms = 1\n";
+    std::fs::write(&p, text).unwrap();
+    let (code, out, err) = run(&["--contract", p.to_str().unwrap(), "--only", "H-lease"]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(out.contains("renewal_timeout_ms 1 vs renewal latency"), "the row shows the numbers: {out}");
+    let (code, out, _) = run(&["--contract", &example("sync-no-loss.toml"), "--only", "H-lease"]);
+    assert_eq!(code, Some(0), "{out}");
+}

@@ -40,11 +40,14 @@ async fn every_experiment_passes_and_leaves_a_report() {
             "G",
             "H-async",
             "H-sync",
+            "H-lease",
         ]
     );
     for r in &matrix.results {
         assert_eq!(r.outcome, Outcome::Pass, "{} failed: {:?} {:?}", r.id, r.error, r.checks);
-        assert!(r.checks.len() >= 5, "{} judged on too few checks", r.id);
+        // Every experiment rests on several checks; H-lease is a measurement with its two margins.
+        let min = if r.id == "H-lease" { 2 } else { 5 };
+        assert!(r.checks.len() >= min, "{} judged on too few checks", r.id);
     }
     assert_eq!(matrix.exit_code(), exit::OK);
     for f in [
@@ -62,6 +65,6 @@ async fn every_experiment_passes_and_leaves_a_report() {
     let latest = std::fs::read_link(reports.join("latest")).unwrap();
     assert_eq!(reports.join(latest), dir);
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
-    assert!(junit.contains("tests=\"16\" failures=\"0\" errors=\"0\""), "{junit}");
+    assert!(junit.contains("tests=\"17\" failures=\"0\" errors=\"0\""), "{junit}");
     assert_eq!(registry::live_count(), 0, "children still registered after the run");
 }

@@ -179,12 +179,9 @@ async fn run(cli: Cli) -> u8 {
             interruptible(schedules(opts, cases, seed, schedule, worker_args, replay_args)).await
         }
         Cmd::VerifyVersions { pg_bin, only, reports_dir } => {
-            let experiments = match fenceproof_scenarios::select(only.as_deref()) {
+            let experiments = match selection(only.as_deref()) {
                 Ok(e) => e,
-                Err(msg) => {
-                    eprintln!("fenceproof: {msg}");
-                    return exit::USAGE;
-                }
+                Err(code) => return code,
             };
             let bins = fenceproof_harness::db::pgbin::PgBin::discover(std::path::Path::new("."), &pg_bin);
             let opts = VerifyOptions {
@@ -202,21 +199,15 @@ async fn run(cli: Cli) -> u8 {
                         println!("report: {}", dir.display());
                         ms.iter().map(|(_, m)| m.exit_code()).max().unwrap_or(exit::HARNESS)
                     }
-                    Err(e) => {
-                        eprintln!("fenceproof: {e}");
-                        exit::HARNESS
-                    }
+                    Err(e) => harness_failed(e),
                 }
             })
             .await
         }
         Cmd::Mutants { worker_bin, mutants, only, pg_bin, reports_dir } => {
-            let mut experiments = match fenceproof_scenarios::select(only.as_deref()) {
+            let mut experiments = match selection(only.as_deref()) {
                 Ok(e) => e,
-                Err(msg) => {
-                    eprintln!("fenceproof: {msg}");
-                    return exit::USAGE;
-                }
+                Err(code) => return code,
             };
             if only.is_none() {
                 // H judges the deployment, not the protocol's rules; by default mutants run A-G.
@@ -241,10 +232,7 @@ async fn run(cli: Cli) -> u8 {
                             exit::FAILED
                         }
                     }
-                    Err(e) => {
-                        eprintln!("fenceproof: {e}");
-                        exit::HARNESS
-                    }
+                    Err(e) => harness_failed(e),
                 }
             })
             .await
@@ -258,12 +246,9 @@ async fn run(cli: Cli) -> u8 {
                     return exit::USAGE;
                 }
             };
-            let mut experiments = match fenceproof_scenarios::select(only.as_deref()) {
+            let mut experiments = match selection(only.as_deref()) {
                 Ok(e) => e,
-                Err(msg) => {
-                    eprintln!("fenceproof: {msg}");
-                    return exit::USAGE;
-                }
+                Err(code) => return code,
             };
             if let Some(c) = &contract {
                 // The contract names one replication mode: only that H row applies.
@@ -304,15 +289,26 @@ async fn run(cli: Cli) -> u8 {
                             exit::FAILED
                         }
                     }
-                    Err(e) => {
-                        eprintln!("fenceproof: {e}");
-                        exit::HARNESS
-                    }
+                    Err(e) => harness_failed(e),
                 }
             })
             .await
         }
     }
+}
+
+/// The experiments named by `--only` (all without it), or the usage exit code after saying why.
+fn selection(only: Option<&[String]>) -> Result<Vec<fenceproof_scenarios::Experiment>, u8> {
+    fenceproof_scenarios::select(only).map_err(|msg| {
+        eprintln!("fenceproof: {msg}");
+        exit::USAGE
+    })
+}
+
+/// Say what went wrong in the harness itself, in one line; the harness-failure exit code.
+fn harness_failed(e: impl std::fmt::Display) -> u8 {
+    eprintln!("fenceproof: {e}");
+    exit::HARNESS
 }
 
 fn parse_seed(s: &str) -> Result<u64, String> {
@@ -339,10 +335,7 @@ async fn schedules(
     use fenceproof_scenarios::schedules;
     let mut session = match runner::Session::start(&opts).await {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("fenceproof: {e}");
-            return exit::HARNESS;
-        }
+        Err(e) => return harness_failed(e),
     };
     let _ = session.run.mark_latest();
     if let Some(schedule) = replay {
@@ -361,10 +354,7 @@ async fn schedules(
                     exit::FAILED
                 }
             }
-            Err(e) => {
-                eprintln!("fenceproof: {e}");
-                exit::HARNESS
-            }
+            Err(e) => harness_failed(e),
         };
     }
     println!("seed {seed:#x} ({cases} schedules; rerun with --seed {seed:#x})");
@@ -398,10 +388,7 @@ async fn schedules(
                 }
             }
         }
-        Err(e) => {
-            eprintln!("fenceproof: {e}");
-            exit::HARNESS
-        }
+        Err(e) => harness_failed(e),
     }
 }
 

@@ -121,6 +121,22 @@ impl Default for LeaseParams {
     }
 }
 
+/// How experiment H drives an external deployment's failover: shell commands run with `sh -c`,
+/// with FENCEPROOF_PRIMARY_URL and FENCEPROOF_STANDBY_URL in their environment, each bounded by a
+/// timeout; a non-zero exit fails the experiment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Failover {
+    /// URL of the standby that will be promoted (same database name as the primary's URL).
+    pub standby_url: String,
+    /// Make the standby stop receiving WAL from the primary (e.g. stop the primary's walsender).
+    pub pause_replication_command: String,
+    /// Fence the old primary so it can never accept a write again (e.g. kill its process tree).
+    pub fence_command: String,
+    /// Promote the standby.
+    pub promote_command: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Contract {
@@ -129,6 +145,8 @@ pub struct Contract {
     pub replication: Replication,
     #[serde(default)]
     pub lease: LeaseParams,
+    /// External deployments only: the hooks experiment H uses.
+    pub failover: Option<Failover>,
 }
 
 /// A contract that cannot be used, naming the field at fault.
@@ -151,6 +169,7 @@ impl Contract {
                 acknowledged_epochs_survive_failover: false,
             },
             lease: LeaseParams::default(),
+            failover: None,
         }
     }
 
@@ -164,6 +183,7 @@ impl Contract {
                 acknowledged_epochs_survive_failover: true,
             },
             lease: LeaseParams::default(),
+            failover: None,
         }
     }
 
@@ -228,6 +248,25 @@ impl Contract {
             }
             _ => {}
         }
+        if let Some(f) = &self.failover {
+            if self.database.backend == BackendKind::Native {
+                return err(
+                    "failover",
+                    "the hooks are for external deployments; the native backend fences and promotes its own pair"
+                        .into(),
+                );
+            }
+            for (field, v) in [
+                ("failover.standby_url", &f.standby_url),
+                ("failover.pause_replication_command", &f.pause_replication_command),
+                ("failover.fence_command", &f.fence_command),
+                ("failover.promote_command", &f.promote_command),
+            ] {
+                if v.trim().is_empty() {
+                    return err(field, "must not be empty".into());
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -261,6 +300,12 @@ mod tests {
         let e = Contract::parse("t.toml", &bad_mode).unwrap_err();
         assert!(e.field.contains("line 2"), "{e}");
         assert!(e.message.contains("asyn"), "{e}");
+        let hooks = "\n[failover]\nstandby_url = \"postgres://s/db\"\npause_replication_command = \"true\"\nfence_command = \"true\"\npromote_command = \"true\"\n";
+        assert_eq!(Contract::parse("t.toml", &format!("{SYNC}{hooks}")).unwrap_err().field, "failover");
+        let ext_ok = format!("[database]\nbackend = \"external\"\nurl = \"postgres://p/db\"\n{SYNC}{hooks}");
+        assert!(Contract::parse("t.toml", &ext_ok).unwrap().failover.is_some());
+        let empty = ext_ok.replace("fence_command = \"true\"", "fence_command = \" \"");
+        assert_eq!(Contract::parse("t.toml", &empty).unwrap_err().field, "failover.fence_command");
         let ext = format!("[database]\nbackend = \"external\"\n{SYNC}");
         assert_eq!(Contract::parse("t.toml", &ext).unwrap_err().field, "database.url");
         let unknown = format!("{SYNC}\n[replication2]\nx = 1\n");

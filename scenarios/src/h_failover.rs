@@ -16,9 +16,10 @@
 //! loss fails when anything acknowledged is gone, naming the replication setting that allowed it.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use fenceproof_harness::check::{invariants, Check};
-use fenceproof_harness::contract::{Contract, ReplicationMode};
+use fenceproof_harness::contract::{Contract, Failover, ReplicationMode};
 use fenceproof_harness::db::native::NativeCluster;
 use fenceproof_harness::db::{databases, Backend};
 use fenceproof_harness::procs::signals;
@@ -34,6 +35,8 @@ use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
 pub const TITLE: &str = "Failover: controlled promote, judged against the deployment contract";
 
 const STANDBY: &str = "standby1";
+/// Bound on one failover hook.
+const HOOK_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What the database says at one moment.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -84,6 +87,14 @@ fn short(op: &str) -> &str {
     op.rsplit_once('/').map(|(a, _)| a.rsplit_once('/').map(|(_, s)| s).unwrap_or(a)).unwrap_or(op)
 }
 
+async fn settings(pool: &PgPool) -> Result<String, HarnessError> {
+    let (ssn, sc): (String, String) =
+        sqlx::query_as("SELECT current_setting('synchronous_standby_names'), current_setting('synchronous_commit')")
+            .fetch_one(pool)
+            .await?;
+    Ok(format!("synchronous_standby_names = '{ssn}', synchronous_commit = {sc}"))
+}
+
 async fn wait_caught_up(primary: &PgPool, standby: &PgPool) -> Result<(), HarnessError> {
     let lsn: String = sqlx::query_scalar("SELECT pg_current_wal_lsn()::text").fetch_one(primary).await?;
     wait::until("the standby to replay the primary's WAL", STEP, || {
@@ -99,6 +110,45 @@ async fn wait_caught_up(primary: &PgPool, standby: &PgPool) -> Result<(), Harnes
     .await
 }
 
+/// The two servers of the experiment: built by the harness, or the team's own, driven by hooks.
+enum Pair {
+    Native { primary: NativeCluster, standby: NativeCluster, admin: PgPool },
+    External { hooks: Failover, primary_url: String, schema: String },
+}
+
+impl Pair {
+    /// Run one of the contract's hooks with the URLs in its environment, bounded, logged.
+    async fn hook(ctx: &Ctx, name: &str, cmd: &str, primary_url: &str, standby_url: &str) -> Result<(), HarnessError> {
+        ctx.timeline.record("harness", "hook", name, json!({ "command": cmd }));
+        let child = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .env("FENCEPROOF_PRIMARY_URL", primary_url)
+            .env("FENCEPROOF_STANDBY_URL", standby_url)
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(HOOK_TIMEOUT, child).await.map_err(|_| HarnessError::Timeout {
+            what: format!("failover.{name}"),
+            after_ms: HOOK_TIMEOUT.as_millis(),
+        })??;
+        let log = format!(
+            "$ {cmd}\n{}{}exit: {}\n",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            out.status
+        );
+        let path = ctx.dir.join("hooks.log");
+        let mut all = std::fs::read_to_string(&path).unwrap_or_default();
+        all.push_str(&log);
+        std::fs::write(&path, all)?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(HarnessError::Other(format!("failover.{name} failed ({}); see {}", out.status, path.display())))
+        }
+    }
+}
+
 pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessError> {
     let contract = match &ctx.contract {
         Some(c) if c.replication.mode == mode => (**c).clone(),
@@ -107,61 +157,74 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
     };
     let claim = contract.replication.acknowledged_epochs_survive_failover;
 
-    // The pair.
-    let settings =
-        vec![("synchronous_commit".to_string(), contract.replication.synchronous_commit.as_str().to_string())];
-    let bin = ctx.pg_bin.clone().ok_or_else(|| {
-        HarnessError::Other(
-            "experiment H builds its own primary + standby and needs local PostgreSQL binaries (--pg-bin)".into(),
-        )
-    })?;
-    let mut primary = NativeCluster::start_with(bin, &ctx.dir.join("primary.log"), settings).await?;
-    let standby = NativeCluster::start_standby(&primary, STANDBY, &ctx.dir.join("standby.log")).await?;
-    ctx.timeline.record(
-        "harness",
-        "pair_started",
-        "database",
-        json!({"primary": primary.port(), "standby": standby.port(), "mode": mode.as_str()}),
-    );
-    let p_admin = databases::pool(&primary.url_for("postgres"), "fenceproof-harness", 2).await?;
-    wait::until("the standby to stream", STEP, || {
-        let p = p_admin.clone();
-        async move {
-            let n: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM pg_stat_replication WHERE application_name = $1 AND state = 'streaming'",
-            )
-            .bind(STANDBY)
-            .fetch_one(&p)
-            .await?;
-            Ok((n == 1).then_some(()))
+    // The pair, and on it: an admin pool (primary), the experiment's URL and pool (primary), and a
+    // pool to watch the standby replay.
+    let (mut pair, url, p_pool, s_pool, actual) = match contract.failover.clone() {
+        Some(hooks) => {
+            let schema = ctx.oracle_schema.strip_suffix("_o").unwrap_or(&ctx.oracle_schema).to_string();
+            let s_pool = databases::pool(&hooks.standby_url, CONTROL, 2).await?;
+            let actual = settings(&ctx.pool).await?;
+            let primary_url = ctx.db_url.split("?options").next().unwrap_or(&ctx.db_url).to_string();
+            (Pair::External { hooks, primary_url, schema }, ctx.db_url.clone(), ctx.pool.clone(), s_pool, actual)
         }
-    })
-    .await?;
-    if mode == ReplicationMode::Sync {
-        sqlx::query(&format!("ALTER SYSTEM SET synchronous_standby_names = '{STANDBY}'")).execute(&p_admin).await?;
-        sqlx::query("SELECT pg_reload_conf()").execute(&p_admin).await?;
-        wait::until("the standby to become synchronous", STEP, || {
-            let p = p_admin.clone();
-            async move {
-                let n: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM pg_stat_replication WHERE application_name = $1 AND sync_state = 'sync'",
+        None => {
+            let settings_c =
+                vec![("synchronous_commit".to_string(), contract.replication.synchronous_commit.as_str().to_string())];
+            let bin = ctx.pg_bin.clone().ok_or_else(|| {
+                HarnessError::Other(
+                    "experiment H builds its own primary + standby and needs local PostgreSQL binaries (--pg-bin)"
+                        .into(),
                 )
-                .bind(STANDBY)
-                .fetch_one(&p)
+            })?;
+            let primary = NativeCluster::start_with(bin, &ctx.dir.join("primary.log"), settings_c).await?;
+            let standby = NativeCluster::start_standby(&primary, STANDBY, &ctx.dir.join("standby.log")).await?;
+            ctx.timeline.record(
+                "harness",
+                "pair_started",
+                "database",
+                json!({"primary": primary.port(), "standby": standby.port(), "mode": mode.as_str()}),
+            );
+            let admin = databases::pool(&primary.url_for("postgres"), "fenceproof-harness", 2).await?;
+            wait::until("the standby to stream", STEP, || {
+                let p = admin.clone();
+                async move {
+                    let n: i64 = sqlx::query_scalar(
+                        "SELECT count(*) FROM pg_stat_replication WHERE application_name = $1 AND state = 'streaming'",
+                    )
+                    .bind(STANDBY)
+                    .fetch_one(&p)
+                    .await?;
+                    Ok((n == 1).then_some(()))
+                }
+            })
+            .await?;
+            if mode == ReplicationMode::Sync {
+                sqlx::query(&format!("ALTER SYSTEM SET synchronous_standby_names = '{STANDBY}'"))
+                    .execute(&admin)
+                    .await?;
+                sqlx::query("SELECT pg_reload_conf()").execute(&admin).await?;
+                wait::until("the standby to become synchronous", STEP, || {
+                    let p = admin.clone();
+                    async move {
+                        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_stat_replication WHERE application_name = $1 AND sync_state = 'sync'").bind(STANDBY).fetch_one(&p).await?;
+                        Ok((n == 1).then_some(()))
+                    }
+                })
                 .await?;
-                Ok((n == 1).then_some(()))
             }
-        })
-        .await?;
-    }
-    let ssn: String =
-        sqlx::query_scalar("SELECT current_setting('synchronous_standby_names')").fetch_one(&p_admin).await?;
-    let sc: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')").fetch_one(&p_admin).await?;
-    let actual = format!("synchronous_standby_names = '{ssn}', synchronous_commit = {sc}");
-    databases::create_template(&primary).await?;
-    let url = databases::create_from_template(&primary, "h").await?;
-    let p_pool = databases::pool(&url, CONTROL, 4).await?;
-    let s_pool = databases::pool(&standby.url_for("postgres"), CONTROL, 2).await?;
+            let actual = settings(&admin).await?;
+            databases::create_template(&primary).await?;
+            let url = databases::create_from_template(&primary, "h").await?;
+            let p_pool = databases::pool(&url, CONTROL, 4).await?;
+            let s_pool = databases::pool(&standby.url_for("postgres"), CONTROL, 2).await?;
+            (Pair::Native { primary, standby, admin }, url, p_pool, s_pool, actual)
+        }
+    };
+    let ssn_empty = actual.contains("synchronous_standby_names = ''");
+    let p_admin = match &pair {
+        Pair::Native { admin, .. } => admin.clone(),
+        Pair::External { .. } => p_pool.clone(),
+    };
 
     // A task in a known, replicated state: A owns it, one step planned and really executed.
     let tools = ctx.spawn_tools().await?;
@@ -199,13 +262,29 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
     let before = snapshot(&p_pool, run_id).await?;
     let high_before = ledger::entries(&tools.ledger)?.iter().filter(|e| e["kind"] == "created").count();
 
-    // Fault: the primary's walsender stops; the standby receives nothing more.
-    let walsender: i32 = sqlx::query_scalar("SELECT pid FROM pg_stat_replication WHERE application_name = $1")
-        .bind(STANDBY)
-        .fetch_one(&p_admin)
-        .await?;
-    signals::send(signals::Pid::from_raw(walsender), signals::Signal::SIGSTOP)?;
-    ctx.timeline.record("harness", "sigstop", "walsender", json!({"pid": walsender}));
+    // Fault: the standby stops receiving WAL (native: the primary's walsender is SIGSTOPped).
+    let mut walsender = None;
+    match &pair {
+        Pair::Native { admin, .. } => {
+            let pid: i32 = sqlx::query_scalar("SELECT pid FROM pg_stat_replication WHERE application_name = $1")
+                .bind(STANDBY)
+                .fetch_one(admin)
+                .await?;
+            signals::send(signals::Pid::from_raw(pid), signals::Signal::SIGSTOP)?;
+            ctx.timeline.record("harness", "sigstop", "walsender", json!({"pid": pid}));
+            walsender = Some(pid);
+        }
+        Pair::External { hooks, primary_url, .. } => {
+            Pair::hook(
+                ctx,
+                "pause_replication_command",
+                &hooks.pause_replication_command,
+                primary_url,
+                &hooks.standby_url,
+            )
+            .await?;
+        }
+    }
 
     let mut trap = None;
     match mode {
@@ -253,35 +332,68 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
     let acked = if mode == ReplicationMode::Sync { before.clone() } else { acked_state.clone() };
     let high_acked = ledger::entries(&tools.ledger)?.iter().filter(|e| e["kind"] == "created").count();
 
-    // Fence the old primary (its whole process tree), then promote the standby.
-    let pgid = primary.pgid();
+    // Fence the old primary, then promote the standby.
     p_pool.close().await;
     p_admin.close().await;
-    primary.fence();
-    ctx.timeline.record("harness", "fence", "old primary", json!({"pgid": pgid.map(|p| p.as_raw())}));
-    // SIGKILL is delivered asynchronously: wait (bounded) for the whole tree to be gone.
-    let alive = move || {
-        pgid.is_some_and(NativeCluster::tree_alive)
-            || signals::proc_state(signals::Pid::from_raw(walsender)).is_some_and(|st| st != 'Z')
-    };
-    let gone =
-        wait::until("the fenced primary's processes to die", STEP, || async move { Ok((!alive()).then_some(())) })
-            .await
-            .is_ok();
-    ctx.check(Check::expect(
-        "the fenced old primary has no process left (its stopped walsender included)",
-        gone,
-        format!("postmaster {pgid:?}, walsender {walsender}"),
-    ));
+    let (n_pool, oracle_schema) =
+        match &mut pair {
+            Pair::Native { primary, standby, .. } => {
+                let pgid = primary.pgid();
+                primary.fence();
+                ctx.timeline.record("harness", "fence", "old primary", json!({"pgid": pgid.map(|p| p.as_raw())}));
+                // SIGKILL is delivered asynchronously: wait (bounded) for the whole tree to be gone.
+                let ws = walsender;
+                let alive = move || {
+                    pgid.is_some_and(NativeCluster::tree_alive)
+                        || ws
+                            .is_some_and(|w| signals::proc_state(signals::Pid::from_raw(w)).is_some_and(|st| st != 'Z'))
+                };
+                let gone = wait::until("the fenced primary's processes to die", STEP, || async move {
+                    Ok((!alive()).then_some(()))
+                })
+                .await
+                .is_ok();
+                ctx.check(Check::expect(
+                    "the fenced old primary has no process left (its stopped walsender included)",
+                    gone,
+                    format!("postmaster {pgid:?}, walsender {walsender:?}"),
+                ));
+                standby.promote().await?;
+                (databases::pool(&standby.url_for("h"), CONTROL, 2).await?, oracle::DEFAULT_SCHEMA.to_string())
+            }
+            Pair::External { hooks, primary_url, schema } => {
+                Pair::hook(ctx, "fence_command", &hooks.fence_command, primary_url, &hooks.standby_url).await?;
+                let refused = wait::until("the fenced primary to refuse connections", STEP, || {
+                    let url = primary_url.clone();
+                    async move {
+                        use sqlx::Connection;
+                        let r = tokio::time::timeout(Duration::from_secs(2), sqlx::PgConnection::connect(&url)).await;
+                        Ok((!matches!(r, Ok(Ok(_)))).then_some(()))
+                    }
+                })
+                .await
+                .is_ok();
+                ctx.check(Check::expect("the fenced old primary refuses connections", refused, primary_url.clone()));
+                Pair::hook(ctx, "promote_command", &hooks.promote_command, primary_url, &hooks.standby_url).await?;
+                let s = s_pool.clone();
+                wait::until("the promoted standby to accept writes", STEP, || {
+                    let s = s.clone();
+                    async move {
+                        let writable: bool = sqlx::query_scalar("SELECT NOT pg_is_in_recovery()").fetch_one(&s).await?;
+                        Ok(writable.then_some(()))
+                    }
+                })
+                .await?;
+                (databases::pool_in(&hooks.standby_url, schema, CONTROL, 2).await?, ctx.oracle_schema.clone())
+            }
+        };
+    ctx.timeline.record("harness", "promote", "standby", json!({}));
     let stale = b.request(json!({"cmd": "save", "checkpoint": {"after": "fence"}}), STEP).await?;
     ctx.check(Check::expect(
         "a worker still connected to the fenced primary cannot commit",
         outcome(&stale) != "ok",
         format!("its save answered {}", outcome(&stale)),
     ));
-    standby.promote().await?;
-    ctx.timeline.record("harness", "promote", "standby", json!({}));
-    let n_pool = databases::pool(&standby.url_for("h"), CONTROL, 2).await?;
     let after = snapshot(&n_pool, run_id).await?;
     let high_after = ledger::entries(&tools.ledger)?.iter().filter(|e| e["kind"] == "created").count();
     let lost = losses(&acked, &after);
@@ -320,7 +432,7 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
         format!(
             "lost {}; the deployment replicates {} ({actual})",
             lost.join(", "),
-            if ssn.is_empty() { "asynchronously" } else { "synchronously" }
+            if ssn_empty { "asynchronously" } else { "synchronously" }
         )
     };
     if claim {
@@ -337,7 +449,7 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
         high_after >= high_acked,
         format!("{high_before} before, {high_acked} acknowledged, {high_after} after"),
     ));
-    let rows = oracle::commits(&n_pool).await?;
+    let rows = oracle::commits_in(&n_pool, &oracle_schema).await?;
     ctx.checks.extend(invariants::all(&rows, &[CONTROL, cp.owner.as_str()]));
 
     let record = json!({
@@ -357,6 +469,14 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
 
     for w in [&mut a, &mut b, &mut d, &mut cp] {
         w.kill().await?;
+    }
+    if let Pair::External { schema, .. } = &pair {
+        // The experiment's schemas now live on the promoted standby; the old primary is fenced.
+        for sch in [schema.clone(), format!("{schema}_o")] {
+            if sqlx::query(&format!("DROP SCHEMA IF EXISTS {sch} CASCADE")).execute(&s_pool).await.is_ok() {
+                fenceproof_harness::db::external::forget(&sch);
+            }
+        }
     }
     n_pool.close().await;
     s_pool.close().await;

@@ -256,11 +256,12 @@ async fn run(cli: Cli) -> u8 {
                 experiments.retain(|e| !e.id.starts_with("H-") || e.id == keep || e.id == "H-lease");
             }
             let database_url = database_url.or_else(|| contract.as_ref().and_then(|c| c.database.url.clone()));
-            if database_url.is_some() {
+            let hooks = contract.as_ref().is_some_and(|c| c.failover.is_some());
+            if database_url.is_some() && !hooks {
                 let before = experiments.len();
                 experiments.retain(|e| !e.id.starts_with("H-") || e.id == "H-lease");
                 if experiments.len() < before {
-                    eprintln!("fenceproof: H builds its own primary + standby; it does not run against --database-url");
+                    eprintln!("fenceproof: H needs a primary + standby it can fence and promote; against --database-url it runs only with a contract's [failover] hooks");
                 }
             }
             let opts = VerifyOptions {
@@ -407,8 +408,9 @@ async fn interruptible(work: impl std::future::Future<Output = u8>) -> u8 {
 /// The verify future has been dropped (its guards stopped the cluster and the workers); make sure.
 async fn interrupted(sig: &str, code: u8) -> u8 {
     registry::kill_all();
-    if let Err(e) = fenceproof_harness::db::external::drop_created().await {
-        eprintln!("fenceproof: could not drop the schemas created in the external database: {e}");
+    match fenceproof_harness::db::external::drop_created().await {
+        Ok((_, failed)) => failed.iter().for_each(|f| eprintln!("fenceproof: could not drop schema {f}")),
+        Err(e) => eprintln!("fenceproof: could not drop the schemas created in the external database: {e}"),
     }
     eprintln!("fenceproof: interrupted by {sig}; every process it started has been stopped");
     code

@@ -137,7 +137,10 @@ impl Session {
     /// stopped when the session is dropped).
     pub async fn finish(self) -> Result<(), HarnessError> {
         if matches!(self.server, Server::External(_)) {
-            external::drop_created().await?;
+            let (_, failed) = external::drop_created().await?;
+            for f in failed {
+                eprintln!("fenceproof: could not drop schema {f}");
+            }
         }
         Ok(())
     }

@@ -26,6 +26,16 @@ pub async fn pool(url: &str, app: &str, max: u32) -> Result<PgPool> {
         .await?)
 }
 
+/// Connect a small pool to `url` whose sessions use `search_path` = `path`.
+pub async fn pool_in(url: &str, path: &str, app: &str, max: u32) -> Result<PgPool> {
+    let opts: PgConnectOptions = url.parse()?;
+    Ok(PgPoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(std::time::Duration::from_secs(10))
+        .connect_with(opts.options([("search_path", path)]).application_name(app))
+        .await?)
+}
+
 /// Apply the protocol's migrations to the database behind `pool`.
 pub async fn migrate(pool: &PgPool) -> Result<()> {
     for (_name, sql) in MIGRATIONS {

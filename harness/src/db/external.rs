@@ -6,7 +6,7 @@
 use std::sync::Mutex;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, PgPool};
+use sqlx::PgPool;
 
 use crate::db::databases::{migrate, MIGRATIONS, ORACLE_SQL};
 use crate::error::{HarnessError, Result};
@@ -69,13 +69,7 @@ impl ExternalDb {
 
     /// A pool whose sessions use `search_path` = `path`.
     pub async fn pool_in(&self, path: &str, app: &str, max: u32) -> Result<PgPool> {
-        let opts: PgConnectOptions = self.url.parse()?;
-        let opts = opts.options([("search_path", path)]).application_name(app).disable_statement_logging();
-        Ok(PgPoolOptions::new()
-            .max_connections(max)
-            .acquire_timeout(std::time::Duration::from_secs(10))
-            .connect_with(opts)
-            .await?)
+        crate::db::databases::pool_in(&self.url, path, app, max).await
     }
 
     /// Create the schemas of one experiment: the protocol's migrations in `name`, the oracle in
@@ -104,23 +98,40 @@ pub fn oracle_sql_for(schema: &str, oracle: &str) -> String {
         .replace("pg_catalog, public", &format!("pg_catalog, {schema}"))
 }
 
+/// Forget a schema that was dropped some other way (e.g. on a promoted standby after a failover).
+pub fn forget(schema: &str) {
+    CREATED.lock().unwrap_or_else(|p| p.into_inner()).retain(|(_, s)| s != schema);
+}
+
 fn register(url: &str, schema: &str) {
     CREATED.lock().unwrap_or_else(|p| p.into_inner()).push((url.to_string(), schema.to_string()));
 }
 
 /// Drop every schema this process created in external databases (end of run, or after Ctrl-C).
-pub async fn drop_created() -> Result<usize> {
+/// Returns how many were dropped and, for those that could not be (a server fenced by experiment
+/// H, say), why.
+pub async fn drop_created() -> Result<(usize, Vec<String>)> {
     let created: Vec<(String, String)> = std::mem::take(&mut *CREATED.lock().unwrap_or_else(|p| p.into_inner()));
-    let mut n = 0;
+    let mut dropped = 0;
+    let mut failed = Vec::new();
     for (url, schema) in &created {
-        let opts: PgConnectOptions = url.parse()?;
-        let pool =
-            PgPoolOptions::new().max_connections(1).connect_with(opts.application_name("fenceproof-harness")).await?;
-        sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).execute(&pool).await?;
-        pool.close().await;
-        n += 1;
+        let attempt = async {
+            let opts: PgConnectOptions = url.parse()?;
+            let pool = PgPoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(std::time::Duration::from_secs(3))
+                .connect_with(opts.application_name("fenceproof-harness"))
+                .await?;
+            sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).execute(&pool).await?;
+            pool.close().await;
+            Ok::<_, HarnessError>(())
+        };
+        match attempt.await {
+            Ok(()) => dropped += 1,
+            Err(e) => failed.push(format!("{schema}: {e}")),
+        }
     }
-    Ok(n)
+    Ok((dropped, failed))
 }
 
 #[cfg(test)]

@@ -34,6 +34,15 @@ schedules *ARGS: build
 verify-versions *ARGS: build
     ./target/debug/fenceproof verify-versions {{ARGS}}
 
+# Screenshot the newest run's index.html with Debian's headless chromium (apt-get install chromium-headless-shell).
+report-screenshot:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    b=$(command -v chromium-headless-shell || command -v chromium || true)
+    [ -n "$b" ] || { echo "report-screenshot: install chromium-headless-shell (or chromium)" >&2; exit 1; }
+    "$b" --no-sandbox --headless --disable-gpu --hide-scrollbars --window-size=1200,1600 --screenshot="$PWD/reports/latest/screenshot.png" "file://$PWD/reports/latest/index.html" 2>/dev/null
+    echo "reports/latest/screenshot.png"
+
 # List the experiments.
 list: build
     ./target/debug/fenceproof list

@@ -232,6 +232,7 @@ impl Session {
             checks: ctx.checks,
             error,
             reproduce: format!("fenceproof verify --only {}{extra}   (evidence: {})", exp.id, dir.display()),
+            evidence: dir.strip_prefix(&self.run.path).unwrap_or(&dir).display().to_string(),
         })
     }
 }

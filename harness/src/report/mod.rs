@@ -1,6 +1,7 @@
 //! The matrix: one row per experiment, printed as a terminal table and saved as `matrix.json`,
 //! `matrix.md` and `junit.xml` in the run folder. Also the exit-code rule.
 
+pub mod html;
 pub mod junit;
 
 use std::fmt::Write as _;
@@ -46,6 +47,8 @@ pub struct ExperimentResult {
     pub error: Option<String>,
     /// The command that runs this experiment alone.
     pub reproduce: String,
+    /// The experiment's evidence folder, relative to the run folder.
+    pub evidence: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -157,11 +160,12 @@ impl Matrix {
         s
     }
 
-    /// Write matrix.json, matrix.md and junit.xml into `dir`.
+    /// Write matrix.json, matrix.md, junit.xml and index.html into `dir`.
     pub fn save(&self, dir: &Path) -> Result<()> {
         std::fs::write(dir.join("matrix.json"), serde_json::to_string_pretty(self).expect("json"))?;
         std::fs::write(dir.join("matrix.md"), self.markdown())?;
         std::fs::write(dir.join("junit.xml"), junit::render(self))?;
+        std::fs::write(dir.join("index.html"), html::render(self, dir))?;
         Ok(())
     }
 }

@@ -59,7 +59,7 @@ pub async fn protected_transition(
     faults: &FaultPoints,
     budget: RetryBudget,
 ) -> Result<i64, ProtocolError> {
-    crate::notices::durable(t.name, lease.run_id, async {
+    let r = crate::notices::durable(t.name, lease.run_id, async {
         let r = with_retry(budget, || attempt(pool, lease, expected_revision, t, faults, Within::Nothing))
             .await
             .map(|(r, _)| r);
@@ -74,7 +74,9 @@ pub async fn protected_transition(
             other => other,
         }
     })
-    .await
+    .await;
+    crate::metrics::METRICS.protected(&r);
+    r
 }
 
 /// What else the protected transaction does, inside the same transaction as the run update.
@@ -112,6 +114,7 @@ pub(crate) async fn attempt(
     faults.pass(FaultPoint::AfterBegin, &mut tx).await?;
 
     if !check_first {
+        let waited = std::time::Instant::now();
         let held: Option<(Option<String>, i64, bool)> = sqlx::query_as(
             "SELECT owner, epoch, expires_at > clock_timestamp()
                FROM worker_leases WHERE run_id = $1 FOR UPDATE",
@@ -119,6 +122,7 @@ pub(crate) async fn attempt(
         .bind(lease.run_id)
         .fetch_optional(&mut *tx)
         .await?;
+        crate::metrics::METRICS.lease_row_lock_wait.observe(waited.elapsed().as_secs_f64());
         let valid = matches!(&held, Some((Some(owner), epoch, true)) if *owner == lease.owner && *epoch == lease.epoch);
         // MUTANT save-without-lease-check / rescue-by-time: the lease is not validated.
         let unfenced = mutant::active(Mutant::SaveWithoutLeaseCheck) || mutant::active(Mutant::RescueByTime);

@@ -118,6 +118,12 @@ pub async fn reconcile_once<A: ToolAdapter>(pool: &PgPool, tools: &A) -> Result<
             r.marked_unknown.push(op);
         }
     }
+    let oldest: Option<f64> = sqlx::query_scalar(
+        "SELECT extract(epoch FROM clock_timestamp() - min(updated_at))::float8 FROM tool_operations WHERE status = 'unknown'",
+    )
+    .fetch_one(pool)
+    .await?;
+    crate::metrics::METRICS.oldest_unknown(oldest.unwrap_or(0.0));
     for op in outbox::unknown_operations(pool).await? {
         // MUTANT retry-new-operation-id: the retry is sent under a fresh key.
         let key = if mutant::active(Mutant::RetryNewOperationId) {

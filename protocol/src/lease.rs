@@ -24,7 +24,9 @@ pub struct LeaseRow {
 
 /// Acquire a free lease or take over an expired one: epoch + 1, owner replaced.
 pub async fn acquire(pool: &PgPool, run_id: Uuid, owner: &str, ttl: Ttl) -> Result<LeaseTerms, ProtocolError> {
-    crate::notices::durable("acquire", run_id, async {
+    // The previous holder, for workflow_takeover_duration_seconds (informational only).
+    let previous = inspect(pool, run_id).await.ok().flatten();
+    let r = crate::notices::durable("acquire", run_id, async {
         // MUTANT takeover-without-expiry: a held, live lease can be taken over.
         let free = if mutant::active(Mutant::TakeoverWithoutExpiry) {
             "true"
@@ -61,13 +63,22 @@ pub async fn acquire(pool: &PgPool, run_id: Uuid, owner: &str, ttl: Ttl) -> Resu
             },
         }
     })
-    .await
+    .await;
+    crate::metrics::METRICS.acquired(&r);
+    if let (Ok(terms), Some(prev)) = (&r, &previous) {
+        if prev.owner.is_some() {
+            let acquired_at = terms.expires_at - chrono::Duration::milliseconds(ttl.millis());
+            let gap = (acquired_at - prev.expires_at).num_microseconds().unwrap_or(0) as f64 / 1e6;
+            crate::metrics::METRICS.takeover_duration.observe(gap);
+        }
+    }
+    r
 }
 
 /// Extend the lease; only the current owner of the current epoch, and only before expiry.
 /// Zero rows means the lease is lost and cannot be resurrected.
 pub async fn renew(pool: &PgPool, lease: &Lease, ttl: Ttl) -> Result<LeaseTerms, ProtocolError> {
-    crate::notices::durable("renew", lease.run_id, async {
+    let r = crate::notices::durable("renew", lease.run_id, async {
         // MUTANT renew-without-epoch: fenced by owner only.
         let epoch = if mutant::active(Mutant::RenewWithoutEpoch) { "$3::bigint IS NOT NULL" } else { "epoch = $3" };
         let sql = format!(
@@ -91,7 +102,9 @@ pub async fn renew(pool: &PgPool, lease: &Lease, ttl: Ttl) -> Result<LeaseTerms,
             None => Err(lost(lease)),
         }
     })
-    .await
+    .await;
+    crate::metrics::METRICS.renewed(&r);
+    r
 }
 
 /// Give the lease up. The epoch is kept: the next acquire continues from it.

@@ -17,6 +17,7 @@
 //! - [`outbox`]: intents registered inside the protected transaction, the dispatcher's claim and
 //!   result writes, the reconciler, and advancing a run on a verified result;
 //! - [`dispatch`]: the dispatcher and reconciler loops, over a [`dispatch::ToolAdapter`];
+//! - [`metrics`]: the section-12 metrics in Prometheus text format (no ids as labels);
 //! - [`notices`]: a success that came with "committed locally, might not be replicated" is an
 //!   unknown outcome (the synchronous-replication cancel trap);
 //! - [`mutant`]: named broken variants, reachable only in a build with the `mutants` feature;
@@ -29,6 +30,7 @@ pub mod faults;
 pub mod heartbeat;
 pub mod ids;
 pub mod lease;
+pub mod metrics;
 pub mod mutant;
 pub mod notices;
 pub mod operation;

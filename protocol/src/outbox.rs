@@ -134,7 +134,7 @@ pub async fn plan_step(
     faults: &FaultPoints,
     budget: RetryBudget,
 ) -> Result<(i64, Registration), ProtocolError> {
-    crate::notices::durable("plan", lease.run_id, async {
+    let r = crate::notices::durable("plan", lease.run_id, async {
         if intent.run_id != lease.run_id {
             return Err(ProtocolError::InvalidIntent(format!(
                 "intent of run {} planned under the lease of run {}",
@@ -147,7 +147,9 @@ pub async fn plan_step(
                 .await?;
         Ok((rev, reg.unwrap_or(Registration::New)))
     })
-    .await
+    .await;
+    crate::metrics::METRICS.protected(&r);
+    r
 }
 
 /// The current owner advances the run on a verified ledger result of its own run.
@@ -159,14 +161,16 @@ pub async fn advance_on_result(
     checkpoint: Value,
     budget: RetryBudget,
 ) -> Result<i64, ProtocolError> {
-    crate::notices::durable("advance", lease.run_id, async {
+    let r = crate::notices::durable("advance", lease.run_id, async {
         let t = Transition::save(checkpoint);
         let none = FaultPoints::none();
         with_retry(budget, || attempt(pool, lease, expected_revision, &t, &none, Within::RequireResult(operation_id)))
             .await
             .map(|(r, _)| r)
     })
-    .await
+    .await;
+    crate::metrics::METRICS.protected(&r);
+    r
 }
 
 /// A claimed operation: what the dispatcher needs to call the tool and to write the result back.
@@ -311,7 +315,10 @@ pub async fn mark_unknown_own(pool: &PgPool, c: &Claim, evidence: &str) -> Resul
             .await
             .map_err(|e| classify_write_error(e, "mark_unknown", c.run_id))?;
         match done {
-            Some((rev,)) => Ok(rev),
+            Some((rev,)) => {
+                crate::metrics::METRICS.moved_to_unknown();
+                Ok(rev)
+            }
             None => Err(rejected(pool, &c.operation_id).await),
         }
     })
@@ -355,7 +362,11 @@ pub async fn mark_expired_unknown(
             .execute(pool)
             .await
             .map_err(|e| classify_write_error(e, "mark_unknown", Uuid::nil()))?;
-        Ok(done.rows_affected() == 1)
+        let moved = done.rows_affected() == 1;
+        if moved {
+            crate::metrics::METRICS.moved_to_unknown();
+        }
+        Ok(moved)
     })
     .await
 }

@@ -9,12 +9,12 @@
 //! reuses its hostname): then only the epoch tells the stale term from the current one.
 
 use fenceproof_harness::check::{invariants, Check};
-use fenceproof_harness::record::oracle;
+use fenceproof_harness::record::{metrics, oracle};
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::ctx::{outcome, require_ok, scrape, Ctx, CONTROL, STEP};
 
 pub const TITLE: &str = "Old owner resumes: SIGSTOP, lease expiry, takeover, SIGCONT";
 pub const TITLE_SAME_OWNER: &str = "Old owner resumes, with the owner id reused by the new term";
@@ -104,6 +104,15 @@ pub async fn run(ctx: &mut Ctx, same_owner: bool) -> Result<(), HarnessError> {
     }
     let after = oracle::run_state(&ctx.pool, run_id).await?;
     let window_end = ctx.oracle_mark().await?;
+    // A's own metrics must show the rejections (section 12).
+    let text = scrape(&mut a, &ctx.dir).await?;
+    let rejected = metrics::value(&text, "protected_write_rejected_total{reason=\"lease\"}").unwrap_or(0.0);
+    let lost = metrics::value(&text, "lease_renew_total{outcome=\"lost\"}").unwrap_or(0.0);
+    ctx.check(Check::expect(
+        "A's metrics count the rejected stale writes and the lost renewals",
+        rejected >= 4.0 && lost >= 2.0,
+        format!("protected_write_rejected_total{{reason=\"lease\"}} {rejected}, lease_renew_total{{outcome=\"lost\"}} {lost}"),
+    ));
     let key = |s: &oracle::RunState| {
         (
             s.lease["owner"].clone(),
@@ -164,7 +173,7 @@ pub async fn run(ctx: &mut Ctx, same_owner: bool) -> Result<(), HarnessError> {
     ));
     ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     ctx.note(format!(
-        "{}A epoch {epoch_a} SIGSTOPped; B took over epoch {epoch_b}; A after SIGCONT: {}",
+        "{}A epoch {epoch_a} SIGSTOPped; B took over epoch {epoch_b}; A after SIGCONT: {}; A's metrics: {rejected} writes rejected (lease), {lost} renewals lost",
         if same_owner { "one owner id for both; " } else { "" },
         attempts.iter().map(|(c, o)| format!("{c}={o}")).collect::<Vec<_>>().join(" ")
     ));

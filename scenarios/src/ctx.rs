@@ -173,6 +173,14 @@ pub fn outcome(ev: &serde_json::Value) -> &str {
     ev["outcome"].as_str().unwrap_or("?")
 }
 
+/// Scrape a worker's metrics (Prometheus text), saving them as `metrics-<name>.prom` in `dir`.
+pub async fn scrape(w: &mut WorkerProc, dir: &std::path::Path) -> Result<String, HarnessError> {
+    let ev = w.request(serde_json::json!({"cmd": "metrics"}), STEP).await?;
+    let text = ev["data"]["text"].as_str().unwrap_or_default().to_string();
+    std::fs::write(dir.join(format!("metrics-{}.prom", w.name)), &text)?;
+    Ok(text)
+}
+
 /// The `data` field of a worker's answer.
 pub fn data(ev: &serde_json::Value) -> &serde_json::Value {
     &ev["data"]

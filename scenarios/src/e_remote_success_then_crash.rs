@@ -15,12 +15,12 @@
 //! rejected and the converged ledger row must not change.
 
 use fenceproof_harness::check::{invariants, Check};
-use fenceproof_harness::record::ledger;
+use fenceproof_harness::record::{ledger, metrics};
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::ctx::{data, require_ok, Ctx, CONTROL, STEP};
+use crate::ctx::{data, require_ok, scrape, Ctx, CONTROL, STEP};
 use crate::outbox_setup::{dispatch_held_before_result, plan_operation};
 
 pub const TITLE: &str = "Remote success then crash: executor killed before the local result write";
@@ -70,6 +70,13 @@ pub async fn run(ctx: &mut Ctx, tool: &str, stop: Stop) -> Result<(), HarnessErr
     require_ok(&again, "dispatch")?;
     let rec2 = d2.request(json!({"cmd": "reconcile"}), STEP).await?;
     require_ok(&rec2, "reconcile")?;
+    let text = scrape(&mut d2, &ctx.dir).await?;
+    let unknown = metrics::value(&text, "tool_operation_unknown_total").unwrap_or(0.0);
+    ctx.check(Check::expect(
+        "the reconciler's metrics count the operation it moved to unknown",
+        unknown >= 1.0,
+        format!("tool_operation_unknown_total {unknown}"),
+    ));
     d2.shutdown(STEP).await?;
     if let Some(paused) = paused {
         let converged = ctx.operation(&op).await?;

@@ -78,6 +78,8 @@ pub enum Command {
     CreateRun { task_id: String },
     /// Control plane: cancel a run.
     Cancel { run_id: Uuid },
+    /// This process's metrics, in Prometheus text format (answered in `data.text`).
+    Metrics,
     /// One renewal now, outside the heartbeat.
     Renew,
     /// Stop the heartbeat and release the lease.
@@ -113,6 +115,7 @@ impl Command {
             Command::Advance { .. } => "advance",
             Command::CreateRun { .. } => "create_run",
             Command::Cancel { .. } => "cancel",
+            Command::Metrics => "metrics",
             Command::Renew => "renew",
             Command::Release => "release",
             Command::Exit => "exit",

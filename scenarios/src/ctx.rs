@@ -73,6 +73,7 @@ impl Ctx {
     ) -> Result<WorkerProc, HarnessError> {
         let owner = owner.to_string();
         extra_args.extend(self.worker_args.iter().cloned());
+        extra_args.extend(["--trace-id".to_string(), self.trace_id()]);
         WorkerProc::spawn(
             WorkerSpec {
                 name: name.into(),
@@ -146,6 +147,13 @@ impl Ctx {
             .fetch_optional(&self.pool)
             .await?
             .unwrap_or(serde_json::Value::Null))
+    }
+
+    /// The trace id every process of this experiment logs with: the run folder and experiment.
+    pub fn trace_id(&self) -> String {
+        let run =
+            self.dir.parent().and_then(|p| p.file_name()).map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        format!("{run}/{}", self.id)
     }
 
     pub fn check(&mut self, c: Check) {

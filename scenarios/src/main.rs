@@ -43,6 +43,12 @@ enum Cmd {
         /// A deployment contract (TOML) to verify; see examples/ and the README.
         #[arg(long)]
         contract: Option<PathBuf>,
+        /// Print only the summary line and what failed (for CI logs).
+        #[arg(long, conflicts_with = "json")]
+        quiet: bool,
+        /// Print the matrix as JSON on stdout instead of the table.
+        #[arg(long)]
+        json: bool,
         /// Run the whole selection N times on one server; any verdict that changes is a flake.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
         repeat: u32,
@@ -237,7 +243,10 @@ async fn run(cli: Cli) -> u8 {
             })
             .await
         }
-        Cmd::Verify { only, pg_bin, reports_dir, worker_bin, database_url, contract, repeat } => {
+        Cmd::Verify { only, pg_bin, reports_dir, worker_bin, database_url, contract, quiet, json, repeat } => {
+            if quiet || json {
+                std::env::set_var("FENCEPROOF_QUIET", "1");
+            }
             let contract = match contract.as_deref().map(fenceproof_harness::contract::Contract::load) {
                 None => None,
                 Some(Ok(c)) => Some(std::sync::Arc::new(c)),
@@ -275,7 +284,13 @@ async fn run(cli: Cli) -> u8 {
             interruptible(async {
                 match runner::verify(&opts, experiments, repeat).await {
                     Ok((matrix, flakes, dir)) => {
-                        print!("{}", matrix.table());
+                        if json {
+                            println!("{}", serde_json::to_string_pretty(&matrix).expect("json"));
+                        } else if quiet {
+                            print!("{}", matrix.summary());
+                        } else {
+                            print!("{}", matrix.table());
+                        }
                         if repeat > 1 {
                             if flakes.is_empty() {
                                 println!("{repeat} repetitions: no verdict changed");
@@ -283,7 +298,9 @@ async fn run(cli: Cli) -> u8 {
                                 println!("{repeat} repetitions: FLAKY {}", flakes.join("; "));
                             }
                         }
-                        println!("report: {}", dir.display());
+                        if !json {
+                            println!("report: {}", dir.display());
+                        }
                         if flakes.is_empty() {
                             matrix.exit_code()
                         } else {

@@ -120,9 +120,11 @@ impl Session {
     ) -> Result<Matrix, HarnessError> {
         let t0 = Instant::now();
         let mut results = Vec::new();
-        for exp in experiments {
+        for (i, exp) in experiments.iter().enumerate() {
+            progress(label, i, experiments.len(), exp.id);
             results.push(self.run_one(label, exp, worker_args).await?);
         }
+        progress(label, experiments.len(), experiments.len(), "");
         Ok(Matrix {
             run_id: self.run.run_id.clone(),
             backend: self.server.kind().into(),
@@ -235,6 +237,22 @@ impl Session {
             evidence: dir.strip_prefix(&self.run.path).unwrap_or(&dir).display().to_string(),
         })
     }
+}
+
+/// A progress bar on stderr while experiments run, only when stderr is a terminal (CI logs get the
+/// matrix at the end instead) and `FENCEPROOF_QUIET` is not set.
+fn progress(label: &str, done: usize, total: usize, next: &str) {
+    use std::io::{IsTerminal, Write};
+    let mut err = std::io::stderr();
+    if !err.is_terminal() || std::env::var_os("FENCEPROOF_QUIET").is_some() || total == 0 {
+        return;
+    }
+    let width = 30;
+    let filled = done * width / total;
+    let bar: String = "=".repeat(filled) + &" ".repeat(width - filled);
+    let line = if done == total { String::new() } else { format!("[{bar}] {done}/{total} {label} {next}") };
+    let _ = write!(err, "\r\x1b[2K{line}");
+    let _ = err.flush();
 }
 
 /// Start a server, run `experiments` `repeat` times, save the matrix; returns the last matrix, the

@@ -66,6 +66,9 @@ struct Args {
     /// Address of the fake tools (host:port), for dispatch and reconcile commands.
     #[arg(long)]
     tools_addr: Option<std::net::SocketAddr>,
+    /// Trace id put on every log line (the harness passes one per experiment).
+    #[arg(long, default_value = "")]
+    trace_id: String,
     /// Tenant component of planned operation_ids.
     #[arg(long, default_value = "tenant1")]
     tenant: String,
@@ -145,7 +148,7 @@ async fn run(args: Args) -> anyhow::Result<u8> {
         .await
         .context("connecting to the database")?;
     let sink = Arc::new(EventSink::create(&events).with_context(|| format!("opening {}", events.display()))?);
-    let session = Session::new(owner, args.tenant.clone(), args.tools_addr, pool, sink);
+    let session = Session::new(owner, args.trace_id.clone(), args.tenant.clone(), args.tools_addr, pool, sink);
     session.emit("ready", None, session::Outcome::note("ok", format!("pid {}", std::process::id())));
 
     if args.script {

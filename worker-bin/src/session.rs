@@ -30,6 +30,8 @@ struct Held {
 /// Shared by every in-flight command of this process.
 pub struct Session {
     pub owner: String,
+    /// Correlates the logs of every process of one experiment.
+    pub trace_id: String,
     /// Tenant component of the operation_ids this worker plans.
     pub tenant: String,
     /// Where the fake tools listen (dispatcher and reconciler commands).
@@ -63,6 +65,7 @@ impl Outcome {
 impl Session {
     pub fn new(
         owner: String,
+        trace_id: String,
         tenant: String,
         tools_addr: Option<std::net::SocketAddr>,
         pool: PgPool,
@@ -70,6 +73,7 @@ impl Session {
     ) -> Arc<Session> {
         Arc::new(Session {
             owner,
+            trace_id,
             tenant,
             tools_addr,
             pool,
@@ -83,8 +87,25 @@ impl Session {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Emit an event stamped with what this session currently believes.
+    /// Emit an event stamped with what this session currently believes, and log it (JSON on
+    /// stderr) with the spec's fields: run_id, owner, epoch, revision, operation_id, trace_id.
     pub fn emit(&self, event: &str, id: Option<u64>, o: Outcome) {
+        {
+            let h = self.held();
+            let operation_id = o.data.as_ref().and_then(|d| d["operation_id"].as_str()).unwrap_or("");
+            tracing::info!(
+                trace_id = %self.trace_id,
+                owner = %self.owner,
+                run_id = %h.lease.as_ref().map(|l| l.run_id.to_string()).unwrap_or_default(),
+                epoch = h.lease.as_ref().map(|l| l.epoch).unwrap_or(0),
+                revision = h.revision.unwrap_or(-1),
+                operation_id,
+                event,
+                outcome = %o.outcome,
+                detail = %o.detail.as_deref().unwrap_or(""),
+                "worker event"
+            );
+        }
         let h = self.held();
         let ev = Event {
             time: chrono::Utc::now(),

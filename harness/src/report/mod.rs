@@ -118,6 +118,28 @@ impl Matrix {
         s
     }
 
+    /// Only what failed, and the count: for `--quiet`.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        for r in self.results.iter().filter(|r| r.outcome != Outcome::Pass) {
+            let _ = writeln!(s, "{} {}: {}", r.id, r.outcome.label(), r.reproduce);
+            for c in r.checks.iter().filter(|c| !c.passed()) {
+                let _ = writeln!(s, "  FAILED {}: {}", c.name, c.evidence);
+            }
+            if let Some(e) = &r.error {
+                let _ = writeln!(s, "  error: {e}");
+            }
+        }
+        let passed = self.results.iter().filter(|r| r.outcome == Outcome::Pass).count();
+        let _ = writeln!(
+            s,
+            "{passed}/{} experiments passed in {:.1}s",
+            self.results.len(),
+            self.duration_ms as f64 / 1000.0
+        );
+        s
+    }
+
     /// The Markdown version of the matrix, with every check.
     pub fn markdown(&self) -> String {
         let mut s = String::new();

@@ -119,11 +119,11 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     }
     ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     ctx.note(format!(
-        "A held after validation (pid {a_pid}); B blocked by it (pid {}); A committed #{:?} (lease live at commit: {:?}) before B's takeover #{:?} to epoch {epoch_b}",
+        "A held after validation (pid {a_pid}); B blocked by it (pid {}); A committed #{} (lease live at commit: {}) before B's takeover #{} to epoch {epoch_b}",
         b_pid.map(|p| p.to_string()).unwrap_or_else(|| "none".into()),
-        a_commit.map(|r| r.seq),
-        live_at_commit,
-        b_takeover.map(|r| r.seq)
+        a_commit.map(|r| r.seq.to_string()).unwrap_or_else(|| "none".into()),
+        live_at_commit.map(|l| l.to_string()).unwrap_or_else(|| "?".into()),
+        b_takeover.map(|r| r.seq.to_string()).unwrap_or_else(|| "none".into())
     ));
     Ok(())
 }

@@ -62,22 +62,33 @@ pub struct Metrics {
     oldest_unknown_ms: AtomicU64,
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
 /// This process's metrics.
-pub static METRICS: Metrics = Metrics {
-    acquire: [const { AtomicU64::new(0) }; 4],
-    renew: [const { AtomicU64::new(0) }; 3],
-    rejected: [const { AtomicU64::new(0) }; 3],
-    lease_row_lock_wait: Histogram::new(),
-    takeover_duration: Histogram::new(),
-    unknown_total: AtomicU64::new(0),
-    oldest_unknown_ms: AtomicU64::new(0),
-};
+pub static METRICS: Metrics = Metrics::new();
 
 const ACQUIRE: [&str; 4] = ["success", "busy", "missing", "db_error"];
 const RENEW: [&str; 3] = ["success", "lost", "unknown"];
 const REASONS: [&str; 3] = ["lease", "state", "revision"];
 
 impl Metrics {
+    /// All zero.
+    pub const fn new() -> Metrics {
+        Metrics {
+            acquire: [const { AtomicU64::new(0) }; 4],
+            renew: [const { AtomicU64::new(0) }; 3],
+            rejected: [const { AtomicU64::new(0) }; 3],
+            lease_row_lock_wait: Histogram::new(),
+            takeover_duration: Histogram::new(),
+            unknown_total: AtomicU64::new(0),
+            oldest_unknown_ms: AtomicU64::new(0),
+        }
+    }
+
     pub fn acquired<T>(&self, r: &Result<T, ProtocolError>) {
         let i = match r {
             Ok(_) => 0,
@@ -176,15 +187,7 @@ mod tests {
 
     #[test]
     fn rejections_are_counted_by_reason_and_rendered_without_ids() {
-        let m = Metrics {
-            acquire: [const { AtomicU64::new(0) }; 4],
-            renew: [const { AtomicU64::new(0) }; 3],
-            rejected: [const { AtomicU64::new(0) }; 3],
-            lease_row_lock_wait: Histogram::new(),
-            takeover_duration: Histogram::new(),
-            unknown_total: AtomicU64::new(0),
-            oldest_unknown_ms: AtomicU64::new(0),
-        };
+        let m = Metrics::new();
         let lost: Result<(), _> = Err(ProtocolError::LeaseLost { run_id: Uuid::new_v4(), owner: "w".into(), epoch: 1 });
         m.protected(&lost);
         m.protected(&lost);

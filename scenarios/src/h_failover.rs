@@ -450,6 +450,7 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
         format!("{high_before} before, {high_acked} acknowledged, {high_after} after"),
     ));
     let rows = oracle::commits_in(&n_pool, &oracle_schema).await?;
+    std::fs::write(ctx.dir.join("oracle.json"), serde_json::to_string_pretty(&rows).expect("json"))?;
     ctx.checks.extend(invariants::all(&rows, &[CONTROL, cp.owner.as_str()]));
 
     let record = json!({

@@ -20,6 +20,17 @@ struct Cli {
     cmd: Cmd,
 }
 
+/// Where the server binaries are and where run folders go (shared by the commands that run).
+#[derive(clap::Args, Debug)]
+struct ServerArgs {
+    /// Folder with the PostgreSQL server binaries (initdb, postgres).
+    #[arg(long)]
+    pg_bin: Option<PathBuf>,
+    /// Where run folders are written.
+    #[arg(long, default_value = "reports")]
+    reports_dir: PathBuf,
+}
+
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Run the experiments and print the pass/fail matrix.
@@ -27,12 +38,8 @@ enum Cmd {
         /// Run only these experiments (comma-separated ids, e.g. B,C).
         #[arg(long, value_delimiter = ',')]
         only: Option<Vec<String>>,
-        /// Folder with the PostgreSQL server binaries (initdb, postgres).
-        #[arg(long)]
-        pg_bin: Option<PathBuf>,
-        /// Where run folders are written.
-        #[arg(long, default_value = "reports")]
-        reports_dir: PathBuf,
+        #[command(flatten)]
+        server: ServerArgs,
         /// The worker binary to test (defaults to fenceproof-worker beside this program).
         #[arg(long)]
         worker_bin: Option<PathBuf>,
@@ -65,10 +72,8 @@ enum Cmd {
         /// Only these experiments (comma-separated ids).
         #[arg(long, value_delimiter = ',')]
         only: Option<Vec<String>>,
-        #[arg(long)]
-        pg_bin: Option<PathBuf>,
-        #[arg(long, default_value = "reports")]
-        reports_dir: PathBuf,
+        #[command(flatten)]
+        server: ServerArgs,
     },
     /// Generate random operation schedules for several workers, play each against a fresh
     /// database, and check the global invariants; a failure is shrunk, saved and replayable.
@@ -88,10 +93,8 @@ enum Cmd {
         /// Run the workers as this mutant (needs a mutants build of the worker).
         #[arg(long)]
         mutant: Option<String>,
-        #[arg(long)]
-        pg_bin: Option<PathBuf>,
-        #[arg(long, default_value = "reports")]
-        reports_dir: PathBuf,
+        #[command(flatten)]
+        server: ServerArgs,
     },
     /// Run the matrix on every PostgreSQL version this machine has (Debian's packages and the
     /// project-local wheels under .pg/) and print one combined matrix, a column per version.
@@ -141,7 +144,7 @@ async fn run(cli: Cli) -> u8 {
             }
             exit::OK
         }
-        Cmd::Schedules { cases, seed, replay, worker_bin, mutant, pg_bin, reports_dir } => {
+        Cmd::Schedules { cases, seed, replay, worker_bin, mutant, server: ServerArgs { pg_bin, reports_dir } } => {
             let seed = match seed.as_deref().map(parse_seed) {
                 None => rand_seed(),
                 Some(Ok(s)) => s,
@@ -210,7 +213,7 @@ async fn run(cli: Cli) -> u8 {
             })
             .await
         }
-        Cmd::Mutants { worker_bin, mutants, only, pg_bin, reports_dir } => {
+        Cmd::Mutants { worker_bin, mutants, only, server: ServerArgs { pg_bin, reports_dir } } => {
             let mut experiments = match selection(only.as_deref()) {
                 Ok(e) => e,
                 Err(code) => return code,
@@ -243,7 +246,16 @@ async fn run(cli: Cli) -> u8 {
             })
             .await
         }
-        Cmd::Verify { only, pg_bin, reports_dir, worker_bin, database_url, contract, quiet, json, repeat } => {
+        Cmd::Verify {
+            only,
+            server: ServerArgs { pg_bin, reports_dir },
+            worker_bin,
+            database_url,
+            contract,
+            quiet,
+            json,
+            repeat,
+        } => {
             if quiet || json {
                 std::env::set_var("FENCEPROOF_QUIET", "1");
             }

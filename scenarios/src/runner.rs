@@ -206,7 +206,10 @@ impl Session {
         };
         // Evidence, whatever happened.
         ctx.timeline.save(&dir.join("timeline.jsonl"))?;
-        if let Ok(rows) = oracle::commits_in(&pool, &ctx.oracle_schema).await {
+        // An experiment that judged another database (H: its own promoted standby) saved that
+        // database's oracle itself; otherwise it is this experiment's database.
+        let saved_by_experiment = dir.join("oracle.json").exists();
+        if let (false, Ok(rows)) = (saved_by_experiment, oracle::commits_in(&pool, &ctx.oracle_schema).await) {
             std::fs::write(dir.join("oracle.json"), serde_json::to_string_pretty(&rows).expect("json"))?;
         }
         std::fs::write(dir.join("checks.json"), serde_json::to_string_pretty(&ctx.checks).expect("json"))?;

@@ -61,6 +61,19 @@ pub struct Matrix {
     pub results: Vec<ExperimentResult>,
 }
 
+/// The error, the failed checks and the reproduce line of a row that did not pass.
+fn failure_lines(r: &ExperimentResult, indent: &str) -> String {
+    let mut s = String::new();
+    if let Some(e) = &r.error {
+        let _ = writeln!(s, "{indent}error: {e}");
+    }
+    for c in r.checks.iter().filter(|c| !c.passed()) {
+        let _ = writeln!(s, "{indent}FAILED {}: {}", c.name, c.evidence);
+    }
+    let _ = writeln!(s, "{indent}reproduce: {}", r.reproduce);
+    s
+}
+
 /// Exit codes of `fenceproof verify`.
 pub mod exit {
     /// Every selected experiment passed.
@@ -99,22 +112,10 @@ impl Matrix {
                 r.observations
             );
             if r.outcome != Outcome::Pass {
-                if let Some(e) = &r.error {
-                    let _ = writeln!(s, "{:<33}error: {e}", "");
-                }
-                for c in r.checks.iter().filter(|c| !c.passed()) {
-                    let _ = writeln!(s, "{:<33}FAILED {}: {}", "", c.name, c.evidence);
-                }
-                let _ = writeln!(s, "{:<33}reproduce: {}", "", r.reproduce);
+                s.push_str(&failure_lines(r, &" ".repeat(33)));
             }
         }
-        let passed = self.results.iter().filter(|r| r.outcome == Outcome::Pass).count();
-        let _ = writeln!(
-            s,
-            "{passed}/{} experiments passed in {:.1}s",
-            self.results.len(),
-            self.duration_ms as f64 / 1000.0
-        );
+        s.push_str(&self.count_line());
         s
     }
 
@@ -122,22 +123,17 @@ impl Matrix {
     pub fn summary(&self) -> String {
         let mut s = String::new();
         for r in self.results.iter().filter(|r| r.outcome != Outcome::Pass) {
-            let _ = writeln!(s, "{} {}: {}", r.id, r.outcome.label(), r.reproduce);
-            for c in r.checks.iter().filter(|c| !c.passed()) {
-                let _ = writeln!(s, "  FAILED {}: {}", c.name, c.evidence);
-            }
-            if let Some(e) = &r.error {
-                let _ = writeln!(s, "  error: {e}");
-            }
+            let _ = writeln!(s, "{} {}", r.id, r.outcome.label());
+            s.push_str(&failure_lines(r, "  "));
         }
-        let passed = self.results.iter().filter(|r| r.outcome == Outcome::Pass).count();
-        let _ = writeln!(
-            s,
-            "{passed}/{} experiments passed in {:.1}s",
-            self.results.len(),
-            self.duration_ms as f64 / 1000.0
-        );
+        s.push_str(&self.count_line());
         s
+    }
+
+    /// "N/M experiments passed in T s".
+    fn count_line(&self) -> String {
+        let passed = self.results.iter().filter(|r| r.outcome == Outcome::Pass).count();
+        format!("{passed}/{} experiments passed in {:.1}s\n", self.results.len(), self.duration_ms as f64 / 1000.0)
     }
 
     /// The Markdown version of the matrix, with every check.

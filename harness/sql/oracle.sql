@@ -3,7 +3,8 @@
 -- Every committed change of agent_runs, worker_leases and tool_operations lands in fenceproof_oracle.commits, written
 -- by a DEFERRED constraint trigger: it fires when the writing transaction commits, so a row here exists
 -- if and only if the change committed, and `lease_at_commit` is the run's lease row as the writing
--- transaction saw it at that moment. `writer` is the session's application_name (a worker's owner id).
+-- transaction saw it at that moment. `writer` is the session's application_name (a worker's owner id);
+-- `login` is the role the session logged in as (a SECURITY DEFINER function does not change it).
 
 CREATE SCHEMA fenceproof_oracle;
 
@@ -13,6 +14,7 @@ CREATE TABLE fenceproof_oracle.commits (
   table_name       text NOT NULL,
   op               text NOT NULL,
   writer           text NOT NULL,
+  login            text NOT NULL DEFAULT session_user,
   backend_pid      integer NOT NULL,
   committed_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
   run_id           uuid,

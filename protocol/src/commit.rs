@@ -16,6 +16,7 @@ use crate::mutant::{self, Mutant};
 use crate::operation::Intent;
 use crate::outbox::{self, Registration};
 use crate::retry::{classify_write_error, with_retry, RetryBudget};
+use crate::write_path;
 
 /// One row of the state transition table that a lease holder may perform.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,6 +101,9 @@ pub(crate) async fn attempt(
     // MUTANT check-then-commit: validate in a statement of its own, then write in a transaction
     // that holds no lock on the lease (the race of spec section 03).
     let check_first = mutant::active(Mutant::CheckThenCommit);
+    if write_path::api() && !check_first {
+        return attempt_api(pool, lease, expected_revision, t, faults, within).await;
+    }
     if check_first {
         let held: Option<(Option<String>, i64, bool)> =
             sqlx::query_as("SELECT owner, epoch, expires_at > clock_timestamp() FROM worker_leases WHERE run_id = $1")
@@ -182,6 +186,103 @@ pub(crate) async fn attempt(
     };
     faults.pass(FaultPoint::BeforeCommit, &mut tx).await?;
 
+    tx.commit().await.map_err(|e| classify_write_error(e, t.name, lease.run_id))?;
+    Ok((revision, registration))
+}
+
+/// The same transaction through `fp_run_transition`, the one entry point the worker role has for
+/// run state: the function locks and validates the lease, checks a required result, compares and
+/// sets the revision and registers the intent in one call. The barrier `AfterLeaseValidated` is
+/// passed right after that call, with the lease row still locked by this transaction.
+async fn attempt_api(
+    pool: &PgPool,
+    lease: &Lease,
+    expected_revision: i64,
+    t: &Transition,
+    faults: &FaultPoints,
+    within: Within<'_>,
+) -> Result<(i64, Option<Registration>), ProtocolError> {
+    let (require, intent) = match within {
+        Within::Nothing => (None, None),
+        Within::RegisterIntent(intent) => (None, Some(intent)),
+        Within::RequireResult(op) => (Some(op), None),
+    };
+    let digest = intent.map(|i| i.digest());
+    let mut tx = pool.begin().await?;
+    faults.pass(FaultPoint::AfterBegin, &mut tx).await?;
+    let waited = std::time::Instant::now();
+    let (outcome, revision, detail): (String, Option<i64>, Option<String>) = sqlx::query_as(
+        "SELECT outcome, revision, detail FROM fp_run_transition($1::uuid, $2::text, $3::bigint, $4::bigint, \
+         $5::text, $6::text, $7::jsonb, $8::text, $9::text, $10::text, $11::integer, $12::text, $13::text, $14::jsonb)",
+    )
+    .bind(lease.run_id)
+    .bind(&lease.owner)
+    .bind(lease.epoch)
+    .bind(expected_revision)
+    .bind(t.from.as_str())
+    .bind(t.to.as_str())
+    .bind(&t.checkpoint)
+    .bind(require)
+    .bind(intent.map(|i| &i.operation_id))
+    .bind(intent.map(|i| &i.step_id))
+    .bind(intent.map(|i| i.effect_version))
+    .bind(intent.map(|i| &i.tool_name))
+    .bind(digest.as_deref())
+    .bind(intent.map(|i| &i.request_body))
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(|e| match (e, intent) {
+        (sqlx::Error::Database(db), Some(i)) if db.code().as_deref() == Some("FP001") => {
+            ProtocolError::IntentMismatch { operation_id: i.operation_id.clone(), detail: db.message().to_string() }
+        }
+        (e, _) => e.into(),
+    })?;
+    // The call's whole duration: the lease row lock wait is most of it when it is contended.
+    crate::metrics::METRICS.lease_row_lock_wait.observe(waited.elapsed().as_secs_f64());
+    let run_id = lease.run_id;
+    let revision = match (outcome.as_str(), revision) {
+        ("ok", Some(revision)) => revision,
+        ("lease_lost", _) => return Err(lost(lease)),
+        ("run_not_found", _) => return Err(ProtocolError::RunNotFound(run_id)),
+        ("invalid_state", _) => {
+            return Err(ProtocolError::InvalidState {
+                run_id,
+                found: detail.unwrap_or_default(),
+                needed: t.from.as_str().to_string(),
+            })
+        }
+        ("conflict", found) => return Err(ProtocolError::Conflict { run_id, expected: expected_revision, found }),
+        ("operation_not_found", _) => {
+            return Err(ProtocolError::OperationNotFound(require.unwrap_or_default().to_string()))
+        }
+        ("foreign_operation", _) => {
+            return Err(ProtocolError::ForeignOperation {
+                operation_id: require.unwrap_or_default().to_string(),
+                operation_run: detail.as_deref().and_then(|d| d.parse().ok()).unwrap_or_default(),
+                run_id,
+            })
+        }
+        ("operation_not_settled", _) => {
+            return Err(ProtocolError::OperationNotSettled {
+                operation_id: require.unwrap_or_default().to_string(),
+                status: detail.unwrap_or_default(),
+            })
+        }
+        (other, _) => {
+            return Err(ProtocolError::Database(sqlx::Error::Protocol(format!(
+                "fp_run_transition answered an unknown outcome {other:?}"
+            ))))
+        }
+    };
+    faults.pass(FaultPoint::AfterLeaseValidated, &mut tx).await?;
+    let registration = intent.map(|_| {
+        if detail.as_deref() == Some("already_registered") {
+            Registration::AlreadyRegistered
+        } else {
+            Registration::New
+        }
+    });
+    faults.pass(FaultPoint::BeforeCommit, &mut tx).await?;
     tx.commit().await.map_err(|e| classify_write_error(e, t.name, lease.run_id))?;
     Ok((revision, registration))
 }

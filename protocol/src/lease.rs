@@ -10,6 +10,7 @@ use crate::error::ProtocolError;
 use crate::ids::{Lease, LeaseTerms, Ttl};
 use crate::mutant::{self, Mutant};
 use crate::retry::classify_write_error;
+use crate::write_path;
 
 /// A lease row as read back from the primary.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -33,8 +34,11 @@ pub async fn acquire(pool: &PgPool, run_id: Uuid, owner: &str, ttl: Ttl) -> Resu
         } else {
             "(owner IS NULL OR expires_at <= clock_timestamp())"
         };
-        let sql = format!(
-            "UPDATE worker_leases
+        let sql = if write_path::api() {
+            "SELECT epoch, expires_at FROM fp_lease_acquire($1, $2, $3)".to_string()
+        } else {
+            format!(
+                "UPDATE worker_leases
                 SET owner = $2,
                     epoch = epoch + 1,
                     expires_at = clock_timestamp() + ($3::bigint * interval '1 millisecond'),
@@ -42,7 +46,8 @@ pub async fn acquire(pool: &PgPool, run_id: Uuid, owner: &str, ttl: Ttl) -> Resu
               WHERE run_id = $1
                 AND {free}
           RETURNING epoch, expires_at"
-        );
+            )
+        };
         let row: Option<(i64, chrono::DateTime<chrono::Utc>)> = sqlx::query_as(&sql)
             .bind(run_id)
             .bind(owner)
@@ -81,13 +86,17 @@ pub async fn renew(pool: &PgPool, lease: &Lease, ttl: Ttl) -> Result<LeaseTerms,
     let r = crate::notices::durable("renew", lease.run_id, async {
         // MUTANT renew-without-epoch: fenced by owner only.
         let epoch = if mutant::active(Mutant::RenewWithoutEpoch) { "$3::bigint IS NOT NULL" } else { "epoch = $3" };
-        let sql = format!(
-            "UPDATE worker_leases
+        let sql = if write_path::api() {
+            "SELECT expires_at FROM fp_lease_renew($1, $2, $3, $4)".to_string()
+        } else {
+            format!(
+                "UPDATE worker_leases
                 SET expires_at = clock_timestamp() + ($4::bigint * interval '1 millisecond'),
                     updated_at = clock_timestamp()
               WHERE run_id = $1 AND owner = $2 AND {epoch} AND expires_at > clock_timestamp()
           RETURNING expires_at"
-        );
+            )
+        };
         let row: Option<(chrono::DateTime<chrono::Utc>,)> = sqlx::query_as(&sql)
             .bind(lease.run_id)
             .bind(&lease.owner)
@@ -117,14 +126,25 @@ pub async fn release(pool: &PgPool, lease: &Lease) -> Result<(), ProtocolError> 
                 SET owner = NULL, expires_at = clock_timestamp(), updated_at = clock_timestamp(){zero}
               WHERE run_id = $1 AND owner = $2 AND epoch = $3"
         );
-        let done = sqlx::query(&sql)
-            .bind(lease.run_id)
-            .bind(&lease.owner)
-            .bind(lease.epoch)
-            .execute(pool)
-            .await
-            .map_err(|e| classify_write_error(e, "release", lease.run_id))?;
-        if done.rows_affected() == 1 {
+        let released = if write_path::api() {
+            sqlx::query_scalar::<_, i64>("SELECT fp_lease_release($1, $2, $3)")
+                .bind(lease.run_id)
+                .bind(&lease.owner)
+                .bind(lease.epoch)
+                .fetch_one(pool)
+                .await
+                .map(|n| n as u64)
+        } else {
+            sqlx::query(&sql)
+                .bind(lease.run_id)
+                .bind(&lease.owner)
+                .bind(lease.epoch)
+                .execute(pool)
+                .await
+                .map(|d| d.rows_affected())
+        }
+        .map_err(|e| classify_write_error(e, "release", lease.run_id))?;
+        if released == 1 {
             Ok(())
         } else {
             Err(lost(lease))

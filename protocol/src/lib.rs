@@ -21,7 +21,9 @@
 //! - [`notices`]: a success that came with "committed locally, might not be replicated" is an
 //!   unknown outcome (the synchronous-replication cancel trap);
 //! - [`mutant`]: named broken variants, reachable only in a build with the `mutants` feature;
-//! - [`faults`]: named fault points where a harness can hold a transaction on a database barrier.
+//! - [`faults`]: named fault points where a harness can hold a transaction on a database barrier;
+//! - [`secrets`]: secret fields of request bodies are masked to references before the ledger sees them;
+//! - [`write_path`]: table statements, or only the fenced `fp_*` functions (the worker role's boundary).
 
 pub mod commit;
 pub mod dispatch;
@@ -37,6 +39,8 @@ pub mod operation;
 pub mod outbox;
 pub mod retry;
 pub mod runs;
+pub mod secrets;
+pub mod write_path;
 
 pub use commit::{protected_transition, Transition};
 pub use error::{ProtocolError, RejectReason};

@@ -16,6 +16,7 @@ use crate::ids::{Lease, Ttl};
 use crate::mutant::{self, Mutant};
 use crate::operation::Intent;
 use crate::retry::{classify_write_error, with_retry, RetryBudget};
+use crate::write_path;
 
 /// What registering an intent found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -196,8 +197,9 @@ pub async fn claim(
 ) -> Result<Vec<Claim>, ProtocolError> {
     crate::notices::durable("claim", Uuid::nil(), async {
         with_retry(RetryBudget::default(), || async {
-            sqlx::query_as::<_, Claim>(
-                "WITH candidate AS (
+            let api = "SELECT operation_id, run_id, tool_name, request_digest, request_body, dispatch_owner, revision
+                          FROM fp_claim($1, $2, $3)";
+            let direct = "WITH candidate AS (
                    SELECT o.operation_id
                      FROM tool_operations o
                      JOIN agent_runs r ON r.run_id = o.run_id
@@ -212,8 +214,8 @@ pub async fn claim(
                         revision = revision + 1, updated_at = clock_timestamp()
                    FROM candidate c
                   WHERE o.operation_id = c.operation_id
-              RETURNING o.operation_id, o.run_id, o.tool_name, o.request_digest, o.request_body, o.dispatch_owner, o.revision",
-            )
+              RETURNING o.operation_id, o.run_id, o.tool_name, o.request_digest, o.request_body, o.dispatch_owner, o.revision";
+            sqlx::query_as::<_, Claim>(if write_path::api() { api } else { direct })
             .bind(dispatch_owner)
             .bind(claim_ttl.millis())
             .bind(limit)
@@ -266,14 +268,18 @@ pub async fn record_result(pool: &PgPool, c: &Claim, outcome: &Settled) -> Resul
         } else {
             "status = 'dispatching' AND dispatch_owner = $2 AND revision = $3"
         };
-        let sql = format!(
-            "UPDATE tool_operations
+        let sql = if write_path::api() {
+            "SELECT revision FROM fp_record_result($1, $2, $3, $4, $5, $6, $7::jsonb)".to_string()
+        } else {
+            format!(
+                "UPDATE tool_operations
                 SET status = $5, remote_id = $6, result = $7::jsonb,
                     dispatch_until = NULL, revision = revision + 1, updated_at = clock_timestamp()
               WHERE operation_id = $1 AND {claim_check}
                 AND request_digest = $4
           RETURNING revision"
-        );
+            )
+        };
         let done: Option<(i64,)> = sqlx::query_as(&sql)
             .bind(&c.operation_id)
             .bind(&c.dispatch_owner)
@@ -297,15 +303,19 @@ pub async fn record_result(pool: &PgPool, c: &Claim, outcome: &Settled) -> Resul
 /// claim to `unknown`, keeping the evidence. Never back to `prepared`.
 pub async fn mark_unknown_own(pool: &PgPool, c: &Claim, evidence: &str) -> Result<i64, ProtocolError> {
     crate::notices::durable("mark_unknown", c.run_id, async {
-        let sql = format!(
-            "UPDATE tool_operations
+        let sql = if write_path::api() {
+            "SELECT revision FROM fp_mark_unknown_own($1, $2, $3, $4)".to_string()
+        } else {
+            format!(
+                "UPDATE tool_operations
                 SET status = '{}', dispatch_owner = NULL, dispatch_until = NULL,
                     result = jsonb_build_object('unknown_because', $4::text, 'claimed_by', $2::text),
                     revision = revision + 1, updated_at = clock_timestamp()
               WHERE operation_id = $1 AND status = 'dispatching' AND dispatch_owner = $2 AND revision = $3
           RETURNING revision",
-            unknown_status()
-        );
+                unknown_status()
+            )
+        };
         let done: Option<(i64,)> = sqlx::query_as(&sql)
             .bind(&c.operation_id)
             .bind(&c.dispatch_owner)
@@ -355,14 +365,25 @@ pub async fn mark_expired_unknown(
                 AND dispatch_until <= clock_timestamp()",
             unknown_status()
         );
-        let done = sqlx::query(&sql)
-            .bind(operation_id)
-            .bind(dispatch_owner)
-            .bind(revision)
-            .execute(pool)
-            .await
-            .map_err(|e| classify_write_error(e, "mark_unknown", Uuid::nil()))?;
-        let moved = done.rows_affected() == 1;
+        let moved = if write_path::api() {
+            sqlx::query_scalar::<_, i64>("SELECT fp_mark_expired_unknown($1, $2, $3)")
+                .bind(operation_id)
+                .bind(dispatch_owner)
+                .bind(revision)
+                .fetch_one(pool)
+                .await
+                .map(|n| n as u64)
+        } else {
+            sqlx::query(&sql)
+                .bind(operation_id)
+                .bind(dispatch_owner)
+                .bind(revision)
+                .execute(pool)
+                .await
+                .map(|d| d.rows_affected())
+        }
+        .map_err(|e| classify_write_error(e, "mark_unknown", Uuid::nil()))?
+            == 1;
         if moved {
             crate::metrics::METRICS.moved_to_unknown();
         }
@@ -398,12 +419,15 @@ pub async fn converge(
 ) -> Result<i64, ProtocolError> {
     crate::notices::durable("converge", Uuid::nil(), async {
         let (remote_id, result) = outcome.parts();
-        let done: Option<(i64,)> = sqlx::query_as(
+        let sql = if write_path::api() {
+            "SELECT revision FROM fp_converge($1, $2, $3, $4, $5::jsonb)"
+        } else {
             "UPDATE tool_operations
                 SET status = $3, remote_id = $4, result = $5::jsonb, revision = revision + 1, updated_at = clock_timestamp()
               WHERE operation_id = $1 AND status = 'unknown' AND revision = $2
-          RETURNING revision",
-        )
+          RETURNING revision"
+        };
+        let done: Option<(i64,)> = sqlx::query_as(sql)
         .bind(operation_id)
         .bind(expected_revision)
         .bind(outcome.status())

@@ -26,6 +26,10 @@ pub struct Ctx {
     pub id: String,
     pub dir: PathBuf,
     pub db_url: String,
+    /// The same database as the worker role's login (`fenceproof_worker`, migration 0002): workers
+    /// started with it can only call the fenced fp_* functions. `None` where the harness cannot
+    /// create logins (an external database): workers then use `db_url` and the direct write path.
+    pub worker_login: Option<String>,
     /// Control-plane / observer pool (application_name = CONTROL).
     pub pool: PgPool,
     pub timeline: Timeline,
@@ -58,9 +62,22 @@ impl Ctx {
         &self,
         name: &str,
         owner: &str,
-        extra_args: Vec<String>,
+        mut extra_args: Vec<String>,
     ) -> Result<WorkerProc, HarnessError> {
-        self.spawn_worker_at(name, owner, &self.db_url.clone(), extra_args).await
+        // A mutant rewrites statements of the direct write path, which needs table privileges; the
+        // reference worker runs as the worker role and can only call the fp_* functions.
+        let mutant = self.worker_args.iter().any(|a| a == "--mutant");
+        let url = match (&self.worker_login, mutant) {
+            (Some(login), false) => {
+                extra_args.extend(["--write-path".to_string(), "api".to_string()]);
+                login.clone()
+            }
+            _ => {
+                extra_args.extend(["--write-path".to_string(), "direct".to_string()]);
+                self.db_url.clone()
+            }
+        };
+        self.spawn_worker_at(name, owner, &url, extra_args).await
     }
 
     /// Start a worker connected to another database (e.g. a primary an experiment built itself).
@@ -73,6 +90,8 @@ impl Ctx {
     ) -> Result<WorkerProc, HarnessError> {
         let owner = owner.to_string();
         extra_args.extend(self.worker_args.iter().cloned());
+        // One secret store per experiment, shared by its workers and dispatchers.
+        extra_args.extend(["--secrets-dir".to_string(), self.secrets_dir().display().to_string()]);
         extra_args.extend(["--trace-id".to_string(), self.trace_id()]);
         WorkerProc::spawn(
             WorkerSpec {
@@ -88,6 +107,11 @@ impl Ctx {
         .await
     }
 
+    /// The experiment's secret store (a directory the workers and dispatchers share).
+    pub fn secrets_dir(&self) -> PathBuf {
+        self.dir.join("secrets")
+    }
+
     /// Start the fake tools with their ledger in this experiment's folder.
     pub async fn spawn_tools(&self) -> Result<ToolsProc, HarnessError> {
         ToolsProc::spawn(&self.tools_bin, &self.dir, &self.timeline).await
@@ -98,7 +122,7 @@ impl Ctx {
     /// invariants treat as the authorized control plane.
     pub async fn spawn_control_plane(&self) -> Result<WorkerProc, HarnessError> {
         let owner = format!("{CONTROL_PLANE_PREFIX}{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-        self.spawn_worker_as("cp", &owner, vec![]).await
+        self.spawn_worker_at("cp", &owner, &self.db_url.clone(), vec!["--write-path".into(), "direct".into()]).await
     }
 
     /// Start a worker that can reach the fake tools (a dispatcher / reconciler).

@@ -14,6 +14,8 @@ pub mod h_failover;
 pub mod h_lease_params;
 pub mod mutants;
 pub mod outbox_setup;
+pub mod p_role_boundary;
+pub mod p_secret_masking;
 pub mod runner;
 pub mod schedules;
 
@@ -67,6 +69,8 @@ pub fn all() -> Vec<Experiment> {
         x("H-async", h_failover::TITLE, |c| Box::pin(h_failover::run(c, ReplicationMode::Async))),
         x("H-sync", h_failover::TITLE, |c| Box::pin(h_failover::run(c, ReplicationMode::Sync))),
         x("H-lease", h_lease_params::TITLE, |c| Box::pin(h_lease_params::run(c))),
+        x("P-role", p_role_boundary::TITLE, |c| Box::pin(p_role_boundary::run(c))),
+        x("P-secret", p_secret_masking::TITLE, |c| Box::pin(p_secret_masking::run(c))),
     ]
 }
 

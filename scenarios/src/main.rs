@@ -219,8 +219,9 @@ async fn run(cli: Cli) -> u8 {
                 Err(code) => return code,
             };
             if only.is_none() {
-                // H judges the deployment, not the protocol's rules; by default mutants run A-G.
-                experiments.retain(|e| !e.id.starts_with("H-"));
+                // H judges the deployment, not the protocol's rules, and P the role boundary, which a
+                // mutant (it needs table privileges) runs outside by construction: mutants run A-G.
+                experiments.retain(|e| !e.id.starts_with("H-") && !e.id.starts_with("P-"));
             }
             let opts = VerifyOptions {
                 pg_bin,
@@ -284,6 +285,10 @@ async fn run(cli: Cli) -> u8 {
                 if experiments.len() < before {
                     eprintln!("fenceproof: H needs a primary + standby it can fence and promote; against --database-url it runs only with a contract's [failover] hooks");
                 }
+            }
+            if database_url.is_some() && experiments.iter().any(|e| e.id == "P-role") {
+                experiments.retain(|e| e.id != "P-role");
+                eprintln!("fenceproof: P-role needs a login in the fenceproof_worker role, which the harness creates only in its own clusters; skipped against --database-url");
             }
             let opts = VerifyOptions {
                 pg_bin,

@@ -157,25 +157,27 @@ impl Session {
         let dir =
             if label.is_empty() { self.run.experiment(id)? } else { self.run.experiment(&format!("{label}/{id}"))? };
         self.databases += 1;
-        let (db_url, pool, oracle_schema) = match &self.server {
+        let (db_url, worker_login, pool, oracle_schema) = match &self.server {
             Server::Native(cluster) => {
                 let dbname = format!("fp{}_{}", self.databases, id.to_lowercase().replace(['-', '/'], "_"));
                 let db_url = databases::create_from_template(cluster, &dbname).await?;
                 let pool = databases::pool(&db_url, CONTROL, 4).await?;
-                (db_url, pool, oracle::DEFAULT_SCHEMA.to_string())
+                let login = databases::url_as(&db_url, databases::WORKER_LOGIN)?;
+                (db_url, Some(login), pool, oracle::DEFAULT_SCHEMA.to_string())
             }
             Server::External(ext) => {
                 let tag: String = self.run.run_id.chars().rev().take(6).collect::<String>().chars().rev().collect();
                 let name = format!("fp_{tag}_{}_{}", self.databases, id.to_lowercase().replace(['-', '/'], "_"));
                 let schemas = ext.create(&name).await?;
                 let pool = ext.pool_in(&schemas.schema, CONTROL, 4).await?;
-                (schemas.worker_url, pool, schemas.oracle)
+                (schemas.worker_url, None, pool, schemas.oracle)
             }
         };
         Ok(Ctx {
             id: id.into(),
             dir,
             db_url,
+            worker_login,
             pool,
             timeline: Timeline::new(),
             worker_bin: self.worker_bin.clone(),

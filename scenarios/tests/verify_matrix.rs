@@ -41,6 +41,8 @@ async fn every_experiment_passes_and_leaves_a_report() {
             "H-async",
             "H-sync",
             "H-lease",
+            "P-role",
+            "P-secret",
         ]
     );
     for r in &matrix.results {
@@ -65,6 +67,6 @@ async fn every_experiment_passes_and_leaves_a_report() {
     let latest = std::fs::read_link(reports.join("latest")).unwrap();
     assert_eq!(reports.join(latest), dir);
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
-    assert!(junit.contains("tests=\"17\" failures=\"0\" errors=\"0\""), "{junit}");
+    assert!(junit.contains("tests=\"19\" failures=\"0\" errors=\"0\""), "{junit}");
     assert_eq!(registry::live_count(), 0, "children still registered after the run");
 }

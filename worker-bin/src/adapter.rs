@@ -8,16 +8,27 @@ use fenceproof_fake_tools::client::ToolClient;
 use fenceproof_fake_tools::http::CallError;
 use fenceproof_protocol::dispatch::{Capability, RemoteAnswer, ToolAdapter};
 use fenceproof_protocol::outbox::{Operation, Settled};
+use fenceproof_protocol::secrets::{self, SecretError, SecretStore};
 use serde_json::Value;
 
 pub struct FakeTools {
     client: ToolClient,
     timeout: Duration,
+    secrets: Option<SecretStore>,
 }
 
 impl FakeTools {
-    pub fn new(addr: SocketAddr, timeout: Duration) -> FakeTools {
-        FakeTools { client: ToolClient::new(addr), timeout }
+    pub fn new(addr: SocketAddr, timeout: Duration, secrets: Option<SecretStore>) -> FakeTools {
+        FakeTools { client: ToolClient::new(addr), timeout, secrets }
+    }
+
+    /// The request as the tool must see it: secret references replaced by their values.
+    fn unmasked(&self, operation_id: &str, request: &Value) -> Result<Value, SecretError> {
+        let lookup = |name: &str| match &self.secrets {
+            Some(store) => store.get(operation_id, name),
+            None => Ok(None),
+        };
+        secrets::resolve(request, operation_id, &lookup)
     }
 }
 
@@ -42,7 +53,17 @@ impl ToolAdapter for FakeTools {
     }
 
     async fn create(&self, tool: &str, operation_id: &str, request: &Value) -> RemoteAnswer {
-        match self.client.create(tool, operation_id, request, self.timeout).await {
+        // A secret that cannot be resolved is never sent: the call is not made, so the outcome is
+        // known (nothing happened remotely).
+        let request = match self.unmasked(operation_id, request) {
+            Ok(r) => r,
+            Err(e) => {
+                return RemoteAnswer::Done(Settled::FailedFinal {
+                    result: serde_json::json!({"not_called": e.to_string()}),
+                })
+            }
+        };
+        match self.client.create(tool, operation_id, &request, self.timeout).await {
             Ok((200 | 201, v)) => succeeded(v),
             // The deterministic id exists: ours if it carries our operation_id, else someone else's.
             Ok((409, v)) if v["operation_id"] == operation_id => succeeded(v),

@@ -42,6 +42,11 @@ struct Args {
     #[cfg(feature = "mutants")]
     #[arg(long)]
     mutant: Option<String>,
+    /// How writes reach the database: `api` calls only the fenced fp_* functions (what the
+    /// fenceproof_worker role is allowed), `direct` runs the statements on the tables. Default: api,
+    /// or direct when a mutant is chosen (mutants live on the direct path).
+    #[arg(long, value_parser = ["api", "direct"])]
+    write_path: Option<String>,
     /// Run one whole task alone instead of reading commands from stdin.
     #[arg(long)]
     script: bool,
@@ -66,6 +71,10 @@ struct Args {
     /// Address of the fake tools (host:port), for dispatch and reconcile commands.
     #[arg(long)]
     tools_addr: Option<std::net::SocketAddr>,
+    /// Secret store shared with the dispatchers (a directory): secret fields of planned requests
+    /// are kept there, never in the ledger.
+    #[arg(long)]
+    secrets_dir: Option<PathBuf>,
     /// Trace id put on every log line (the harness passes one per experiment).
     #[arg(long, default_value = "")]
     trace_id: String,
@@ -97,6 +106,20 @@ fn main() -> std::process::ExitCode {
             }
         }
     }
+    #[cfg(feature = "mutants")]
+    let mutant_chosen = args.mutant.is_some();
+    #[cfg(not(feature = "mutants"))]
+    let mutant_chosen = false;
+    let path = match (args.write_path.as_deref(), mutant_chosen) {
+        (Some("api"), true) => {
+            eprintln!("fenceproof-worker: a mutant lives on the direct write path; use --write-path direct");
+            return std::process::ExitCode::from(2);
+        }
+        (Some(p), _) => fenceproof_protocol::write_path::WritePath::parse(p).unwrap_or_default(),
+        (None, true) => fenceproof_protocol::write_path::WritePath::Direct,
+        (None, false) => fenceproof_protocol::write_path::WritePath::Api,
+    };
+    fenceproof_protocol::write_path::choose(path);
     {
         // JSON logs on stderr, plus the layer that lets the protocol see server notices (the
         // synchronous-replication cancel trap).
@@ -148,7 +171,11 @@ async fn run(args: Args) -> anyhow::Result<u8> {
         .await
         .context("connecting to the database")?;
     let sink = Arc::new(EventSink::create(&events).with_context(|| format!("opening {}", events.display()))?);
-    let session = Session::new(owner, args.trace_id.clone(), args.tenant.clone(), args.tools_addr, pool, sink);
+    let secrets = match &args.secrets_dir {
+        Some(dir) => Some(fenceproof_protocol::secrets::SecretStore::new(dir)?),
+        None => None,
+    };
+    let session = Session::new(owner, args.trace_id.clone(), args.tenant.clone(), args.tools_addr, secrets, pool, sink);
     session.emit("ready", None, session::Outcome::note("ok", format!("pid {}", std::process::id())));
 
     if args.script {
@@ -183,7 +210,9 @@ async fn run(args: Args) -> anyhow::Result<u8> {
         let req: Request = match serde_json::from_str(&line) {
             Ok(r) => r,
             Err(e) => {
-                session.emit("bad_command", None, session::Outcome::note("error", format!("{e}: {line}")));
+                // Answer under the request's id when it has one, so the sender is not left waiting.
+                let id = serde_json::from_str::<serde_json::Value>(&line).ok().and_then(|v| v["id"].as_u64());
+                session.emit("bad_command", id, session::Outcome::note("error", format!("{e}: {line}")));
                 continue;
             }
         };

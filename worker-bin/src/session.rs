@@ -8,6 +8,7 @@ use fenceproof_protocol::heartbeat::{Heartbeat, HeartbeatEnd};
 use fenceproof_protocol::mutant::{self, Mutant};
 use fenceproof_protocol::operation::Intent;
 use fenceproof_protocol::retry::RetryBudget;
+use fenceproof_protocol::secrets::{mask, SecretStore};
 use fenceproof_protocol::{
     dispatch, lease, outbox, protected_transition, FaultPoints, Lease, ProtocolError, Transition, Ttl,
 };
@@ -36,6 +37,8 @@ pub struct Session {
     pub tenant: String,
     /// Where the fake tools listen (dispatcher and reconciler commands).
     pub tools_addr: Option<std::net::SocketAddr>,
+    /// Where secret values of planned requests are kept (the ledger holds references only).
+    pub secrets: Option<SecretStore>,
     pub pool: PgPool,
     pub sink: Arc<EventSink>,
     /// Cancelled when the heartbeat cannot confirm a renewal: the execution context of the spec.
@@ -68,6 +71,7 @@ impl Session {
         trace_id: String,
         tenant: String,
         tools_addr: Option<std::net::SocketAddr>,
+        secrets: Option<SecretStore>,
         pool: PgPool,
         sink: Arc<EventSink>,
     ) -> Arc<Session> {
@@ -76,6 +80,7 @@ impl Session {
             trace_id,
             tenant,
             tools_addr,
+            secrets,
             pool,
             sink,
             execution: CancellationToken::new(),
@@ -138,7 +143,18 @@ impl Session {
         match cmd {
             Command::Plan { step_id, tool, request, effect_version, expected_revision } => {
                 let (l, _) = self.lease_and_ttl()?;
+                // Secret fields are masked to references; their values go to the secret store
+                // before the intent that references them can commit.
+                let (request, secrets) = mask(&request).map_err(|e| ProtocolError::InvalidIntent(e.to_string()))?;
                 let intent = Intent::new(&self.tenant, l.run_id, &step_id, effect_version, &tool, request)?;
+                if !secrets.is_empty() {
+                    let store = self.secrets.as_ref().ok_or_else(|| {
+                        ProtocolError::InvalidIntent("a request with secret fields needs --secrets-dir".into())
+                    })?;
+                    for s in &secrets {
+                        store.put(&intent.operation_id, s).map_err(|e| ProtocolError::InvalidIntent(e.to_string()))?;
+                    }
+                }
                 let expected = expected_revision.or(self.held().revision).unwrap_or(0);
                 let checkpoint = json!({ "planned": step_id, "operation_id": intent.operation_id });
                 let (revision, reg) = outbox::plan_step(
@@ -265,7 +281,7 @@ impl Session {
         let addr = self
             .tools_addr
             .ok_or_else(|| ProtocolError::InvalidIntent("this worker was started without --tools-addr".into()))?;
-        Ok(FakeTools::new(addr, Duration::from_millis(call_timeout_ms.max(1))))
+        Ok(FakeTools::new(addr, Duration::from_millis(call_timeout_ms.max(1)), self.secrets.clone()))
     }
 
     fn start_heartbeat(self: &Arc<Self>, l: Lease, ttl: Ttl, every_ms: u64, timeout_ms: u64) -> CancellationToken {

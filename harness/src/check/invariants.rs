@@ -288,6 +288,7 @@ mod tests {
             table_name: table.into(),
             op: op.into(),
             writer: writer.into(),
+            login: "postgres".into(),
             backend_pid: 1,
             committed_at: chrono::Utc::now(),
             run_id: Some(Uuid::nil()),

@@ -8,8 +8,14 @@ use crate::db::Backend;
 use crate::error::Result;
 
 /// The protocol's migrations, in order (the `migrations/` folder of the workspace).
-pub const MIGRATIONS: &[(&str, &str)] =
-    &[("0001_protocol_schema", include_str!("../../../migrations/0001_protocol_schema.sql"))];
+pub const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_protocol_schema", include_str!("../../../migrations/0001_protocol_schema.sql")),
+    ("0002_worker_role", include_str!("../../../migrations/0002_worker_role.sql")),
+];
+
+/// The login the reference worker uses in throwaway clusters: a member of `fenceproof_worker`
+/// (migration 0002), so it can read the tables and call the fenced fp_* functions, nothing else.
+pub const WORKER_LOGIN: &str = "fenceproof_worker_login";
 
 /// The oracle the harness installs beside the schema: audit triggers the code under test never owns.
 pub const ORACLE_SQL: &str = include_str!("../../sql/oracle.sql");
@@ -52,8 +58,31 @@ pub async fn create_template(backend: &dyn Backend) -> Result<()> {
     let tpl = pool(&backend.url_for(TEMPLATE), "fenceproof-harness", 1).await?;
     migrate(&tpl).await?;
     sqlx::raw_sql(ORACLE_SQL).execute(&tpl).await?;
+    create_worker_login(&tpl).await?;
     tpl.close().await;
     Ok(())
+}
+
+/// Create the worker's login role (cluster-wide) if it does not exist yet.
+pub async fn create_worker_login(pool: &PgPool) -> Result<()> {
+    sqlx::raw_sql(&format!(
+        "DO $$ BEGIN
+           IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{WORKER_LOGIN}') THEN
+             CREATE ROLE {WORKER_LOGIN} LOGIN IN ROLE fenceproof_worker;
+           END IF;
+         END $$"
+    ))
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// The same URL with another user name (`postgres://USER@host...`).
+pub fn url_as(url: &str, user: &str) -> Result<String> {
+    let mut u = url::Url::parse(url).map_err(|e| crate::HarnessError::Other(format!("bad database URL: {e}")))?;
+    u.set_username(user).map_err(|_| crate::HarnessError::Other("database URL cannot carry a user".into()))?;
+    u.set_password(None).map_err(|_| crate::HarnessError::Other("database URL cannot carry a password".into()))?;
+    Ok(u.to_string())
 }
 
 /// Clone a fresh database `name` from the template; returns its URL.

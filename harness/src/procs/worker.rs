@@ -119,7 +119,7 @@ impl WorkerProc {
         let id = self.next_id;
         self.next_id += 1;
         cmd["id"] = json!(id);
-        self.timeline.record("harness", "command", &self.name, cmd.clone());
+        self.timeline.record("harness", "command", &self.name, redacted(&cmd));
         let mut line = serde_json::to_string(&cmd).expect("json");
         line.push('\n');
         let name = self.name.clone();
@@ -250,5 +250,35 @@ impl Drop for WorkerProc {
             let _ = killpg(self.pid, Signal::SIGKILL);
         }
         registry::unregister(self.pid);
+    }
+}
+
+/// A command as the timeline keeps it: the value of every field marked secret
+/// (`{"$secret": {"name": N, "value": V}}`) replaced by its reference `{"$secret": N}`.
+pub fn redacted(v: &Value) -> Value {
+    match v {
+        Value::Object(m) if m.get("$secret").is_some_and(|s| s.get("value").is_some()) => {
+            json!({ "$secret": m["$secret"]["name"].clone() })
+        }
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), redacted(v))).collect()),
+        Value::Array(a) => Value::Array(a.iter().map(redacted).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_recorded_without_secret_values() {
+        let cmd = json!({"cmd": "plan", "request": {"n": 1, "auth": {"$secret": {"name": "k", "value": "sk_live_x"}},
+                         "list": [{"$secret": {"name": "p", "value": "4111"}}], "ref": {"$secret": "already"}}});
+        let r = redacted(&cmd);
+        assert_eq!(r["request"]["auth"], json!({"$secret": "k"}));
+        assert_eq!(r["request"]["list"][0], json!({"$secret": "p"}));
+        assert_eq!(r["request"]["ref"], json!({"$secret": "already"}));
+        assert!(!r.to_string().contains("sk_live_x") && !r.to_string().contains("4111"));
+        assert_eq!(r["request"]["n"], 1);
     }
 }

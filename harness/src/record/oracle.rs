@@ -16,6 +16,8 @@ pub struct CommitRow {
     pub op: String,
     /// The writer's application_name (a worker's owner id).
     pub writer: String,
+    /// The role the writing session logged in as (session_user).
+    pub login: String,
     pub backend_pid: i32,
     pub committed_at: chrono::DateTime<chrono::Utc>,
     pub run_id: Option<Uuid>,
@@ -69,7 +71,7 @@ pub async fn commits(pool: &PgPool) -> Result<Vec<CommitRow>> {
 /// Every recorded commit of the oracle in `schema`, in commit order.
 pub async fn commits_in(pool: &PgPool, schema: &str) -> Result<Vec<CommitRow>> {
     Ok(sqlx::query_as::<_, CommitRow>(&format!(
-        "SELECT seq, table_name, op, writer, backend_pid, committed_at, run_id, old_row, new_row,
+        "SELECT seq, table_name, op, writer, login, backend_pid, committed_at, run_id, old_row, new_row,
                 lease_at_commit, lease_live_at_commit
            FROM {schema}.commits ORDER BY seq"
     ))

@@ -43,6 +43,16 @@ report-screenshot:
     "$b" --no-sandbox --headless --disable-gpu --hide-scrollbars --window-size=1200,1600 --screenshot="$PWD/reports/latest/screenshot.png" "file://$PWD/reports/latest/index.html" 2>/dev/null
     echo "reports/latest/screenshot.png"
 
+# Load benchmarks on a fresh cluster (release build): renewal, claim and protected commit, each beside
+# raw PostgreSQL and pgbench; writes reports/<run>/bench.{json,md} and SVG plots (e.g. `just bench --duration 5`).
+bench *ARGS:
+    cargo build --release --quiet -p fenceproof-scenarios
+    ./target/release/fenceproof bench {{ARGS}}
+
+# criterion micro-benchmarks of the hot pure functions (digest, operation_id, history checking).
+microbench:
+    cargo bench -p fenceproof-protocol -p fenceproof-harness -- --warm-up-time 1 --measurement-time 2
+
 # List the experiments.
 list: build
     ./target/debug/fenceproof list

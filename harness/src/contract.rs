@@ -121,6 +121,25 @@ impl Default for LeaseParams {
     }
 }
 
+/// How much work the deployment carries: with N active runs and heartbeat H, about N/H renewal
+/// writes per second (spec section 12).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadParams {
+    #[serde(default = "d_active_runs")]
+    pub active_runs: u64,
+}
+
+fn d_active_runs() -> u64 {
+    30_000
+}
+
+impl Default for LoadParams {
+    fn default() -> Self {
+        LoadParams { active_runs: d_active_runs() }
+    }
+}
+
 /// How experiment H drives an external deployment's failover: shell commands run with `sh -c`,
 /// with FENCEPROOF_PRIMARY_URL and FENCEPROOF_STANDBY_URL in their environment, each bounded by a
 /// timeout; a non-zero exit fails the experiment.
@@ -145,6 +164,9 @@ pub struct Contract {
     pub replication: Replication,
     #[serde(default)]
     pub lease: LeaseParams,
+    /// The load the deployment must carry (used by `fenceproof bench` to size it).
+    #[serde(default)]
+    pub load: LoadParams,
     /// External deployments only: the hooks experiment H uses.
     pub failover: Option<Failover>,
 }
@@ -169,6 +191,7 @@ impl Contract {
                 acknowledged_epochs_survive_failover: false,
             },
             lease: LeaseParams::default(),
+            load: LoadParams::default(),
             failover: None,
         }
     }
@@ -183,6 +206,7 @@ impl Contract {
                 acknowledged_epochs_survive_failover: true,
             },
             lease: LeaseParams::default(),
+            load: LoadParams::default(),
             failover: None,
         }
     }

@@ -192,8 +192,10 @@ pub(crate) async fn attempt(
 
 /// The same transaction through `fp_run_transition`, the one entry point the worker role has for
 /// run state: the function locks and validates the lease, checks a required result, compares and
-/// sets the revision and registers the intent in one call. The barrier `AfterLeaseValidated` is
-/// passed right after that call, with the lease row still locked by this transaction.
+/// sets the revision and registers the intent in one call. Without barriers the call is its own
+/// transaction (one round trip, committed when the statement returns). With barriers it runs inside
+/// BEGIN … COMMIT so they can hold it; `AfterLeaseValidated` is then passed right after the call,
+/// with the lease row still locked by this transaction.
 async fn attempt_api(
     pool: &PgPool,
     lease: &Lease,
@@ -208,10 +210,13 @@ async fn attempt_api(
         Within::RequireResult(op) => (Some(op), None),
     };
     let digest = intent.map(|i| i.digest());
-    let mut tx = pool.begin().await?;
-    faults.pass(FaultPoint::AfterBegin, &mut tx).await?;
+    let held = !faults.barriers.is_empty();
+    let mut tx = if held { Some(pool.begin().await?) } else { None };
+    if let Some(tx) = tx.as_mut() {
+        faults.pass(FaultPoint::AfterBegin, tx).await?;
+    }
     let waited = std::time::Instant::now();
-    let (outcome, revision, detail): (String, Option<i64>, Option<String>) = sqlx::query_as(
+    let call = sqlx::query_as(
         "SELECT outcome, revision, detail FROM fp_run_transition($1::uuid, $2::text, $3::bigint, $4::bigint, \
          $5::text, $6::text, $7::jsonb, $8::text, $9::text, $10::text, $11::integer, $12::text, $13::text, $14::jsonb)",
     )
@@ -228,13 +233,17 @@ async fn attempt_api(
     .bind(intent.map(|i| i.effect_version))
     .bind(intent.map(|i| &i.tool_name))
     .bind(digest.as_deref())
-    .bind(intent.map(|i| &i.request_body))
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(|e| match (e, intent) {
+    .bind(intent.map(|i| &i.request_body));
+    let answer: Result<(String, Option<i64>, Option<String>), sqlx::Error> = match tx.as_mut() {
+        Some(tx) => call.fetch_one(&mut **tx).await,
+        None => call.fetch_one(pool).await,
+    };
+    let (outcome, revision, detail) = answer.map_err(|e| match (e, intent) {
         (sqlx::Error::Database(db), Some(i)) if db.code().as_deref() == Some("FP001") => {
             ProtocolError::IntentMismatch { operation_id: i.operation_id.clone(), detail: db.message().to_string() }
         }
+        // Without an explicit transaction the call's answer is its commit's answer.
+        (e, _) if tx.is_none() => classify_write_error(e, t.name, lease.run_id),
         (e, _) => e.into(),
     })?;
     // The call's whole duration: the lease row lock wait is most of it when it is contended.
@@ -274,7 +283,6 @@ async fn attempt_api(
             ))))
         }
     };
-    faults.pass(FaultPoint::AfterLeaseValidated, &mut tx).await?;
     let registration = intent.map(|_| {
         if detail.as_deref() == Some("already_registered") {
             Registration::AlreadyRegistered
@@ -282,8 +290,11 @@ async fn attempt_api(
             Registration::New
         }
     });
-    faults.pass(FaultPoint::BeforeCommit, &mut tx).await?;
-    tx.commit().await.map_err(|e| classify_write_error(e, t.name, lease.run_id))?;
+    if let Some(mut tx) = tx {
+        faults.pass(FaultPoint::AfterLeaseValidated, &mut tx).await?;
+        faults.pass(FaultPoint::BeforeCommit, &mut tx).await?;
+        tx.commit().await.map_err(|e| classify_write_error(e, t.name, lease.run_id))?;
+    }
     Ok((revision, registration))
 }
 

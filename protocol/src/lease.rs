@@ -116,6 +116,40 @@ pub async fn renew(pool: &PgPool, lease: &Lease, ttl: Ttl) -> Result<LeaseTerms,
     r
 }
 
+/// Renew many leases of one owner in one statement (a worker holding many runs): each lease is
+/// still fenced by owner + its own epoch + not yet expired. Returns the leases renewed, with their
+/// new expiry; a lease missing from the answer is lost.
+pub async fn renew_many(
+    pool: &PgPool,
+    owner: &str,
+    leases: &[(Uuid, i64)],
+    ttl: Ttl,
+) -> Result<Vec<(Uuid, chrono::DateTime<chrono::Utc>)>, ProtocolError> {
+    let (runs, epochs): (Vec<Uuid>, Vec<i64>) = leases.iter().copied().unzip();
+    let sql = if write_path::api() {
+        "SELECT run_id, expires_at FROM fp_lease_renew_many($1, $2, $3, $4)"
+    } else {
+        "UPDATE worker_leases l
+            SET expires_at = clock_timestamp() + ($4::bigint * interval '1 millisecond'),
+                updated_at = clock_timestamp()
+           FROM unnest($2::uuid[], $3::bigint[]) AS b(run_id, epoch)
+          WHERE l.run_id = b.run_id AND l.owner = $1 AND l.epoch = b.epoch AND l.expires_at > clock_timestamp()
+      RETURNING l.run_id, l.expires_at"
+    };
+    let r = sqlx::query_as(sql)
+        .bind(owner)
+        .bind(&runs)
+        .bind(&epochs)
+        .bind(ttl.millis())
+        .fetch_all(pool)
+        .await
+        .map_err(|e| classify_write_error(e, "renew", Uuid::nil()));
+    if let Ok(renewed) = &r {
+        crate::metrics::METRICS.renewed_many(renewed.len(), leases.len().saturating_sub(renewed.len()));
+    }
+    r
+}
+
 /// Give the lease up. The epoch is kept: the next acquire continues from it.
 pub async fn release(pool: &PgPool, lease: &Lease) -> Result<(), ProtocolError> {
     crate::notices::durable("release", lease.run_id, async {

@@ -108,6 +108,12 @@ impl Metrics {
         self.renew[i].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Count a batched renewal: `ok` leases renewed, `lost` not.
+    pub fn renewed_many(&self, ok: usize, lost: usize) {
+        self.renew[0].fetch_add(ok as u64, Ordering::Relaxed);
+        self.renew[1].fetch_add(lost as u64, Ordering::Relaxed);
+    }
+
     /// Count a protected write's rejection, if it was one.
     pub fn protected<T>(&self, r: &Result<T, ProtocolError>) {
         if let Err(e) = r {

@@ -8,7 +8,7 @@
 //! variants, see [`crate::mutant`]) exist only on the direct path, so a mutant worker needs table
 //! privileges: which is precisely what the role boundary takes away.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WritePath {
@@ -36,16 +36,21 @@ impl WritePath {
     }
 }
 
-static CHOSEN: OnceLock<WritePath> = OnceLock::new();
+static CHOSEN: AtomicU8 = AtomicU8::new(0);
 
-/// Choose the write path for this process, once. Returns false if it was already chosen otherwise.
-pub fn choose(path: WritePath) -> bool {
-    CHOSEN.get_or_init(|| path) == &path
+/// Choose the write path for this process. A worker chooses once at start; the benchmark switches
+/// between its phases, when no protocol call is in flight.
+pub fn choose(path: WritePath) {
+    CHOSEN.store(path as u8, Ordering::SeqCst);
 }
 
 /// The write path of this process (direct unless [`choose`] said otherwise).
 pub fn current() -> WritePath {
-    CHOSEN.get().copied().unwrap_or_default()
+    if CHOSEN.load(Ordering::SeqCst) == WritePath::Api as u8 {
+        WritePath::Api
+    } else {
+        WritePath::Direct
+    }
 }
 
 /// Whether writes go through the `fp_*` functions.

@@ -4,6 +4,7 @@
 
 pub mod a_continuous_checkpoints;
 pub mod b_old_owner_resumes;
+pub mod bench;
 pub mod c_same_epoch_reorder;
 pub mod ctx;
 pub mod d_race_after_validation;

@@ -108,6 +108,48 @@ enum Cmd {
         #[arg(long, default_value = "reports")]
         reports_dir: PathBuf,
     },
+    /// Measure renewal, claim and protected-commit load on a fresh cluster, side by side with raw
+    /// PostgreSQL and pgbench, and say whether the database holds the contract's load.
+    Bench {
+        /// Seconds per main phase (load-curve and growth phases take half).
+        #[arg(long, default_value_t = 2.0)]
+        duration: f64,
+        /// Clients of the main phases.
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
+        clients: u32,
+        /// Lease owners (worker processes' worth) of the renewal phases.
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
+        workers: u32,
+        /// Dispatchers of the claim phases.
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+        dispatchers: u32,
+        /// Leases per batched renewal.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10000))]
+        renew_batch: u32,
+        /// Operations per claim.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        claim_batch: u32,
+        /// Active leases and prepared backlog of the main phases.
+        #[arg(long, default_value_t = 10_000)]
+        size: u64,
+        /// Sizes of the growth phases (comma-separated; up to 1000000).
+        #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000")]
+        growth: Vec<u64>,
+        /// Client counts of the load curves (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4,16")]
+        load_clients: Vec<usize>,
+        /// A deployment contract: its [lease] heartbeat and [load] active_runs are what is sized.
+        #[arg(long)]
+        contract: Option<PathBuf>,
+        /// Active runs to size for (overrides the contract's).
+        #[arg(long)]
+        runs: Option<u64>,
+        /// Heartbeat in milliseconds to size for (overrides the contract's).
+        #[arg(long)]
+        heartbeat_ms: Option<u64>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
     /// List the experiments.
     List,
 }
@@ -123,14 +165,21 @@ fn main() -> ExitCode {
     };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FENCEPROOF_LOG").unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("FENCEPROOF_LOG")
+                .unwrap_or_else(|_| "warn,sqlx::query=error".into()),
         )
         .with_writer(std::io::stderr)
         .init();
     registry::install_panic_cleanup();
-    // One thread: children get their parent-death signal tied to a thread that lives as long as
-    // the harness does.
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+    // Children get their parent-death signal tied to the thread that spawned them: every child is
+    // spawned from the main thread (the block_on future). Experiments need one thread; the
+    // benchmark's load driver gets two worker threads, as pgbench gets two.
+    let rt = if matches!(cli.cmd, Cmd::Bench { .. }) {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    }
+    .expect("tokio runtime");
     let code = rt.block_on(run(cli));
     registry::kill_all();
     ExitCode::from(code)
@@ -138,6 +187,67 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> u8 {
     match cli.cmd {
+        Cmd::Bench {
+            duration,
+            clients,
+            workers,
+            dispatchers,
+            renew_batch,
+            claim_batch,
+            size,
+            growth,
+            load_clients,
+            contract,
+            runs,
+            heartbeat_ms,
+            server: ServerArgs { pg_bin, reports_dir },
+        } => {
+            let contract = match contract.as_deref().map(fenceproof_harness::contract::Contract::load) {
+                None => None,
+                Some(Ok(c)) => Some(c),
+                Some(Err(e)) => {
+                    eprintln!("fenceproof: {e}");
+                    return exit::USAGE;
+                }
+            };
+            if !(0.1..=3600.0).contains(&duration) {
+                eprintln!("fenceproof: --duration must be between 0.1 and 3600 seconds");
+                return exit::USAGE;
+            }
+            if growth.iter().any(|&g| !(100..=1_000_000).contains(&g))
+                || load_clients.iter().any(|&c| !(1..=64).contains(&c))
+            {
+                eprintln!("fenceproof: --growth sizes must be 100..=1000000 and --load-clients 1..=64");
+                return exit::USAGE;
+            }
+            let lease = contract.as_ref().map(|c| c.lease.clone()).unwrap_or_default();
+            let opts = fenceproof_scenarios::bench::BenchOptions {
+                pg_bin,
+                reports_dir,
+                duration: std::time::Duration::from_secs_f64(duration),
+                clients: clients as usize,
+                workers: workers as usize,
+                dispatchers: dispatchers as usize,
+                renew_batch: renew_batch as usize,
+                claim_batch: claim_batch as i64,
+                size: size.clamp(100, 1_000_000),
+                growth,
+                load_clients,
+                active_runs: runs.or(contract.as_ref().map(|c| c.load.active_runs)).unwrap_or(30_000),
+                heartbeat: std::time::Duration::from_millis(heartbeat_ms.unwrap_or(lease.heartbeat_ms as u64).max(1)),
+                renewal_timeout: std::time::Duration::from_millis(lease.renewal_timeout_ms as u64),
+            };
+            interruptible(async move {
+                match fenceproof_scenarios::bench::run(opts).await {
+                    Ok((run, dir)) => {
+                        print!("{}", fenceproof_scenarios::bench::report::summary(&run, &dir));
+                        exit::OK
+                    }
+                    Err(e) => harness_failed(e),
+                }
+            })
+            .await
+        }
         Cmd::List => {
             for e in fenceproof_scenarios::all() {
                 println!("{:<4} {}", e.id, e.title);

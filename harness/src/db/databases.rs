@@ -11,6 +11,7 @@ use crate::error::Result;
 pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_protocol_schema", include_str!("../../../migrations/0001_protocol_schema.sql")),
     ("0002_worker_role", include_str!("../../../migrations/0002_worker_role.sql")),
+    ("0003_claim_index", include_str!("../../../migrations/0003_claim_index.sql")),
 ];
 
 /// The login the reference worker uses in throwaway clusters: a member of `fenceproof_worker`

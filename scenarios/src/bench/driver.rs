@@ -1,0 +1,223 @@
+//! The load driver: closed loops (C clients, each issuing its next operation as soon as the last
+//! one answered) and an open loop (workers renewing on a fixed heartbeat), with latencies in HDR
+//! histograms. Latencies of the open loop are measured from the scheduled start, so a slow
+//! server is not hidden by the driver waiting for it (no coordinated omission).
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use sqlx::PgPool;
+
+/// Microsecond histogram from 1 µs to 60 s, 3 significant digits.
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds")
+}
+
+/// What one operation did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Done {
+    /// Units of work (leases renewed, operations claimed, commits): the throughput counts these.
+    pub units: u64,
+    /// How long the operation waited for a pooled connection.
+    pub pool_wait: Duration,
+    /// The COMMIT round trip, where the operation issues one itself.
+    pub commit: Option<Duration>,
+}
+
+/// The outcome of one measured phase.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pub statements: u64,
+    pub units: u64,
+    pub errors: u64,
+    pub first_error: Option<String>,
+    pub elapsed: Duration,
+    pub latency_us: Histogram<u64>,
+    pub pool_wait_us: Histogram<u64>,
+    pub commit_us: Histogram<u64>,
+}
+
+impl Sample {
+    pub fn units_per_s(&self) -> f64 {
+        self.units as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+    pub fn statements_per_s(&self) -> f64 {
+        self.statements as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+    pub fn quantile_ms(h: &Histogram<u64>, q: f64) -> f64 {
+        if h.is_empty() {
+            0.0
+        } else {
+            h.value_at_quantile(q) as f64 / 1000.0
+        }
+    }
+}
+
+/// Per-client state of the stop condition.
+struct Stop {
+    deadline: Instant,
+    max_units: Option<u64>,
+    units: AtomicU64,
+    halted: AtomicBool,
+}
+
+impl Stop {
+    fn done(&self) -> bool {
+        self.halted.load(Ordering::Relaxed)
+            || Instant::now() >= self.deadline
+            || self.max_units.is_some_and(|m| self.units.load(Ordering::Relaxed) >= m)
+    }
+}
+
+/// Run `clients` closed loops on `pool` for `duration` (or until `max_units` units are done, or an
+/// operation reports zero units when `stop_on_empty`). `op(client, seq, pool)` does one operation.
+pub async fn closed_loop<F, Fut>(
+    pool: &PgPool,
+    clients: usize,
+    duration: Duration,
+    max_units: Option<u64>,
+    stop_on_empty: bool,
+    op: F,
+) -> Sample
+where
+    F: Fn(usize, u64, PgPool) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Done, String>> + Send + 'static,
+{
+    let op = Arc::new(op);
+    let t0 = Instant::now();
+    let stop =
+        Arc::new(Stop { deadline: t0 + duration, max_units, units: AtomicU64::new(0), halted: AtomicBool::new(false) });
+    let mut tasks = tokio::task::JoinSet::new();
+    for client in 0..clients {
+        let (op, stop, pool) = (op.clone(), stop.clone(), pool.clone());
+        tasks.spawn(async move {
+            let (mut lat, mut wait, mut commit) = (histogram(), histogram(), histogram());
+            let (mut statements, mut units, mut errors, mut first_error) = (0u64, 0u64, 0u64, None);
+            let mut seq = 0u64;
+            while !stop.done() {
+                seq += 1;
+                let started = Instant::now();
+                match op(client, seq, pool.clone()).await {
+                    Ok(d) => {
+                        let _ = lat.record(started.elapsed().as_micros().max(1) as u64);
+                        let _ = wait.record(d.pool_wait.as_micros().max(1) as u64);
+                        if let Some(c) = d.commit {
+                            let _ = commit.record(c.as_micros().max(1) as u64);
+                        }
+                        statements += 1;
+                        units += d.units;
+                        stop.units.fetch_add(d.units, Ordering::Relaxed);
+                        if d.units == 0 && stop_on_empty {
+                            stop.halted.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    Err(e) => {
+                        errors += 1;
+                        first_error.get_or_insert(e);
+                        if errors > 1000 {
+                            stop.halted.store(true, Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+            (statements, units, errors, first_error, lat, wait, commit)
+        });
+    }
+    let mut s = Sample {
+        statements: 0,
+        units: 0,
+        errors: 0,
+        first_error: None,
+        elapsed: Duration::ZERO,
+        latency_us: histogram(),
+        pool_wait_us: histogram(),
+        commit_us: histogram(),
+    };
+    while let Some(r) = tasks.join_next().await {
+        let Ok((statements, units, errors, first_error, lat, wait, commit)) = r else { continue };
+        s.statements += statements;
+        s.units += units;
+        s.errors += errors;
+        if s.first_error.is_none() {
+            s.first_error = first_error;
+        }
+        let _ = s.latency_us.add(&lat);
+        let _ = s.pool_wait_us.add(&wait);
+        let _ = s.commit_us.add(&commit);
+    }
+    s.elapsed = t0.elapsed();
+    s
+}
+
+/// Open loop: `workers` tasks, each running `op(worker, pool)` every `every`, for `duration`.
+/// Latency counts from the scheduled start of each beat, so a beat that starts late because the
+/// previous one overran is charged for the delay.
+pub async fn open_loop<F, Fut>(pool: &PgPool, workers: usize, every: Duration, duration: Duration, op: F) -> Sample
+where
+    F: Fn(usize, PgPool) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Done, String>> + Send + 'static,
+{
+    let op = Arc::new(op);
+    let t0 = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..workers {
+        let (op, pool) = (op.clone(), pool.clone());
+        // Spread the workers' beats over one interval, as independent processes would be.
+        let offset = every.mul_f64(w as f64 / workers.max(1) as f64);
+        tasks.spawn(async move {
+            let (mut lat, mut wait) = (histogram(), histogram());
+            let (mut statements, mut units, mut errors, mut first_error) = (0u64, 0u64, 0u64, None);
+            let mut scheduled = t0 + offset;
+            while scheduled < t0 + duration {
+                tokio::time::sleep_until(scheduled.into()).await;
+                match op(w, pool.clone()).await {
+                    Ok(d) => {
+                        let _ = lat.record(scheduled.elapsed().as_micros().max(1) as u64);
+                        let _ = wait.record(d.pool_wait.as_micros().max(1) as u64);
+                        statements += 1;
+                        units += d.units;
+                    }
+                    Err(e) => {
+                        errors += 1;
+                        first_error.get_or_insert(e);
+                    }
+                }
+                scheduled += every;
+            }
+            (statements, units, errors, first_error, lat, wait)
+        });
+    }
+    let mut s = Sample {
+        statements: 0,
+        units: 0,
+        errors: 0,
+        first_error: None,
+        elapsed: Duration::ZERO,
+        latency_us: histogram(),
+        pool_wait_us: histogram(),
+        commit_us: histogram(),
+    };
+    while let Some(r) = tasks.join_next().await {
+        let Ok((statements, units, errors, first_error, lat, wait)) = r else { continue };
+        s.statements += statements;
+        s.units += units;
+        s.errors += errors;
+        if s.first_error.is_none() {
+            s.first_error = first_error;
+        }
+        let _ = s.latency_us.add(&lat);
+        let _ = s.pool_wait_us.add(&wait);
+    }
+    s.elapsed = t0.elapsed().max(duration);
+    s
+}
+
+/// Take a connection from `pool`, timing the wait.
+pub async fn acquire(pool: &PgPool) -> Result<(sqlx::pool::PoolConnection<sqlx::Postgres>, Duration), String> {
+    let t = Instant::now();
+    let c = pool.acquire().await.map_err(|e| e.to_string())?;
+    Ok((c, t.elapsed()))
+}

@@ -1,0 +1,87 @@
+//! pgbench as the reference load driver: the same SQL, the same client count and the same server
+//! as our driver, so the ratio of the two rates is the overhead of our driver itself.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// What pgbench reported.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct PgbenchResult {
+    pub tps: f64,
+    pub latency_avg_ms: f64,
+    pub transactions: u64,
+}
+
+/// Find pgbench beside the server binaries, else on PATH.
+pub fn locate(pg_bin_dir: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = pg_bin_dir.map(|d| d.join("pgbench")).filter(|p| p.is_file()) {
+        return Some(p);
+    }
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join("pgbench")).find(|p| p.is_file())
+}
+
+/// Run `script` with `clients` clients for `duration` (whole seconds, at least 1) against `url`'s
+/// host, port, user and database, with prepared statements (as our driver uses).
+pub fn run(
+    pgbench: &Path,
+    url: &str,
+    script: &Path,
+    clients: usize,
+    duration: Duration,
+) -> Result<PgbenchResult, String> {
+    let u = url::Url::parse(url).map_err(|e| format!("bad URL: {e}"))?;
+    let secs = duration.as_secs().max(1);
+    let threads = clients.clamp(1, 2);
+    let out = Command::new(pgbench)
+        .args(["-n", "-M", "prepared", "-c", &clients.to_string(), "-j", &threads.to_string()])
+        .args(["-T", &secs.to_string(), "-f"])
+        .arg(script)
+        .args(["-h", u.host_str().unwrap_or("127.0.0.1"), "-p", &u.port().unwrap_or(5432).to_string()])
+        .args(["-U", u.username(), u.path().trim_start_matches('/')])
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", pgbench.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    if !out.status.success() {
+        return Err(format!("pgbench failed: {}{}", text, String::from_utf8_lossy(&out.stderr)));
+    }
+    parse(&text).ok_or_else(|| format!("cannot read pgbench's output: {text}"))
+}
+
+/// Read tps, average latency and the transaction count from pgbench's summary.
+pub fn parse(text: &str) -> Option<PgbenchResult> {
+    let value_after = |key: &str| -> Option<f64> {
+        let line = text.lines().find(|l| l.trim_start().starts_with(key))?;
+        line.split('=').nth(1)?.split_whitespace().next()?.parse().ok()
+    };
+    let transactions = text
+        .lines()
+        .find(|l| l.starts_with("number of transactions actually processed"))?
+        .split(':')
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .split('/')
+        .next()?
+        .parse()
+        .ok()?;
+    Some(PgbenchResult { tps: value_after("tps")?, latency_avg_ms: value_after("latency average")?, transactions })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_pgbench_15_summary() {
+        let text = "transaction type: raw.sql\nscaling factor: 1\nquery mode: prepared\nnumber of clients: 8\n\
+                    number of threads: 2\nmaximum number of tries: 1\nduration: 2 s\n\
+                    number of transactions actually processed: 16634\nnumber of failed transactions: 0 (0.000%)\n\
+                    latency average = 0.961 ms\ninitial connection time = 9.734 ms\n\
+                    tps = 8321.490135 (without initial connection time)\n";
+        let r = parse(text).unwrap();
+        assert_eq!(r.transactions, 16634);
+        assert!((r.tps - 8321.490135).abs() < 1e-6 && (r.latency_avg_ms - 0.961).abs() < 1e-9);
+        assert!(parse("nothing here").is_none());
+    }
+}

@@ -199,21 +199,19 @@ pub async fn claim(
         with_retry(RetryBudget::default(), || async {
             let api = "SELECT operation_id, run_id, tool_name, request_digest, request_body, dispatch_owner, revision
                           FROM fp_claim($1, $2, $3)";
-            let direct = "WITH candidate AS (
-                   SELECT o.operation_id
-                     FROM tool_operations o
-                     JOIN agent_runs r ON r.run_id = o.run_id
-                    WHERE o.status = 'prepared' AND r.status IN ('pending', 'running')
-                    ORDER BY o.updated_at
-                      FOR UPDATE OF o SKIP LOCKED
-                    LIMIT $3
-                 )
-                 UPDATE tool_operations o
+            // The same statement as fp_claim (migration 0002), shaped for a cached generic plan.
+            let direct = "UPDATE tool_operations o
                     SET status = 'dispatching', dispatch_owner = $1,
                         dispatch_until = clock_timestamp() + ($2::bigint * interval '1 millisecond'),
-                        revision = revision + 1, updated_at = clock_timestamp()
-                   FROM candidate c
-                  WHERE o.operation_id = c.operation_id
+                        revision = o.revision + 1, updated_at = clock_timestamp()
+                  WHERE o.operation_id = ANY (ARRAY(
+                          SELECT c.operation_id
+                            FROM tool_operations c
+                            JOIN agent_runs r ON r.run_id = c.run_id
+                           WHERE c.status = 'prepared' AND r.status IN ('pending', 'running')
+                           ORDER BY c.updated_at
+                             FOR UPDATE OF c SKIP LOCKED
+                           LIMIT $3))
               RETURNING o.operation_id, o.run_id, o.tool_name, o.request_digest, o.request_body, o.dispatch_owner, o.revision";
             sqlx::query_as::<_, Claim>(if write_path::api() { api } else { direct })
             .bind(dispatch_owner)

@@ -140,13 +140,20 @@ struct Bench {
 impl Bench {
     async fn load_pool(&self, url: &str, clients: usize) -> Result<PgPool, HarnessError> {
         let opts: PgConnectOptions = url.parse()?;
-        Ok(PgPoolOptions::new()
+        let pool = PgPoolOptions::new()
             .max_connections(clients as u32)
-            .min_connections(clients as u32)
             .test_before_acquire(false)
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(opts.application_name(LOAD_APP))
-            .await?)
+            .await?;
+        // Open every connection before the phase starts (not min_connections: its background
+        // refill can open one more after close), so no phase pays for connecting.
+        let mut warm = Vec::new();
+        for _ in 0..clients {
+            warm.push(pool.acquire().await?);
+        }
+        drop(warm);
+        Ok(pool)
     }
 
     /// Run one closed-loop phase and keep what the database says about it.
@@ -169,6 +176,9 @@ impl Bench {
         self.progress.step(&format!("{group}: {name} ({clients} clients)"));
         let url = if as_worker { self.worker_url.clone() } else { self.admin_url.clone() };
         let pool = self.load_pool(&url, clients).await?;
+        // Every phase starts right after a checkpoint, so none of them pays for one that an
+        // earlier phase's WAL started (full-page writes and fsyncs would land on whoever is next).
+        sqlx::query("CHECKPOINT").execute(&self.admin).await?;
         let before = dbstats::snapshot(&self.admin).await?;
         let sampler = dbstats::LockSampler::start(self.admin.clone(), Duration::from_millis(10));
         let sample = driver::closed_loop(&pool, clients, duration, max_units, max_units.is_some(), op).await;
@@ -189,7 +199,9 @@ impl Bench {
     ) -> Result<Phase, HarnessError> {
         let (lock_wait_s, _) = sampler.finish().await;
         pool.close().await;
-        dbstats::wait_gone(&self.admin, LOAD_APP, Duration::from_secs(10)).await.map_err(HarnessError::Other)?;
+        dbstats::wait_gone(&self.admin, LOAD_APP, Duration::from_secs(10))
+            .await
+            .map_err(|e| HarnessError::Other(format!("after {group} / {name}: {e}")))?;
         let after = dbstats::snapshot(&self.admin).await?;
         let q = |h: &hdrhistogram::Histogram<u64>, x| Sample::quantile_ms(h, x);
         let phase = Phase {
@@ -470,6 +482,14 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
         );
         b.progress.step(&format!("{label}: {name}"));
         let pool = b.load_pool(&b.worker_url.clone(), groups.len()).await?;
+        // One unmeasured heartbeat first: each connection compiles the function and plans it once.
+        let g = beats.clone();
+        driver::open_loop(&pool, beats.len(), every, every, move |w, pool| {
+            let (owner, batch) = g[w].clone();
+            workloads::renew_many_ours(pool, owner, batch)
+        })
+        .await;
+        sqlx::query("CHECKPOINT").execute(&admin).await?;
         let before = dbstats::snapshot(&admin).await?;
         let sampler = dbstats::LockSampler::start(admin.clone(), Duration::from_millis(10));
         let g = beats.clone();
@@ -501,6 +521,7 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
         duration_s: t0.elapsed().as_secs_f64(),
     };
     report::save(&run, &run_dir.path)?;
+    let _ = run_dir.mark_latest();
     Ok((run, run_dir.path.clone()))
 }
 

@@ -404,7 +404,9 @@ pub fn line_chart(
 }
 
 fn human(v: f64) -> String {
-    if v >= 10_000.0 {
+    if v.fract() == 0.0 && v.abs() < 10_000.0 {
+        format!("{v:.0}")
+    } else if v >= 10_000.0 {
         format!("{:.0}k", v / 1000.0)
     } else if v >= 100.0 {
         format!("{v:.0}")

@@ -1,7 +1,9 @@
 //! Faults with an inject and a heal step.
 //!
-//! - [`Pause`]: SIGSTOP a process (confirmed in /proc), heal with SIGCONT. A real pause: the
-//!   process's heartbeat stops with it, which a sleep inside one process can never show.
+//! - [`Pause`]: stop a whole process, heal by resuming it. Two kinds: SIGSTOP (confirmed in /proc,
+//!   healed by SIGCONT) and a cgroup freeze (confirmed by the kernel's freezer state, healed by
+//!   thawing), the way a container runtime pauses a container. A real pause: the process's
+//!   heartbeat stops with it, which a sleep inside one process can never show.
 //! - [`DbBarrier`]: the harness holds an exclusive advisory lock; a transaction armed with the
 //!   matching fault point waits on it inside the database. The harness observes the wait through
 //!   `pg_stat_activity` / `pg_blocking_pids` and heals by releasing the lock.
@@ -12,32 +14,66 @@ use nix::unistd::Pid;
 use sqlx::{Connection, PgConnection};
 
 use crate::error::{HarnessError, Result};
-use crate::procs::signals;
+use crate::procs::{freezer, signals};
 use crate::wait;
 
-/// A paused process; resumed by [`Pause::heal`] (or left for the process guard to kill).
+/// How a process is paused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PauseKind {
+    /// SIGSTOP / SIGCONT.
+    Sigstop,
+    /// The cgroup freezer (what `docker pause` does to a container).
+    Freeze,
+}
+
+impl PauseKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PauseKind::Sigstop => "sigstop",
+            PauseKind::Freeze => "freeze",
+        }
+    }
+}
+
+/// A paused process; resumed by [`Pause::heal`] (or on drop, before the process guard kills it).
 pub struct Pause {
     pub pid: Pid,
+    pub kind: PauseKind,
+    frozen: Option<freezer::Frozen>,
     healed: bool,
 }
 
 impl Pause {
     pub async fn inject(pid: Pid) -> Result<Pause> {
-        signals::pause(pid).await?;
-        Ok(Pause { pid, healed: false })
+        Pause::inject_kind(pid, PauseKind::Sigstop).await
+    }
+
+    pub async fn inject_kind(pid: Pid, kind: PauseKind) -> Result<Pause> {
+        let frozen = match kind {
+            PauseKind::Sigstop => {
+                signals::pause(pid).await?;
+                None
+            }
+            PauseKind::Freeze => Some(freezer::Frozen::freeze(pid).await?),
+        };
+        Ok(Pause { pid, kind, frozen, healed: false })
     }
 
     pub async fn heal(mut self) -> Result<()> {
         self.healed = true;
-        signals::resume(self.pid).await
+        match self.frozen.take() {
+            Some(f) => f.thaw().await,
+            None => signals::resume(self.pid).await,
+        }
     }
 }
 
 impl Drop for Pause {
     fn drop(&mut self) {
-        if !self.healed {
+        if !self.healed && self.frozen.is_none() {
             let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGCONT);
         }
+        // A Frozen thaws itself on drop.
     }
 }
 

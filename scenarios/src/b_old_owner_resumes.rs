@@ -9,6 +9,7 @@
 //! reuses its hostname): then only the epoch tells the stale term from the current one.
 
 use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::faults::PauseKind;
 use fenceproof_harness::record::{metrics, oracle};
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
@@ -17,13 +18,14 @@ use serde_json::json;
 use crate::ctx::{outcome, require_ok, scrape, Ctx, CONTROL, STEP};
 
 pub const TITLE: &str = "Old owner resumes: SIGSTOP, lease expiry, takeover, SIGCONT";
+pub const TITLE_FREEZE: &str = "Old owner resumes: cgroup freeze (as docker pause), lease expiry, takeover, thaw";
 pub const TITLE_SAME_OWNER: &str = "Old owner resumes, with the owner id reused by the new term";
 
 /// A's lease is short so that its expiry comes quickly once A is stopped.
 const A_TTL_MS: i64 = 600;
 const A_HEARTBEAT_MS: u64 = 100;
 
-pub async fn run(ctx: &mut Ctx, same_owner: bool) -> Result<(), HarnessError> {
+pub async fn run(ctx: &mut Ctx, same_owner: bool, kind: PauseKind) -> Result<(), HarnessError> {
     let run_id =
         runs::create_run(&ctx.pool, "task-b", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
     let shared = format!("host-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
@@ -57,7 +59,7 @@ pub async fn run(ctx: &mut Ctx, same_owner: bool) -> Result<(), HarnessError> {
     ));
 
     // Fault: a real pause of A's whole process, heartbeat included.
-    let paused = a.pause().await?;
+    let paused = a.pause_with(kind).await?;
     ctx.wait_lease_expired(run_id).await?;
 
     // B takes over and saves.
@@ -75,7 +77,7 @@ pub async fn run(ctx: &mut Ctx, same_owner: bool) -> Result<(), HarnessError> {
     let cancelled =
         a.wait_event("execution cancelled after resume", STEP, |e| e["event"] == "execution_cancelled").await;
     ctx.check(Check::expect(
-        "A's heartbeat cancels its execution after SIGCONT",
+        "A's heartbeat cancels its execution once it runs again",
         cancelled.is_ok(),
         match &cancelled {
             Ok(_) => "heartbeat renewal found the lease lost; execution cancelled".to_string(),
@@ -173,8 +175,10 @@ pub async fn run(ctx: &mut Ctx, same_owner: bool) -> Result<(), HarnessError> {
     ));
     ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     ctx.note(format!(
-        "{}A epoch {epoch_a} SIGSTOPped; B took over epoch {epoch_b}; A after SIGCONT: {}; A's metrics: {rejected} writes rejected (lease), {lost} renewals lost",
+        "{}A epoch {epoch_a} {}; B took over epoch {epoch_b}; A after {}: {}; A's metrics: {rejected} writes rejected (lease), {lost} renewals lost",
         if same_owner { "one owner id for both; " } else { "" },
+        match kind { PauseKind::Sigstop => "SIGSTOPped", PauseKind::Freeze => "frozen (cgroup freezer)" },
+        match kind { PauseKind::Sigstop => "SIGCONT", PauseKind::Freeze => "thaw" },
         attempts.iter().map(|(c, o)| format!("{c}={o}")).collect::<Vec<_>>().join(" ")
     ));
     std::fs::write(ctx.dir.join("final_state.json"), serde_json::to_string_pretty(&fin).expect("json"))?;

@@ -41,11 +41,19 @@ pub fn all() -> Vec<Experiment> {
     use e_remote_success_then_crash::Stop;
     use f_cancel_race::At;
     use fenceproof_harness::contract::ReplicationMode;
+    use fenceproof_harness::faults::PauseKind;
     let x = |id, title, run: for<'a> fn(&'a mut ctx::Ctx) -> ExperimentFuture<'a>| Experiment { id, title, run };
     vec![
         x("A", a_continuous_checkpoints::TITLE, |c| Box::pin(a_continuous_checkpoints::run(c))),
-        x("B", b_old_owner_resumes::TITLE, |c| Box::pin(b_old_owner_resumes::run(c, false))),
-        x("B-same-owner", b_old_owner_resumes::TITLE_SAME_OWNER, |c| Box::pin(b_old_owner_resumes::run(c, true))),
+        x("B-sigstop", b_old_owner_resumes::TITLE, |c| {
+            Box::pin(b_old_owner_resumes::run(c, false, PauseKind::Sigstop))
+        }),
+        x("B-freeze", b_old_owner_resumes::TITLE_FREEZE, |c| {
+            Box::pin(b_old_owner_resumes::run(c, false, PauseKind::Freeze))
+        }),
+        x("B-same-owner", b_old_owner_resumes::TITLE_SAME_OWNER, |c| {
+            Box::pin(b_old_owner_resumes::run(c, true, PauseKind::Sigstop))
+        }),
         x("C", c_same_epoch_reorder::TITLE, |c| Box::pin(c_same_epoch_reorder::run(c))),
         x("D", d_race_after_validation::TITLE, |c| Box::pin(d_race_after_validation::run(c))),
         x("E-idem", e_remote_success_then_crash::TITLE, |c| {
@@ -75,17 +83,29 @@ pub fn all() -> Vec<Experiment> {
     ]
 }
 
-/// The experiments named in `only` (case-insensitive ids), or all of them.
+/// The experiments named in `only` (case-insensitive ids; a bare letter such as `B` names every
+/// row of its family: B-sigstop, B-freeze, B-same-owner), or all of them.
 pub fn select(only: Option<&[String]>) -> Result<Vec<Experiment>, String> {
     let all = all();
     let Some(only) = only else { return Ok(all) };
+    let matches = |want: &str, id: &str| {
+        id.eq_ignore_ascii_case(want)
+            || (id.len() > want.len() + 1
+                && id[..want.len()].eq_ignore_ascii_case(want)
+                && id.as_bytes()[want.len()] == b'-'
+                && !all_ids().iter().any(|k| k.eq_ignore_ascii_case(want)))
+    };
     let known: Vec<&str> = all.iter().map(|e| e.id).collect();
     for want in only {
-        if !known.iter().any(|k| k.eq_ignore_ascii_case(want)) {
+        if !known.iter().any(|k| matches(want, k)) {
             return Err(format!("unknown experiment '{want}' (known: {})", known.join(", ")));
         }
     }
-    Ok(all.into_iter().filter(|e| only.iter().any(|w| w.eq_ignore_ascii_case(e.id))).collect())
+    Ok(all.into_iter().filter(|e| only.iter().any(|w| matches(w, e.id))).collect())
+}
+
+fn all_ids() -> Vec<&'static str> {
+    all().iter().map(|e| e.id).collect()
 }
 
 #[cfg(test)]
@@ -94,8 +114,12 @@ mod tests {
 
     #[test]
     fn selection_is_case_insensitive_and_rejects_unknown_ids() {
-        let picked = select(Some(&["b".to_string(), "C".to_string()])).unwrap();
-        assert_eq!(picked.iter().map(|e| e.id).collect::<Vec<_>>(), vec!["B", "C"]);
+        let picked = select(Some(&["b-sigstop".to_string(), "C".to_string()])).unwrap();
+        assert_eq!(picked.iter().map(|e| e.id).collect::<Vec<_>>(), vec!["B-sigstop", "C"]);
+        let family = select(Some(&["B".to_string()])).unwrap();
+        assert_eq!(family.iter().map(|e| e.id).collect::<Vec<_>>(), vec!["B-sigstop", "B-freeze", "B-same-owner"]);
+        let h = select(Some(&["h-lease".to_string()])).unwrap();
+        assert_eq!(h.iter().map(|e| e.id).collect::<Vec<_>>(), vec!["H-lease"]);
         assert!(select(Some(&["Z".to_string()])).unwrap_err().contains("unknown experiment 'Z'"));
         assert_eq!(select(None).unwrap().len(), all().len());
     }

@@ -83,7 +83,7 @@ fn worker_a(reports: &Path) -> i32 {
 #[test]
 fn ctrl_c_in_the_middle_stops_everything() {
     let reports = reports_dir("cleanup_sigint");
-    let mut child = start(&reports, &["--only", "B"]);
+    let mut child = start(&reports, &["--only", "B-sigstop"]);
     worker_a(&reports);
     assert!(!leftovers(child.id(), &reports).is_empty(), "the run's processes are visible while it runs");
     kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
@@ -101,7 +101,7 @@ fn ctrl_c_in_the_middle_stops_everything() {
 #[test]
 fn a_worker_killed_with_sigkill_ends_the_run_cleanly() {
     let reports = reports_dir("cleanup_worker_kill");
-    let mut child = start(&reports, &["--only", "B"]);
+    let mut child = start(&reports, &["--only", "B-sigstop"]);
     let pid = worker_a(&reports);
     kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
     let status = wait_exit(&mut child, Duration::from_secs(60));
@@ -114,7 +114,7 @@ fn a_worker_killed_with_sigkill_ends_the_run_cleanly() {
 #[test]
 fn the_harness_killed_with_sigkill_takes_its_children_along() {
     let reports = reports_dir("cleanup_harness_kill");
-    let mut child = start(&reports, &["--only", "B"]);
+    let mut child = start(&reports, &["--only", "B-sigstop"]);
     worker_a(&reports);
     kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
     let _ = child.wait();

@@ -26,7 +26,7 @@ fn browser() -> PathBuf {
 fn the_html_report_renders_the_matrix_and_timelines_in_a_real_browser() {
     let dir = reports("report_html");
     let out = Command::new(FENCEPROOF)
-        .args(["verify", "--only", "B,E-idem", "--quiet", "--reports-dir"])
+        .args(["verify", "--only", "B-sigstop,E-idem", "--quiet", "--reports-dir"])
         .arg(&dir)
         .output()
         .unwrap();
@@ -39,7 +39,7 @@ fn the_html_report_renders_the_matrix_and_timelines_in_a_real_browser() {
         .unwrap();
     let dom = String::from_utf8_lossy(&dom.stdout);
     assert!(dom.contains("<table class=\"matrix\">"), "no matrix in the rendered DOM");
-    for id in ["exp-B", "exp-E-idem"] {
+    for id in ["exp-B-sigstop", "exp-E-idem"] {
         assert!(
             dom.contains(&format!("href=\"#{id}\"")) && dom.contains(&format!("id=\"{id}\"")),
             "{id} missing from the DOM"
@@ -61,9 +61,9 @@ fn the_html_report_renders_the_matrix_and_timelines_in_a_real_browser() {
     assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "a real screenshot ({} bytes)", png.len());
 
     // The processes' own outputs were collected: metrics and structured logs.
-    let metrics = std::fs::read_to_string(run.join("B/metrics-a.prom")).unwrap();
+    let metrics = std::fs::read_to_string(run.join("B-sigstop/metrics-a.prom")).unwrap();
     assert!(metrics.contains("protected_write_rejected_total{reason=\"lease\"} 4"), "{metrics}");
-    let log = std::fs::read_to_string(run.join("B/worker-a.stderr.log")).unwrap();
+    let log = std::fs::read_to_string(run.join("B-sigstop/worker-a.stderr.log")).unwrap();
     let line: serde_json::Value = log
         .lines()
         .find(|l| l.contains("\"event\":\"save\""))
@@ -72,7 +72,7 @@ fn the_html_report_renders_the_matrix_and_timelines_in_a_real_browser() {
     for f in ["trace_id", "owner", "run_id", "epoch", "revision", "operation_id"] {
         assert!(!line["fields"][f].is_null(), "log line lacks {f}: {line}");
     }
-    assert!(line["fields"]["trace_id"].as_str().unwrap().ends_with("/B"));
+    assert!(line["fields"]["trace_id"].as_str().unwrap().ends_with("/B-sigstop"));
 }
 
 #[test]

@@ -25,7 +25,8 @@ async fn every_experiment_passes_and_leaves_a_report() {
         ids,
         vec![
             "A",
-            "B",
+            "B-sigstop",
+            "B-freeze",
             "B-same-owner",
             "C",
             "D",
@@ -57,9 +58,9 @@ async fn every_experiment_passes_and_leaves_a_report() {
         "matrix.md",
         "junit.xml",
         "postgres.log",
-        "B/oracle.json",
-        "B/timeline.jsonl",
-        "B/worker-a.events.jsonl",
+        "B-sigstop/oracle.json",
+        "B-sigstop/timeline.jsonl",
+        "B-sigstop/worker-a.events.jsonl",
     ] {
         let p = dir.join(f);
         assert!(p.metadata().map(|m| m.len() > 0).unwrap_or(false), "{} missing or empty", p.display());
@@ -67,6 +68,6 @@ async fn every_experiment_passes_and_leaves_a_report() {
     let latest = std::fs::read_link(reports.join("latest")).unwrap();
     assert_eq!(reports.join(latest), dir);
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
-    assert!(junit.contains("tests=\"19\" failures=\"0\" errors=\"0\""), "{junit}");
+    assert!(junit.contains("tests=\"20\" failures=\"0\" errors=\"0\""), "{junit}");
     assert_eq!(registry::live_count(), 0, "children still registered after the run");
 }

@@ -19,6 +19,17 @@ pub enum Kind {
 
 static LIVE: Mutex<Vec<(Pid, Kind)>> = Mutex::new(Vec::new());
 static DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+static FROZEN: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// A freezer cgroup holding a frozen child: thawed before anything is killed (a frozen process
+/// cannot die until it is thawed).
+pub fn register_frozen(dir: PathBuf) {
+    FROZEN.lock().unwrap_or_else(|p| p.into_inner()).push(dir);
+}
+
+pub fn unregister_frozen(dir: &std::path::Path) {
+    FROZEN.lock().unwrap_or_else(|p| p.into_inner()).retain(|d| d != dir);
+}
 
 pub fn register(pgid: Pid, kind: Kind) {
     LIVE.lock().unwrap_or_else(|p| p.into_inner()).push((pgid, kind));
@@ -43,6 +54,10 @@ pub fn live_count() -> usize {
 
 /// Kill every registered child group and remove every registered folder. Safe to call twice.
 pub fn kill_all() {
+    let frozen: Vec<PathBuf> = std::mem::take(&mut *FROZEN.lock().unwrap_or_else(|p| p.into_inner()));
+    for d in frozen {
+        crate::procs::freezer::release_dir(&d);
+    }
     let live: Vec<(Pid, Kind)> = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|p| p.into_inner()));
     for (pgid, kind) in &live {
         if *kind == Kind::Postgres {

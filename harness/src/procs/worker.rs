@@ -16,7 +16,7 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
 use crate::error::{HarnessError, Result};
-use crate::faults::Pause;
+use crate::faults::{Pause, PauseKind};
 use crate::procs::registry::{self, Kind};
 use crate::procs::spawn::prepare;
 use crate::record::timeline::Timeline;
@@ -179,15 +179,28 @@ impl WorkerProc {
 
     /// SIGSTOP this worker (confirmed stopped by the kernel).
     pub async fn pause(&self) -> Result<Pause> {
-        self.timeline.record("harness", "sigstop", &self.name, json!({ "pid": self.pid.as_raw() }));
-        let p = Pause::inject(self.pid).await?;
-        self.timeline.record("harness", "stopped", &self.name, json!({ "state": "T" }));
+        self.pause_with(PauseKind::Sigstop).await
+    }
+
+    /// Pause the whole worker process: SIGSTOP, or freeze it in a cgroup.
+    pub async fn pause_with(&self, kind: PauseKind) -> Result<Pause> {
+        let (action, state) = match kind {
+            PauseKind::Sigstop => ("sigstop", "T"),
+            PauseKind::Freeze => ("freeze", "FROZEN"),
+        };
+        self.timeline.record("harness", action, &self.name, json!({ "pid": self.pid.as_raw() }));
+        let p = Pause::inject_kind(self.pid, kind).await?;
+        self.timeline.record("harness", "stopped", &self.name, json!({ "state": state }));
         Ok(p)
     }
 
-    /// SIGCONT a pause of this worker.
+    /// End a pause of this worker (SIGCONT, or thaw).
     pub async fn resume(&self, p: Pause) -> Result<()> {
-        self.timeline.record("harness", "sigcont", &self.name, json!({ "pid": self.pid.as_raw() }));
+        let action = match p.kind {
+            PauseKind::Sigstop => "sigcont",
+            PauseKind::Freeze => "thaw",
+        };
+        self.timeline.record("harness", action, &self.name, json!({ "pid": self.pid.as_raw() }));
         p.heal().await
     }
 

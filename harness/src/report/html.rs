@@ -62,8 +62,8 @@ fn timeline_svg(dir: &Path) -> Option<String> {
             }
         }
         match action {
-            "sigstop" => bands.push(Band { lane: target, from: at, to: None }),
-            "sigcont" => {
+            "sigstop" | "freeze" => bands.push(Band { lane: target, from: at, to: None }),
+            "sigcont" | "thaw" => {
                 if let Some(b) = bands.iter_mut().rev().find(|b| b.lane == target && b.to.is_none()) {
                     b.to = Some(at);
                 }

@@ -1,0 +1,150 @@
+//! The freeze fault: a process frozen by the kernel's cgroup freezer, as a container runtime
+//! freezes a container (`docker pause` uses the same freezer). Unlike SIGSTOP the process gets no
+//! signal and cannot observe or handle anything: its threads simply stop being scheduled.
+//!
+//! cgroup v1 (a `freezer` hierarchy) and v2 (`cgroup.freeze`) are both supported. Each frozen
+//! process gets its own cgroup `fenceproof-<harness pid>-<pid>`; thawing moves it back to the root
+//! and removes the cgroup. Cgroups left by a harness that died are thawed and removed by the next
+//! freeze (a frozen process cannot even die from SIGKILL until it is thawed).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::unistd::Pid;
+
+use crate::error::{HarnessError, Result};
+use crate::procs::registry;
+use crate::wait;
+
+const V1_ROOT: &str = "/sys/fs/cgroup/freezer";
+const V2_ROOT: &str = "/sys/fs/cgroup";
+
+/// Which freezer this machine has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    V1,
+    V2,
+}
+
+/// The freezer this machine offers, or why there is none.
+pub fn flavor() -> Result<Flavor> {
+    if Path::new(V1_ROOT).join("freezer.state").exists() || Path::new(V1_ROOT).join("cgroup.procs").exists() {
+        Ok(Flavor::V1)
+    } else if Path::new(V2_ROOT).join("cgroup.controllers").exists() {
+        Ok(Flavor::V2)
+    } else {
+        Err(HarnessError::Process("no cgroup freezer here (neither /sys/fs/cgroup/freezer nor cgroup v2)".into()))
+    }
+}
+
+fn root(f: Flavor) -> &'static Path {
+    Path::new(match f {
+        Flavor::V1 => V1_ROOT,
+        Flavor::V2 => V2_ROOT,
+    })
+}
+
+fn write(path: &Path, value: &str) -> Result<()> {
+    std::fs::write(path, value)
+        .map_err(|e| HarnessError::Process(format!("write {value:?} to {}: {e}", path.display())))
+}
+
+/// Whether the cgroup at `dir` is frozen right now, as the kernel reports it.
+pub fn is_frozen(f: Flavor, dir: &Path) -> bool {
+    match f {
+        Flavor::V1 => std::fs::read_to_string(dir.join("freezer.state")).is_ok_and(|s| s.trim() == "FROZEN"),
+        Flavor::V2 => {
+            std::fs::read_to_string(dir.join("cgroup.events")).is_ok_and(|s| s.lines().any(|l| l == "frozen 1"))
+        }
+    }
+}
+
+fn set_frozen(f: Flavor, dir: &Path, frozen: bool) -> Result<()> {
+    match f {
+        Flavor::V1 => write(&dir.join("freezer.state"), if frozen { "FROZEN" } else { "THAWED" }),
+        Flavor::V2 => write(&dir.join("cgroup.freeze"), if frozen { "1" } else { "0" }),
+    }
+}
+
+/// Thaw a cgroup, move whatever it holds back to the root, and remove it (best effort).
+fn release(f: Flavor, dir: &Path) {
+    let _ = set_frozen(f, dir, false);
+    if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+        for p in procs.split_whitespace() {
+            let _ = std::fs::write(root(f).join("cgroup.procs"), p);
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// Thaw and remove cgroups of harnesses that are no longer alive.
+fn sweep_stale(f: Flavor) {
+    let Ok(entries) = std::fs::read_dir(root(f)) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(owner) = name.strip_prefix("fenceproof-").and_then(|r| r.split('-').next()) else { continue };
+        let alive = owner.parse::<i32>().is_ok_and(|p| Path::new(&format!("/proc/{p}")).exists());
+        if !alive {
+            release(f, &e.path());
+        }
+    }
+}
+
+/// A process frozen in its own cgroup; thawed by [`Frozen::thaw`] or on drop.
+pub struct Frozen {
+    pub pid: Pid,
+    flavor: Flavor,
+    dir: PathBuf,
+    thawed: bool,
+}
+
+impl Frozen {
+    /// Freeze `pid` and wait (bounded) until the kernel reports the cgroup frozen.
+    pub async fn freeze(pid: Pid) -> Result<Frozen> {
+        let f = flavor()?;
+        sweep_stale(f);
+        let dir = root(f).join(format!("fenceproof-{}-{}", std::process::id(), pid.as_raw()));
+        std::fs::create_dir_all(&dir).map_err(|e| HarnessError::Process(format!("mkdir {}: {e}", dir.display())))?;
+        registry::register_frozen(dir.clone());
+        let frozen = Frozen { pid, flavor: f, dir: dir.clone(), thawed: false };
+        write(&dir.join("cgroup.procs"), &pid.as_raw().to_string())?;
+        set_frozen(f, &dir, true)?;
+        wait::until(&format!("pid {pid} frozen in {}", dir.display()), Duration::from_secs(10), || {
+            let dir = dir.clone();
+            async move { Ok(is_frozen(f, &dir).then_some(())) }
+        })
+        .await?;
+        Ok(frozen)
+    }
+
+    /// Thaw the process (it resumes where it was) and remove its cgroup.
+    pub async fn thaw(mut self) -> Result<()> {
+        self.thawed = true;
+        set_frozen(self.flavor, &self.dir, false)?;
+        let (f, dir) = (self.flavor, self.dir.clone());
+        wait::until(&format!("pid {} thawed", self.pid), Duration::from_secs(10), || {
+            let dir = dir.clone();
+            async move { Ok((!is_frozen(f, &dir)).then_some(())) }
+        })
+        .await?;
+        release(self.flavor, &self.dir);
+        registry::unregister_frozen(&self.dir);
+        Ok(())
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        if !self.thawed {
+            release(self.flavor, &self.dir);
+            registry::unregister_frozen(&self.dir);
+        }
+    }
+}
+
+/// Thaw and remove one cgroup (the registry's last-resort cleanup).
+pub fn release_dir(dir: &Path) {
+    if let Ok(f) = flavor() {
+        release(f, dir);
+    }
+}

@@ -53,6 +53,14 @@ bench *ARGS:
 microbench:
     cargo bench -p fenceproof-protocol -p fenceproof-harness -- --warm-up-time 1 --measurement-time 2
 
+# Build a local PostgreSQL 15 image (fenceproof/postgres:15) from this machine's packages, with no registry.
+pg-image:
+    bash scripts/pg-image.sh
+
+# The matrix with PostgreSQL in a Docker container (the image from `just pg-image`).
+verify-container *ARGS: build pg-image
+    ./target/debug/fenceproof verify --backend container --pg-image fenceproof/postgres:15 {{ARGS}}
+
 # List the experiments.
 list: build
     ./target/debug/fenceproof list

@@ -25,6 +25,9 @@ pub enum HarnessError {
     #[error("worker {name}: {detail}")]
     Worker { name: String, detail: String },
 
+    #[error("container backend: {0}")]
+    Container(String),
+
     #[error("process control: {0}")]
     Process(String),
 

@@ -29,6 +29,13 @@ struct ServerArgs {
     /// Where run folders are written.
     #[arg(long, default_value = "reports")]
     reports_dir: PathBuf,
+    /// Which server to start: native binaries, a Docker container, or auto (native when binaries
+    /// are found, else Docker when a daemon answers).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "native", "container"])]
+    backend: String,
+    /// The image of the container backend (offline: `just pg-image` builds fenceproof/postgres:15).
+    #[arg(long, default_value = fenceproof_harness::db::container::DEFAULT_IMAGE)]
+    pg_image: String,
 }
 
 #[derive(Subcommand, Debug)]
@@ -200,7 +207,7 @@ async fn run(cli: Cli) -> u8 {
             contract,
             runs,
             heartbeat_ms,
-            server: ServerArgs { pg_bin, reports_dir },
+            server: ServerArgs { pg_bin, reports_dir, backend, pg_image: _ },
         } => {
             let contract = match contract.as_deref().map(fenceproof_harness::contract::Contract::load) {
                 None => None,
@@ -210,6 +217,10 @@ async fn run(cli: Cli) -> u8 {
                     return exit::USAGE;
                 }
             };
+            if backend == "container" {
+                eprintln!("fenceproof: bench starts a native cluster with its own durable settings; the container backend is for verify");
+                return exit::USAGE;
+            }
             if !(0.1..=3600.0).contains(&duration) {
                 eprintln!("fenceproof: --duration must be between 0.1 and 3600 seconds");
                 return exit::USAGE;
@@ -254,7 +265,14 @@ async fn run(cli: Cli) -> u8 {
             }
             exit::OK
         }
-        Cmd::Schedules { cases, seed, replay, worker_bin, mutant, server: ServerArgs { pg_bin, reports_dir } } => {
+        Cmd::Schedules {
+            cases,
+            seed,
+            replay,
+            worker_bin,
+            mutant,
+            server: ServerArgs { pg_bin, reports_dir, backend, pg_image },
+        } => {
             let seed = match seed.as_deref().map(parse_seed) {
                 None => rand_seed(),
                 Some(Ok(s)) => s,
@@ -280,6 +298,8 @@ async fn run(cli: Cli) -> u8 {
             };
             let worker_bin_arg = worker_bin.clone();
             let opts = VerifyOptions {
+                backend: runner::BackendChoice::parse(&backend).unwrap_or_default(),
+                pg_image,
                 pg_bin,
                 contract: None,
                 database_url: None,
@@ -304,6 +324,8 @@ async fn run(cli: Cli) -> u8 {
             };
             let bins = fenceproof_harness::db::pgbin::PgBin::discover(std::path::Path::new("."), &pg_bin);
             let opts = VerifyOptions {
+                backend: runner::BackendChoice::Native,
+                pg_image: fenceproof_harness::db::container::DEFAULT_IMAGE.into(),
                 pg_bin: None,
                 contract: None,
                 database_url: None,
@@ -323,7 +345,7 @@ async fn run(cli: Cli) -> u8 {
             })
             .await
         }
-        Cmd::Mutants { worker_bin, mutants, only, server: ServerArgs { pg_bin, reports_dir } } => {
+        Cmd::Mutants { worker_bin, mutants, only, server: ServerArgs { pg_bin, reports_dir, backend, pg_image } } => {
             let mut experiments = match selection(only.as_deref()) {
                 Ok(e) => e,
                 Err(code) => return code,
@@ -334,6 +356,8 @@ async fn run(cli: Cli) -> u8 {
                 experiments.retain(|e| !e.id.starts_with("H-") && !e.id.starts_with("P-"));
             }
             let opts = VerifyOptions {
+                backend: runner::BackendChoice::parse(&backend).unwrap_or_default(),
+                pg_image,
                 pg_bin,
                 contract: None,
                 database_url: None,
@@ -359,7 +383,7 @@ async fn run(cli: Cli) -> u8 {
         }
         Cmd::Verify {
             only,
-            server: ServerArgs { pg_bin, reports_dir },
+            server: ServerArgs { pg_bin, reports_dir, backend, pg_image },
             worker_bin,
             database_url,
             contract,
@@ -401,6 +425,8 @@ async fn run(cli: Cli) -> u8 {
                 eprintln!("fenceproof: P-role needs a login in the fenceproof_worker role, which the harness creates only in its own clusters; skipped against --database-url");
             }
             let opts = VerifyOptions {
+                backend: runner::BackendChoice::parse(&backend).unwrap_or_default(),
+                pg_image,
                 pg_bin,
                 contract,
                 database_url,

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use fenceproof_harness::db::container::{self, ContainerDb};
 use fenceproof_harness::db::external::{self, ExternalDb};
 use fenceproof_harness::db::native::NativeCluster;
 use fenceproof_harness::db::pgbin::PgBin;
@@ -24,7 +25,31 @@ use crate::Experiment;
 /// Upper bound on one whole experiment.
 pub const EXPERIMENT_TIMEOUT: Duration = Duration::from_secs(90);
 
+/// Which server the experiments run on (without --database-url).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendChoice {
+    /// Native binaries when present, else Docker when a daemon answers, else a one-line error.
+    #[default]
+    Auto,
+    Native,
+    Container,
+}
+
+impl BackendChoice {
+    pub fn parse(s: &str) -> Option<BackendChoice> {
+        match s {
+            "auto" => Some(BackendChoice::Auto),
+            "native" => Some(BackendChoice::Native),
+            "container" => Some(BackendChoice::Container),
+            _ => None,
+        }
+    }
+}
+
 pub struct VerifyOptions {
+    pub backend: BackendChoice,
+    /// The image of the container backend.
+    pub pg_image: String,
     pub pg_bin: Option<PathBuf>,
     /// Run in the user's database (dedicated schemas) instead of a throwaway cluster.
     pub database_url: Option<String>,
@@ -41,6 +66,8 @@ pub enum Server {
     Native(NativeCluster),
     /// The user's database; a fresh schema pair per experiment, dropped at the end.
     External(ExternalDb),
+    /// PostgreSQL in a Docker container (testcontainers); a fresh database per experiment.
+    Container(Box<ContainerDb>),
 }
 
 impl Server {
@@ -48,11 +75,13 @@ impl Server {
         match self {
             Server::Native(c) => c.kind(),
             Server::External(_) => "external",
+            Server::Container(_) => "container",
         }
     }
     pub fn version(&self) -> String {
         match self {
             Server::Native(c) => c.version(),
+            Server::Container(c) => format!("{} in {}", c.version(), c.image),
             Server::External(e) => format!("{} as {} on {}", e.version, e.role, e.database),
         }
     }
@@ -90,12 +119,19 @@ impl Session {
             Some(url) => {
                 (Server::External(ExternalDb::connect(url).await?), PgBin::locate(opts.pg_bin.as_deref()).ok())
             }
-            None => {
-                let bin = PgBin::locate(opts.pg_bin.as_deref())?;
-                let cluster = NativeCluster::start(bin.clone(), &run.path.join("postgres.log")).await?;
-                databases::create_template(&cluster).await?;
-                (Server::Native(cluster), Some(bin))
-            }
+            None => match resolve_backend(opts)? {
+                BackendChoice::Container => {
+                    let c = ContainerDb::start(&opts.pg_image, &run.path.join("postgres.log")).await?;
+                    databases::create_template(&c).await?;
+                    (Server::Container(Box::new(c)), PgBin::locate(opts.pg_bin.as_deref()).ok())
+                }
+                _ => {
+                    let bin = PgBin::locate(opts.pg_bin.as_deref())?;
+                    let cluster = NativeCluster::start(bin.clone(), &run.path.join("postgres.log")).await?;
+                    databases::create_template(&cluster).await?;
+                    (Server::Native(cluster), Some(bin))
+                }
+            },
         };
         Ok(Session {
             server,
@@ -137,7 +173,10 @@ impl Session {
 
     /// End the session: drop what it created in an external database (a native cluster is
     /// stopped when the session is dropped).
-    pub async fn finish(self) -> Result<(), HarnessError> {
+    pub async fn finish(mut self) -> Result<(), HarnessError> {
+        if let Server::Container(c) = &mut self.server {
+            c.stop().await?;
+        }
         if matches!(self.server, Server::External(_)) {
             let (_, failed) = external::drop_created().await?;
             for f in failed {
@@ -158,9 +197,14 @@ impl Session {
             if label.is_empty() { self.run.experiment(id)? } else { self.run.experiment(&format!("{label}/{id}"))? };
         self.databases += 1;
         let (db_url, worker_login, pool, oracle_schema) = match &self.server {
-            Server::Native(cluster) => {
+            Server::Native(_) | Server::Container(_) => {
+                let backend: &dyn Backend = match &self.server {
+                    Server::Native(c) => c,
+                    Server::Container(c) => c.as_ref(),
+                    Server::External(_) => unreachable!("matched above"),
+                };
                 let dbname = format!("fp{}_{}", self.databases, id.to_lowercase().replace(['-', '/'], "_"));
-                let db_url = databases::create_from_template(cluster, &dbname).await?;
+                let db_url = databases::create_from_template(backend, &dbname).await?;
                 let pool = databases::pool(&db_url, CONTROL, 4).await?;
                 let login = databases::url_as(&db_url, databases::WORKER_LOGIN)?;
                 (db_url, Some(login), pool, oracle::DEFAULT_SCHEMA.to_string())
@@ -268,6 +312,13 @@ pub async fn verify(
     repeat: u32,
 ) -> Result<(Matrix, Vec<String>, PathBuf), HarnessError> {
     let mut session = Session::start(opts).await?;
+    let mut experiments = experiments;
+    if matches!(session.server, Server::Container(_))
+        && experiments.iter().any(|e| e.id == "H-async" || e.id == "H-sync")
+    {
+        experiments.retain(|e| e.id != "H-async" && e.id != "H-sync");
+        eprintln!("fenceproof: H-async/H-sync build their primary + standby from native binaries; skipped on the container backend");
+    }
     let repeat = repeat.max(1);
     let mut rounds = Vec::new();
     for i in 1..=repeat {
@@ -344,6 +395,8 @@ pub async fn verify_versions(
         let label = bin.version_numbers().iter().map(|n| n.to_string()).collect::<Vec<_>>().join(".");
         eprintln!("PostgreSQL {label} ({})", bin.dir.display());
         let o = VerifyOptions {
+            backend: BackendChoice::Native,
+            pg_image: opts.pg_image.clone(),
             pg_bin: Some(bin.dir.clone()),
             database_url: None,
             contract: opts.contract.clone(),
@@ -384,4 +437,25 @@ pub fn versions_markdown(ms: &[(String, Matrix)]) -> String {
         }
     }
     s
+}
+
+/// The backend `opts` asks for, resolved: `auto` is native when binaries are found, else the
+/// container backend when a Docker daemon answers, else one line saying how to get either.
+pub fn resolve_backend(opts: &VerifyOptions) -> Result<BackendChoice, HarnessError> {
+    match opts.backend {
+        BackendChoice::Auto => {
+            // An explicit --pg-bin means native: its error is the one to report.
+            let native = PgBin::locate(opts.pg_bin.as_deref());
+            if native.is_ok() || opts.pg_bin.is_some() {
+                return Ok(BackendChoice::Native);
+            }
+            match container::daemon_answers() {
+                Ok(()) => Ok(BackendChoice::Container),
+                Err(docker) => Err(HarnessError::Other(format!(
+                    "nothing to run PostgreSQL with: no server binaries (install postgresql, or pass --pg-bin DIR) and {docker} (start Docker, or pass --database-url)"
+                ))),
+            }
+        }
+        other => Ok(other),
+    }
 }

@@ -16,6 +16,8 @@ async fn random_schedules_keep_every_invariant() {
         });
     println!("seed {seed:#x} ({cases} cases; FENCEPROOF_SEED={seed:#x} reproduces)");
     let opts = VerifyOptions {
+        backend: fenceproof_scenarios::runner::BackendChoice::Native,
+        pg_image: String::new(),
         pg_bin: None,
         contract: None,
         database_url: None,

@@ -9,6 +9,8 @@ use fenceproof_scenarios::runner::{self, VerifyOptions};
 async fn every_experiment_passes_and_leaves_a_report() {
     let reports = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("verify_matrix_reports");
     let opts = VerifyOptions {
+        backend: fenceproof_scenarios::runner::BackendChoice::Native,
+        pg_image: String::new(),
         pg_bin: None,
         contract: None,
         database_url: None,

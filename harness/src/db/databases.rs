@@ -18,6 +18,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
 /// (migration 0002), so it can read the tables and call the fenced fp_* functions, nothing else.
 pub const WORKER_LOGIN: &str = "fenceproof_worker_login";
 
+/// Its password, for servers that authenticate TCP connections (a container); throwaway servers
+/// only, never a team's database.
+pub const WORKER_PASSWORD: &str = "fenceproof-worker";
+
 /// The oracle the harness installs beside the schema: audit triggers the code under test never owns.
 pub const ORACLE_SQL: &str = include_str!("../../sql/oracle.sql");
 
@@ -69,7 +73,7 @@ pub async fn create_worker_login(pool: &PgPool) -> Result<()> {
     sqlx::raw_sql(&format!(
         "DO $$ BEGIN
            IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{WORKER_LOGIN}') THEN
-             CREATE ROLE {WORKER_LOGIN} LOGIN IN ROLE fenceproof_worker;
+             CREATE ROLE {WORKER_LOGIN} LOGIN PASSWORD '{WORKER_PASSWORD}' IN ROLE fenceproof_worker;
            END IF;
          END $$"
     ))
@@ -78,11 +82,12 @@ pub async fn create_worker_login(pool: &PgPool) -> Result<()> {
     Ok(())
 }
 
-/// The same URL with another user name (`postgres://USER@host...`).
+/// The same URL as the worker login (user and password replaced).
 pub fn url_as(url: &str, user: &str) -> Result<String> {
     let mut u = url::Url::parse(url).map_err(|e| crate::HarnessError::Other(format!("bad database URL: {e}")))?;
     u.set_username(user).map_err(|_| crate::HarnessError::Other("database URL cannot carry a user".into()))?;
-    u.set_password(None).map_err(|_| crate::HarnessError::Other("database URL cannot carry a password".into()))?;
+    u.set_password(Some(WORKER_PASSWORD))
+        .map_err(|_| crate::HarnessError::Other("database URL cannot carry a password".into()))?;
     Ok(u.to_string())
 }
 

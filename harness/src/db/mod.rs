@@ -5,6 +5,7 @@
 //! [`databases`] prepares a migrated template with the oracle installed and clones a fresh
 //! database from it for each experiment, so experiment order never matters.
 
+pub mod container;
 pub mod databases;
 pub mod external;
 pub mod native;

@@ -20,6 +20,19 @@ pub enum Kind {
 static LIVE: Mutex<Vec<(Pid, Kind)>> = Mutex::new(Vec::new());
 static DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 static FROZEN: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+static CONTAINERS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Set once this process has asked Docker for a container (then [`kill_all`] also sweeps by label).
+pub static STARTED_CONTAINERS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A container the harness started: removed with `docker rm -f` by [`kill_all`].
+pub fn register_container(id: String) {
+    CONTAINERS.lock().unwrap_or_else(|p| p.into_inner()).push(id);
+}
+
+pub fn unregister_container(id: &str) {
+    CONTAINERS.lock().unwrap_or_else(|p| p.into_inner()).retain(|c| c != id);
+}
 
 /// A freezer cgroup holding a frozen child: thawed before anything is killed (a frozen process
 /// cannot die until it is thawed).
@@ -72,6 +85,13 @@ pub fn kill_all() {
     for (pgid, _) in &live {
         let _ = killpg(*pgid, Signal::SIGCONT);
         let _ = killpg(*pgid, Signal::SIGKILL);
+    }
+    let containers: Vec<String> = std::mem::take(&mut *CONTAINERS.lock().unwrap_or_else(|p| p.into_inner()));
+    for id in &containers {
+        crate::db::container::remove_now(id);
+    }
+    if STARTED_CONTAINERS.load(std::sync::atomic::Ordering::SeqCst) {
+        crate::db::container::remove_all_of_this_process();
     }
     let dirs: Vec<PathBuf> = std::mem::take(&mut *DIRS.lock().unwrap_or_else(|p| p.into_inner()));
     for d in dirs {

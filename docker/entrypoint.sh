@@ -1,0 +1,25 @@
+#!/bin/sh
+# fenceproof's local PostgreSQL image: the same contract as the official image's entrypoint, for
+# what the harness and testcontainers use. POSTGRES_USER / POSTGRES_PASSWORD / POSTGRES_DB and
+# POSTGRES_HOST_AUTH_METHOD; a first start initializes $PGDATA with a temporary server (its log on
+# stdout, as the official image does), then the real server runs in the foreground (log on stderr)
+# with the container's arguments as server options.
+set -e
+: "${PGDATA:=/var/lib/postgresql/data}"
+: "${POSTGRES_USER:=postgres}"
+: "${POSTGRES_DB:=$POSTGRES_USER}"
+BIN=/usr/lib/postgresql/15/bin
+if [ ! -s "$PGDATA/PG_VERSION" ]; then
+  pwfile=/tmp/pwfile
+  printf '%s\n' "${POSTGRES_PASSWORD:-postgres}" > "$pwfile"
+  "$BIN/initdb" -D "$PGDATA" -U "$POSTGRES_USER" --pwfile="$pwfile" -E UTF8 --locale=C --auth-local=trust --auth-host=scram-sha-256 > /dev/null
+  : > "$pwfile"
+  method="${POSTGRES_HOST_AUTH_METHOD:-scram-sha-256}"
+  printf 'host all all all %s\nhost replication all all %s\n' "$method" "$method" >> "$PGDATA/pg_hba.conf"
+  "$BIN/pg_ctl" -D "$PGDATA" -o "-c listen_addresses='' -k /tmp" -w start -l /dev/stdout
+  if [ "$POSTGRES_DB" != "postgres" ]; then
+    "$BIN/psql" -h /tmp -U "$POSTGRES_USER" -d postgres -qc "CREATE DATABASE \"$POSTGRES_DB\"" 2>/dev/null || true
+  fi
+  "$BIN/pg_ctl" -D "$PGDATA" -m fast -w stop > /dev/null
+fi
+exec "$BIN/postgres" -D "$PGDATA" -c listen_addresses='*' -k /tmp "$@"

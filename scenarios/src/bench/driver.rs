@@ -41,6 +41,48 @@ pub struct Sample {
 }
 
 impl Sample {
+    pub fn empty() -> Sample {
+        Sample {
+            statements: 0,
+            units: 0,
+            errors: 0,
+            first_error: None,
+            elapsed: Duration::ZERO,
+            latency_us: histogram(),
+            pool_wait_us: histogram(),
+            commit_us: histogram(),
+        }
+    }
+
+    /// Record one answered operation and how long it took.
+    fn answered(&mut self, d: &Done, latency: Duration) {
+        let _ = self.latency_us.record(latency.as_micros().max(1) as u64);
+        let _ = self.pool_wait_us.record(d.pool_wait.as_micros().max(1) as u64);
+        if let Some(c) = d.commit {
+            let _ = self.commit_us.record(c.as_micros().max(1) as u64);
+        }
+        self.statements += 1;
+        self.units += d.units;
+    }
+
+    fn failed(&mut self, e: String) {
+        self.errors += 1;
+        self.first_error.get_or_insert(e);
+    }
+
+    /// Add another client's (or worker's) part of the same phase.
+    fn absorb(&mut self, o: Sample) {
+        self.statements += o.statements;
+        self.units += o.units;
+        self.errors += o.errors;
+        if self.first_error.is_none() {
+            self.first_error = o.first_error;
+        }
+        let _ = self.latency_us.add(&o.latency_us);
+        let _ = self.pool_wait_us.add(&o.pool_wait_us);
+        let _ = self.commit_us.add(&o.commit_us);
+    }
+
     pub fn units_per_s(&self) -> f64 {
         self.units as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
@@ -94,59 +136,35 @@ where
     for client in 0..clients {
         let (op, stop, pool) = (op.clone(), stop.clone(), pool.clone());
         tasks.spawn(async move {
-            let (mut lat, mut wait, mut commit) = (histogram(), histogram(), histogram());
-            let (mut statements, mut units, mut errors, mut first_error) = (0u64, 0u64, 0u64, None);
+            let mut part = Sample::empty();
             let mut seq = 0u64;
             while !stop.done() {
                 seq += 1;
                 let started = Instant::now();
                 match op(client, seq, pool.clone()).await {
                     Ok(d) => {
-                        let _ = lat.record(started.elapsed().as_micros().max(1) as u64);
-                        let _ = wait.record(d.pool_wait.as_micros().max(1) as u64);
-                        if let Some(c) = d.commit {
-                            let _ = commit.record(c.as_micros().max(1) as u64);
-                        }
-                        statements += 1;
-                        units += d.units;
+                        part.answered(&d, started.elapsed());
                         stop.units.fetch_add(d.units, Ordering::Relaxed);
                         if d.units == 0 && stop_on_empty {
                             stop.halted.store(true, Ordering::Relaxed);
                         }
                     }
                     Err(e) => {
-                        errors += 1;
-                        first_error.get_or_insert(e);
-                        if errors > 1000 {
+                        part.failed(e);
+                        if part.errors > 1000 {
                             stop.halted.store(true, Ordering::Relaxed);
                         }
                     }
                 }
             }
-            (statements, units, errors, first_error, lat, wait, commit)
+            part
         });
     }
-    let mut s = Sample {
-        statements: 0,
-        units: 0,
-        errors: 0,
-        first_error: None,
-        elapsed: Duration::ZERO,
-        latency_us: histogram(),
-        pool_wait_us: histogram(),
-        commit_us: histogram(),
-    };
+    let mut s = Sample::empty();
     while let Some(r) = tasks.join_next().await {
-        let Ok((statements, units, errors, first_error, lat, wait, commit)) = r else { continue };
-        s.statements += statements;
-        s.units += units;
-        s.errors += errors;
-        if s.first_error.is_none() {
-            s.first_error = first_error;
+        if let Ok(part) = r {
+            s.absorb(part);
         }
-        let _ = s.latency_us.add(&lat);
-        let _ = s.pool_wait_us.add(&wait);
-        let _ = s.commit_us.add(&commit);
     }
     s.elapsed = t0.elapsed();
     s
@@ -168,48 +186,24 @@ where
         // Spread the workers' beats over one interval, as independent processes would be.
         let offset = every.mul_f64(w as f64 / workers.max(1) as f64);
         tasks.spawn(async move {
-            let (mut lat, mut wait) = (histogram(), histogram());
-            let (mut statements, mut units, mut errors, mut first_error) = (0u64, 0u64, 0u64, None);
+            let mut part = Sample::empty();
             let mut scheduled = t0 + offset;
             while scheduled < t0 + duration {
                 tokio::time::sleep_until(scheduled.into()).await;
                 match op(w, pool.clone()).await {
-                    Ok(d) => {
-                        let _ = lat.record(scheduled.elapsed().as_micros().max(1) as u64);
-                        let _ = wait.record(d.pool_wait.as_micros().max(1) as u64);
-                        statements += 1;
-                        units += d.units;
-                    }
-                    Err(e) => {
-                        errors += 1;
-                        first_error.get_or_insert(e);
-                    }
+                    Ok(d) => part.answered(&d, scheduled.elapsed()),
+                    Err(e) => part.failed(e),
                 }
                 scheduled += every;
             }
-            (statements, units, errors, first_error, lat, wait)
+            part
         });
     }
-    let mut s = Sample {
-        statements: 0,
-        units: 0,
-        errors: 0,
-        first_error: None,
-        elapsed: Duration::ZERO,
-        latency_us: histogram(),
-        pool_wait_us: histogram(),
-        commit_us: histogram(),
-    };
+    let mut s = Sample::empty();
     while let Some(r) = tasks.join_next().await {
-        let Ok((statements, units, errors, first_error, lat, wait)) = r else { continue };
-        s.statements += statements;
-        s.units += units;
-        s.errors += errors;
-        if s.first_error.is_none() {
-            s.first_error = first_error;
+        if let Ok(part) = r {
+            s.absorb(part);
         }
-        let _ = s.latency_us.add(&lat);
-        let _ = s.pool_wait_us.add(&wait);
     }
     s.elapsed = t0.elapsed().max(duration);
     s

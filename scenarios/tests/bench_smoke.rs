@@ -54,5 +54,5 @@ fn bench_runs_every_workload_and_writes_its_report() {
         let text = std::fs::read_to_string(dir.join(f)).unwrap();
         assert!(text.len() > 500, "{f} too small");
     }
-    assert!(stdout.contains("sizing:") && stdout.contains("HOLDS") || stdout.contains("MISS"), "{stdout}");
+    assert!(stdout.contains("sizing:") && (stdout.contains("HOLDS") || stdout.contains("MISS")), "{stdout}");
 }

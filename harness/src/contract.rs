@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BackendKind {
     /// A throwaway primary + standby started by the harness from the machine's binaries.
@@ -17,6 +17,9 @@ pub enum BackendKind {
     /// The team's own database: experiments A-G run in dedicated schemas of `url` (H needs a pair
     /// the harness can fence and promote, so it is not run there).
     External,
+    /// PostgreSQL in Docker containers started by the harness (`image`); H's primary + standby
+    /// are two containers on a private network.
+    Container,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,6 +71,8 @@ pub struct Database {
     pub backend: BackendKind,
     /// The primary's URL (external deployments).
     pub url: Option<String>,
+    /// The PostgreSQL image (container backend); default postgres:15.
+    pub image: Option<String>,
 }
 
 fn native() -> BackendKind {
@@ -76,7 +81,7 @@ fn native() -> BackendKind {
 
 impl Default for Database {
     fn default() -> Self {
-        Database { backend: BackendKind::Native, url: None }
+        Database { backend: BackendKind::Native, url: None, image: None }
     }
 }
 
@@ -267,16 +272,25 @@ impl Contract {
             (BackendKind::External, None) => {
                 return err("database.url", "backend = \"external\" needs the database's url".into())
             }
-            (BackendKind::Native, Some(_)) => {
+            (BackendKind::Native | BackendKind::Container, Some(_)) => {
                 return err("database.url", "only meaningful with backend = \"external\"".into())
             }
             _ => {}
         }
+        match (&self.database.backend, &self.database.image) {
+            (BackendKind::Native | BackendKind::External, Some(_)) => {
+                return err("database.image", "only meaningful with backend = \"container\"".into())
+            }
+            (BackendKind::Container, Some(i)) if i.trim().is_empty() || i.contains(char::is_whitespace) => {
+                return err("database.image", format!("'{i}' is not an image name (e.g. postgres:15)"))
+            }
+            _ => {}
+        }
         if let Some(f) = &self.failover {
-            if self.database.backend == BackendKind::Native {
+            if self.database.backend != BackendKind::External {
                 return err(
                     "failover",
-                    "the hooks are for external deployments; the native backend fences and promotes its own pair"
+                    "the hooks are for external deployments; the native and container backends fence and promote their own pair"
                         .into(),
                 );
             }
@@ -340,6 +354,19 @@ mod tests {
         assert_eq!(Contract::parse("t.toml", &slow).unwrap_err().field, "lease.renewal_timeout_ms");
         let hb = SYNC.replace("heartbeat_ms = 5000", "heartbeat_ms = 40000");
         assert_eq!(Contract::parse("t.toml", &hb).unwrap_err().field, "lease.heartbeat_ms");
+        let cont = format!("[database]\nbackend = \"container\"\nimage = \"fenceproof/postgres:15\"\n{SYNC}");
+        let c = Contract::parse("t.toml", &cont).unwrap();
+        assert_eq!(
+            (c.database.backend, c.database.image.as_deref()),
+            (BackendKind::Container, Some("fenceproof/postgres:15"))
+        );
+        assert_eq!(Contract::parse("t.toml", &format!("{cont}{hooks}")).unwrap_err().field, "failover");
+        let spaced = cont.replace("fenceproof/postgres:15", "postgres 15");
+        assert_eq!(Contract::parse("t.toml", &spaced).unwrap_err().field, "database.image");
+        let native_image = cont.replace("\"container\"", "\"native\"");
+        assert_eq!(Contract::parse("t.toml", &native_image).unwrap_err().field, "database.image");
+        let cont_url = cont.replace("image = ", "url = \"postgres://p/db\"\nimage = ");
+        assert_eq!(Contract::parse("t.toml", &cont_url).unwrap_err().field, "database.url");
         let missing = SYNC.replace("acknowledged_epochs_survive_failover = true\n", "");
         assert!(Contract::parse("t.toml", &missing)
             .unwrap_err()
@@ -353,6 +380,7 @@ mod tests {
             "../examples/sync-no-loss.toml",
             "../examples/async-loss-allowed.toml",
             "../examples/async-claims-no-loss.toml",
+            "../examples/container-sync-no-loss.toml",
         ] {
             let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(f);
             Contract::load(&p).unwrap_or_else(|e| panic!("{e}"));

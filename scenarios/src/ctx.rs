@@ -39,6 +39,9 @@ pub struct Ctx {
     pub worker_args: Vec<String>,
     /// The PostgreSQL binaries (for experiments that build servers of their own, like H).
     pub pg_bin: Option<fenceproof_harness::db::pgbin::PgBin>,
+    /// The image of the session's container backend, when it is one: H then builds its primary +
+    /// standby as containers too.
+    pub container_image: Option<String>,
     /// The schema of this experiment's oracle.
     pub oracle_schema: String,
     /// The deployment contract given on the command line, if any.

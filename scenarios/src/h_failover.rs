@@ -1,8 +1,11 @@
 //! Experiment H — failover, judged against the deployment contract (spec sections 10 and 11).
 //!
 //! The harness builds its own primary + streaming standby (async, or with the standby named in
-//! `synchronous_standby_names`), runs a task to a known state, then SIGSTOPs the primary's
-//! walsender so the standby stops receiving WAL. While it is stopped:
+//! `synchronous_standby_names`) with the session's backend: two native clusters, or two containers
+//! on a private Docker network. It runs a task to a known state, then cuts replication so the
+//! standby stops receiving WAL: natively it SIGSTOPs the primary's walsender; with containers it
+//! disconnects the primary from the replication network, a real cut in which the WAL still in
+//! flight is never delivered. While replication is cut:
 //! - async: the old owner releases, a new owner takes over (epoch + 1), plans a step, and the
 //!   dispatcher really creates its remote resource and records `succeeded` — all acknowledged by
 //!   the primary, none of it on the standby;
@@ -10,7 +13,8 @@
 //!   and PostgreSQL answers success with "committed locally, might not have been replicated" — the
 //!   protocol must report it as outcome unknown, never success.
 //!
-//! Then the old primary is fenced (its whole process tree SIGKILLed), the standby promoted, and
+//! Then the old primary is fenced (its whole process tree SIGKILLed, or `docker kill`), the
+//! standby promoted, and
 //! epoch, revision, ledger statuses and the tools' high-water are compared before and after. The
 //! verdict is whether the outcome matches the contract: a contract that promises no acknowledged
 //! loss fails when anything acknowledged is gone, naming the replication setting that allowed it.
@@ -20,6 +24,8 @@ use std::time::Duration;
 
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::contract::{Contract, Failover, ReplicationMode};
+use fenceproof_harness::db::container::ContainerDb;
+use fenceproof_harness::db::docker::PrivateNetwork;
 use fenceproof_harness::db::native::NativeCluster;
 use fenceproof_harness::db::{databases, Backend};
 use fenceproof_harness::procs::signals;
@@ -110,13 +116,36 @@ async fn wait_caught_up(primary: &PgPool, standby: &PgPool) -> Result<(), Harnes
     .await
 }
 
-/// The two servers of the experiment: built by the harness, or the team's own, driven by hooks.
+/// The two servers of the experiment: built by the harness (native clusters, or containers on a
+/// private network), or the team's own, driven by hooks.
 enum Pair {
-    Native { primary: NativeCluster, standby: NativeCluster, admin: PgPool },
-    External { hooks: Failover, primary_url: String, schema: String },
+    Native {
+        primary: NativeCluster,
+        standby: NativeCluster,
+    },
+    /// Field order is drop order: both containers are removed before their network.
+    Container {
+        primary: Box<ContainerDb>,
+        standby: Box<ContainerDb>,
+        net: PrivateNetwork,
+    },
+    External {
+        hooks: Failover,
+        primary_url: String,
+        schema: String,
+    },
 }
 
 impl Pair {
+    /// The primary and the standby, when the harness built them.
+    fn servers(&self) -> Option<(&dyn Backend, &dyn Backend)> {
+        match self {
+            Pair::Native { primary, standby } => Some((primary, standby)),
+            Pair::Container { primary, standby, .. } => Some((primary.as_ref(), standby.as_ref())),
+            Pair::External { .. } => None,
+        }
+    }
+
     /// Run one of the contract's hooks with the URLs in its environment, bounded, logged.
     async fn hook(ctx: &Ctx, name: &str, cmd: &str, primary_url: &str, standby_url: &str) -> Result<(), HarnessError> {
         ctx.timeline.record("harness", "hook", name, json!({ "command": cmd }));
@@ -159,6 +188,7 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
 
     // The pair, and on it: an admin pool (primary), the experiment's URL and pool (primary), and a
     // pool to watch the standby replay.
+    let mut admin_pool = None;
     let (mut pair, url, p_pool, s_pool, actual) = match contract.failover.clone() {
         Some(hooks) => {
             let schema = ctx.oracle_schema.strip_suffix("_o").unwrap_or(&ctx.oracle_schema).to_string();
@@ -170,20 +200,44 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
         None => {
             let settings_c =
                 vec![("synchronous_commit".to_string(), contract.replication.synchronous_commit.as_str().to_string())];
-            let bin = ctx.pg_bin.clone().ok_or_else(|| {
-                HarnessError::Other(
-                    "experiment H builds its own primary + standby and needs local PostgreSQL binaries (--pg-bin)"
-                        .into(),
-                )
-            })?;
-            let primary = NativeCluster::start_with(bin, &ctx.dir.join("primary.log"), settings_c).await?;
-            let standby = NativeCluster::start_standby(&primary, STANDBY, &ctx.dir.join("standby.log")).await?;
-            ctx.timeline.record(
-                "harness",
-                "pair_started",
-                "database",
-                json!({"primary": primary.port(), "standby": standby.port(), "mode": mode.as_str()}),
-            );
+            let pair = match (&ctx.container_image, ctx.pg_bin.clone()) {
+                (Some(image), _) => {
+                    let primary = ContainerDb::start_with(image, &ctx.dir.join("primary.log"), settings_c.clone()).await?;
+                    let net = PrivateNetwork::create("h").await?;
+                    let standby = ContainerDb::start_standby(
+                        &primary,
+                        &net,
+                        STANDBY,
+                        &ctx.dir.join("standby.log"),
+                        settings_c,
+                    )
+                    .await?;
+                    ctx.timeline.record(
+                        "harness",
+                        "pair_started",
+                        "database",
+                        json!({"primary": primary.id, "standby": standby.id, "network": net.name, "mode": mode.as_str()}),
+                    );
+                    Pair::Container { primary: Box::new(primary), standby: Box::new(standby), net }
+                }
+                (None, Some(bin)) => {
+                    let primary = NativeCluster::start_with(bin, &ctx.dir.join("primary.log"), settings_c).await?;
+                    let standby = NativeCluster::start_standby(&primary, STANDBY, &ctx.dir.join("standby.log")).await?;
+                    ctx.timeline.record(
+                        "harness",
+                        "pair_started",
+                        "database",
+                        json!({"primary": primary.port(), "standby": standby.port(), "mode": mode.as_str()}),
+                    );
+                    Pair::Native { primary, standby }
+                }
+                (None, None) => {
+                    return Err(HarnessError::Other(
+                        "experiment H builds its own primary + standby and needs local PostgreSQL binaries (--pg-bin) or the container backend".into(),
+                    ))
+                }
+            };
+            let (primary, standby) = pair.servers().expect("a pair the harness built");
             let admin = databases::pool(&primary.url_for("postgres"), "fenceproof-harness", 2).await?;
             wait::until("the standby to stream", STEP, || {
                 let p = admin.clone();
@@ -213,18 +267,16 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
                 .await?;
             }
             let actual = settings(&admin).await?;
-            databases::create_template(&primary).await?;
-            let url = databases::create_from_template(&primary, "h").await?;
+            databases::create_template(primary).await?;
+            let url = databases::create_from_template(primary, "h").await?;
             let p_pool = databases::pool(&url, CONTROL, 4).await?;
             let s_pool = databases::pool(&standby.url_for("postgres"), CONTROL, 2).await?;
-            (Pair::Native { primary, standby, admin }, url, p_pool, s_pool, actual)
+            admin_pool = Some(admin);
+            (pair, url, p_pool, s_pool, actual)
         }
     };
     let ssn_empty = actual.contains("synchronous_standby_names = ''");
-    let p_admin = match &pair {
-        Pair::Native { admin, .. } => admin.clone(),
-        Pair::External { .. } => p_pool.clone(),
-    };
+    let p_admin = admin_pool.unwrap_or_else(|| p_pool.clone());
 
     // A task in a known, replicated state: A owns it, one step planned and really executed.
     let tools = ctx.spawn_tools().await?;
@@ -264,15 +316,28 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
 
     // Fault: the standby stops receiving WAL (native: the primary's walsender is SIGSTOPped).
     let mut walsender = None;
-    match &pair {
-        Pair::Native { admin, .. } => {
+    let fault = match &pair {
+        Pair::Native { .. } => {
             let pid: i32 = sqlx::query_scalar("SELECT pid FROM pg_stat_replication WHERE application_name = $1")
                 .bind(STANDBY)
-                .fetch_one(admin)
+                .fetch_one(&p_admin)
                 .await?;
             signals::send(signals::Pid::from_raw(pid), signals::Signal::SIGSTOP)?;
             ctx.timeline.record("harness", "sigstop", "walsender", json!({"pid": pid}));
             walsender = Some(pid);
+            "the primary's walsender SIGSTOPped"
+        }
+        Pair::Container { primary, net, .. } => {
+            // A real cut: the primary's interface on the replication network goes away, and what
+            // its walsender still has in flight is never delivered.
+            net.disconnect(&primary.id).await?;
+            ctx.timeline.record(
+                "harness",
+                "network_cut",
+                "primary",
+                json!({"network": net.name, "container": primary.id}),
+            );
+            "the primary cut off the replication network (docker network disconnect)"
         }
         Pair::External { hooks, primary_url, .. } => {
             Pair::hook(
@@ -283,8 +348,9 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
                 &hooks.standby_url,
             )
             .await?;
+            "the contract's pause_replication_command"
         }
-    }
+    };
 
     let mut trap = None;
     match mode {
@@ -337,6 +403,29 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
     p_admin.close().await;
     let (n_pool, oracle_schema) =
         match &mut pair {
+            Pair::Container { primary, standby, .. } => {
+                primary.kill().await?;
+                ctx.timeline.record("harness", "fence", "old primary", json!({"docker_kill": primary.id}));
+                let url = primary.url_for("postgres");
+                let gone = wait::until("the fenced primary's container to stop and refuse connections", STEP, || {
+                    let url = url.clone();
+                    let primary = &primary;
+                    async move {
+                        use sqlx::Connection;
+                        let r = tokio::time::timeout(Duration::from_secs(2), sqlx::PgConnection::connect(&url)).await;
+                        Ok((!primary.running().await && !matches!(r, Ok(Ok(_)))).then_some(()))
+                    }
+                })
+                .await
+                .is_ok();
+                ctx.check(Check::expect(
+                    "the fenced old primary is gone: its container stopped, its port refuses connections",
+                    gone,
+                    format!("container {}", primary.id),
+                ));
+                standby.promote().await?;
+                (databases::pool(&standby.url_for("h"), CONTROL, 2).await?, oracle::DEFAULT_SCHEMA.to_string())
+            }
             Pair::Native { primary, standby, .. } => {
                 let pgid = primary.pgid();
                 primary.fence();
@@ -454,7 +543,7 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
     ctx.checks.extend(invariants::all(&rows, &[CONTROL, cp.owner.as_str()]));
 
     let record = json!({
-        "contract": contract, "actual_settings": actual, "before": before, "acknowledged": acked, "on_old_primary_at_fence": acked_state,
+        "contract": contract, "actual_settings": actual, "fault": fault, "before": before, "acknowledged": acked, "on_old_primary_at_fence": acked_state,
         "after": after, "lost": lost, "remote_forks": forks, "tools_high_water": {"before": high_before, "acknowledged": high_acked, "after": high_after},
     });
     std::fs::write(ctx.dir.join("failover.json"), serde_json::to_string_pretty(&record).expect("json"))?;
@@ -481,5 +570,10 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
     }
     n_pool.close().await;
     s_pool.close().await;
+    if let Pair::Container { primary, standby, .. } = &mut pair {
+        // Their logs into the experiment's folder; the network goes when `pair` is dropped.
+        primary.stop().await?;
+        standby.stop().await?;
+    }
     Ok(())
 }

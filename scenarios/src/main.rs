@@ -30,12 +30,36 @@ struct ServerArgs {
     #[arg(long, default_value = "reports")]
     reports_dir: PathBuf,
     /// Which server to start: native binaries, a Docker container, or auto (native when binaries
-    /// are found, else Docker when a daemon answers).
-    #[arg(long, default_value = "auto", value_parser = ["auto", "native", "container"])]
-    backend: String,
+    /// are found, else Docker when a daemon answers). Default: the contract's, else auto.
+    #[arg(long, value_parser = ["auto", "native", "container"])]
+    backend: Option<String>,
     /// The image of the container backend (offline: `just pg-image` builds fenceproof/postgres:15).
-    #[arg(long, default_value = fenceproof_harness::db::container::DEFAULT_IMAGE)]
-    pg_image: String,
+    /// Default: the contract's `[database] image`, else postgres:15.
+    #[arg(long)]
+    pg_image: Option<String>,
+}
+
+impl ServerArgs {
+    /// The backend asked for: the flag, else the contract's `[database] backend`, else auto.
+    fn choice(
+        backend: Option<&str>,
+        contract: Option<&fenceproof_harness::contract::Contract>,
+    ) -> runner::BackendChoice {
+        use fenceproof_harness::contract::BackendKind;
+        match (backend, contract.map(|c| c.database.backend)) {
+            (Some(b), _) => runner::BackendChoice::parse(b).unwrap_or_default(),
+            (None, Some(BackendKind::Native)) => runner::BackendChoice::Native,
+            (None, Some(BackendKind::Container)) => runner::BackendChoice::Container,
+            (None, _) => runner::BackendChoice::Auto,
+        }
+    }
+
+    /// The container image: the flag, else the contract's, else the official default.
+    fn image(pg_image: Option<String>, contract: Option<&fenceproof_harness::contract::Contract>) -> String {
+        pg_image
+            .or_else(|| contract.and_then(|c| c.database.image.clone()))
+            .unwrap_or_else(|| fenceproof_harness::db::container::DEFAULT_IMAGE.to_string())
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -217,7 +241,11 @@ async fn run(cli: Cli) -> u8 {
                     return exit::USAGE;
                 }
             };
-            if backend == "container" {
+            if backend.as_deref() == Some("container")
+                || contract
+                    .as_ref()
+                    .is_some_and(|c| c.database.backend == fenceproof_harness::contract::BackendKind::Container)
+            {
                 eprintln!("fenceproof: bench starts a native cluster with its own durable settings; the container backend is for verify");
                 return exit::USAGE;
             }
@@ -298,10 +326,11 @@ async fn run(cli: Cli) -> u8 {
             };
             let worker_bin_arg = worker_bin.clone();
             let opts = VerifyOptions {
-                backend: runner::BackendChoice::parse(&backend).unwrap_or_default(),
-                pg_image,
+                backend: ServerArgs::choice(backend.as_deref(), None),
+                pg_image: ServerArgs::image(pg_image, None),
                 pg_bin,
                 contract: None,
+                contract_path: None,
                 database_url: None,
                 reports_dir,
                 worker_bin: worker_bin.unwrap_or_else(runner::default_worker_bin),
@@ -328,6 +357,7 @@ async fn run(cli: Cli) -> u8 {
                 pg_image: fenceproof_harness::db::container::DEFAULT_IMAGE.into(),
                 pg_bin: None,
                 contract: None,
+                contract_path: None,
                 database_url: None,
                 reports_dir,
                 worker_bin: runner::default_worker_bin(),
@@ -356,10 +386,11 @@ async fn run(cli: Cli) -> u8 {
                 experiments.retain(|e| !e.id.starts_with("H-") && !e.id.starts_with("P-"));
             }
             let opts = VerifyOptions {
-                backend: runner::BackendChoice::parse(&backend).unwrap_or_default(),
-                pg_image,
+                backend: ServerArgs::choice(backend.as_deref(), None),
+                pg_image: ServerArgs::image(pg_image, None),
                 pg_bin,
                 contract: None,
+                contract_path: None,
                 database_url: None,
                 reports_dir,
                 worker_bin,
@@ -394,6 +425,7 @@ async fn run(cli: Cli) -> u8 {
             if quiet || json {
                 std::env::set_var("FENCEPROOF_QUIET", "1");
             }
+            let contract_path = contract.clone();
             let contract = match contract.as_deref().map(fenceproof_harness::contract::Contract::load) {
                 None => None,
                 Some(Ok(c)) => Some(std::sync::Arc::new(c)),
@@ -425,10 +457,11 @@ async fn run(cli: Cli) -> u8 {
                 eprintln!("fenceproof: P-role needs a login in the fenceproof_worker role, which the harness creates only in its own clusters; skipped against --database-url");
             }
             let opts = VerifyOptions {
-                backend: runner::BackendChoice::parse(&backend).unwrap_or_default(),
-                pg_image,
+                backend: ServerArgs::choice(backend.as_deref(), contract.as_deref()),
+                pg_image: ServerArgs::image(pg_image, contract.as_deref()),
                 pg_bin,
                 contract,
+                contract_path,
                 database_url,
                 reports_dir,
                 worker_bin: worker_bin.unwrap_or_else(runner::default_worker_bin),

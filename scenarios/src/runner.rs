@@ -55,6 +55,8 @@ pub struct VerifyOptions {
     pub database_url: Option<String>,
     /// The deployment contract (`--contract`), if any.
     pub contract: Option<std::sync::Arc<fenceproof_harness::contract::Contract>>,
+    /// Where that contract was read from (for the reproduce line).
+    pub contract_path: Option<PathBuf>,
     pub reports_dir: PathBuf,
     pub worker_bin: PathBuf,
     pub tools_bin: PathBuf,
@@ -96,6 +98,8 @@ pub struct Session {
     pub run: RunDir,
     pub worker_bin: PathBuf,
     pub tools_bin: PathBuf,
+    /// The flags that select this session's server and contract, for every reproduce line.
+    reproduce_flags: String,
     started_at: chrono::DateTime<chrono::Utc>,
     t0: Instant,
     databases: u32,
@@ -114,12 +118,14 @@ impl Session {
                 )));
             }
         }
+        // Nothing to run on is a one-line error before any run folder exists.
+        let choice = if opts.database_url.is_some() { BackendChoice::Auto } else { resolve_backend(opts)? };
         let run = RunDir::create(&opts.reports_dir)?;
         let (server, pg_bin) = match &opts.database_url {
             Some(url) => {
                 (Server::External(ExternalDb::connect(url).await?), PgBin::locate(opts.pg_bin.as_deref()).ok())
             }
-            None => match resolve_backend(opts)? {
+            None => match choice {
                 BackendChoice::Container => {
                     let c = ContainerDb::start(&opts.pg_image, &run.path.join("postgres.log")).await?;
                     databases::create_template(&c).await?;
@@ -133,7 +139,9 @@ impl Session {
                 }
             },
         };
+        let reproduce_flags = reproduce_flags(opts, &server);
         Ok(Session {
+            reproduce_flags,
             server,
             pg_bin,
             contract: opts.contract.clone(),
@@ -228,6 +236,10 @@ impl Session {
             tools_bin: self.tools_bin.clone(),
             worker_args: worker_args.to_vec(),
             pg_bin: self.pg_bin.clone(),
+            container_image: match &self.server {
+                Server::Container(c) => Some(c.image.clone()),
+                _ => None,
+            },
             oracle_schema,
             contract: self.contract.clone(),
             checks: Vec::new(),
@@ -282,10 +294,38 @@ impl Session {
             observations,
             checks: ctx.checks,
             error,
-            reproduce: format!("fenceproof verify --only {}{extra}   (evidence: {})", exp.id, dir.display()),
+            reproduce: format!(
+                "fenceproof verify --only {}{}{extra}   (evidence: {})",
+                exp.id,
+                self.reproduce_flags,
+                dir.display()
+            ),
             evidence: dir.strip_prefix(&self.run.path).unwrap_or(&dir).display().to_string(),
         })
     }
+}
+
+/// The command-line flags that bring back the server (and contract) a session ran with: the
+/// container image, the binaries folder given, the database URL with its password masked.
+fn reproduce_flags(opts: &VerifyOptions, server: &Server) -> String {
+    let mut f = String::new();
+    match server {
+        Server::Container(c) => f.push_str(&format!(" --backend container --pg-image {}", c.image)),
+        Server::External(_) => {
+            if let Some(url) = &opts.database_url {
+                f.push_str(&format!(" --database-url '{}'", external::masked(url)));
+            }
+        }
+        Server::Native(_) => {
+            if let Some(dir) = &opts.pg_bin {
+                f.push_str(&format!(" --pg-bin {}", dir.display()));
+            }
+        }
+    }
+    if let Some(p) = &opts.contract_path {
+        f.push_str(&format!(" --contract {}", p.display()));
+    }
+    f
 }
 
 /// A progress bar on stderr while experiments run, only when stderr is a terminal (CI logs get the
@@ -312,13 +352,6 @@ pub async fn verify(
     repeat: u32,
 ) -> Result<(Matrix, Vec<String>, PathBuf), HarnessError> {
     let mut session = Session::start(opts).await?;
-    let mut experiments = experiments;
-    if matches!(session.server, Server::Container(_))
-        && experiments.iter().any(|e| e.id == "H-async" || e.id == "H-sync")
-    {
-        experiments.retain(|e| e.id != "H-async" && e.id != "H-sync");
-        eprintln!("fenceproof: H-async/H-sync build their primary + standby from native binaries; skipped on the container backend");
-    }
     let repeat = repeat.max(1);
     let mut rounds = Vec::new();
     for i in 1..=repeat {
@@ -400,6 +433,7 @@ pub async fn verify_versions(
             pg_bin: Some(bin.dir.clone()),
             database_url: None,
             contract: opts.contract.clone(),
+            contract_path: opts.contract_path.clone(),
             reports_dir: combined.path.clone(),
             worker_bin: opts.worker_bin.clone(),
             tools_bin: opts.tools_bin.clone(),
@@ -450,12 +484,13 @@ pub fn resolve_backend(opts: &VerifyOptions) -> Result<BackendChoice, HarnessErr
                 return Ok(BackendChoice::Native);
             }
             match container::daemon_answers() {
-                Ok(()) => Ok(BackendChoice::Container),
+                Ok(()) => container::preflight(&opts.pg_image).map(|_| BackendChoice::Container),
                 Err(docker) => Err(HarnessError::Other(format!(
                     "nothing to run PostgreSQL with: no server binaries (install postgresql, or pass --pg-bin DIR) and {docker} (start Docker, or pass --database-url)"
                 ))),
             }
         }
-        other => Ok(other),
+        BackendChoice::Native => PgBin::locate(opts.pg_bin.as_deref()).map(|_| BackendChoice::Native),
+        BackendChoice::Container => container::preflight(&opts.pg_image).map(|_| BackendChoice::Container),
     }
 }

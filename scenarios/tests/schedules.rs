@@ -20,6 +20,7 @@ async fn random_schedules_keep_every_invariant() {
         pg_image: String::new(),
         pg_bin: None,
         contract: None,
+        contract_path: None,
         database_url: None,
         reports_dir: std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("schedules_reports"),
         worker_bin: runner::default_worker_bin(),

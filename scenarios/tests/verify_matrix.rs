@@ -13,6 +13,7 @@ async fn every_experiment_passes_and_leaves_a_report() {
         pg_image: String::new(),
         pg_bin: None,
         contract: None,
+        contract_path: None,
         database_url: None,
         reports_dir: reports.clone(),
         worker_bin: runner::default_worker_bin(),

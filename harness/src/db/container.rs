@@ -2,26 +2,28 @@
 //! native backend (an admin URL per database, the version), plus pause / unpause / kill of the
 //! server and its log copied into the run folder at the end.
 //!
+//! For experiment H it also builds a streaming standby of a container primary, over a private
+//! Docker network ([`ContainerDb::start_standby`]), and fences with `docker kill`.
+//!
 //! Teardown: [`ContainerDb::stop`] on the normal path; `Drop`, the registry (panic hook, SIGINT /
-//! SIGTERM) and a sweep of containers whose harness is gone (label `fenceproof.harness-pid`) on
-//! the others, each removing the container with `docker rm -f`.
+//! SIGTERM) and a sweep of containers whose harness is gone (label `fenceproof.harness-pid`, see
+//! [`docker`]) on the others, each removing the container with `docker rm -f`.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use testcontainers::core::{IntoContainerPort, WaitFor};
 use testcontainers::runners::AsyncRunner;
-use testcontainers::{ContainerAsync, ImageExt};
+use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 use testcontainers_modules::postgres::Postgres;
 
+use crate::db::docker::{self, remove_now, sweep_stale, PrivateNetwork, PID_LABEL};
 use crate::db::native::SERVER_SETTINGS;
 use crate::db::Backend;
 use crate::error::{HarnessError, Result};
 use crate::procs::registry;
-
-/// The label that ties a container to the harness process that started it.
-pub const PID_LABEL: &str = "fenceproof.harness-pid";
 
 /// The default image for users (an official image; offline, build one with `just pg-image`).
 pub const DEFAULT_IMAGE: &str = "postgres:15";
@@ -61,52 +63,6 @@ pub fn image_present(image: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// `docker rm -f -v` (best effort; used on the paths where no async runtime can be trusted).
-pub fn remove_now(id: &str) {
-    let _ = std::process::Command::new("docker")
-        .args(["rm", "-f", "-v", id])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status();
-}
-
-/// Remove every container this harness process started, registered or not (one may still be
-/// starting when a Ctrl-C or a panic arrives, before testcontainers has handed back its id).
-pub fn remove_all_of_this_process() {
-    let filter = format!("label={PID_LABEL}={}", std::process::id());
-    let Ok(out) = std::process::Command::new("docker").args(["ps", "-aq", "--filter", &filter]).output() else {
-        return;
-    };
-    for id in String::from_utf8_lossy(&out.stdout).lines() {
-        remove_now(id.trim());
-    }
-}
-
-/// Remove containers left by harness processes that no longer exist.
-pub fn sweep_stale() {
-    let Ok(out) = std::process::Command::new("docker")
-        .args([
-            "ps",
-            "-a",
-            "--filter",
-            &format!("label={PID_LABEL}"),
-            "--format",
-            &format!("{{{{.ID}}}} {{{{.Label \"{PID_LABEL}\"}}}}"),
-        ])
-        .output()
-    else {
-        return;
-    };
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let mut parts = line.split_whitespace();
-        let (Some(id), Some(pid)) = (parts.next(), parts.next()) else { continue };
-        let alive = pid.parse::<i32>().is_ok_and(|p| Path::new(&format!("/proc/{p}")).exists());
-        if !alive {
-            remove_now(id);
-        }
-    }
-}
-
 fn split_image(image: &str) -> (&str, &str) {
     match image.rsplit_once(':') {
         Some((name, tag)) if !tag.contains('/') => (name, tag),
@@ -114,8 +70,38 @@ fn split_image(image: &str) -> (&str, &str) {
     }
 }
 
+/// The running container, whichever image type started it.
+enum Handle {
+    /// A server initialized by the image's entrypoint (testcontainers-modules' Postgres).
+    Server(ContainerAsync<Postgres>),
+    /// A streaming standby cloned from a primary (a generic image with our own wait condition).
+    Standby(ContainerAsync<GenericImage>),
+}
+
+macro_rules! on_handle {
+    ($h:expr, $c:ident => $e:expr) => {
+        match $h {
+            Handle::Server($c) => $e,
+            Handle::Standby($c) => $e,
+        }
+    };
+}
+
+/// The script a standby container runs before the image's own entrypoint: clone the primary with
+/// pg_basebackup over the private network, point `primary_conninfo` at it under the standby's
+/// name, mark the data directory a standby. Image-agnostic: the official image and ours both take
+/// an existing data directory as it is.
+const STANDBY_SCRIPT: &str = r#"set -e
+if [ ! -s "$PGDATA/PG_VERSION" ]; then
+  PGPASSWORD=postgres pg_basebackup -h "$FP_PRIMARY_HOST" -p 5432 -U postgres -D "$PGDATA" -X stream -c fast --no-sync
+  printf "primary_conninfo = 'host=%s port=5432 user=postgres password=postgres application_name=%s'\n" "$FP_PRIMARY_HOST" "$FP_STANDBY_NAME" >> "$PGDATA/postgresql.auto.conf"
+  : > "$PGDATA/standby.signal"
+fi
+exec docker-entrypoint.sh "$@"
+"#;
+
 pub struct ContainerDb {
-    container: Option<ContainerAsync<Postgres>>,
+    container: Option<Handle>,
     pub id: String,
     pub image: String,
     port: u16,
@@ -126,45 +112,84 @@ pub struct ContainerDb {
 impl ContainerDb {
     /// Start `image` (an official-compatible PostgreSQL image) and wait until it accepts connections.
     pub async fn start(image: &str, log: &Path) -> Result<ContainerDb> {
-        daemon_answers().map_err(|e| {
-            HarnessError::Container(format!("{e}; start Docker, or use native binaries (--backend native)"))
-        })?;
-        sweep_stale();
-        if !image_present(image) {
-            return Err(HarnessError::Container(format!(
-                "image {image} is not in the local Docker daemon and no registry can be assumed; build one offline with `just pg-image` and pass --pg-image fenceproof/postgres:15"
-            )));
-        }
-        registry::STARTED_CONTAINERS.store(true, std::sync::atomic::Ordering::SeqCst);
+        ContainerDb::start_with(image, log, Vec::new()).await
+    }
+
+    /// Start `image` with extra server settings (`-c name=value`).
+    pub async fn start_with(image: &str, log: &Path, extra: Vec<(String, String)>) -> Result<ContainerDb> {
+        preflight(image)?;
         let (name, tag) = split_image(image);
-        let mut cmd: Vec<String> = Vec::new();
-        for (k, v) in SERVER_SETTINGS {
-            cmd.push("-c".into());
-            cmd.push(format!("{k}={v}"));
-        }
         let container = Postgres::default()
             .with_name(name)
             .with_tag(tag)
             .with_label(PID_LABEL, std::process::id().to_string())
-            .with_cmd(cmd)
-            .with_startup_timeout(Duration::from_secs(90))
+            .with_cmd(server_options(&extra))
+            .with_startup_timeout(STARTUP_TIMEOUT)
             .start()
             .await
             .map_err(|e| HarnessError::Container(format!("starting {image}: {e}")))?;
-        let id = container.id().to_string();
-        registry::register_container(id.clone());
-        let port = container
-            .get_host_port_ipv4(5432)
+        ContainerDb::adopt(Handle::Server(container), image, log).await
+    }
+
+    /// Start a streaming standby of `primary` in its own container. The primary is attached to
+    /// `net` (a private network between the two, which the standby lives on and replicates over),
+    /// its pg_hba is opened to replication there, and the standby clones it and streams under the
+    /// `application_name` `name`. Returns once the standby accepts read-only connections.
+    pub async fn start_standby(
+        primary: &ContainerDb,
+        net: &PrivateNetwork,
+        name: &str,
+        log: &Path,
+        extra: Vec<(String, String)>,
+    ) -> Result<ContainerDb> {
+        preflight(&primary.image)?;
+        net.connect(&primary.id).await?;
+        let primary_ip = net.ip_of(&primary.id).await?;
+        // The official image only lets `all` databases in over the network, which does not cover
+        // replication connections; ours has the line already (a duplicate is harmless).
+        docker::exec_sh(
+            &primary.id,
+            "postgres",
+            r#"printf 'host replication all all scram-sha-256\n' >> "$PGDATA/pg_hba.conf""#,
+        )
+        .await?;
+        let pool = crate::db::databases::pool(&primary.url_for("postgres"), "fenceproof-harness", 1).await?;
+        sqlx::query("SELECT pg_reload_conf()").execute(&pool).await?;
+        pool.close().await;
+
+        let (image_name, tag) = split_image(&primary.image);
+        let mut cmd = vec!["-c".to_string(), STANDBY_SCRIPT.to_string(), "fenceproof-standby".to_string()];
+        cmd.extend(server_options(&extra));
+        let container = GenericImage::new(image_name, tag)
+            .with_entrypoint("sh")
+            .with_wait_for(WaitFor::message_on_stderr("database system is ready to accept read-only connections"))
+            .with_exposed_port(5432.tcp())
+            .with_env_var("FP_PRIMARY_HOST", primary_ip)
+            .with_env_var("FP_STANDBY_NAME", name)
+            .with_env_var("POSTGRES_PASSWORD", "postgres")
+            .with_label(PID_LABEL, std::process::id().to_string())
+            .with_network(net.name.clone())
+            .with_cmd(cmd)
+            .with_startup_timeout(STARTUP_TIMEOUT)
+            .start()
             .await
-            .map_err(|e| HarnessError::Container(format!("port of {id}: {e}")))?;
+            .map_err(|e| HarnessError::Container(format!("starting a standby of {}: {e}", primary.id)))?;
+        ContainerDb::adopt(Handle::Standby(container), &primary.image, log).await
+    }
+
+    async fn adopt(handle: Handle, image: &str, log: &Path) -> Result<ContainerDb> {
+        let id = on_handle!(&handle, c => c.id().to_string());
+        registry::register_container(id.clone());
         let mut db = ContainerDb {
-            container: Some(container),
-            id,
+            container: Some(handle),
+            id: id.clone(),
             image: image.to_string(),
-            port,
+            port: 0,
             version: String::new(),
             log: log.to_path_buf(),
         };
+        db.port = on_handle!(db.container.as_ref().expect("just set"), c => c.get_host_port_ipv4(5432).await)
+            .map_err(|e| HarnessError::Container(format!("port of {id}: {e}")))?;
         let pool = crate::db::databases::pool(&db.url_for("postgres"), "fenceproof-harness", 1).await?;
         db.version = sqlx::query_scalar::<_, String>("SELECT version()").fetch_one(&pool).await?;
         pool.close().await;
@@ -175,30 +200,77 @@ impl ContainerDb {
         self.port
     }
 
+    fn handle(&self) -> Result<&Handle> {
+        self.container.as_ref().ok_or_else(|| HarnessError::Container("already stopped".into()))
+    }
+
     /// Freeze the whole server (`docker pause`).
     pub async fn pause(&self) -> Result<()> {
-        let c = self.container.as_ref().ok_or_else(|| HarnessError::Container("already stopped".into()))?;
-        c.pause().await.map_err(|e| HarnessError::Container(e.to_string()))
+        on_handle!(self.handle()?, c => c.pause().await).map_err(|e| HarnessError::Container(e.to_string()))
     }
 
     pub async fn unpause(&self) -> Result<()> {
-        let c = self.container.as_ref().ok_or_else(|| HarnessError::Container("already stopped".into()))?;
-        c.unpause().await.map_err(|e| HarnessError::Container(e.to_string()))
+        on_handle!(self.handle()?, c => c.unpause().await).map_err(|e| HarnessError::Container(e.to_string()))
     }
 
-    /// Kill the server and remove its container, keeping its log.
+    /// Fence: `docker kill` the server — every process of the container dies at once; the stopped
+    /// container stays until [`ContainerDb::stop`], for its log.
+    pub async fn kill(&self) -> Result<()> {
+        docker::kill(&self.id).await
+    }
+
+    /// Whether the container still runs.
+    pub async fn running(&self) -> bool {
+        docker::running(&self.id).await
+    }
+
+    /// Promote this standby and wait (bounded, 30 s) until it accepts writes.
+    pub async fn promote(&self) -> Result<()> {
+        crate::db::databases::promote(self).await
+    }
+
+    /// Remove the container, keeping its log.
     pub async fn stop(&mut self) -> Result<()> {
         if let Some(c) = self.container.take() {
-            let mut log = c.stdout_to_vec().await.unwrap_or_default();
-            log.extend(c.stderr_to_vec().await.unwrap_or_default());
+            let mut log = on_handle!(&c, c => c.stdout_to_vec().await).unwrap_or_default();
+            log.extend(on_handle!(&c, c => c.stderr_to_vec().await).unwrap_or_default());
             let _ = std::fs::write(&self.log, log);
-            let r = c.rm().await.map_err(|e| HarnessError::Container(e.to_string()));
+            let r = on_handle!(c, c => c.rm().await).map_err(|e| HarnessError::Container(e.to_string()));
             remove_now(&self.id);
             registry::unregister_container(&self.id);
             r?;
         }
         Ok(())
     }
+}
+
+/// Bound on a container's start (image entrypoint, initdb or base backup, server start).
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The daemon answers, stale containers are swept, the image is here: or a one-line error.
+pub fn preflight(image: &str) -> Result<()> {
+    daemon_answers().map_err(|e| {
+        HarnessError::Container(format!("{e}; start Docker, or use native binaries (--backend native)"))
+    })?;
+    sweep_stale();
+    if !image_present(image) {
+        return Err(HarnessError::Container(format!(
+            "image {image} is not in the local Docker daemon and no registry can be assumed; build one offline with `just pg-image` and pass --pg-image fenceproof/postgres:15"
+        )));
+    }
+    registry::STARTED_CONTAINERS.store(true, std::sync::atomic::Ordering::SeqCst);
+    Ok(())
+}
+
+/// The harness's server settings plus `extra`, as server options.
+fn server_options(extra: &[(String, String)]) -> Vec<String> {
+    let mut cmd = Vec::new();
+    let all = SERVER_SETTINGS.iter().map(|(k, v)| (k.to_string(), v.to_string())).chain(extra.iter().cloned());
+    for (k, v) in all {
+        cmd.push("-c".into());
+        cmd.push(format!("{k}={v}"));
+    }
+    cmd
 }
 
 impl Backend for ContainerDb {
@@ -215,13 +287,11 @@ impl Backend for ContainerDb {
 
 impl Drop for ContainerDb {
     fn drop(&mut self) {
-        if self.container.is_some() {
+        if let Some(c) = self.container.take() {
             remove_now(&self.id);
             registry::unregister_container(&self.id);
             // The container is gone; keep testcontainers' own drop from trying again.
-            if let Some(c) = self.container.take() {
-                std::mem::forget(c);
-            }
+            std::mem::forget(c);
         }
     }
 }

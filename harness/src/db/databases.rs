@@ -27,6 +27,18 @@ pub const ORACLE_SQL: &str = include_str!("../../sql/oracle.sql");
 
 pub const TEMPLATE: &str = "fenceproof_template";
 
+/// Promote a standby (`pg_promote`, waiting up to 30 s) so it accepts writes.
+pub async fn promote(server: &dyn Backend) -> Result<()> {
+    let pool = pool(&server.url_for("postgres"), "fenceproof-harness", 1).await?;
+    let promoted: bool = sqlx::query_scalar("SELECT pg_promote(true, 30)").fetch_one(&pool).await?;
+    pool.close().await;
+    if promoted {
+        Ok(())
+    } else {
+        Err(crate::error::HarnessError::ServerStart("pg_promote did not finish within 30 s".into()))
+    }
+}
+
 /// Connect a small pool to `url` with `application_name` set.
 pub async fn pool(url: &str, app: &str, max: u32) -> Result<PgPool> {
     let opts: PgConnectOptions = url.parse()?;

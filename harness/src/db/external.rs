@@ -98,6 +98,19 @@ pub fn oracle_sql_for(schema: &str, oracle: &str) -> String {
         .replace("pg_catalog, public", &format!("pg_catalog, {schema}"))
 }
 
+/// `url` with its password replaced by `***` (for reproduce lines and logs).
+pub fn masked(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let (auth, host) = match rest.rsplit_once('@') {
+        Some(parts) => parts,
+        None => return url.to_string(),
+    };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
 /// Forget a schema that was dropped some other way (e.g. on a promoted standby after a failover).
 pub fn forget(schema: &str) {
     CREATED.lock().unwrap_or_else(|p| p.into_inner()).retain(|(_, s)| s != schema);
@@ -137,6 +150,14 @@ pub async fn drop_created() -> Result<(usize, Vec<String>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passwords_are_masked() {
+        assert_eq!(masked("postgres://u:secret@h:5432/db?x=1"), "postgres://u:***@h:5432/db?x=1");
+        assert_eq!(masked("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(masked("postgres://h/db"), "postgres://h/db");
+        assert_eq!(masked("not a url"), "not a url");
+    }
 
     #[test]
     fn the_oracle_is_retargeted_completely() {

@@ -7,6 +7,7 @@
 
 pub mod container;
 pub mod databases;
+pub mod docker;
 pub mod external;
 pub mod native;
 pub mod pgbin;

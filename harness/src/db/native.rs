@@ -126,14 +126,7 @@ impl NativeCluster {
 
     /// Promote this standby to a primary and wait until it accepts writes.
     pub async fn promote(&self) -> Result<()> {
-        let pool = crate::db::databases::pool(&self.url_for("postgres"), "fenceproof-harness", 1).await?;
-        let promoted: bool = sqlx::query_scalar("SELECT pg_promote(true, 30)").fetch_one(&pool).await?;
-        pool.close().await;
-        if promoted {
-            Ok(())
-        } else {
-            Err(HarnessError::ServerStart("pg_promote did not finish within 30 s".into()))
-        }
+        crate::db::databases::promote(self).await
     }
 
     /// Fence: SIGKILL the server's whole process tree (the postmaster and every backend, which

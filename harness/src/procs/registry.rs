@@ -88,10 +88,10 @@ pub fn kill_all() {
     }
     let containers: Vec<String> = std::mem::take(&mut *CONTAINERS.lock().unwrap_or_else(|p| p.into_inner()));
     for id in &containers {
-        crate::db::container::remove_now(id);
+        crate::db::docker::remove_now(id);
     }
     if STARTED_CONTAINERS.load(std::sync::atomic::Ordering::SeqCst) {
-        crate::db::container::remove_all_of_this_process();
+        crate::db::docker::remove_all_of_this_process();
     }
     let dirs: Vec<PathBuf> = std::mem::take(&mut *DIRS.lock().unwrap_or_else(|p| p.into_inner()));
     for d in dirs {

@@ -18,13 +18,14 @@ build:
 verify *ARGS: build
     ./target/debug/fenceproof verify {{ARGS}}
 
-# Build the mutant worker (the `mutants` feature) in its own target dir, apart from the reference build.
+# Build the mutant worker (target/debug/fenceproof-worker-mutant, the `mutants` feature) beside the
+# reference worker, which never contains a mutant; the dependencies are shared with the normal build.
 build-mutants:
-    cargo build --quiet -p fenceproof-worker --features mutants --target-dir target/mutants
+    cargo build --quiet --workspace --features fenceproof-worker/mutants --bin fenceproof-worker-mutant
 
 # Run every experiment against every mutant and print the kill matrix (non-zero if one survives).
 mutants *ARGS: build build-mutants
-    ./target/debug/fenceproof mutants --worker-bin target/mutants/debug/fenceproof-worker {{ARGS}}
+    ./target/debug/fenceproof mutants --worker-bin target/debug/fenceproof-worker-mutant {{ARGS}}
 
 # Random operation schedules against the reference worker (e.g. `just schedules --cases 50 --seed 0x2a`).
 schedules *ARGS: build

@@ -95,7 +95,7 @@ enum Cmd {
     /// experiments kill which mutant.
     Mutants {
         /// A worker built with the mutants feature (`just build-mutants`).
-        #[arg(long, default_value = "target/mutants/debug/fenceproof-worker")]
+        #[arg(long, default_value = "target/debug/fenceproof-worker-mutant")]
         worker_bin: PathBuf,
         /// Only these mutants (comma-separated names).
         #[arg(long, value_delimiter = ',')]

@@ -1,6 +1,6 @@
 //! A PostgreSQL server in a Docker container, started with testcontainers: the same handle as the
-//! native backend (an admin URL per database, the version), plus pause / unpause / kill of the
-//! server and its log copied into the run folder at the end.
+//! native backend (an admin URL per database, the version), plus `docker kill` of the server and
+//! its log copied into the run folder at the end.
 //!
 //! For experiment H it also builds a streaming standby of a container primary, over a private
 //! Docker network ([`ContainerDb::start_standby`]), and fences with `docker kill`.
@@ -198,19 +198,6 @@ impl ContainerDb {
 
     pub fn port(&self) -> u16 {
         self.port
-    }
-
-    fn handle(&self) -> Result<&Handle> {
-        self.container.as_ref().ok_or_else(|| HarnessError::Container("already stopped".into()))
-    }
-
-    /// Freeze the whole server (`docker pause`).
-    pub async fn pause(&self) -> Result<()> {
-        on_handle!(self.handle()?, c => c.pause().await).map_err(|e| HarnessError::Container(e.to_string()))
-    }
-
-    pub async fn unpause(&self) -> Result<()> {
-        on_handle!(self.handle()?, c => c.unpause().await).map_err(|e| HarnessError::Container(e.to_string()))
     }
 
     /// Fence: `docker kill` the server — every process of the container dies at once; the stopped

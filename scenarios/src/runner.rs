@@ -120,6 +120,11 @@ impl Session {
         }
         // Nothing to run on is a one-line error before any run folder exists.
         let choice = if opts.database_url.is_some() { BackendChoice::Auto } else { resolve_backend(opts)? };
+        let image = if choice == BackendChoice::Container {
+            container::choose_image(&opts.pg_image)
+        } else {
+            opts.pg_image.clone()
+        };
         let run = RunDir::create(&opts.reports_dir)?;
         let (server, pg_bin) = match &opts.database_url {
             Some(url) => {
@@ -127,7 +132,13 @@ impl Session {
             }
             None => match choice {
                 BackendChoice::Container => {
-                    let c = ContainerDb::start(&opts.pg_image, &run.path.join("postgres.log")).await?;
+                    if image != opts.pg_image {
+                        eprintln!(
+                            "fenceproof: {} is not in the local Docker daemon; using {image} (built by `just pg-image`)",
+                            opts.pg_image
+                        );
+                    }
+                    let c = ContainerDb::start(&image, &run.path.join("postgres.log")).await?;
                     databases::create_template(&c).await?;
                     (Server::Container(Box::new(c)), PgBin::locate(opts.pg_bin.as_deref()).ok())
                 }
@@ -484,13 +495,15 @@ pub fn resolve_backend(opts: &VerifyOptions) -> Result<BackendChoice, HarnessErr
                 return Ok(BackendChoice::Native);
             }
             match container::daemon_answers() {
-                Ok(()) => container::preflight(&opts.pg_image).map(|_| BackendChoice::Container),
+                Ok(()) => container::preflight(&container::choose_image(&opts.pg_image)).map(|_| BackendChoice::Container),
                 Err(docker) => Err(HarnessError::Other(format!(
                     "nothing to run PostgreSQL with: no server binaries (install postgresql, or pass --pg-bin DIR) and {docker} (start Docker, or pass --database-url)"
                 ))),
             }
         }
         BackendChoice::Native => PgBin::locate(opts.pg_bin.as_deref()).map(|_| BackendChoice::Native),
-        BackendChoice::Container => container::preflight(&opts.pg_image).map(|_| BackendChoice::Container),
+        BackendChoice::Container => {
+            container::preflight(&container::choose_image(&opts.pg_image)).map(|_| BackendChoice::Container)
+        }
     }
 }

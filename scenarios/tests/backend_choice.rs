@@ -1,5 +1,6 @@
 //! `--backend auto` on machines without PostgreSQL binaries: with Docker it picks the container
-//! backend by itself; with neither it exits with one line saying how to get either.
+//! backend by itself (and the locally built image when the official one is absent); with neither
+//! it exits with one line saying how to get either.
 //!
 //! The binaries are really hidden, not configured away: fenceproof runs in a private mount
 //! namespace (`unshare --mount`, root only) where a tmpfs covers /usr/lib/postgresql, from a
@@ -62,9 +63,11 @@ fn with_docker_only_auto_picks_the_container_backend() {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/pg-image.sh");
         assert!(Command::new("bash").arg(script).status().unwrap().success(), "building {IMAGE}");
     }
-    let out = without_binaries("docker-only", &["verify", "--only", "A,C", "--pg-image", IMAGE], &[]);
+    // No --pg-image: the official default is not in this daemon (no registry), the local one is.
+    let out = without_binaries("docker-only", &["verify", "--only", "A,C"], &[]);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stderr.contains(&format!("using {IMAGE}")), "{stderr}");
     assert!(stdout.contains("(container backend"), "{stdout}");
     assert!(stdout.contains("2/2 experiments passed"), "{stdout}");
 }

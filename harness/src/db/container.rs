@@ -28,6 +28,20 @@ use crate::procs::registry;
 /// The default image for users (an official image; offline, build one with `just pg-image`).
 pub const DEFAULT_IMAGE: &str = "postgres:15";
 
+/// The image `just pg-image` builds offline from this machine's PostgreSQL 15.
+pub const LOCAL_IMAGE: &str = "fenceproof/postgres:15";
+
+/// The image to run for `asked`: itself, except that the default official image, when the daemon
+/// does not have it (no registry here) but has the locally built one, is replaced by that one.
+/// Asks Docker only when `asked` is the default.
+pub fn choose_image(asked: &str) -> String {
+    if asked == DEFAULT_IMAGE && !image_present(DEFAULT_IMAGE) && image_present(LOCAL_IMAGE) {
+        LOCAL_IMAGE.to_string()
+    } else {
+        asked.to_string()
+    }
+}
+
 /// Where the Docker daemon listens (DOCKER_HOST=unix://..., else the default socket).
 pub fn socket_path() -> PathBuf {
     std::env::var("DOCKER_HOST")

@@ -4,6 +4,9 @@
 //!   healed by SIGCONT) and a cgroup freeze (confirmed by the kernel's freezer state, healed by
 //!   thawing), the way a container runtime pauses a container. A real pause: the process's
 //!   heartbeat stops with it, which a sleep inside one process can never show.
+//! - [`ServerFreeze`]: the whole database server stops at once — every backend, mid-query — the way
+//!   a container freeze, a VM pause or a network stall looks to its clients: native, the postmaster
+//!   and its backends in one frozen cgroup; container, `docker pause`. Healed by thawing.
 //! - [`DbBarrier`]: the harness holds an exclusive advisory lock; a transaction armed with the
 //!   matching fault point waits on it inside the database. The harness observes the wait through
 //!   `pg_stat_activity` / `pg_blocking_pids` and heals by releasing the lock.
@@ -72,6 +75,77 @@ impl Drop for Pause {
     fn drop(&mut self) {
         if !self.healed && self.frozen.is_none() {
             let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGCONT);
+        }
+        // A Frozen thaws itself on drop.
+    }
+}
+
+/// The database server a [`ServerFreeze`] stops.
+#[derive(Debug, Clone)]
+pub enum ServerTarget {
+    /// A native cluster: its postmaster's pid (the backends are its children).
+    Native(Pid),
+    /// A container: its id.
+    Container(String),
+}
+
+/// A whole database server, frozen; thawed by [`ServerFreeze::heal`] or on drop.
+pub struct ServerFreeze {
+    target: ServerTarget,
+    frozen: Option<freezer::Frozen>,
+    /// What confirmed the freeze, for the evidence.
+    pub confirmed: String,
+    healed: bool,
+}
+
+impl ServerFreeze {
+    /// Freeze the server and wait (bounded) until the kernel (native) or Docker (container)
+    /// reports it frozen.
+    pub async fn inject(target: &ServerTarget) -> Result<ServerFreeze> {
+        match target {
+            ServerTarget::Native(pid) => {
+                let f = freezer::Frozen::freeze_tree(*pid).await?;
+                let confirmed = format!("cgroup freezer FROZEN: postmaster {pid} and {} backends", f.members() - 1);
+                Ok(ServerFreeze { target: target.clone(), frozen: Some(f), confirmed, healed: false })
+            }
+            ServerTarget::Container(id) => {
+                let mut me =
+                    ServerFreeze { target: target.clone(), frozen: None, confirmed: String::new(), healed: false };
+                crate::db::docker::run(&["pause", id]).await?;
+                let id2 = id.clone();
+                wait::until("docker to report the container paused", Duration::from_secs(10), || {
+                    let id = id2.clone();
+                    async move {
+                        let paused = crate::db::docker::run(&["inspect", "-f", "{{.State.Paused}}", &id]).await?;
+                        Ok((paused == "true").then_some(()))
+                    }
+                })
+                .await?;
+                me.confirmed = format!("docker pause: container {} State.Paused = true", &id[..12.min(id.len())]);
+                Ok(me)
+            }
+        }
+    }
+
+    /// Thaw the server: every process resumes where it stopped.
+    pub async fn heal(mut self) -> Result<()> {
+        self.healed = true;
+        match (&self.target, self.frozen.take()) {
+            (ServerTarget::Native(_), Some(f)) => f.thaw().await,
+            (ServerTarget::Container(id), _) => crate::db::docker::run(&["unpause", id]).await.map(|_| ()),
+            (ServerTarget::Native(_), None) => Ok(()),
+        }
+    }
+}
+
+impl Drop for ServerFreeze {
+    fn drop(&mut self) {
+        if let (false, ServerTarget::Container(id)) = (self.healed, &self.target) {
+            let _ = std::process::Command::new("docker")
+                .args(["unpause", id])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
         }
         // A Frozen thaws itself on drop.
     }

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::ProtocolError;
 use crate::ids::{Lease, Ttl};
 use crate::lease;
+use crate::mutant::{self, Mutant};
 
 /// Why a heartbeat loop ended.
 #[derive(Debug)]
@@ -51,6 +52,8 @@ where
             Ok(Ok(())) => continue,
             Ok(Err(e @ ProtocolError::LeaseLost { .. })) => HeartbeatEnd::Lost(e),
             Ok(Err(e)) => HeartbeatEnd::Unconfirmed(e.to_string()),
+            // MUTANT continue-after-unconfirmed-renewal: no answer taken as "probably renewed".
+            Err(_) if mutant::active(Mutant::ContinueAfterUnconfirmedRenewal) => continue,
             Err(_) => HeartbeatEnd::Unconfirmed(format!("renewal not confirmed within {timeout:?}")),
         };
         execution.cancel();

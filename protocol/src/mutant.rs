@@ -21,6 +21,7 @@ pub enum Mutant {
     ResultWriteSkipsClaimCheck,
     ReconcilerMarksUnknownFailed,
     RescueByTime,
+    ContinueAfterUnconfirmedRenewal,
 }
 
 impl Mutant {
@@ -39,6 +40,7 @@ impl Mutant {
         Mutant::ResultWriteSkipsClaimCheck,
         Mutant::ReconcilerMarksUnknownFailed,
         Mutant::RescueByTime,
+        Mutant::ContinueAfterUnconfirmedRenewal,
     ];
 
     pub fn name(self) -> &'static str {
@@ -57,6 +59,7 @@ impl Mutant {
             Mutant::ResultWriteSkipsClaimCheck => "result-write-skips-claim-check",
             Mutant::ReconcilerMarksUnknownFailed => "reconciler-marks-unknown-failed",
             Mutant::RescueByTime => "rescue-by-time",
+            Mutant::ContinueAfterUnconfirmedRenewal => "continue-after-unconfirmed-renewal",
         }
     }
 
@@ -81,6 +84,9 @@ impl Mutant {
             Mutant::ResultWriteSkipsClaimCheck => "a result is written only under the claim's owner + revision (09.3)",
             Mutant::ReconcilerMarksUnknownFailed => "unknown is never treated as failed (01, 09.3)",
             Mutant::RescueByTime => "completion is fenced, not just status-checked (job-queue style time rescue) (06)",
+            Mutant::ContinueAfterUnconfirmedRenewal => {
+                "a renewal with no answer is not proof of renewal: cancel the execution, let the lease expire (07)"
+            }
         }
     }
 

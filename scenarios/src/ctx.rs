@@ -42,6 +42,9 @@ pub struct Ctx {
     /// The image of the session's container backend, when it is one: H then builds its primary +
     /// standby as containers too.
     pub container_image: Option<String>,
+    /// The server this experiment's database lives on, for faults that stop the whole server;
+    /// `None` on a team's own database.
+    pub server: Option<fenceproof_harness::faults::ServerTarget>,
     /// The schema of this experiment's oracle.
     pub oracle_schema: String,
     /// The deployment contract given on the command line, if any.

@@ -3,6 +3,7 @@
 //! cloned from the migrated template, so order never matters.
 
 pub mod a_continuous_checkpoints;
+pub mod b_database_freeze;
 pub mod b_old_owner_resumes;
 pub mod bench;
 pub mod c_same_epoch_reorder;
@@ -51,6 +52,7 @@ pub fn all() -> Vec<Experiment> {
         x("B-freeze", b_old_owner_resumes::TITLE_FREEZE, |c| {
             Box::pin(b_old_owner_resumes::run(c, false, PauseKind::Freeze))
         }),
+        x("B-dbfreeze", b_database_freeze::TITLE, |c| Box::pin(b_database_freeze::run(c))),
         x("B-same-owner", b_old_owner_resumes::TITLE_SAME_OWNER, |c| {
             Box::pin(b_old_owner_resumes::run(c, true, PauseKind::Sigstop))
         }),

@@ -456,6 +456,10 @@ async fn run(cli: Cli) -> u8 {
                 experiments.retain(|e| e.id != "P-role");
                 eprintln!("fenceproof: P-role needs a login in the fenceproof_worker role, which the harness creates only in its own clusters; skipped against --database-url");
             }
+            if database_url.is_some() && experiments.iter().any(|e| e.id == "B-dbfreeze") {
+                experiments.retain(|e| e.id != "B-dbfreeze");
+                eprintln!("fenceproof: B-dbfreeze freezes the whole database server, which the harness does only to servers it starts; skipped against --database-url");
+            }
             let opts = VerifyOptions {
                 backend: ServerArgs::choice(backend.as_deref(), contract.as_deref()),
                 pg_image: ServerArgs::image(pg_image, contract.as_deref()),

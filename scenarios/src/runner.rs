@@ -13,6 +13,7 @@ use fenceproof_harness::db::external::{self, ExternalDb};
 use fenceproof_harness::db::native::NativeCluster;
 use fenceproof_harness::db::pgbin::PgBin;
 use fenceproof_harness::db::{databases, Backend};
+use fenceproof_harness::faults::ServerTarget;
 use fenceproof_harness::record::oracle;
 use fenceproof_harness::record::run_dir::RunDir;
 use fenceproof_harness::record::timeline::Timeline;
@@ -250,6 +251,11 @@ impl Session {
             container_image: match &self.server {
                 Server::Container(c) => Some(c.image.clone()),
                 _ => None,
+            },
+            server: match &self.server {
+                Server::Native(c) => c.pid().map(ServerTarget::Native),
+                Server::Container(c) => Some(ServerTarget::Container(c.id.clone())),
+                Server::External(_) => None,
             },
             oracle_schema,
             contract: self.contract.clone(),

@@ -45,6 +45,7 @@ async fn experiments_run_inside_an_existing_database_and_leave_nothing() {
     assert!(out.contains("external backend") && out.contains("as app on userdb"), "{out}");
     assert!(out.contains("17/17 experiments passed"), "A-G, H-lease and P-secret run there: {out}");
     assert!(err.contains("P-role needs a login"), "P-role is skipped with a note: {err}");
+    assert!(err.contains("B-dbfreeze freezes the whole database server"), "B-dbfreeze is skipped with a note: {err}");
     assert!(!out.contains("H-async"), "H does not run against an external database");
 
     let left: Vec<String> = sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'fp\\_%'")

@@ -30,6 +30,7 @@ async fn every_experiment_passes_and_leaves_a_report() {
             "A",
             "B-sigstop",
             "B-freeze",
+            "B-dbfreeze",
             "B-same-owner",
             "C",
             "D",
@@ -71,6 +72,6 @@ async fn every_experiment_passes_and_leaves_a_report() {
     let latest = std::fs::read_link(reports.join("latest")).unwrap();
     assert_eq!(reports.join(latest), dir);
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
-    assert!(junit.contains("tests=\"20\" failures=\"0\" errors=\"0\""), "{junit}");
+    assert!(junit.contains("tests=\"21\" failures=\"0\" errors=\"0\""), "{junit}");
     assert_eq!(registry::live_count(), 0, "children still registered after the run");
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use nix::unistd::Pid;
 
 use crate::error::{HarnessError, Result};
-use crate::procs::registry;
+use crate::procs::{registry, signals};
 use crate::wait;
 
 const V1_ROOT: &str = "/sys/fs/cgroup/freezer";
@@ -101,6 +101,16 @@ pub struct Frozen {
 impl Frozen {
     /// Freeze `pid` and wait (bounded) until the kernel reports the cgroup frozen.
     pub async fn freeze(pid: Pid) -> Result<Frozen> {
+        Frozen::freeze_with_children(pid, false).await
+    }
+
+    /// Freeze `pid` and its children (a PostgreSQL postmaster and its backends: the whole server).
+    /// The parent moves first, so whatever it forks from then on is born in the frozen cgroup.
+    pub async fn freeze_tree(pid: Pid) -> Result<Frozen> {
+        Frozen::freeze_with_children(pid, true).await
+    }
+
+    async fn freeze_with_children(pid: Pid, children: bool) -> Result<Frozen> {
         let f = flavor()?;
         sweep_stale(f);
         let dir = root(f).join(format!("fenceproof-{}-{}", std::process::id(), pid.as_raw()));
@@ -108,6 +118,12 @@ impl Frozen {
         registry::register_frozen(dir.clone());
         let frozen = Frozen { pid, flavor: f, dir: dir.clone(), thawed: false };
         write(&dir.join("cgroup.procs"), &pid.as_raw().to_string())?;
+        if children {
+            for c in signals::children(pid) {
+                // A child may exit between the listing and the move; that is not an error.
+                let _ = write(&dir.join("cgroup.procs"), &c.as_raw().to_string());
+            }
+        }
         set_frozen(f, &dir, true)?;
         wait::until(&format!("pid {pid} frozen in {}", dir.display()), Duration::from_secs(10), || {
             let dir = dir.clone();
@@ -115,6 +131,11 @@ impl Frozen {
         })
         .await?;
         Ok(frozen)
+    }
+
+    /// How many processes the frozen cgroup holds.
+    pub fn members(&self) -> usize {
+        std::fs::read_to_string(self.dir.join("cgroup.procs")).map(|s| s.split_whitespace().count()).unwrap_or(0)
     }
 
     /// Thaw the process (it resumes where it was) and remove its cgroup.

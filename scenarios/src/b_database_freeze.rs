@@ -1,0 +1,183 @@
+//! Experiment B-dbfreeze — the old owner whose renewal got no answer. Missed heartbeats do not only
+//! come from a paused worker: a frozen database host, a VM pause or a network stall leave the
+//! worker running while its renewal hangs. A renewal with no answer is not a renewal (the database
+//! may or may not have applied it), so the worker must cancel its execution, stop committing new
+//! steps and let the lease expire on its own.
+//!
+//! Worker A runs a scripted task (many paced checkpoints) with a short heartbeat and renewal
+//! timeout. Once the oracle shows it committing, the harness freezes the whole database server
+//! (native: the postmaster and its backends in one frozen cgroup; container: `docker pause`),
+//! confirmed by the kernel or by Docker. A's own process keeps running; the harness waits for A to
+//! report the unanswered renewal, thaws the server and reads the database clock. Verdict from the
+//! oracle: after the thaw A commits at most the one checkpoint that was already in flight, and no
+//! terminal state. Then B takes over once A's lease has expired untouched, and finishes the task.
+
+use std::time::Duration;
+
+use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::faults::ServerFreeze;
+use fenceproof_harness::procs::signals;
+use fenceproof_harness::record::oracle;
+use fenceproof_harness::{wait, HarnessError};
+use fenceproof_protocol::runs;
+use serde_json::json;
+
+use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
+
+pub const TITLE: &str =
+    "Old owner whose renewal got no answer: the database server froze (cgroup freezer / docker pause)";
+
+/// A's task: more checkpoints than it can finish before the freeze.
+const STEPS: u32 = 40;
+const PACE_MS: u64 = 25;
+/// A's lease: long enough to outlive the freeze (so a worker that ignored the unanswered renewal
+/// could go on committing after the thaw, and would be caught), short enough for B to wait out.
+const A_TTL_MS: i64 = 4000;
+const A_HEARTBEAT_MS: u64 = 100;
+const A_RENEW_TIMEOUT_MS: u64 = 200;
+/// Bound on A noticing: ten times heartbeat + renewal timeout.
+const NOTICE_WITHIN: Duration = Duration::from_secs(3);
+
+pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let target = ctx.server.clone().ok_or_else(|| {
+        HarnessError::Other(
+            "B-dbfreeze freezes the database server, so it runs only on servers the harness starts".into(),
+        )
+    })?;
+    let run_id = runs::create_run(&ctx.pool, "task-b-dbfreeze", json!({}))
+        .await
+        .map_err(|e| HarnessError::Other(e.to_string()))?;
+    let script = [
+        "--script".to_string(),
+        "--run-id".into(),
+        run_id.to_string(),
+        "--steps".into(),
+        STEPS.to_string(),
+        "--pace-ms".into(),
+        PACE_MS.to_string(),
+        "--ttl-ms".into(),
+        A_TTL_MS.to_string(),
+        "--heartbeat-ms".into(),
+        A_HEARTBEAT_MS.to_string(),
+        "--renew-timeout-ms".into(),
+        A_RENEW_TIMEOUT_MS.to_string(),
+    ];
+    let mut a = ctx.spawn_worker("a", script.to_vec()).await?;
+    let a_owner = a.owner.clone();
+
+    // A is in the middle of its task: three checkpoints committed. (Run-state commits: start,
+    // checkpoints, terminal; checkpoints keep the status `running`.)
+    let run_commits = |rows: &[oracle::CommitRow], owner: &str, after: Option<chrono::DateTime<chrono::Utc>>| {
+        rows.iter()
+            .filter(|r| r.is_runs() && r.op == "UPDATE" && r.writer == owner)
+            .filter(|r| after.is_none_or(|t| r.committed_at > t))
+            .count()
+    };
+    let checkpoints = |rows: &[oracle::CommitRow], owner: &str| {
+        rows.iter()
+            .filter(|r| r.is_runs() && r.op == "UPDATE" && r.writer == owner)
+            .filter(|r| r.old_str("status") == Some("running") && r.new_str("status") == Some("running"))
+            .count()
+    };
+    let (pool, schema) = (ctx.pool.clone(), ctx.oracle_schema.clone());
+    wait::until("A to commit three checkpoints", STEP, || {
+        let (pool, schema, owner) = (pool.clone(), schema.clone(), a_owner.clone());
+        async move {
+            let rows = oracle::commits_in(&pool, &schema).await?;
+            Ok((checkpoints(&rows, &owner) >= 3).then_some(()))
+        }
+    })
+    .await?;
+
+    // The fault: the whole server stops. Nothing may touch the database until it is thawed.
+    let freeze = ServerFreeze::inject(&target).await?;
+    ctx.timeline.record("harness", "freeze", "database", json!({"confirmed": freeze.confirmed}));
+    let a_state = signals::proc_state(a.pid);
+    let noticed =
+        a.wait_event("A's renewal to go unanswered", NOTICE_WITHIN, |e| e["event"] == "heartbeat_unconfirmed").await;
+    let confirmed = freeze.confirmed.clone();
+    freeze.heal().await?;
+    ctx.timeline.record("harness", "thaw", "database", json!({}));
+    let thawed_at: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("SELECT clock_timestamp()").fetch_one(&ctx.pool).await?;
+
+    ctx.check(Check::pass("the whole database server was frozen", confirmed.clone()));
+    ctx.check(Check::expect(
+        "A's own process kept running while the database was frozen (not a pause of the worker)",
+        a_state.is_some_and(|s| s != 'T' && s != 't'),
+        format!("A's process state {a_state:?}"),
+    ));
+    ctx.check(Check::expect(
+        "A's heartbeat treated the unanswered renewal as a lost lease",
+        noticed.is_ok(),
+        match &noticed {
+            Ok(e) => format!("{}: {}", e["event"], e["detail"].as_str().unwrap_or("")),
+            Err(e) => e.to_string(),
+        },
+    ));
+
+    // A stops its task by itself; then no more commits of A can come.
+    let code = a.wait_exit(STEP).await;
+    let rows = ctx.commits().await?;
+    let after_thaw = run_commits(&rows, &a_owner, Some(thawed_at));
+    let total = checkpoints(&rows, &a_owner);
+    ctx.check(Check::expect(
+        "after the thaw A committed at most the checkpoint already in flight",
+        after_thaw <= 1,
+        format!("{after_thaw} run-state commit(s) of A after the thaw; {total} of its {STEPS} checkpoints in all"),
+    ));
+    ctx.check(Check::expect(
+        "A stopped its task unfinished",
+        matches!(code, Ok(Some(c)) if c != 0) && total < STEPS as usize,
+        format!("A exited {code:?} after {total} of {STEPS} checkpoints"),
+    ));
+
+    // B takes over once A's lease has expired by itself.
+    let mut b = ctx.spawn_worker("b", vec![]).await?;
+    let acquire =
+        json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 60_000, "heartbeat_ms": 30_000, "renew_timeout_ms": 2000});
+    let mut refused = 0u32;
+    let bound = Duration::from_millis(A_TTL_MS as u64) + STEP;
+    let deadline = std::time::Instant::now() + bound;
+    let b_lease = loop {
+        let answer = b.request(acquire.clone(), STEP).await?;
+        match outcome(&answer) {
+            "ok" => break answer,
+            "busy" => refused += 1,
+            other => return Err(HarnessError::Other(format!("B's acquire answered {other}"))),
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(HarnessError::Timeout {
+                what: "B to take over once A's lease expires".into(),
+                after_ms: bound.as_millis(),
+            });
+        }
+        tokio::time::sleep(wait::POLL_EVERY * 5).await;
+    };
+    let epoch_b = b_lease["epoch"].as_i64().unwrap_or(-1);
+    require_ok(&b.request(json!({"cmd": "save", "checkpoint": {"by": "b"}}), STEP).await?, "B save")?;
+    require_ok(&b.request(json!({"cmd": "succeed"}), STEP).await?, "B succeed")?;
+    require_ok(&b.request(json!({"cmd": "release"}), STEP).await?, "B release")?;
+
+    let rows = ctx.commits().await?;
+    let a_released =
+        rows.iter().any(|r| r.is_leases() && r.writer == a_owner && r.new_field("owner") == Some(&json!(null)));
+    ctx.check(Check::expect(
+        "A left its lease to expire: it did not release it after the unanswered renewal",
+        !a_released,
+        format!("B's takeover (epoch {epoch_b}) was refused {refused} time(s) while A's lease was live"),
+    ));
+    let state = oracle::run_state(&ctx.pool, run_id).await?;
+    ctx.check(Check::equal(
+        "B finished the task",
+        (state.run["status"].as_str(), state.lease["epoch"].as_i64()),
+        (Some("succeeded"), Some(epoch_b)),
+    ));
+    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
+    ctx.note(format!(
+        "{confirmed}; A committed {total}/{STEPS} checkpoints, {after_thaw} after the thaw, exit {code:?}; B took over at epoch {epoch_b}",
+        code = code.ok().flatten()
+    ));
+    b.kill().await?;
+    Ok(())
+}

@@ -86,7 +86,7 @@ pub fn all() -> Vec<Experiment> {
 }
 
 /// The experiments named in `only` (case-insensitive ids; a bare letter such as `B` names every
-/// row of its family: B-sigstop, B-freeze, B-same-owner), or all of them.
+/// row of its family: B-sigstop, B-freeze, B-dbfreeze, B-same-owner), or all of them.
 pub fn select(only: Option<&[String]>) -> Result<Vec<Experiment>, String> {
     let all = all();
     let Some(only) = only else { return Ok(all) };
@@ -119,7 +119,10 @@ mod tests {
         let picked = select(Some(&["b-sigstop".to_string(), "C".to_string()])).unwrap();
         assert_eq!(picked.iter().map(|e| e.id).collect::<Vec<_>>(), vec!["B-sigstop", "C"]);
         let family = select(Some(&["B".to_string()])).unwrap();
-        assert_eq!(family.iter().map(|e| e.id).collect::<Vec<_>>(), vec!["B-sigstop", "B-freeze", "B-same-owner"]);
+        assert_eq!(
+            family.iter().map(|e| e.id).collect::<Vec<_>>(),
+            vec!["B-sigstop", "B-freeze", "B-dbfreeze", "B-same-owner"]
+        );
         let h = select(Some(&["h-lease".to_string()])).unwrap();
         assert_eq!(h.iter().map(|e| e.id).collect::<Vec<_>>(), vec!["H-lease"]);
         assert!(select(Some(&["Z".to_string()])).unwrap_err().contains("unknown experiment 'Z'"));

@@ -288,8 +288,10 @@ async fn run(cli: Cli) -> u8 {
             .await
         }
         Cmd::List => {
-            for e in fenceproof_scenarios::all() {
-                println!("{:<4} {}", e.id, e.title);
+            let all = fenceproof_scenarios::all();
+            let width = all.iter().map(|e| e.id.len()).max().unwrap_or(0);
+            for e in all {
+                println!("{:<width$}  {}", e.id, e.title);
             }
             exit::OK
         }

@@ -175,8 +175,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     ));
     ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     ctx.note(format!(
-        "{confirmed}; A committed {total}/{STEPS} checkpoints, {after_thaw} after the thaw, exit {code:?}; B took over at epoch {epoch_b}",
-        code = code.ok().flatten()
+        "{confirmed}; A committed {total}/{STEPS} checkpoints, {after_thaw} after the thaw, exit {code}; B took over at epoch {epoch_b}",
+        code = code.ok().flatten().map_or("-".to_string(), |c| c.to_string())
     ));
     b.kill().await?;
     Ok(())

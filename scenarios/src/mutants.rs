@@ -60,17 +60,18 @@ impl KillMatrix {
                 format!("FAILED {}", self.reference_failures.join(", "))
             }
         );
-        let _ = writeln!(s, "{:<32} {:<9} killed by", "mutant", "verdict");
+        let w = self.rows.iter().map(|r| r.mutant.len()).max().unwrap_or(0).max("mutant".len());
+        let _ = writeln!(s, "{:<w$} {:<9} killed by", "mutant", "verdict");
         for r in &self.rows {
             let _ = writeln!(
                 s,
-                "{:<32} {:<9} {}",
+                "{:<w$} {:<9} {}",
                 r.mutant,
                 if r.killed { "KILLED" } else { "SURVIVED" },
                 r.killers().join(", ")
             );
             if !r.killed {
-                let _ = writeln!(s, "{:<42} rule no experiment defends: {}", "", r.rule);
+                let _ = writeln!(s, "{:<pad$} rule no experiment defends: {}", "", r.rule, pad = w + 10);
             }
         }
         let killed = self.rows.iter().filter(|r| r.killed).count();

@@ -1,7 +1,7 @@
 #!/bin/sh
 # fenceproof's local PostgreSQL image: the same contract as the official image's entrypoint, for
-# what the harness and testcontainers use. POSTGRES_USER / POSTGRES_PASSWORD / POSTGRES_DB and
-# POSTGRES_HOST_AUTH_METHOD; a first start initializes $PGDATA with a temporary server (its log on
+# what the harness and testcontainers use. POSTGRES_USER / POSTGRES_PASSWORD / POSTGRES_DB,
+# POSTGRES_INITDB_ARGS and POSTGRES_HOST_AUTH_METHOD; a first start initializes $PGDATA with a temporary server (its log on
 # stdout, as the official image does), then the real server runs in the foreground (log on stderr)
 # with the container's arguments as server options.
 set -e
@@ -12,7 +12,7 @@ BIN=/usr/lib/postgresql/15/bin
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
   pwfile=/tmp/pwfile
   printf '%s\n' "${POSTGRES_PASSWORD:-postgres}" > "$pwfile"
-  "$BIN/initdb" -D "$PGDATA" -U "$POSTGRES_USER" --pwfile="$pwfile" -E UTF8 --locale=C --auth-local=trust --auth-host=scram-sha-256 > /dev/null
+  "$BIN/initdb" -D "$PGDATA" -U "$POSTGRES_USER" --pwfile="$pwfile" -E UTF8 --locale=C --auth-local=trust --auth-host=scram-sha-256 $POSTGRES_INITDB_ARGS > /dev/null
   : > "$pwfile"
   method="${POSTGRES_HOST_AUTH_METHOD:-scram-sha-256}"
   printf 'host all all all %s\nhost replication all all %s\n' "$method" "$method" >> "$PGDATA/pg_hba.conf"

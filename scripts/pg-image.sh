@@ -40,6 +40,7 @@ tar -C "$root" -c . | docker import \
   --change 'USER 999' \
   --change 'ENV PGDATA=/var/lib/postgresql/data' \
   --change 'ENV LANG=C.UTF-8' \
+  --change 'ENV TZ=UTC' \
   --change 'ENV PATH=/usr/lib/postgresql/15/bin:/usr/local/bin:/usr/bin:/bin' \
   --change 'EXPOSE 5432' \
   --change 'ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]' \

@@ -137,6 +137,11 @@ impl ContainerDb {
             .with_name(name)
             .with_tag(tag)
             .with_label(PID_LABEL, std::process::id().to_string())
+            // A throwaway server: initdb need not fsync every file it writes.
+            .with_env_var("POSTGRES_INITDB_ARGS", "--no-sync")
+            // Without TZ, initdb guesses the zone by probing every file of the zoneinfo database:
+            // 12.8 s of a 14.5 s initdb in an image with no /etc/localtime.
+            .with_env_var("TZ", "UTC")
             .with_cmd(server_options(&extra))
             .with_startup_timeout(STARTUP_TIMEOUT)
             .start()

@@ -110,10 +110,16 @@ pub async fn run(ctx: &mut Ctx, same_owner: bool, kind: PauseKind) -> Result<(),
     let text = scrape(&mut a, &ctx.dir).await?;
     let rejected = metrics::value(&text, "protected_write_rejected_total{reason=\"lease\"}").unwrap_or(0.0);
     let lost = metrics::value(&text, "lease_renew_total{outcome=\"lost\"}").unwrap_or(0.0);
+    // The explicit renew above was answered lease_lost; the heartbeat's own renewal after the
+    // resume counts as lost too when the database answered it in time, and as unconfirmed (no
+    // answer within its timeout, which a loaded machine can cause) otherwise.
+    let heartbeat_end =
+        a.history.iter().find_map(|e| e["event"].as_str().filter(|ev| ev.starts_with("heartbeat_"))).unwrap_or("none");
+    let expected_lost = if heartbeat_end == "heartbeat_lost" { 2.0 } else { 1.0 };
     ctx.check(Check::expect(
         "A's metrics count the rejected stale writes and the lost renewals",
-        rejected >= 4.0 && lost >= 2.0,
-        format!("protected_write_rejected_total{{reason=\"lease\"}} {rejected}, lease_renew_total{{outcome=\"lost\"}} {lost}"),
+        rejected >= 4.0 && lost >= expected_lost,
+        format!("protected_write_rejected_total{{reason=\"lease\"}} {rejected}, lease_renew_total{{outcome=\"lost\"}} {lost} (heartbeat ended: {heartbeat_end})"),
     ));
     let key = |s: &oracle::RunState| {
         (

@@ -6,6 +6,8 @@
 //! namespace (`unshare --mount`, root only) where a tmpfs covers /usr/lib/postgresql, from a
 //! folder without `.pg/`, with no PG_BIN.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -27,7 +29,7 @@ fn without_binaries(cwd: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().expect("unshare (util-linux)")
+    common::run_bounded(&mut cmd, &dir.join("out"), std::time::Duration::from_secs(180)).0
 }
 
 fn folder(name: &str) -> std::path::PathBuf {

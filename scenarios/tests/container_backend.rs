@@ -2,6 +2,8 @@
 //! image built offline by scripts/pg-image.sh), no container survives a run or a Ctrl-C, and a
 //! missing daemon gives a one-line error, never a hang.
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,18 +26,14 @@ fn left_by(pid: u32) -> Vec<String> {
     left
 }
 
-/// Run fenceproof to the end; its pid too (what it created carries it as a label).
+/// Bound on one whole fenceproof run in these tests.
+const RUN_BOUND: Duration = Duration::from_secs(300);
+
+/// Run fenceproof to the end, bounded; its pid too (what it created carries it as a label).
 fn run(args: &[&str], reports: &std::path::Path) -> (std::process::Output, u32) {
-    let child = Command::new(FENCEPROOF)
-        .args(args)
-        .arg("--reports-dir")
-        .arg(reports)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    (child.wait_with_output().unwrap(), pid)
+    let mut cmd = Command::new(FENCEPROOF);
+    cmd.args(args).arg("--reports-dir").arg(reports);
+    common::run_bounded(&mut cmd, reports, RUN_BOUND)
 }
 
 /// SIGINT a run once it has created a container or network; it must exit 130 and leave none.

@@ -1,5 +1,5 @@
-//! Shared by the integration tests: a throwaway cluster with the migrated template, and fresh
-//! databases cloned from it.
+//! Shared by the integration tests: a throwaway cluster with the migrated template, fresh
+//! databases cloned from it, and a bounded run of a child process.
 
 #![allow(dead_code)]
 
@@ -7,6 +7,8 @@ use fenceproof_harness::db::native::NativeCluster;
 use fenceproof_harness::db::pgbin::PgBin;
 use fenceproof_harness::db::{databases, Backend};
 use sqlx::PgPool;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 pub struct TestCluster {
     pub cluster: NativeCluster,
@@ -36,4 +38,31 @@ impl TestCluster {
     pub fn url_for(&self, db: &str) -> String {
         self.cluster.url_for(db)
     }
+}
+
+/// Run `cmd` to the end, bounded: killed, and the test failed, after `bound`. Output goes through
+/// files in `dir`, so a full pipe cannot stall the child. Returns the output and the child's pid.
+pub fn run_bounded(cmd: &mut Command, dir: &std::path::Path, bound: Duration) -> (Output, u32) {
+    std::fs::create_dir_all(dir).unwrap();
+    let (out_path, err_path) = (dir.join("run.stdout"), dir.join("run.stderr"));
+    let mut child = cmd
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t0.elapsed() > bound {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish within {bound:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (stdout, stderr) = (std::fs::read(&out_path).unwrap(), std::fs::read(&err_path).unwrap());
+    (Output { status, stdout, stderr }, pid)
 }

@@ -21,6 +21,7 @@ pub mod faults;
 pub mod procs;
 pub mod record;
 pub mod report;
+pub mod sqlmut;
 pub mod wait;
 
 pub use error::HarnessError;

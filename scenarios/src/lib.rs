@@ -15,6 +15,7 @@ pub mod g_retry_isolation;
 pub mod h_failover;
 pub mod h_lease_params;
 pub mod mutants;
+pub mod mutants_sql;
 pub mod outbox_setup;
 pub mod p_role_boundary;
 pub mod p_secret_masking;

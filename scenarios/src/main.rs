@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod cli;
+
 use clap::{Parser, Subcommand};
 use fenceproof_harness::procs::registry;
 use fenceproof_harness::report::exit;
@@ -94,12 +96,22 @@ enum Cmd {
     /// Run the experiments against every named broken variant of the worker and print which
     /// experiments kill which mutant.
     Mutants {
-        /// A worker built with the mutants feature (`just build-mutants`).
-        #[arg(long, default_value = "target/debug/fenceproof-worker-mutant")]
-        worker_bin: PathBuf,
-        /// Only these mutants (comma-separated names).
+        /// A worker built with the mutants feature (`just build-mutants`); with --sql, the worker
+        /// to run against the mutated functions (default: the reference worker).
+        #[arg(long)]
+        worker_bin: Option<PathBuf>,
+        /// Only these mutants (comma-separated names; with --sql, id prefixes such as fp_claim/).
         #[arg(long, value_delimiter = ',')]
         mutants: Option<Vec<String>>,
+        /// The generated mutants of the fenced fp_* functions instead of the named worker mutants.
+        #[arg(long)]
+        sql: bool,
+        /// With --sql: run the K-th of N deterministic shares of the mutants (e.g. 2/4).
+        #[arg(long, requires = "sql")]
+        shard: Option<String>,
+        /// With --sql: list the generated mutants and exit.
+        #[arg(long, requires = "sql")]
+        list: bool,
         /// Only these experiments (comma-separated ids).
         #[arg(long, value_delimiter = ',')]
         only: Option<Vec<String>>,
@@ -183,6 +195,22 @@ enum Cmd {
     },
     /// List the experiments.
     List,
+    /// List the spec's rules, each with the checkers that judge it and the experiments that
+    /// exercise it.
+    Rules {
+        /// Print the catalogue as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Join shard folders of `mutants --sql` into one kill matrix.
+    Merge {
+        /// Run folders, each holding a mutants-sql.json.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Where the merged mutants-sql.json / .md go.
+        #[arg(long, default_value = "reports/merged")]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -377,11 +405,52 @@ async fn run(cli: Cli) -> u8 {
             })
             .await
         }
-        Cmd::Mutants { worker_bin, mutants, only, server: ServerArgs { pg_bin, reports_dir, backend, pg_image } } => {
+        Cmd::Rules { json } => cli::rules::run(json),
+        Cmd::Merge { dirs, out } => cli::merge::run(&dirs, &out),
+        Cmd::Mutants {
+            worker_bin,
+            mutants,
+            sql,
+            shard,
+            list,
+            only,
+            server: ServerArgs { pg_bin, reports_dir, backend, pg_image },
+        } => {
             let mut experiments = match selection(only.as_deref()) {
                 Ok(e) => e,
                 Err(code) => return code,
             };
+            if sql {
+                let shard = match shard.as_deref().map(fenceproof_scenarios::mutants_sql::parse_shard) {
+                    None => (1, 1),
+                    Some(Ok(s)) => s,
+                    Some(Err(msg)) => {
+                        eprintln!("fenceproof: {msg}");
+                        return exit::USAGE;
+                    }
+                };
+                let sel = fenceproof_scenarios::mutants_sql::Selection { shard, only: mutants };
+                if list {
+                    return cli::mutants_sql::list(&sel);
+                }
+                if only.is_none() {
+                    // The functions are the protocol: A-G and P-* call them; H judges the deployment.
+                    experiments.retain(|e| !e.id.starts_with("H-"));
+                }
+                let opts = VerifyOptions {
+                    backend: ServerArgs::choice(backend.as_deref(), None),
+                    pg_image: ServerArgs::image(pg_image, None),
+                    pg_bin,
+                    contract: None,
+                    contract_path: None,
+                    database_url: None,
+                    reports_dir,
+                    worker_bin: worker_bin.unwrap_or_else(runner::default_worker_bin),
+                    tools_bin: runner::default_tools_bin(),
+                };
+                return cli::mutants_sql::run(opts, experiments, sel).await;
+            }
+            let worker_bin = worker_bin.unwrap_or_else(|| PathBuf::from("target/debug/fenceproof-worker-mutant"));
             if only.is_none() {
                 // H judges the deployment, not the protocol's rules, and P the role boundary, which a
                 // mutant (it needs table privileges) runs outside by construction: mutants run A-G.

@@ -104,6 +104,9 @@ pub struct Session {
     started_at: chrono::DateTime<chrono::Utc>,
     t0: Instant,
     databases: u32,
+    /// SQL run in every fresh experiment database right after it is cloned (a generated mutant of
+    /// an fp_* function, `CREATE OR REPLACE FUNCTION ...`); `None` for the protocol as migrated.
+    pub sql_patch: Option<String>,
 }
 
 impl Session {
@@ -163,6 +166,7 @@ impl Session {
             started_at,
             t0,
             databases: 0,
+            sql_patch: None,
         })
     }
 
@@ -226,6 +230,9 @@ impl Session {
                 let dbname = format!("fp{}_{}", self.databases, id.to_lowercase().replace(['-', '/'], "_"));
                 let db_url = databases::create_from_template(backend, &dbname).await?;
                 let pool = databases::pool(&db_url, CONTROL, 4).await?;
+                if let Some(sql) = &self.sql_patch {
+                    sqlx::raw_sql(sql).execute(&pool).await?;
+                }
                 let login = databases::url_as(&db_url, databases::WORKER_LOGIN)?;
                 (db_url, Some(login), pool, oracle::DEFAULT_SCHEMA.to_string())
             }
@@ -234,6 +241,9 @@ impl Session {
                 let name = format!("fp_{tag}_{}_{}", self.databases, id.to_lowercase().replace(['-', '/'], "_"));
                 let schemas = ext.create(&name).await?;
                 let pool = ext.pool_in(&schemas.schema, CONTROL, 4).await?;
+                if let Some(sql) = &self.sql_patch {
+                    sqlx::raw_sql(sql).execute(&pool).await?;
+                }
                 (schemas.worker_url, None, pool, schemas.oracle)
             }
         };

@@ -3,6 +3,8 @@
 //! [`invariants`] holds the spec's global invariants (section 01) judged over the oracle rows; an
 //! experiment adds its own section-11 assertions with [`Check::expect`] and friends.
 
+pub mod catalogue;
+pub mod equivalents;
 pub mod invariants;
 
 use serde::Serialize;

@@ -13,7 +13,7 @@ use crate::check::Check;
 use crate::error::Result;
 
 /// The verdict of one experiment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Outcome {
     /// Every check passed.

@@ -1,0 +1,5 @@
+//! The subcommands that came after `verify`, one file each; `main.rs` only parses and dispatches.
+
+pub mod merge;
+pub mod mutants_sql;
+pub mod rules;

@@ -1,0 +1,378 @@
+//! `fenceproof mutants --sql`: the generated mutants of the fenced fp_* functions
+//! ([`fenceproof_harness::sqlmut`]), each installed in every experiment's fresh database and run
+//! through the matrix with the reference worker. A mutant is killed only by a FAIL: an ERROR is no
+//! verdict, so it does not count. Survivors must be listed as equivalent, with the reason, in
+//! `harness/src/check/equivalent_mutants.toml`; a listed mutant that is killed makes that entry wrong.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use fenceproof_harness::check::equivalents;
+use fenceproof_harness::report::Outcome;
+use fenceproof_harness::sqlmut::{self, SqlMutant};
+use fenceproof_harness::HarnessError;
+use serde::{Deserialize, Serialize};
+
+use crate::runner::{Session, VerifyOptions};
+use crate::Experiment;
+
+/// What happened to one generated mutant.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Fate {
+    /// At least one experiment FAILed.
+    Killed,
+    /// Survived, and listed as equivalent with a reason.
+    Equivalent,
+    /// Survived and not listed: a gap in the suite.
+    Survived,
+    /// Listed as equivalent, but an experiment FAILed: the listing is wrong.
+    KilledButListed,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SqlMutantRow {
+    pub id: String,
+    pub function: String,
+    pub operator: String,
+    pub line: usize,
+    pub before: String,
+    pub after: String,
+    /// Per experiment id: its verdict with the mutant installed.
+    pub verdicts: Vec<(String, Outcome)>,
+    /// The experiments that FAILed, each with the checks that failed.
+    pub killed_by: Vec<String>,
+    pub fate: Fate,
+    /// The reviewed reason, for an equivalent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SqlKillMatrix {
+    pub run_ids: Vec<String>,
+    /// `K/N` of each shard this matrix holds.
+    pub shards: Vec<String>,
+    pub generated: usize,
+    pub reference_passed: bool,
+    pub reference_failures: Vec<String>,
+    pub experiments: Vec<String>,
+    pub rows: Vec<SqlMutantRow>,
+    pub duration_ms: u128,
+}
+
+impl SqlKillMatrix {
+    pub fn count(&self, fate: Fate) -> usize {
+        self.rows.iter().filter(|r| r.fate == fate).count()
+    }
+
+    /// Every non-equivalent mutant killed, every listed equivalent survived, the reference clean.
+    pub fn ok(&self) -> bool {
+        self.reference_passed
+            && self.count(Fate::Survived) == 0
+            && self.count(Fate::KilledButListed) == 0
+            && !self.rows.is_empty()
+    }
+
+    pub fn summary(&self) -> String {
+        format!(
+            "{} generated SQL mutants run ({} in the set): {} killed, {} equivalent, {} survived, {} listed as equivalent but killed; reference {}; {:.1}s",
+            self.rows.len(),
+            self.generated,
+            self.count(Fate::Killed),
+            self.count(Fate::Equivalent),
+            self.count(Fate::Survived),
+            self.count(Fate::KilledButListed),
+            if self.reference_passed { "clean".to_string() } else { format!("FAILED {}", self.reference_failures.join(", ")) },
+            self.duration_ms as f64 / 1000.0
+        )
+    }
+
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let w = self.rows.iter().map(|r| r.id.len()).max().unwrap_or(6).max(6);
+        let _ = writeln!(s, "{:<w$} {:<10} line  killed by", "mutant", "fate");
+        for r in &self.rows {
+            let fate = match r.fate {
+                Fate::Killed => "KILLED",
+                Fate::Equivalent => "equivalent",
+                Fate::Survived => "SURVIVED",
+                Fate::KilledButListed => "LISTED-BUT-KILLED",
+            };
+            let who = match r.fate {
+                Fate::Equivalent => r.reason.clone().unwrap_or_default(),
+                Fate::Survived => format!("{} => {}", r.before, r.after),
+                _ => r.killed_by.iter().map(|k| k.split(':').next().unwrap_or("")).collect::<Vec<_>>().join(", "),
+            };
+            let _ = writeln!(s, "{:<w$} {:<10} {:<5} {}", r.id, fate, r.line, truncate(&who, 140));
+        }
+        s.push_str(&self.summary());
+        s.push('\n');
+        s
+    }
+
+    pub fn markdown(&self) -> String {
+        let mut s = format!(
+            "# Generated SQL mutants of `{}`\n\n{}\n\nShards: {}. Runs: {}.\n\n",
+            sqlmut::SOURCE_FILE,
+            self.summary(),
+            self.shards.join(", "),
+            self.run_ids.join(", ")
+        );
+        s.push_str("| mutant | operator | line | change | fate | killed by |\n|---|---|---|---|---|---|\n");
+        for r in &self.rows {
+            let change = format!("`{}` → `{}`", r.before.replace('|', "\\|"), r.after.replace('|', "\\|"));
+            let who = match r.fate {
+                Fate::Equivalent => format!("equivalent: {}", r.reason.clone().unwrap_or_default()),
+                _ => r.killed_by.iter().map(|k| k.split(':').next().unwrap_or("")).collect::<Vec<_>>().join(", "),
+            };
+            let _ = writeln!(
+                s,
+                "| `{}` | {} | {} | {} | {:?} | {} |",
+                r.id,
+                r.operator,
+                r.line,
+                change,
+                r.fate,
+                who.replace('|', "\\|")
+            );
+        }
+        s.push_str("\n## Checks that failed, per killed mutant\n\n");
+        for r in self.rows.iter().filter(|r| !r.killed_by.is_empty()) {
+            let _ = writeln!(s, "- `{}`: {}", r.id, r.killed_by.join("; ").replace('|', "\\|"));
+        }
+        s
+    }
+
+    /// Join shard matrices into one (rows in generation order, each mutant once).
+    pub fn merge(parts: Vec<SqlKillMatrix>) -> Result<SqlKillMatrix, String> {
+        let Some(first) = parts.first() else { return Err("nothing to merge".into()) };
+        let mut m = SqlKillMatrix {
+            run_ids: Vec::new(),
+            shards: Vec::new(),
+            generated: first.generated,
+            reference_passed: true,
+            reference_failures: Vec::new(),
+            experiments: first.experiments.clone(),
+            rows: Vec::new(),
+            duration_ms: 0,
+        };
+        for p in parts {
+            if p.experiments != m.experiments {
+                return Err(format!(
+                    "shards ran different experiments ({} vs {})",
+                    p.experiments.join(","),
+                    m.experiments.join(",")
+                ));
+            }
+            m.run_ids.extend(p.run_ids);
+            m.shards.extend(p.shards);
+            m.reference_passed &= p.reference_passed;
+            m.reference_failures.extend(p.reference_failures);
+            m.duration_ms += p.duration_ms;
+            for r in p.rows {
+                if m.rows.iter().any(|x| x.id == r.id) {
+                    return Err(format!("mutant {} is in two shards", r.id));
+                }
+                m.rows.push(r);
+            }
+        }
+        let order: Vec<String> = sqlmut::generate().into_iter().map(|g| g.id).collect();
+        m.rows.sort_by_key(|r| order.iter().position(|o| *o == r.id).unwrap_or(usize::MAX));
+        Ok(m)
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n).collect::<String>())
+    }
+}
+
+/// Which mutants to run.
+pub struct Selection {
+    /// `(k, n)`: the k-th of n deterministic shares.
+    pub shard: (usize, usize),
+    /// Only mutants whose id starts with one of these.
+    pub only: Option<Vec<String>>,
+}
+
+/// Parse `K/N` (1 ≤ K ≤ N).
+pub fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("bad --shard '{s}' (K/N with 1 <= K <= N, e.g. 2/4)");
+    let (k, n) = s.split_once('/').ok_or_else(bad)?;
+    let (k, n): (usize, usize) = (k.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
+    if k == 0 || n == 0 || k > n {
+        return Err(bad());
+    }
+    Ok((k, n))
+}
+
+/// The mutants `sel` picks from the generated set.
+pub fn pick(sel: &Selection) -> Result<Vec<SqlMutant>, String> {
+    let all = sqlmut::generate();
+    let mut ms = sqlmut::shard(&all, sel.shard.0, sel.shard.1);
+    if let Some(only) = &sel.only {
+        for o in only {
+            if !all.iter().any(|m| m.id.starts_with(o.as_str())) {
+                return Err(format!(
+                    "no generated SQL mutant id starts with '{o}' (see `fenceproof mutants --sql --list`)"
+                ));
+            }
+        }
+        ms.retain(|m| only.iter().any(|o| m.id.starts_with(o.as_str())));
+    }
+    Ok(ms)
+}
+
+/// Run the reference and every picked mutant; save `mutants-sql.json` / `.md` in the run folder.
+pub async fn run(
+    opts: &VerifyOptions,
+    experiments: Vec<Experiment>,
+    sel: &Selection,
+) -> Result<(SqlKillMatrix, PathBuf), HarnessError> {
+    let mutants = pick(sel).map_err(HarnessError::Other)?;
+    let listed = equivalents::load().map_err(HarnessError::Other)?;
+    let mut session = Session::start(opts).await?;
+    let reference = session.matrix("reference", &experiments, &[]).await?;
+    let reference_failures: Vec<String> = reference
+        .results
+        .iter()
+        .filter(|r| r.outcome != Outcome::Pass)
+        .map(|r| format!("{} {}", r.id, r.outcome.label()))
+        .collect();
+    eprintln!(
+        "reference: {}",
+        if reference_failures.is_empty() { "all PASS".into() } else { reference_failures.join(", ") }
+    );
+    let mut rows = Vec::new();
+    for (i, m) in mutants.iter().enumerate() {
+        session.sql_patch = Some(m.sql.clone());
+        let label = format!("sql-{}", m.id.replace('/', "-"));
+        let matrix = session.matrix(&label, &experiments, &[]).await;
+        session.sql_patch = None;
+        let matrix = matrix?;
+        let verdicts: Vec<(String, Outcome)> = matrix.results.iter().map(|r| (r.id.clone(), r.outcome)).collect();
+        let killed_by: Vec<String> = matrix
+            .results
+            .iter()
+            .filter(|r| r.outcome == Outcome::Fail)
+            .map(|r| {
+                let failed: Vec<&str> = r.checks.iter().filter(|c| !c.passed()).map(|c| c.name.as_str()).collect();
+                format!("{}: {}", r.id, failed.join(" / "))
+            })
+            .collect();
+        let reason = listed.get(&m.id).cloned();
+        let fate = match (killed_by.is_empty(), reason.is_some()) {
+            (false, false) => Fate::Killed,
+            (false, true) => Fate::KilledButListed,
+            (true, true) => Fate::Equivalent,
+            (true, false) => Fate::Survived,
+        };
+        eprintln!(
+            "[{}/{}] {}: {}",
+            i + 1,
+            mutants.len(),
+            m.id,
+            match fate {
+                Fate::Killed => format!(
+                    "killed by {}",
+                    killed_by.iter().map(|k| k.split(':').next().unwrap_or("")).collect::<Vec<_>>().join(", ")
+                ),
+                Fate::Equivalent => "survived (listed as equivalent)".into(),
+                Fate::Survived => format!("SURVIVED ({} => {})", m.before, m.after),
+                Fate::KilledButListed => "killed, but listed as equivalent".into(),
+            }
+        );
+        rows.push(SqlMutantRow {
+            id: m.id.clone(),
+            function: m.function.clone(),
+            operator: m.operator.name().into(),
+            line: m.line,
+            before: m.before.clone(),
+            after: m.after.clone(),
+            verdicts,
+            killed_by,
+            fate,
+            reason,
+        });
+    }
+    let km = SqlKillMatrix {
+        run_ids: vec![session.run.run_id.clone()],
+        shards: vec![format!("{}/{}", sel.shard.0, sel.shard.1)],
+        generated: sqlmut::generate().len(),
+        reference_passed: reference_failures.is_empty(),
+        reference_failures,
+        experiments: experiments.iter().map(|e| e.id.to_string()).collect(),
+        rows,
+        duration_ms: session.elapsed_ms(),
+    };
+    let path = session.run.path.clone();
+    reference.save(&path)?;
+    save(&km, &path)?;
+    session.run.mark_latest()?;
+    session.finish().await?;
+    Ok((km, path))
+}
+
+/// Write `mutants-sql.json` and `mutants-sql.md` into `dir`.
+pub fn save(km: &SqlKillMatrix, dir: &std::path::Path) -> Result<(), HarnessError> {
+    std::fs::write(dir.join("mutants-sql.json"), serde_json::to_string_pretty(km).expect("json"))?;
+    std::fs::write(dir.join("mutants-sql.md"), km.markdown())?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, fate: Fate) -> SqlMutantRow {
+        SqlMutantRow {
+            id: id.into(),
+            function: "f".into(),
+            operator: "drop-conjunct".into(),
+            line: 1,
+            before: "a".into(),
+            after: "b".into(),
+            verdicts: vec![],
+            killed_by: vec![],
+            fate,
+            reason: None,
+        }
+    }
+
+    fn km(shard: &str, rows: Vec<SqlMutantRow>) -> SqlKillMatrix {
+        SqlKillMatrix {
+            run_ids: vec![format!("run-{shard}")],
+            shards: vec![shard.into()],
+            generated: 3,
+            reference_passed: true,
+            reference_failures: vec![],
+            experiments: vec!["A".into()],
+            rows,
+            duration_ms: 10,
+        }
+    }
+
+    #[test]
+    fn shards_merge_into_one_matrix_and_duplicates_are_refused() {
+        let ids: Vec<String> = sqlmut::generate().into_iter().map(|m| m.id).collect();
+        let a = km("1/2", vec![row(&ids[2], Fate::Killed)]);
+        let b = km("2/2", vec![row(&ids[0], Fate::Killed), row(&ids[1], Fate::Survived)]);
+        let m = SqlKillMatrix::merge(vec![a.clone(), b]).unwrap();
+        assert_eq!(m.rows.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), ids[..3].to_vec());
+        assert_eq!(m.shards, vec!["1/2", "2/2"]);
+        assert!(!m.ok(), "a survivor fails the matrix");
+        assert!(SqlKillMatrix::merge(vec![a.clone(), a]).unwrap_err().contains("in two shards"));
+    }
+
+    #[test]
+    fn shard_flags_are_checked() {
+        assert_eq!(parse_shard("2/4"), Ok((2, 4)));
+        for bad in ["0/4", "5/4", "x", "1/0", "2-4"] {
+            assert!(parse_shard(bad).is_err(), "{bad}");
+        }
+    }
+}

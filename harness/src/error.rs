@@ -37,6 +37,11 @@ pub enum HarnessError {
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
 
+    /// A step the harness set up legally was refused or failed by the code under test: the
+    /// protocol broke a rule (it must allow that step), so the runner turns this into a FAIL check.
+    #[error("setup step {step} did not succeed: {answer}")]
+    StepRefused { step: String, answer: String },
+
     #[error("{0}")]
     Other(String),
 }

@@ -224,11 +224,17 @@ pub fn data(ev: &serde_json::Value) -> &serde_json::Value {
     &ev["data"]
 }
 
-/// Fail the experiment (as an error, not a verdict) when a setup step did not succeed.
+/// Stop the experiment when a step the harness set up legally did not succeed. An answer with an
+/// outcome other than `ok` means the code under test refused (or failed) a step the protocol must
+/// allow: the runner records it as a FAIL of rule `liveness.legal-step` ([`HarnessError::StepRefused`]).
+/// An answer without an outcome is the worker breaking its language: no verdict (ERROR).
 pub fn require_ok(ev: &serde_json::Value, step: &str) -> Result<(), HarnessError> {
-    if outcome(ev) == "ok" {
-        Ok(())
-    } else {
-        Err(HarnessError::Other(format!("setup step {step} did not succeed: {ev}")))
+    match ev["outcome"].as_str() {
+        Some("ok") => Ok(()),
+        Some(_) => Err(HarnessError::StepRefused { step: step.to_string(), answer: ev.to_string() }),
+        None => Err(HarnessError::Other(format!("setup step {step}: the worker's answer has no outcome: {ev}"))),
     }
 }
+
+/// The check a refused legal step becomes (see [`require_ok`]).
+pub const LEGAL_STEP_CHECK: &str = "a step the protocol must allow succeeds";

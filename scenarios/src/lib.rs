@@ -17,6 +17,7 @@ pub mod h_lease_params;
 pub mod mutants;
 pub mod mutants_sql;
 pub mod outbox_setup;
+pub mod p_api;
 pub mod p_role_boundary;
 pub mod p_secret_masking;
 pub mod runner;
@@ -83,6 +84,9 @@ pub fn all() -> Vec<Experiment> {
         x("H-lease", h_lease_params::TITLE, |c| Box::pin(h_lease_params::run(c))),
         x("P-role", p_role_boundary::TITLE, |c| Box::pin(p_role_boundary::run(c))),
         x("P-secret", p_secret_masking::TITLE, |c| Box::pin(p_secret_masking::run(c))),
+        x("P-api-lease", p_api::lease::TITLE, |c| Box::pin(p_api::lease::run(c))),
+        x("P-api-commit", p_api::commit::TITLE, |c| Box::pin(p_api::commit::run(c))),
+        x("P-api-ledger", p_api::ledger::TITLE, |c| Box::pin(p_api::ledger::run(c))),
     ]
 }
 

@@ -286,6 +286,14 @@ impl Session {
         let res = tokio::time::timeout(EXPERIMENT_TIMEOUT, (exp.run)(&mut ctx)).await;
         let error = match res {
             Ok(Ok(())) => None,
+            Ok(Err(HarnessError::StepRefused { step, answer })) => {
+                // Broken protocol code, not a harness fault: a FAIL naming the rule, never an ERROR.
+                ctx.check(fenceproof_harness::check::Check::fail(
+                    crate::ctx::LEGAL_STEP_CHECK,
+                    format!("{step} was set up legally and answered {answer}"),
+                ));
+                None
+            }
             Ok(Err(e)) => Some(e.to_string()),
             Err(_) => Some(format!("experiment did not finish within {EXPERIMENT_TIMEOUT:?}")),
         };

@@ -20,6 +20,7 @@ fn history(runs: usize, saves: i64) -> Vec<CommitRow> {
         seq += 1;
         rows.push(CommitRow {
             seq,
+            xid: String::new(),
             table_name: table.into(),
             op: "UPDATE".into(),
             writer: owner.into(),

@@ -266,6 +266,9 @@ pub fn all(rows: &[CommitRow], control: &[&str]) -> Vec<Check> {
         terminal_states_are_final(rows),
         terminal_only_by_holder(rows, control),
         ledger_never_goes_back(rows),
+        super::transitions::lease_changes_follow_the_protocol(rows, control),
+        super::transitions::runs_follow_their_state_machine(rows, control),
+        super::transitions::ledger_follows_its_state_machine(rows, control),
     ]
 }
 
@@ -285,6 +288,7 @@ mod tests {
     ) -> CommitRow {
         CommitRow {
             seq,
+            xid: String::new(),
             table_name: table.into(),
             op: op.into(),
             writer: writer.into(),

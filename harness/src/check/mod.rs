@@ -6,6 +6,7 @@
 pub mod catalogue;
 pub mod equivalents;
 pub mod invariants;
+pub mod transitions;
 
 use serde::Serialize;
 

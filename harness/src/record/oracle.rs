@@ -12,6 +12,10 @@ use crate::error::Result;
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct CommitRow {
     pub seq: i64,
+    /// The writing transaction's id (text), to tell which changes committed together.
+    #[sqlx(default)]
+    #[serde(default)]
+    pub xid: String,
     pub table_name: String,
     pub op: String,
     /// The writer's application_name (a worker's owner id).
@@ -71,7 +75,7 @@ pub async fn commits(pool: &PgPool) -> Result<Vec<CommitRow>> {
 /// Every recorded commit of the oracle in `schema`, in commit order.
 pub async fn commits_in(pool: &PgPool, schema: &str) -> Result<Vec<CommitRow>> {
     Ok(sqlx::query_as::<_, CommitRow>(&format!(
-        "SELECT seq, table_name, op, writer, login, backend_pid, committed_at, run_id, old_row, new_row,
+        "SELECT seq, xid::text AS xid, table_name, op, writer, login, backend_pid, committed_at, run_id, old_row, new_row,
                 lease_at_commit, lease_live_at_commit
            FROM {schema}.commits ORDER BY seq"
     ))

@@ -135,13 +135,13 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
     // Claim: a row another claim holds is skipped, without waiting.
     let (o_a, o_b) = (id("queued-a"), id("queued-b"));
-    put(&p, &o_a, other, "prepared", 0, None, None).await?;
-    put(&p, &o_b, other, "prepared", 0, None, None).await?;
     p.admin(&format!(
-        "UPDATE tool_operations SET updated_at = updated_at - interval '1 hour' WHERE operation_id = {}",
+        "INSERT INTO tool_operations (operation_id, run_id, step_id, effect_version, tool_name, request_digest, request_body, status, updated_at)
+         VALUES ({}, '{other}', 'queued-a', 1, 'idem', 'digest-1', '{{}}', 'prepared', clock_timestamp() - interval '1 hour')",
         lit(&o_a)
     ))
     .await?;
+    put(&p, &o_b, other, "prepared", 0, None, None).await?;
     let d2 = owner("d2");
     let opts: sqlx::postgres::PgConnectOptions = p.ctx.db_url.parse()?;
     let mut first = sqlx::PgConnection::connect_with(&opts.application_name(&d2)).await?;

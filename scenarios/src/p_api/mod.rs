@@ -304,6 +304,12 @@ impl<'a> Prober<'a> {
 
     /// The global invariants over everything the oracle saw.
     pub async fn finish(self) -> Result<(), HarnessError> {
+        let probes = self.ctx.checks.len();
+        let failed = self.ctx.checks.iter().filter(|c| !c.passed()).count();
+        let rules: BTreeSet<&str> =
+            self.ctx.checks.iter().filter_map(|c| c.name.strip_prefix('[').and_then(|n| n.split(']').next())).collect();
+        let note = format!("{probes} probes of {} rules, {failed} broken", rules.len());
+        self.ctx.note(note);
         let rows = self.ctx.commits().await?;
         self.ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
         Ok(())

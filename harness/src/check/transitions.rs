@@ -1,0 +1,399 @@
+//! The spec's state machines, judged commit by commit over the oracle: every committed change of a
+//! lease, a run or a ledger row must be one of the transitions the protocol allows, made by a
+//! writer allowed to make it, in a transaction shaped as the protocol says. One checker per
+//! machine; each names the commit that broke it.
+//!
+//! Only conditions the oracle can prove are judged. A liveness check made inside a statement
+//! ("the lease has not expired") happens at a moment the oracle does not record, so it is judged
+//! by the P-api probes instead; an expiry check ("the claim had expired") happens before the
+//! row's own `updated_at = clock_timestamp()`, so `old.expiry <= new.updated_at` is necessary.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::Check;
+use crate::record::oracle::CommitRow;
+
+fn ts(v: Option<&str>) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+    v.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+}
+
+fn is_control(r: &CommitRow, control: &[&str]) -> bool {
+    control.contains(&r.writer.as_str())
+}
+
+fn verdict(name: &str, judged: usize, what: &str, bad: Vec<String>) -> Check {
+    if bad.is_empty() {
+        Check::pass(name, format!("{judged} {what}, each allowed"))
+    } else {
+        Check::fail(name, bad.join("; "))
+    }
+}
+
+/// Lease rows change only by a takeover (epoch + 1, to the writer), a renewal or a release by the
+/// owner of the term it changes; a takeover only of a free lease or one expired by the takeover's
+/// own clock; an owner never changes without a new epoch.
+pub fn lease_changes_follow_the_protocol(rows: &[CommitRow], control: &[&str]) -> Check {
+    let name = "lease rows change only by takeover, renewal or release of the writer's own term";
+    let mut bad = Vec::new();
+    let mut judged = 0;
+    for r in rows.iter().filter(|r| r.is_leases() && r.op == "UPDATE" && !is_control(r, control)) {
+        judged += 1;
+        let (oe, ne) = (r.old_i64("epoch"), r.new_i64("epoch"));
+        let (oo, no) = (r.old_str("owner"), r.new_str("owner"));
+        let at = format!("commit #{} by {}", r.seq, r.writer);
+        if oe.zip(ne).is_some_and(|(o, n)| n == o + 1) {
+            if no != Some(r.writer.as_str()) {
+                bad.push(format!("{at}: took epoch {ne:?} for {no:?}, not for itself"));
+            }
+            let expired = ts(r.old_str("expires_at")).zip(ts(r.new_str("updated_at"))).is_some_and(|(e, u)| e <= u);
+            if oo.is_some() && !expired {
+                bad.push(format!(
+                    "{at}: took epoch {ne:?} from {oo:?} whose lease ran until {:?}, later than the takeover's own clock {:?}",
+                    r.old_str("expires_at"),
+                    r.new_str("updated_at")
+                ));
+            }
+        } else if oe != ne {
+            // Epoch jumps are judged by `epochs_never_go_back`.
+        } else if oo != no && no.is_some() {
+            bad.push(format!("{at}: owner {oo:?} -> {no:?} within epoch {ne:?} (no new term)"));
+        } else if oo.is_none() {
+            if r.old_row != r.new_row {
+                bad.push(format!("{at}: changed a free lease without taking it"));
+            }
+        } else if oo != Some(r.writer.as_str()) {
+            let what = if no.is_none() { "released" } else { "renewed" };
+            bad.push(format!("{at}: {what} the term of {oo:?} (epoch {oe:?})"));
+        }
+    }
+    verdict(name, judged, "lease changes", bad)
+}
+
+/// Runs are created pending at revision 0 with their lease in the same transaction; workers move
+/// them pending → running → running … → succeeded | failed, the control plane to cancelled; a
+/// worker transaction changes at most one run.
+pub fn runs_follow_their_state_machine(rows: &[CommitRow], control: &[&str]) -> Check {
+    let name = "runs follow the state machine (created pending with their lease; worker and control-plane transitions)";
+    let worker_ok = [("pending", "running"), ("running", "running"), ("running", "succeeded"), ("running", "failed")];
+    let control_ok = [("pending", "cancelled"), ("running", "cancelled")];
+    let mut bad = Vec::new();
+    let mut judged = 0;
+    let lease_inserts: BTreeSet<(String, Option<uuid::Uuid>)> =
+        rows.iter().filter(|r| r.is_leases() && r.op == "INSERT").map(|r| (r.xid.clone(), r.run_id)).collect();
+    let mut runs_per_xid: BTreeMap<&str, BTreeSet<Option<uuid::Uuid>>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.is_runs()) {
+        judged += 1;
+        let at = format!("commit #{} by {}", r.seq, r.writer);
+        match r.op.as_str() {
+            "INSERT" => {
+                if r.new_str("status") != Some("pending") || r.new_i64("revision").is_some_and(|v| v != 0) {
+                    bad.push(format!(
+                        "{at}: created a run as {:?} at revision {:?}",
+                        r.new_str("status"),
+                        r.new_i64("revision")
+                    ));
+                }
+                if !r.xid.is_empty() && !lease_inserts.contains(&(r.xid.clone(), r.run_id)) {
+                    bad.push(format!("{at}: created run {:?} without its lease in the same transaction", r.run_id));
+                }
+            }
+            "UPDATE" => {
+                let step = (r.old_str("status").unwrap_or(""), r.new_str("status").unwrap_or(""));
+                let allowed = if is_control(r, control) {
+                    control_ok.contains(&step) || worker_ok.contains(&step)
+                } else {
+                    worker_ok.contains(&step)
+                };
+                if !allowed {
+                    bad.push(format!("{at}: {} -> {}", step.0, step.1));
+                }
+                if !is_control(r, control) && !r.xid.is_empty() {
+                    runs_per_xid.entry(r.xid.as_str()).or_default().insert(r.run_id);
+                }
+            }
+            _ => {}
+        }
+    }
+    for (xid, runs) in runs_per_xid.iter().filter(|(_, runs)| runs.len() > 1) {
+        bad.push(format!("transaction {xid} of a worker changed {} runs at once: {runs:?}", runs.len()));
+    }
+    verdict(name, judged, "run changes", bad)
+}
+
+const LEDGER_IMMUTABLE: &[&str] =
+    &["operation_id", "run_id", "step_id", "effect_version", "tool_name", "request_digest", "request_body"];
+
+/// The outbox state machine of §09: intents are inserted `prepared` in the same transaction as a
+/// checkpoint of their run by the same writer; then prepared → dispatching (a claim of a live
+/// run's operation, for the writer) | cancelled (the control plane); dispatching → succeeded |
+/// failed_final | unknown by the session that claimed it, or → unknown once the claim expired;
+/// unknown → succeeded | failed_final | unknown. Every update raises the ledger revision by one and
+/// leaves the intent's identity, digest and request alone.
+pub fn ledger_follows_its_state_machine(rows: &[CommitRow], control: &[&str]) -> Check {
+    let name =
+        "ledger rows follow the outbox state machine (intent with its checkpoint, claim, result, unknown, converge)";
+    let mut bad = Vec::new();
+    let mut judged = 0;
+    let run_updates: BTreeSet<(String, Option<uuid::Uuid>, String)> = rows
+        .iter()
+        .filter(|r| r.is_runs() && r.op == "UPDATE")
+        .map(|r| (r.xid.clone(), r.run_id, r.writer.clone()))
+        .collect();
+    // Who claimed what: (operation_id, dispatch_owner) -> writer of the claim.
+    let mut claimers: BTreeMap<(String, String), String> = BTreeMap::new();
+    // The latest committed run status, replayed in commit order.
+    let mut run_status: BTreeMap<uuid::Uuid, String> = BTreeMap::new();
+    for r in rows {
+        if r.is_runs() {
+            if let (Some(run), Some(s)) = (r.run_id, r.new_str("status")) {
+                run_status.insert(run, s.to_string());
+            }
+            continue;
+        }
+        if r.table_name != "tool_operations" {
+            continue;
+        }
+        judged += 1;
+        let op = r.new_str("operation_id").or(r.old_str("operation_id")).unwrap_or("?").to_string();
+        let at = format!("commit #{} by {} on {op}", r.seq, r.writer);
+        let control_writer = is_control(r, control);
+        match r.op.as_str() {
+            "INSERT" if !control_writer => {
+                if r.new_str("status") != Some("prepared") {
+                    bad.push(format!("{at}: inserted as {:?}, not prepared", r.new_str("status")));
+                }
+                if !r.xid.is_empty() && !run_updates.contains(&(r.xid.clone(), r.run_id, r.writer.clone())) {
+                    bad.push(format!("{at}: intent committed without a checkpoint of its run in the same transaction"));
+                }
+            }
+            "UPDATE" => {
+                let (from, to) = (r.old_str("status").unwrap_or(""), r.new_str("status").unwrap_or(""));
+                let (old_rev, new_rev) = (r.old_i64("revision"), r.new_i64("revision"));
+                if old_rev.zip(new_rev).is_none_or(|(o, n)| n != o + 1) {
+                    bad.push(format!("{at}: ledger revision {old_rev:?} -> {new_rev:?}, not + 1"));
+                }
+                for f in LEDGER_IMMUTABLE {
+                    if r.old_field(f) != r.new_field(f) {
+                        bad.push(format!("{at}: changed the intent's {f}"));
+                    }
+                }
+                let old_owner = r.old_str("dispatch_owner").unwrap_or("").to_string();
+                let claimed_by = claimers.get(&(op.clone(), old_owner.clone())).cloned();
+                let by_claimer = claimed_by.as_deref().is_none_or(|w| w == r.writer);
+                match (from, to) {
+                    ("prepared", "dispatching") => {
+                        let live = r
+                            .run_id
+                            .and_then(|run| run_status.get(&run))
+                            .is_none_or(|s| s == "pending" || s == "running");
+                        if !live {
+                            bad.push(format!(
+                                "{at}: claimed an operation of a run that was already {:?}",
+                                r.run_id.and_then(|run| run_status.get(&run))
+                            ));
+                        }
+                        let until = ts(r.new_str("dispatch_until")).zip(ts(r.new_str("updated_at")));
+                        if r.new_str("dispatch_owner").is_none() || !until.is_some_and(|(d, u)| d > u) {
+                            bad.push(format!("{at}: a claim without a dispatch owner and a deadline in the future"));
+                        }
+                        if let Some(o) = r.new_str("dispatch_owner") {
+                            claimers.insert((op.clone(), o.to_string()), r.writer.clone());
+                        }
+                    }
+                    ("prepared", "cancelled") if control_writer => {}
+                    ("dispatching", "succeeded" | "failed_final") => {
+                        if !by_claimer {
+                            bad.push(format!("{at}: wrote the result of a claim made by {claimed_by:?}"));
+                        }
+                    }
+                    ("dispatching", "unknown") => {
+                        let expired = ts(r.old_str("dispatch_until"))
+                            .zip(ts(r.new_str("updated_at")))
+                            .is_some_and(|(d, u)| d <= u);
+                        if !by_claimer && !expired {
+                            bad.push(format!(
+                                "{at}: moved a live claim of {claimed_by:?} (until {:?}) to unknown",
+                                r.old_str("dispatch_until")
+                            ));
+                        }
+                    }
+                    ("unknown", "succeeded" | "failed_final" | "unknown") => {}
+                    _ => bad.push(format!("{at}: {from} -> {to}")),
+                }
+            }
+            "DELETE" => bad.push(format!("{at}: deleted a ledger row")),
+            _ => {}
+        }
+    }
+    verdict(name, judged, "ledger changes", bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn row(seq: i64, table: &str, op: &str, writer: &str, xid: &str, old: Value, new: Value) -> CommitRow {
+        CommitRow {
+            seq,
+            xid: xid.into(),
+            table_name: table.into(),
+            op: op.into(),
+            writer: writer.into(),
+            login: "l".into(),
+            backend_pid: 1,
+            committed_at: chrono::Utc::now(),
+            run_id: Some(uuid::Uuid::nil()),
+            old_row: (!old.is_null()).then_some(old),
+            new_row: (!new.is_null()).then_some(new),
+            lease_at_commit: None,
+            lease_live_at_commit: None,
+        }
+    }
+
+    const T0: &str = "2026-01-01T00:00:00+00:00";
+    const T1: &str = "2026-01-01T00:00:01+00:00";
+    const T2: &str = "2026-01-01T00:00:02+00:00";
+
+    fn lease(writer: &str, old: Value, new: Value) -> Vec<CommitRow> {
+        vec![row(1, "worker_leases", "UPDATE", writer, "1", old, new)]
+    }
+
+    #[test]
+    fn lease_renewal_and_release_only_by_the_owner_and_takeovers_only_after_expiry() {
+        let check = |rows: Vec<CommitRow>| lease_changes_follow_the_protocol(&rows, &["ctl"]).passed();
+        let held = json!({"owner": "a", "epoch": 1, "expires_at": T2, "updated_at": T0});
+        assert!(check(lease("a", held.clone(), json!({"owner": "a", "epoch": 1, "expires_at": T2, "updated_at": T1}))));
+        assert!(
+            !check(lease("b", held.clone(), json!({"owner": "a", "epoch": 1, "expires_at": T2, "updated_at": T1}))),
+            "renewal by another"
+        );
+        assert!(
+            !check(lease("b", held.clone(), json!({"owner": null, "epoch": 1, "expires_at": T1, "updated_at": T1}))),
+            "release by another"
+        );
+        assert!(
+            !check(lease("b", held.clone(), json!({"owner": "b", "epoch": 1, "updated_at": T1}))),
+            "owner change without a term"
+        );
+        assert!(
+            !check(lease("b", held.clone(), json!({"owner": "b", "epoch": 2, "updated_at": T1}))),
+            "takeover before expiry"
+        );
+        assert!(check(lease(
+            "b",
+            json!({"owner": "a", "epoch": 1, "expires_at": T1}),
+            json!({"owner": "b", "epoch": 2, "updated_at": T2})
+        )));
+        assert!(
+            !check(lease("b", json!({"owner": null, "epoch": 1}), json!({"owner": "c", "epoch": 2, "updated_at": T2}))),
+            "takeover for another"
+        );
+        assert!(check(lease("ctl", held, json!({"owner": "x", "epoch": 1}))), "the control plane is not judged here");
+    }
+
+    #[test]
+    fn runs_start_pending_with_their_lease_and_move_only_forward() {
+        let check = |rows: Vec<CommitRow>| runs_follow_their_state_machine(&rows, &["ctl"]).passed();
+        let create = |xid_lease: &str| {
+            vec![
+                row(1, "agent_runs", "INSERT", "ctl", "7", Value::Null, json!({"status": "pending", "revision": 0})),
+                row(2, "worker_leases", "INSERT", "ctl", xid_lease, Value::Null, json!({"epoch": 0})),
+            ]
+        };
+        assert!(check(create("7")));
+        assert!(!check(create("8")), "lease in another transaction");
+        let up = |w: &str, xid: &str, from: &str, to: &str| {
+            row(3, "agent_runs", "UPDATE", w, xid, json!({"status": from}), json!({"status": to}))
+        };
+        assert!(check(vec![up("a", "9", "pending", "running"), up("a", "10", "running", "succeeded")]));
+        assert!(!check(vec![up("a", "9", "pending", "succeeded")]));
+        assert!(!check(vec![up("a", "9", "running", "cancelled")]), "a worker cancels");
+        assert!(check(vec![up("ctl", "9", "running", "cancelled")]));
+        let mut two = vec![up("a", "9", "running", "running"), up("a", "9", "running", "running")];
+        two[1].run_id = Some(uuid::Uuid::from_u128(5));
+        assert!(!check(two), "one worker transaction, two runs");
+    }
+
+    #[test]
+    fn the_ledger_moves_only_along_the_outbox_state_machine() {
+        let check = |rows: Vec<CommitRow>| ledger_follows_its_state_machine(&rows, &["ctl"]).passed();
+        let op = |w: &str, xid: &str, old: Value, new: Value| {
+            row(5, "tool_operations", if old.is_null() { "INSERT" } else { "UPDATE" }, w, xid, old, new)
+        };
+        let ckpt = row(4, "agent_runs", "UPDATE", "a", "1", json!({"status": "running"}), json!({"status": "running"}));
+        let intent = json!({"operation_id": "o", "status": "prepared", "revision": 0});
+        assert!(check(vec![ckpt.clone(), op("a", "1", Value::Null, intent.clone())]));
+        assert!(!check(vec![ckpt.clone(), op("a", "2", Value::Null, intent.clone())]), "intent without its checkpoint");
+        let prepared = json!({"operation_id": "o", "status": "prepared", "revision": 0});
+        let claimed = json!({"operation_id": "o", "status": "dispatching", "revision": 1, "dispatch_owner": "d", "dispatch_until": T2, "updated_at": T1});
+        let claim = op("d", "3", prepared.clone(), claimed.clone());
+        assert!(check(vec![claim.clone()]));
+        let mut cancelled_run = vec![
+            row(1, "agent_runs", "UPDATE", "ctl", "0", json!({"status": "running"}), json!({"status": "cancelled"})),
+            claim.clone(),
+        ];
+        assert!(!check(cancelled_run.clone()), "claim of a cancelled run");
+        cancelled_run[0].new_row = Some(json!({"status": "running"}));
+        assert!(check(cancelled_run));
+        let done = |w: &str, until_field: &str| {
+            op(
+                w,
+                "4",
+                claimed.clone(),
+                json!({"operation_id": "o", "status": "succeeded", "revision": 2, "dispatch_owner": "d", "updated_at": until_field}),
+            )
+        };
+        assert!(check(vec![claim.clone(), done("d", T1)]));
+        assert!(!check(vec![claim.clone(), done("x", T1)]), "result by another session");
+        let unknown = |w: &str, at: &str| {
+            op(
+                w,
+                "4",
+                claimed.clone(),
+                json!({"operation_id": "o", "status": "unknown", "revision": 2, "updated_at": at}),
+            )
+        };
+        assert!(check(vec![claim.clone(), unknown("r", T2)]), "expired claim");
+        assert!(!check(vec![claim.clone(), unknown("r", T0)]), "live claim of another");
+        assert!(
+            !check(vec![op(
+                "d",
+                "4",
+                claimed.clone(),
+                json!({"operation_id": "o", "status": "succeeded", "revision": 1, "dispatch_owner": "d"})
+            )]),
+            "revision not + 1"
+        );
+        assert!(!check(vec![op(
+            "d",
+            "4",
+            claimed.clone(),
+            json!({"operation_id": "o", "status": "prepared", "revision": 2})
+        )]));
+        assert!(
+            !check(vec![op(
+                "a",
+                "4",
+                prepared.clone(),
+                json!({"operation_id": "o", "status": "cancelled", "revision": 1})
+            )]),
+            "a worker cancels an intent"
+        );
+        assert!(check(vec![op(
+            "ctl",
+            "4",
+            prepared,
+            json!({"operation_id": "o", "status": "cancelled", "revision": 1})
+        )]));
+        assert!(
+            !check(vec![op(
+                "d",
+                "4",
+                claimed,
+                json!({"operation_id": "o", "status": "succeeded", "revision": 2, "request_digest": "x"})
+            )]),
+            "digest changed"
+        );
+    }
+}

@@ -120,6 +120,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_rule_of_the_catalogue_names_experiments_that_exist() {
+        let ids = all_ids();
+        for r in fenceproof_harness::check::catalogue::RULES {
+            for e in r.experiments {
+                assert!(ids.contains(e), "rule {} names experiment {e}, which does not exist", r.id);
+            }
+        }
+        // And every experiment exercises at least one rule.
+        for id in &ids {
+            assert!(
+                fenceproof_harness::check::catalogue::RULES.iter().any(|r| r.experiments.contains(id)),
+                "experiment {id} exercises no rule of the catalogue"
+            );
+        }
+    }
+
+    #[test]
     fn selection_is_case_insensitive_and_rejects_unknown_ids() {
         let picked = select(Some(&["b-sigstop".to_string(), "C".to_string()])).unwrap();
         assert_eq!(picked.iter().map(|e| e.id).collect::<Vec<_>>(), vec!["B-sigstop", "C"]);

@@ -48,8 +48,21 @@ async fn every_experiment_passes_and_leaves_a_report() {
             "H-lease",
             "P-role",
             "P-secret",
+            "P-api-lease",
+            "P-api-commit",
+            "P-api-ledger",
         ]
     );
+    // Every rule of the catalogue was judged by at least one of its checkers in this run, in at
+    // least one experiment the catalogue says exercises it.
+    use fenceproof_harness::check::catalogue::{self, RULES};
+    for rule in RULES {
+        let judged = matrix.results.iter().any(|r| {
+            rule.experiments.contains(&r.id.as_str())
+                && r.checks.iter().any(|c| rule.checkers.iter().any(|p| catalogue::matches(p, &c.name)))
+        });
+        assert!(judged, "rule {} was judged by none of its checkers {:?} in its experiments", rule.id, rule.checkers);
+    }
     for r in &matrix.results {
         assert_eq!(r.outcome, Outcome::Pass, "{} failed: {:?} {:?}", r.id, r.error, r.checks);
         // Every experiment rests on several checks; H-lease is a measurement with its two margins.
@@ -72,6 +85,6 @@ async fn every_experiment_passes_and_leaves_a_report() {
     let latest = std::fs::read_link(reports.join("latest")).unwrap();
     assert_eq!(reports.join(latest), dir);
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
-    assert!(junit.contains("tests=\"21\" failures=\"0\" errors=\"0\""), "{junit}");
+    assert!(junit.contains("tests=\"24\" failures=\"0\" errors=\"0\""), "{junit}");
     assert_eq!(registry::live_count(), 0, "children still registered after the run");
 }

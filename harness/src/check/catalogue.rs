@@ -1,5 +1,11 @@
-//! The rule catalogue: every normative rule of spec §04–§10 and §12 (§13 where it is testable),
-//! with the checkers that judge it from evidence and the experiments that exercise it.
+//! The rule catalogue: the normative rules of spec §04–§10 and §12, one entry each, with the checks
+//! that judge it from evidence (the oracle, the final rows, the tools' ledger, the harness's
+//! timeline; never a worker's own word) and the experiments that exercise it. `fenceproof rules`
+//! prints it; the HTML report links each check to its rule; a test fails when a rule has no
+//! checker or no experiment, and the matrix test fails when a rule's checkers never ran.
+//!
+//! A checker is named as its check appears in `checks.json`; a trailing `*` matches a prefix (the
+//! P-api probes are named `[rule-id] what was probed`, so `[rule-id]*` names all of them).
 
 use serde::Serialize;
 
@@ -12,11 +18,432 @@ pub struct Rule {
     pub section: &'static str,
     /// The rule in one line.
     pub statement: &'static str,
-    /// The checks that judge it (names as they appear in checks.json; a trailing `*` matches a
-    /// prefix).
+    /// The checks that judge it.
     pub checkers: &'static [&'static str],
     /// The experiments (matrix ids) that exercise it.
     pub experiments: &'static [&'static str],
 }
 
-pub const RULES: &[Rule] = &[];
+const ALL_JUDGED: &[&str] = &[
+    "A",
+    "B-sigstop",
+    "B-freeze",
+    "B-dbfreeze",
+    "B-same-owner",
+    "C",
+    "D",
+    "E-idem",
+    "E-detid",
+    "E-opquery",
+    "E-plain",
+    "E-idem-pause",
+    "F-prepared",
+    "F-dispatching",
+    "F-unknown",
+    "G",
+    "H-async",
+    "H-sync",
+    "P-role",
+    "P-secret",
+    "P-api-lease",
+    "P-api-commit",
+    "P-api-ledger",
+];
+
+const HOLDER: &str = "only the current lease holder commits run state";
+const REVISIONS: &str = "revisions rise by exactly one per committed write";
+const EPOCHS: &str = "lease epochs only rise, by one per takeover";
+const TAKEOVERS: &str = "takeovers only of free or expired leases";
+const TERMINAL_FINAL: &str = "terminal states never change";
+const TERMINAL_HOLDER: &str = "terminal states written only by the lease holder or the control plane";
+const LEDGER_BACK: &str = "operations never return to prepared, settled ones never change";
+const LEASE_MACHINE: &str = "lease rows change only by takeover, renewal or release of the writer's own term";
+const RUN_MACHINE: &str =
+    "runs follow the state machine (created pending with their lease; worker and control-plane transitions)";
+const LEDGER_MACHINE: &str =
+    "ledger rows follow the outbox state machine (intent with its checkpoint, claim, result, unknown, converge)";
+const ONE_EFFECT: &str = "one operation_id, at most one real side effect*";
+
+pub const RULES: &[Rule] = &[
+    // §01 / §02: the invariants and identities.
+    Rule {
+        id: "holder.only-current-epoch-writes",
+        section: "01",
+        statement: "only the current run's current epoch (its lease holder) commits workflow state",
+        checkers: &[HOLDER, "nothing commits while only the stale A acts (oracle)", "* commits nothing after #*", "[commit.lease-owner-epoch-live]*"],
+        experiments: ALL_JUDGED,
+    },
+    Rule {
+        id: "ids.retry-new-run",
+        section: "02",
+        statement: "a retry is a new run with a new run_id; an old run's late result cannot advance the new run",
+        checkers: &["the retry is a new run_id", "the old run's result is refused by the new run", "nothing committed on the new run after the late result (oracle)"],
+        experiments: &["G"],
+    },
+    Rule {
+        id: "ids.operation-id-per-intent",
+        section: "02, 08",
+        statement: "one business intent keeps one operation_id across takeover and retry; a new run's intent gets a new one",
+        checkers: &["the new run plans the same step under a new operation_id", "exactly one real resource for the intent, under any key (tools' ledger)"],
+        experiments: &["E-idem", "E-detid", "E-opquery", "E-plain", "E-idem-pause", "G"],
+    },
+    // §04: the data model.
+    Rule {
+        id: "runs.created-with-lease",
+        section: "04",
+        statement: "task, run and lease are created in one short transaction; a run starts pending at revision 0",
+        checkers: &[RUN_MACHINE],
+        experiments: ALL_JUDGED,
+    },
+    // §05: the lease.
+    Rule {
+        id: "lease.acquire-free-or-expired",
+        section: "05.1",
+        statement: "a takeover only of a free lease or one expired on the database clock when it is checked, for the caller, of that run only",
+        checkers: &[TAKEOVERS, LEASE_MACHINE, "a takeover while A's lease is live is refused", "[lease.acquire-free-or-expired]*"],
+        experiments: &["B-sigstop", "B-freeze", "B-same-owner", "D", "P-api-lease"],
+    },
+    Rule {
+        id: "lease.epoch-plus-one",
+        section: "05.1",
+        statement: "a takeover raises the epoch by exactly one; epochs never go back",
+        checkers: &[EPOCHS, "B's takeover is epoch A + 1", "B then takes over with epoch A + 1"],
+        experiments: ALL_JUDGED,
+    },
+    Rule {
+        id: "lease.takeover-waits-for-validated-commit",
+        section: "05.1, 06",
+        statement: "a takeover waits for a protected transaction that locked and validated the lease, and commits after it",
+        checkers: &["B's takeover waits on A's open transaction (pg_blocking_pids)", "serial order: A's commit, then B's takeover (oracle)"],
+        experiments: &["D"],
+    },
+    Rule {
+        id: "lease.renew-owner-epoch",
+        section: "05.2",
+        statement: "a renewal extends only the named lease, and only under its owner and epoch",
+        checkers: &["[lease.renew-owner-epoch]*", LEASE_MACHINE, "A's renew/save/succeed/fail/release leave B's lease and the run unchanged (database rows)", "fp_lease_renew refuses a stale epoch"],
+        experiments: &["B-sigstop", "B-freeze", "B-same-owner", "P-role", "P-api-lease"],
+    },
+    Rule {
+        id: "lease.renew-unexpired",
+        section: "05.2",
+        statement: "a renewal only extends a lease that has not expired, judged on the database clock at the moment of the check; a lost lease cannot be resurrected",
+        checkers: &["[lease.renew-unexpired]*"],
+        experiments: &["P-api-lease"],
+    },
+    Rule {
+        id: "lease.release-owner-epoch",
+        section: "05.2",
+        statement: "release works only under owner + epoch, on the named lease only",
+        checkers: &["[lease.release-owner-epoch]*", LEASE_MACHINE],
+        experiments: &["B-sigstop", "B-freeze", "B-same-owner", "P-api-lease"],
+    },
+    Rule {
+        id: "lease.release-keeps-epoch",
+        section: "05.2",
+        statement: "release keeps the epoch (never zeroed)",
+        checkers: &["[lease.release-keeps-epoch]*", "release keeps B's epoch (never zeroed)", EPOCHS],
+        experiments: &["B-sigstop", "B-freeze", "B-same-owner", "P-api-lease"],
+    },
+    Rule {
+        id: "lease.unconfirmed-renewal-cancels",
+        section: "05.2, 07",
+        statement: "an unanswered or lost renewal cancels the execution; nothing new commits after it and the lease is left to expire",
+        checkers: &["after the thaw A committed at most the checkpoint already in flight", "A left its lease to expire: it did not release it after the unanswered renewal", "A's heartbeat cancels its execution once it runs again", "A stopped its task unfinished"],
+        experiments: &["B-dbfreeze", "B-sigstop", "B-freeze", "B-same-owner"],
+    },
+    // §06: the protected commit.
+    Rule {
+        id: "commit.lease-owner-epoch-live",
+        section: "06",
+        statement: "a protected write locks the lease row and validates owner, epoch and expiry (database clock, at the check) in the writing transaction",
+        checkers: &["[commit.lease-owner-epoch-live]*", HOLDER, "A is fenced after the takeover", "fp_run_transition refuses a forged owner", "fp_run_transition refuses a stale epoch"],
+        experiments: &["B-sigstop", "B-freeze", "B-same-owner", "D", "P-role", "P-api-commit"],
+    },
+    Rule {
+        id: "commit.valid-at-check",
+        section: "06",
+        statement: "a write validated under the row lock may commit after the lease expired; the takeover is ordered after it",
+        checkers: &["A's validated save commits (valid at check)", "serial order: A's commit, then B's takeover (oracle)"],
+        experiments: &["D"],
+    },
+    Rule {
+        id: "commit.revision-cas",
+        section: "06",
+        statement: "state writes compare-and-set the revision: of two writes at one expected revision at most one commits, each commit is + 1 on the previous, on that run only",
+        checkers: &[REVISIONS, "exactly one save commits (oracle)", "revision rose by exactly one", "[commit.revision-cas]*"],
+        experiments: ALL_JUDGED,
+    },
+    Rule {
+        id: "commit.conflict-loser-rereads",
+        section: "06",
+        statement: "the loser of a revision conflict re-reads before deciding; it never blindly overwrites",
+        checkers: &["the worker is told: one ok, one conflict", "final checkpoint is the committed save's", REVISIONS],
+        experiments: &["C"],
+    },
+    Rule {
+        id: "commit.one-run-per-transaction",
+        section: "06",
+        statement: "a protected transaction changes one run only",
+        checkers: &[RUN_MACHINE],
+        experiments: ALL_JUDGED,
+    },
+    // §07: the state machine and error handling.
+    Rule {
+        id: "runs.start",
+        section: "07",
+        statement: "a run starts from pending under the current lease and a revision CAS",
+        checkers: &["[runs.start]*", RUN_MACHINE],
+        experiments: &["A", "P-api-commit"],
+    },
+    Rule {
+        id: "runs.transition-from-state",
+        section: "07",
+        statement: "workers move runs pending -> running -> running ... -> succeeded | failed; only the control plane cancels",
+        checkers: &["[runs.transition-from-state]*", RUN_MACHINE],
+        experiments: ALL_JUDGED,
+    },
+    Rule {
+        id: "runs.terminal-final",
+        section: "07",
+        statement: "terminal states never return to running; a retry creates a new run",
+        checkers: &[TERMINAL_FINAL, "[runs.terminal-final]*", "the old run stays cancelled"],
+        experiments: ALL_JUDGED,
+    },
+    Rule {
+        id: "runs.no-terminal-without-lease",
+        section: "07",
+        statement: "a worker that lost its lease writes no terminal state (neither failed nor succeeded)",
+        checkers: &[TERMINAL_HOLDER, "the only terminal write is B's completion, after A's attempts"],
+        experiments: ALL_JUDGED,
+    },
+    Rule {
+        id: "runs.unknown-commit-outcome",
+        section: "06, 07, 10",
+        statement: "a commit whose outcome is unknown (a cancelled synchronous wait, a lost connection) is reported as unknown, never as success",
+        checkers: &["a commit whose synchronous wait was cancelled is reported as outcome unknown, not success", "that commit was local only: on the old primary, not after failover"],
+        experiments: &["H-sync"],
+    },
+    Rule {
+        id: "lease.parameters",
+        section: "07",
+        statement: "lease parameters follow from measured latency and jitter: timeout >= 2 x p99 renewal, heartbeat + jitter + timeout < TTL",
+        checkers: &["renewal timeout leaves room above the p99 renewal latency (>= 2 x p99)", "a late renewal that uses its whole timeout still lands before expiry"],
+        experiments: &["H-lease"],
+    },
+    // §08 / §09: side effects and the outbox.
+    Rule {
+        id: "intent.same-transaction",
+        section: "08, 09.1",
+        statement: "an intent is registered prepared in the same protected transaction as its step-planned checkpoint",
+        checkers: &[LEDGER_MACHINE, "[intent.same-transaction]*"],
+        experiments: &["E-idem", "E-detid", "E-opquery", "E-plain", "F-prepared", "G", "P-role", "P-api-commit"],
+    },
+    Rule {
+        id: "intent.same-intent-recognized",
+        section: "08",
+        statement: "an intent registered again with the same run, tool and digest is the same intent",
+        checkers: &["[intent.same-intent-recognized]*"],
+        experiments: &["P-api-commit"],
+    },
+    Rule {
+        id: "intent.mismatch-commits-nothing",
+        section: "08",
+        statement: "an operation_id registered with another run, tool or digest (or a step planned under another id) is refused, and nothing of that transaction commits",
+        checkers: &["[intent.mismatch-commits-nothing]*", "re-planning a step with another request is refused"],
+        experiments: &["P-role", "P-api-commit"],
+    },
+    Rule {
+        id: "claim.prepared-of-live-runs",
+        section: "09.2",
+        statement: "a claim takes only prepared operations of pending or running runs, with an owner and a finite deadline",
+        checkers: &["[claim.prepared-of-live-runs]*", LEDGER_MACHINE, "the dispatcher finds nothing to claim", "it was never claimed (oracle)"],
+        experiments: &["F-prepared", "P-api-ledger"],
+    },
+    Rule {
+        id: "claim.skip-locked",
+        section: "09.2",
+        statement: "concurrent claims skip rows another claim holds instead of waiting or double-claiming",
+        checkers: &["[claim.skip-locked]*"],
+        experiments: &["P-api-ledger"],
+    },
+    Rule {
+        id: "ledger.revision-plus-one",
+        section: "09",
+        statement: "every ledger change raises the ledger revision by one and leaves the intent's identity, digest and request alone",
+        checkers: &[LEDGER_MACHINE, "[ledger.revision-plus-one]*"],
+        experiments: ALL_JUDGED,
+    },
+    Rule {
+        id: "ledger.never-back-to-prepared",
+        section: "09.2",
+        statement: "a claimed operation never goes back to prepared; an expired claim moves to unknown first",
+        checkers: &[LEDGER_BACK, "the expired claim is moved to unknown, not back to prepared", "no prepared operation is left to dispatch again"],
+        experiments: ALL_JUDGED,
+    },
+    Rule {
+        id: "result.claim-owner-revision-digest",
+        section: "09.3",
+        statement: "a result is written only under the claim's owner, ledger revision and request digest, to that operation only",
+        checkers: &["[result.claim-owner-revision-digest]*", LEDGER_MACHINE, "the resumed dispatcher's stale result write is rejected"],
+        experiments: &["E-idem-pause", "P-api-ledger"],
+    },
+    Rule {
+        id: "result.settled-statuses-only",
+        section: "09.3",
+        statement: "a result or a convergence settles to succeeded or failed_final only",
+        checkers: &["[result.settled-statuses-only]*", LEDGER_MACHINE],
+        experiments: &["P-api-ledger"],
+    },
+    Rule {
+        id: "ledger.settled-final",
+        section: "09.3",
+        statement: "a settled operation never changes again (a late result is evidence only)",
+        checkers: &[LEDGER_BACK, "[ledger.settled-final]*", "the converged ledger row is unchanged by it"],
+        experiments: &["E-idem-pause", "G", "P-api-ledger"],
+    },
+    Rule {
+        id: "unknown.own-claim-only",
+        section: "09.2",
+        statement: "a dispatcher marks only its own live claim unknown, at the revision it claimed",
+        checkers: &["[unknown.own-claim-only]*", LEDGER_MACHINE],
+        experiments: &["P-api-ledger"],
+    },
+    Rule {
+        id: "unknown.expired-claim-as-seen",
+        section: "09.2",
+        statement: "a reconciler moves a claim to unknown only once it expired (database clock, at the check), only as it was seen (owner + revision), only while dispatching",
+        checkers: &["[unknown.expired-claim-as-seen]*", LEDGER_MACHINE, "the expired claim is moved to unknown, not back to prepared"],
+        experiments: &["E-idem", "E-detid", "E-opquery", "E-plain", "E-idem-pause", "P-api-ledger"],
+    },
+    Rule {
+        id: "converge.unknown-at-revision",
+        section: "09.3",
+        statement: "convergence moves only unknown rows, at the revision read, to the remote fact",
+        checkers: &["[converge.unknown-at-revision]*", "the operation converges to the remote fact"],
+        experiments: &["E-idem", "E-detid", "E-opquery", "P-api-ledger"],
+    },
+    Rule {
+        id: "effects.one-per-operation",
+        section: "08, 09",
+        statement: "one operation_id yields at most one real side effect through a tool that deduplicates or can be queried",
+        checkers: &[ONE_EFFECT, "exactly one real resource for the operation (tools' ledger)", "it really executed once (tools' ledger)"],
+        experiments: &["E-idem", "E-detid", "E-opquery", "E-plain", "E-idem-pause", "F-dispatching", "F-unknown"],
+    },
+    Rule {
+        id: "unknown.never-failure",
+        section: "01, 09.3",
+        statement: "an unknown remote outcome stays unknown and is raised; it is never recorded as failed or unexecuted",
+        checkers: &["a tool without query or idempotency leaves the operation unknown", "it is raised for manual handling on every pass", "it is never recorded as unexecuted"],
+        experiments: &["E-plain", "F-dispatching", "F-unknown"],
+    },
+    Rule {
+        id: "cancel.prepared-to-cancelled",
+        section: "09.3",
+        statement: "cancel moves the run's prepared operations to cancelled in the same transaction; they are never dispatched",
+        checkers: &["prepared becomes cancelled in the cancel transaction", "it was never executed (tools' ledger)"],
+        experiments: &["F-prepared"],
+    },
+    Rule {
+        id: "cancel.in-flight-kept",
+        section: "09.3",
+        statement: "cancel keeps dispatching and unknown operations as they are (not claimed unexecuted)",
+        checkers: &["cancel keeps the in-flight status", "the in-flight result is still recorded", "after cancel it is still raised for manual handling"],
+        experiments: &["F-dispatching", "F-unknown"],
+    },
+    // §10: failover.
+    Rule {
+        id: "failover.contract",
+        section: "10",
+        statement: "the failover outcome matches the deployment contract: sync loses nothing acknowledged; async loss is reported with epochs, ledger and remote high-water",
+        checkers: &["contract: acknowledged epochs and ledger transitions survive failover", "contract: loss allowed, and reported", "the tools' high-water never goes back"],
+        experiments: &["H-async", "H-sync"],
+    },
+    Rule {
+        id: "failover.fence-before-promote",
+        section: "10",
+        statement: "the old primary is fenced before the standby is promoted; a worker on it cannot commit",
+        checkers: &["the fenced old primary has no process left (its stopped walsender included)", "a worker still connected to the fenced primary cannot commit"],
+        experiments: &["H-async", "H-sync"],
+    },
+    // §12: roles and secrets.
+    Rule {
+        id: "roles.fenced-functions-only",
+        section: "12",
+        statement: "the worker role cannot write the protocol's tables except through the fenced functions",
+        checkers: &["denied with 42501: *", "state unchanged: every protocol table is as it was before the attempts", "the worker binary on its direct write path is refused (permission denied)"],
+        experiments: &["P-role"],
+    },
+    Rule {
+        id: "secrets.masked",
+        section: "12",
+        statement: "ledger request bodies hold a reference to a secret, never its value",
+        checkers: &["no row of the ledger, the runs or the oracle contains the value", "the ledger row's request body holds the reference, not the value"],
+        experiments: &["P-secret"],
+    },
+    Rule {
+        id: "metrics.outcomes",
+        section: "12",
+        statement: "lease and write outcomes are counted by reason (lost renewals, rejected writes, unknown operations)",
+        checkers: &["A's metrics count the rejected stale writes and the lost renewals", "the reconciler's metrics count the operation it moved to unknown"],
+        experiments: &["B-sigstop", "B-freeze", "B-same-owner", "E-idem", "E-detid", "E-opquery", "E-plain", "E-idem-pause"],
+    },
+    // Liveness: the protocol must allow what it allows.
+    Rule {
+        id: "liveness.legal-step",
+        section: "05-09",
+        statement: "a step the protocol allows (acquire a free lease, save at the current revision, plan, dispatch) succeeds",
+        checkers: &["a step the protocol must allow succeeds"],
+        experiments: ALL_JUDGED,
+    },
+];
+
+/// Whether check `name` is one of `pattern` (a trailing `*`, or a `*` anywhere, matches any text).
+pub fn matches(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, tail)) => {
+            name.starts_with(head) && {
+                let rest = &name[head.len()..];
+                tail.is_empty() || tail.split('*').all(|part| rest.contains(part))
+            }
+        }
+    }
+}
+
+/// The rules a check named `name` judges.
+pub fn rules_for(name: &str) -> Vec<&'static Rule> {
+    RULES.iter().filter(|r| r.checkers.iter().any(|p| matches(p, name))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_has_a_checker_and_an_experiment_and_a_unique_id() {
+        let mut ids = std::collections::BTreeSet::new();
+        for r in RULES {
+            assert!(!r.checkers.is_empty(), "{} has no checker", r.id);
+            assert!(!r.experiments.is_empty(), "{} has no experiment", r.id);
+            assert!(ids.insert(r.id), "{} twice", r.id);
+        }
+    }
+
+    #[test]
+    fn patterns_match_probe_names_and_exact_names() {
+        assert!(matches("[lease.renew-unexpired]*", "[lease.renew-unexpired] renewing an expired lease is refused"));
+        assert!(!matches("[lease.renew-unexpired]*", "[lease.renew-owner-epoch] x"));
+        assert!(matches("* commits nothing after #*", "worker-a-1 commits nothing after #6"));
+        assert!(matches(HOLDER, HOLDER));
+        assert_eq!(rules_for("[claim.skip-locked] x").len(), 1);
+    }
+
+    #[test]
+    fn every_global_invariant_is_in_the_catalogue() {
+        let rows = Vec::new();
+        for c in crate::check::invariants::all(&rows, &[]) {
+            assert!(!rules_for(&c.name).is_empty(), "{} judges no rule of the catalogue", c.name);
+        }
+    }
+}

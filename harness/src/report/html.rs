@@ -230,10 +230,15 @@ fn section(r: &ExperimentResult, run_dir: &Path) -> String {
     for c in &r.checks {
         let _ = write!(
             s,
-            "<li class=\"{}\"><b>{}</b> {}</li>",
+            "<li class=\"{}\"><b>{}</b> {} {}</li>",
             if c.passed() { "pass" } else { "fail" },
             esc(&c.name),
-            esc(&c.evidence)
+            esc(&c.evidence),
+            crate::check::catalogue::rules_for(&c.name)
+                .iter()
+                .map(|r| format!("<a class=\"rule\" href=\"#rule-{0}\">{0} (§{1})</a>", esc(r.id), esc(r.section)))
+                .collect::<Vec<_>>()
+                .join(" ")
         );
     }
     let mut files: Vec<String> = std::fs::read_dir(&dir)
@@ -288,7 +293,17 @@ pub fn render(m: &Matrix, run_dir: &Path) -> String {
     for r in &m.results {
         s.push_str(&section(r, run_dir));
     }
-    s.push_str("</body></html>\n");
+    s.push_str("<section id=\"rules\"><h2>Rules</h2><p>The spec's rules each check above judges (`fenceproof rules`).</p><ul class=\"rules\">");
+    for r in crate::check::catalogue::RULES {
+        let _ = write!(
+            s,
+            "<li id=\"rule-{id}\"><b>{id}</b> §{sec}: {st}</li>",
+            id = esc(r.id),
+            sec = esc(r.section),
+            st = esc(r.statement)
+        );
+    }
+    s.push_str("</ul></section></body></html>\n");
     s
 }
 
@@ -300,7 +315,7 @@ svg.timeline{background:#fafafa;border:1px solid #eee}line.lane{stroke:#ddd}text
 rect.commit{fill:#1a7f37}circle.ok{fill:#2da44e}circle.rejected{fill:#cf222e}circle.command{fill:#0969da}circle.spawn{fill:#999}circle.harness{fill:#8250df}\
 rect.pause{fill:#bbb;opacity:.6}text.kill{fill:#cf222e;font-size:14px;font-weight:bold}polygon.effect{fill:#d4a72c}text.epoch{font-size:10px;fill:#1a7f37}\
 .legend{font-size:12px;color:#555}.k.commit{color:#1a7f37}.k.ok{color:#2da44e}.k.rejected{color:#cf222e}.k.command{color:#0969da}.k.pause{color:#999}.k.kill{color:#cf222e}.k.effect{color:#d4a72c}\
-ul.checks{font-size:13px}li.pass::marker{content:'✓ ';color:#0a0}li.fail{color:#c00}li.fail::marker{content:'✗ '}.files{font-size:12px;color:#555}.error{color:#c60}";
+ul.checks{font-size:13px}a.rule{font-size:11px;color:#36c;margin-left:4px}ul.rules{font-size:12px}li.pass::marker{content:'✓ ';color:#0a0}li.fail{color:#c00}li.fail::marker{content:'✗ '}.files{font-size:12px;color:#555}.error{color:#c60}";
 
 #[cfg(test)]
 mod tests {

@@ -27,6 +27,15 @@ build-mutants:
 mutants *ARGS: build build-mutants
     ./target/debug/fenceproof mutants --worker-bin target/debug/fenceproof-worker-mutant {{ARGS}}
 
+# Generated mutants of the fenced fp_* functions (migration 0002), each through A-G and P-* with the
+# reference worker; kill matrix in reports/<run>/mutants-sql.{json,md} (e.g. `--shard 1/4`, `--first-kill`).
+mutants-sql *ARGS: build
+    ./target/debug/fenceproof mutants --sql {{ARGS}}
+
+# The spec's rules, each with the checks that judge it and the experiments that exercise it.
+rules: build
+    ./target/debug/fenceproof rules
+
 # Random operation schedules against the reference worker (e.g. `just schedules --cases 50 --seed 0x2a`).
 schedules *ARGS: build
     ./target/debug/fenceproof schedules {{ARGS}}

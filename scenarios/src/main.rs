@@ -112,6 +112,9 @@ enum Cmd {
         /// With --sql: list the generated mutants and exit.
         #[arg(long, requires = "sql")]
         list: bool,
+        /// With --sql: stop each mutant at its first FAIL (the P-api probes run first).
+        #[arg(long, requires = "sql")]
+        first_kill: bool,
         /// Only these experiments (comma-separated ids).
         #[arg(long, value_delimiter = ',')]
         only: Option<Vec<String>>,
@@ -413,6 +416,7 @@ async fn run(cli: Cli) -> u8 {
             sql,
             shard,
             list,
+            first_kill,
             only,
             server: ServerArgs { pg_bin, reports_dir, backend, pg_image },
         } => {
@@ -429,7 +433,7 @@ async fn run(cli: Cli) -> u8 {
                         return exit::USAGE;
                     }
                 };
-                let sel = fenceproof_scenarios::mutants_sql::Selection { shard, only: mutants };
+                let sel = fenceproof_scenarios::mutants_sql::Selection { shard, only: mutants, first_kill };
                 if list {
                     return cli::mutants_sql::list(&sel);
                 }
@@ -437,6 +441,8 @@ async fn run(cli: Cli) -> u8 {
                     // The functions are the protocol: A-G and P-* call them; H judges the deployment.
                     experiments.retain(|e| !e.id.starts_with("H-"));
                 }
+                // The probes of the fenced functions first: short rows that kill most mutants.
+                experiments.sort_by_key(|e| !e.id.starts_with("P-api"));
                 let opts = VerifyOptions {
                     backend: ServerArgs::choice(backend.as_deref(), None),
                     pg_image: ServerArgs::image(pg_image, None),

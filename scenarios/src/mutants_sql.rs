@@ -197,6 +197,9 @@ pub struct Selection {
     pub shard: (usize, usize),
     /// Only mutants whose id starts with one of these.
     pub only: Option<Vec<String>>,
+    /// Stop each mutant at its first FAIL (the matrix then lists that row only); the probes of
+    /// the fenced functions run first, so most mutants cost one short row.
+    pub first_kill: bool,
 }
 
 /// Parse `K/N` (1 ≤ K ≤ N).
@@ -251,12 +254,29 @@ pub async fn run(
     for (i, m) in mutants.iter().enumerate() {
         session.sql_patch = Some(m.sql.clone());
         let label = format!("sql-{}", m.id.replace('/', "-"));
-        let matrix = session.matrix(&label, &experiments, &[]).await;
+        let mut results = Vec::new();
+        let mut failure = None;
+        for exp in &experiments {
+            match session.matrix(&label, std::slice::from_ref(exp), &[]).await {
+                Ok(one) => {
+                    let killed = one.results.iter().any(|r| r.outcome == Outcome::Fail);
+                    results.extend(one.results);
+                    if killed && sel.first_kill {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
         session.sql_patch = None;
-        let matrix = matrix?;
-        let verdicts: Vec<(String, Outcome)> = matrix.results.iter().map(|r| (r.id.clone(), r.outcome)).collect();
-        let killed_by: Vec<String> = matrix
-            .results
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        let verdicts: Vec<(String, Outcome)> = results.iter().map(|r| (r.id.clone(), r.outcome)).collect();
+        let killed_by: Vec<String> = results
             .iter()
             .filter(|r| r.outcome == Outcome::Fail)
             .map(|r| {

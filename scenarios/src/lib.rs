@@ -87,6 +87,7 @@ pub fn all() -> Vec<Experiment> {
         x("P-api-lease", p_api::lease::TITLE, |c| Box::pin(p_api::lease::run(c))),
         x("P-api-commit", p_api::commit::TITLE, |c| Box::pin(p_api::commit::run(c))),
         x("P-api-ledger", p_api::ledger::TITLE, |c| Box::pin(p_api::ledger::run(c))),
+        x("P-api-clock", p_api::clock::TITLE, |c| Box::pin(p_api::clock::run(c))),
     ]
 }
 

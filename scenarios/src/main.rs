@@ -533,6 +533,10 @@ async fn run(cli: Cli) -> u8 {
                 experiments.retain(|e| e.id != "P-role");
                 eprintln!("fenceproof: P-role needs a login in the fenceproof_worker role, which the harness creates only in its own clusters; skipped against --database-url");
             }
+            if database_url.is_some() && experiments.iter().any(|e| e.id.starts_with("P-api")) {
+                experiments.retain(|e| !e.id.starts_with("P-api"));
+                eprintln!("fenceproof: the P-api probes call the fp_* functions as the harness's worker login, which it creates only in its own clusters; skipped against --database-url");
+            }
             if database_url.is_some() && experiments.iter().any(|e| e.id == "B-dbfreeze") {
                 experiments.retain(|e| e.id != "B-dbfreeze");
                 eprintln!("fenceproof: B-dbfreeze freezes the whole database server, which the harness does only to servers it starts; skipped against --database-url");

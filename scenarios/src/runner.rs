@@ -269,6 +269,7 @@ impl Session {
             },
             oracle_schema,
             contract: self.contract.clone(),
+            sql_patch: self.sql_patch.clone(),
             checks: Vec::new(),
             notes: Vec::new(),
         })

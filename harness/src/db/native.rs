@@ -33,6 +33,8 @@ pub struct NativeCluster {
     version: String,
     /// Settings on top of [`SERVER_SETTINGS`], as `-c name=value`.
     extra: Vec<(String, String)>,
+    /// Environment of the server process (e.g. libfaketime's, for a clock fault).
+    env: Vec<(String, String)>,
 }
 
 /// Extra server settings, as `-c name=value`.
@@ -57,11 +59,21 @@ impl NativeCluster {
 
     /// Create and start a cluster with extra server settings.
     pub async fn start_with(bin: PgBin, log: &Path, extra: Vec<(String, String)>) -> Result<NativeCluster> {
+        NativeCluster::start_with_env(bin, log, extra, Vec::new()).await
+    }
+
+    /// Create and start a cluster whose server process gets `env` (initdb does not).
+    pub async fn start_with_env(
+        bin: PgBin,
+        log: &Path,
+        extra: Vec<(String, String)>,
+        env: Vec<(String, String)>,
+    ) -> Result<NativeCluster> {
         let run_as = unprivileged_user()?;
         sweep_stale_roots();
         let root = make_root(run_as)?;
         registry::register_dir(root.clone());
-        let mut cluster = NativeCluster { version: bin.version(), bin, root, port: 0, child: None, extra };
+        let mut cluster = NativeCluster { version: bin.version(), bin, root, port: 0, child: None, extra, env };
         cluster.initdb(run_as)?;
         cluster.port = free_port()?;
         cluster.spawn(run_as, log)?;
@@ -76,8 +88,15 @@ impl NativeCluster {
         let root = make_root(run_as)?;
         registry::register_dir(root.clone());
         let bin = primary.bin.clone();
-        let mut standby =
-            NativeCluster { version: bin.version(), bin, root, port: 0, child: None, extra: primary.extra.clone() };
+        let mut standby = NativeCluster {
+            version: bin.version(),
+            bin,
+            root,
+            port: 0,
+            child: None,
+            extra: primary.extra.clone(),
+            env: primary.env.clone(),
+        };
         let mut cmd = Command::new(standby.bin.tool("pg_basebackup"));
         cmd.arg("-D")
             .arg(standby.data())
@@ -188,6 +207,7 @@ impl NativeCluster {
         for (k, v) in &self.extra {
             cmd.arg("-c").arg(format!("{k}={v}"));
         }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd.stdin(Stdio::null()).stdout(logf.try_clone()?).stderr(logf);
         // SIGQUIT is PostgreSQL's immediate shutdown: it takes its backends down with it.
         prepare(&mut cmd, Signal::SIGQUIT, run_as);

@@ -10,6 +10,7 @@
 //! The worker binary is not involved: these rows test the database side of the protocol (the
 //! functions a deployment installs), which every worker on the permission boundary relies on.
 
+pub mod clock;
 pub mod commit;
 pub mod lease;
 pub mod ledger;

@@ -10,6 +10,9 @@
 //! - [`DbBarrier`]: the harness holds an exclusive advisory lock; a transaction armed with the
 //!   matching fault point waits on it inside the database. The harness observes the wait through
 //!   `pg_stat_activity` / `pg_blocking_pids` and heals by releasing the lock.
+//! - [`clock::ServerClock`]: the database server's own clock, frozen or jumped with libfaketime.
+
+pub mod clock;
 
 use std::time::Duration;
 

@@ -1,0 +1,61 @@
+//! The database server's own clock as a fault: libfaketime (Debian `libfaketime`) preloaded under
+//! `postgres`, reading a timestamp file the harness rewrites at run time (`FAKETIME_NO_CACHE`), with
+//! the monotonic clock left alone so the server's own timeouts still work. Writing an absolute
+//! time freezes `clock_timestamp()` at that instant, which makes the protocol's boundary instants
+//! exact: a lease whose `expires_at` equals the clock at the check, a claim due at that very
+//! microsecond. A relative offset (`+1h`, `-30m`) jumps it forward or back. Healed by dropping the
+//! server (the clock is its own, never the machine's).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{HarnessError, Result};
+
+/// Where Debian puts the preload library.
+pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// A clock file for one server.
+#[derive(Debug, Clone)]
+pub struct ServerClock {
+    pub file: PathBuf,
+}
+
+impl ServerClock {
+    /// A clock file in `dir` (created readable by the server's user), starting at `initial`.
+    pub fn create(dir: &Path, initial: &str) -> Result<ServerClock> {
+        if !Path::new(LIBFAKETIME).is_file() {
+            return Err(HarnessError::Other(format!(
+                "the database clock fault needs libfaketime ({LIBFAKETIME}); install it with apt-get install libfaketime (scripts/setup.sh does)"
+            )));
+        }
+        std::fs::create_dir_all(dir)?;
+        let file = dir.join("faketime");
+        let clock = ServerClock { file };
+        clock.set(initial)?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+        std::fs::set_permissions(&clock.file, std::fs::Permissions::from_mode(0o644))?;
+        Ok(clock)
+    }
+
+    /// The environment the server must start with.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("LD_PRELOAD".into(), LIBFAKETIME.into()),
+            ("FAKETIME_TIMESTAMP_FILE".into(), self.file.display().to_string()),
+            ("FAKETIME_NO_CACHE".into(), "1".into()),
+            ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
+        ]
+    }
+
+    /// Set the server's clock: an absolute `YYYY-MM-DD hh:mm:ss[.ffffff]` freezes it there; `+1h`
+    /// or `-30m` offsets it from the real time. Written to a temporary file and renamed, so the
+    /// server never reads half a line.
+    pub fn set(&self, spec: &str) -> Result<()> {
+        let tmp = self.file.with_extension("new");
+        std::fs::write(&tmp, format!("{spec}\n"))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
+        std::fs::rename(&tmp, &self.file)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,179 @@
+//! P-api-clock: the boundary instants of spec §05 and §09, made exact by freezing the database
+//! server's own clock (libfaketime, see [`fenceproof_harness::faults::clock`]). A lease whose
+//! `expires_at` equals the clock at the check has expired: it can be taken over, but neither
+//! renewed nor written under; a claim whose `dispatch_until` equals the clock has expired and may be
+//! moved to unknown. With a running clock these instants last a microsecond and no test can hit
+//! them; with a frozen one every probe lands exactly on them.
+//!
+//! The experiment starts its own native server (the clock is that server's alone), migrates it
+//! like the session's template, and judges from that server's oracle, which it saves as its
+//! `oracle.json`.
+
+use fenceproof_harness::check::Check;
+use fenceproof_harness::db::databases;
+use fenceproof_harness::db::native::NativeCluster;
+use fenceproof_harness::faults::clock::ServerClock;
+use fenceproof_harness::HarnessError;
+use uuid::Uuid;
+
+use super::{lease_key, lit, op_key, outcome, owner, refused, uuid, Answer, Prober};
+use crate::ctx::{Ctx, CONTROL};
+
+pub const TITLE: &str = "Fenced functions at the exact instant of expiry (database clock frozen with libfaketime)";
+
+const T0: &str = "2030-01-01 00:00:00";
+const T1: &str = "2030-01-01 00:00:01";
+const T2: &str = "2030-01-01 00:00:02";
+
+fn took(epoch: i64) -> impl Fn(&Answer) -> bool {
+    move |a| matches!(a, Ok(rows) if rows.len() == 1 && rows[0]["epoch"].as_i64() == Some(epoch))
+}
+
+fn one_row(a: &Answer) -> bool {
+    matches!(a, Ok(rows) if rows.len() == 1 && rows[0].as_i64() != Some(0))
+}
+
+pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let Some(bin) = ctx.pg_bin.clone() else {
+        return Err(HarnessError::Other(
+            "P-api-clock starts its own native server (the clock fault is that server's): no PostgreSQL binaries here"
+                .into(),
+        ));
+    };
+    let clock = ServerClock::create(&ctx.dir.join("clock"), T0)?;
+    let server =
+        NativeCluster::start_with_env(bin, &ctx.dir.join("postgres-clock.log"), Vec::new(), clock.env()).await?;
+    databases::create_template(&server).await?;
+    let url = databases::create_from_template(&server, "clock").await?;
+    let pool = databases::pool(&url, CONTROL, 4).await?;
+    if let Some(sql) = &ctx.sql_patch {
+        sqlx::raw_sql(sql).execute(&pool).await?;
+    }
+    let now: String = sqlx::query_scalar("SELECT clock_timestamp()::text").fetch_one(&pool).await?;
+    ctx.timeline.record("harness", "clock_frozen", "database", serde_json::json!({ "at": T0, "server_reads": now }));
+    if !now.starts_with(T0) {
+        return Err(HarnessError::Other(format!(
+            "libfaketime did not freeze the server's clock at {T0}: it reads {now}"
+        )));
+    }
+    // Probe that server: the prober works on the context's database, so point the context at it.
+    let saved = (
+        std::mem::replace(&mut ctx.pool, pool.clone()),
+        std::mem::replace(&mut ctx.db_url, url.clone()),
+        std::mem::replace(&mut ctx.worker_login, Some(databases::url_as(&url, databases::WORKER_LOGIN)?)),
+    );
+    let res = probes(ctx, &clock).await;
+    let rows = fenceproof_harness::record::oracle::commits_in(&pool, &ctx.oracle_schema).await;
+    (ctx.pool, ctx.db_url, ctx.worker_login) = saved;
+    if let Ok(rows) = &rows {
+        std::fs::write(ctx.dir.join("oracle.json"), serde_json::to_string_pretty(rows).expect("json"))?;
+    }
+    pool.close().await;
+    drop(server);
+    res
+}
+
+async fn probes(ctx: &mut Ctx, clock: &ServerClock) -> Result<(), HarnessError> {
+    let Some(mut p) = Prober::new(ctx) else { return Ok(()) };
+    let (r1, r2) = (p.new_run("task-clock-1").await?, p.new_run("task-clock-2").await?);
+    let (a, b) = (owner("a"), owner("b"));
+    let acquire =
+        |r: Uuid, o: &str| format!("SELECT to_jsonb(x) FROM fp_lease_acquire({}, {}, 1000) x", uuid(r), lit(o));
+    p.probe(
+        "lease.acquire-free-or-expired",
+        &format!("at {T0}, A takes a 1 s lease (until {T1})"),
+        &a,
+        &acquire(r1, &a),
+        took(1),
+        &[lease_key(r1)],
+    )
+    .await?;
+    p.probe(
+        "lease.acquire-free-or-expired",
+        &format!("at {T0}, A takes a second 1 s lease"),
+        &a,
+        &acquire(r2, &a),
+        took(1),
+        &[lease_key(r2)],
+    )
+    .await?;
+
+    clock.set(T1)?;
+    p.ctx.timeline.record("harness", "clock_set", "database", serde_json::json!({ "at": T1 }));
+    let at = format!("at {T1}, the instant the leases expire,");
+    p.probe(
+        "lease.renew-unexpired",
+        &format!("{at} a renewal is refused (expired when expires_at = clock)"),
+        &a,
+        &format!("SELECT to_jsonb(x) FROM fp_lease_renew({}, {}, 1, 1000) x", uuid(r1), lit(&a)),
+        refused,
+        &[],
+    )
+    .await?;
+    p.probe(
+        "lease.renew-unexpired",
+        &format!("{at} a batched renewal is refused"),
+        &a,
+        &format!(
+            "SELECT to_jsonb(x) FROM fp_lease_renew_many({}, ARRAY['{r1}']::uuid[], ARRAY[1]::bigint[], 1000) x",
+            lit(&a)
+        ),
+        refused,
+        &[],
+    )
+    .await?;
+    let start = format!(
+        "SELECT to_jsonb(x) FROM fp_run_transition({}, {}, 1, 0, 'pending', 'running', '{{}}'::jsonb, NULL, NULL, NULL, NULL, NULL, NULL, NULL) x",
+        uuid(r1),
+        lit(&a)
+    );
+    p.probe(
+        "commit.lease-owner-epoch-live",
+        &format!("{at} a protected write is refused as lease_lost"),
+        &a,
+        &start,
+        |x| outcome(x) == "lease_lost",
+        &[],
+    )
+    .await?;
+    p.probe(
+        "lease.acquire-free-or-expired",
+        &format!("{at} a takeover succeeds at epoch 2"),
+        &b,
+        &acquire(r1, &b),
+        took(2),
+        &[lease_key(r1)],
+    )
+    .await?;
+
+    // A claim due at T2, and the clock moved exactly there.
+    let op = format!("clock-op-{}", &r2.simple().to_string()[..8]);
+    let d = owner("d");
+    p.admin(&format!(
+        "UPDATE agent_runs SET status = 'running', revision = 1 WHERE run_id = '{r2}';
+         INSERT INTO tool_operations (operation_id, run_id, step_id, effect_version, tool_name, request_digest, request_body,
+                                      status, revision, dispatch_owner, dispatch_until)
+         VALUES ({}, '{r2}', 's', 1, 'idem', 'digest-1', '{{}}', 'dispatching', 1, {}, '{T2}+00')",
+        lit(&op),
+        lit(&d)
+    ))
+    .await?;
+    clock.set(T2)?;
+    p.ctx.timeline.record("harness", "clock_set", "database", serde_json::json!({ "at": T2 }));
+    p.probe(
+        "unknown.expired-claim-as-seen",
+        &format!("at {T2}, the instant the claim is due, a reconciler moves it to unknown"),
+        &d,
+        &format!("SELECT to_jsonb(fp_mark_expired_unknown({}, {}, 1))", lit(&op), lit(&d)),
+        one_row,
+        &[op_key(&op)],
+    )
+    .await?;
+    let read: String = sqlx::query_scalar("SELECT clock_timestamp()::text").fetch_one(&p.ctx.pool).await?;
+    p.ctx.check(Check::expect(
+        "the server's clock stayed frozen where the harness set it",
+        read.starts_with(T2),
+        format!("the server reads {read}"),
+    ));
+    p.finish().await
+}

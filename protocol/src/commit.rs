@@ -16,6 +16,7 @@ use crate::mutant::{self, Mutant};
 use crate::operation::Intent;
 use crate::outbox::{self, Registration};
 use crate::retry::{classify_write_error, with_retry, RetryBudget};
+use crate::sql;
 use crate::write_path;
 
 /// One row of the state transition table that a lease holder may perform.
@@ -119,13 +120,11 @@ pub(crate) async fn attempt(
 
     if !check_first {
         let waited = std::time::Instant::now();
-        let held: Option<(Option<String>, i64, bool)> = sqlx::query_as(
-            "SELECT owner, epoch, expires_at > clock_timestamp()
-               FROM worker_leases WHERE run_id = $1 FOR UPDATE",
-        )
-        .bind(lease.run_id)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let held: Option<(Option<String>, i64, bool)> =
+            sqlx::query_as(&sql::stmt("commit_lock_lease", sql::COMMIT_LOCK_LEASE))
+                .bind(lease.run_id)
+                .fetch_optional(&mut *tx)
+                .await?;
         crate::metrics::METRICS.lease_row_lock_wait.observe(waited.elapsed().as_secs_f64());
         let valid = matches!(&held, Some((Some(owner), epoch, true)) if *owner == lease.owner && *epoch == lease.epoch);
         // MUTANT save-without-lease-check / rescue-by-time: the lease is not validated.
@@ -141,20 +140,11 @@ pub(crate) async fn attempt(
     }
 
     // MUTANT blind-overwrite / rescue-by-time: no compare-and-set on the revision.
-    let revision_condition = if mutant::active(Mutant::BlindOverwrite) || mutant::active(Mutant::RescueByTime) {
-        "$2::bigint IS NOT NULL"
+    let sql = if mutant::active(Mutant::BlindOverwrite) || mutant::active(Mutant::RescueByTime) {
+        sql::COMMIT_UPDATE_RUN.replace("revision = $2", "$2::bigint IS NOT NULL")
     } else {
-        "revision = $2"
+        sql::stmt("commit_update_run", sql::COMMIT_UPDATE_RUN).into_owned()
     };
-    let sql = format!(
-        "UPDATE agent_runs
-            SET checkpoint = COALESCE($3::jsonb, checkpoint),
-                status = $5,
-                revision = revision + 1,
-                updated_at = clock_timestamp()
-          WHERE run_id = $1 AND {revision_condition} AND status = $4
-      RETURNING revision"
-    );
     let updated: Option<(i64,)> = sqlx::query_as(&sql)
         .bind(lease.run_id)
         .bind(expected_revision)

@@ -10,6 +10,7 @@ use crate::error::ProtocolError;
 use crate::ids::{Lease, LeaseTerms, Ttl};
 use crate::mutant::{self, Mutant};
 use crate::retry::classify_write_error;
+use crate::sql;
 use crate::write_path;
 
 /// A lease row as read back from the primary.
@@ -29,24 +30,12 @@ pub async fn acquire(pool: &PgPool, run_id: Uuid, owner: &str, ttl: Ttl) -> Resu
     let previous = inspect(pool, run_id).await.ok().flatten();
     let r = crate::notices::durable("acquire", run_id, async {
         // MUTANT takeover-without-expiry: a held, live lease can be taken over.
-        let free = if mutant::active(Mutant::TakeoverWithoutExpiry) {
-            "true"
-        } else {
-            "(owner IS NULL OR expires_at <= clock_timestamp())"
-        };
         let sql = if write_path::api() {
             "SELECT epoch, expires_at FROM fp_lease_acquire($1, $2, $3)".to_string()
+        } else if mutant::active(Mutant::TakeoverWithoutExpiry) {
+            sql::LEASE_ACQUIRE.replace("(owner IS NULL OR expires_at <= clock_timestamp())", "true")
         } else {
-            format!(
-                "UPDATE worker_leases
-                SET owner = $2,
-                    epoch = epoch + 1,
-                    expires_at = clock_timestamp() + ($3::bigint * interval '1 millisecond'),
-                    updated_at = clock_timestamp()
-              WHERE run_id = $1
-                AND {free}
-          RETURNING epoch, expires_at"
-            )
+            sql::stmt("lease_acquire", sql::LEASE_ACQUIRE).into_owned()
         };
         let row: Option<(i64, chrono::DateTime<chrono::Utc>)> = sqlx::query_as(&sql)
             .bind(run_id)
@@ -85,17 +74,12 @@ pub async fn acquire(pool: &PgPool, run_id: Uuid, owner: &str, ttl: Ttl) -> Resu
 pub async fn renew(pool: &PgPool, lease: &Lease, ttl: Ttl) -> Result<LeaseTerms, ProtocolError> {
     let r = crate::notices::durable("renew", lease.run_id, async {
         // MUTANT renew-without-epoch: fenced by owner only.
-        let epoch = if mutant::active(Mutant::RenewWithoutEpoch) { "$3::bigint IS NOT NULL" } else { "epoch = $3" };
         let sql = if write_path::api() {
             "SELECT expires_at FROM fp_lease_renew($1, $2, $3, $4)".to_string()
+        } else if mutant::active(Mutant::RenewWithoutEpoch) {
+            sql::LEASE_RENEW.replace("epoch = $3", "$3::bigint IS NOT NULL")
         } else {
-            format!(
-                "UPDATE worker_leases
-                SET expires_at = clock_timestamp() + ($4::bigint * interval '1 millisecond'),
-                    updated_at = clock_timestamp()
-              WHERE run_id = $1 AND owner = $2 AND {epoch} AND expires_at > clock_timestamp()
-          RETURNING expires_at"
-            )
+            sql::stmt("lease_renew", sql::LEASE_RENEW).into_owned()
         };
         let row: Option<(chrono::DateTime<chrono::Utc>,)> = sqlx::query_as(&sql)
             .bind(lease.run_id)
@@ -127,16 +111,11 @@ pub async fn renew_many(
 ) -> Result<Vec<(Uuid, chrono::DateTime<chrono::Utc>)>, ProtocolError> {
     let (runs, epochs): (Vec<Uuid>, Vec<i64>) = leases.iter().copied().unzip();
     let sql = if write_path::api() {
-        "SELECT run_id, expires_at FROM fp_lease_renew_many($1, $2, $3, $4)"
+        std::borrow::Cow::Borrowed("SELECT run_id, expires_at FROM fp_lease_renew_many($1, $2, $3, $4)")
     } else {
-        "UPDATE worker_leases l
-            SET expires_at = clock_timestamp() + ($4::bigint * interval '1 millisecond'),
-                updated_at = clock_timestamp()
-           FROM unnest($2::uuid[], $3::bigint[]) AS b(run_id, epoch)
-          WHERE l.run_id = b.run_id AND l.owner = $1 AND l.epoch = b.epoch AND l.expires_at > clock_timestamp()
-      RETURNING l.run_id, l.expires_at"
+        sql::stmt("lease_renew_many", sql::LEASE_RENEW_MANY)
     };
-    let r = sqlx::query_as(sql)
+    let r = sqlx::query_as(&sql)
         .bind(owner)
         .bind(&runs)
         .bind(&epochs)
@@ -154,12 +133,11 @@ pub async fn renew_many(
 pub async fn release(pool: &PgPool, lease: &Lease) -> Result<(), ProtocolError> {
     crate::notices::durable("release", lease.run_id, async {
         // MUTANT release-zeroes-epoch.
-        let zero = if mutant::active(Mutant::ReleaseZeroesEpoch) { ", epoch = 0" } else { "" };
-        let sql = format!(
-            "UPDATE worker_leases
-                SET owner = NULL, expires_at = clock_timestamp(), updated_at = clock_timestamp(){zero}
-              WHERE run_id = $1 AND owner = $2 AND epoch = $3"
-        );
+        let sql = if mutant::active(Mutant::ReleaseZeroesEpoch) {
+            sql::LEASE_RELEASE.replace("updated_at = clock_timestamp()", "updated_at = clock_timestamp(), epoch = 0")
+        } else {
+            sql::stmt("lease_release", sql::LEASE_RELEASE).into_owned()
+        };
         let released = if write_path::api() {
             sqlx::query_scalar::<_, i64>("SELECT fp_lease_release($1, $2, $3)")
                 .bind(lease.run_id)

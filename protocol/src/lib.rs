@@ -40,6 +40,7 @@ pub mod outbox;
 pub mod retry;
 pub mod runs;
 pub mod secrets;
+pub mod sql;
 pub mod write_path;
 
 pub use commit::{protected_transition, Transition};

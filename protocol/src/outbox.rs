@@ -16,6 +16,7 @@ use crate::ids::{Lease, Ttl};
 use crate::mutant::{self, Mutant};
 use crate::operation::Intent;
 use crate::retry::{classify_write_error, with_retry, RetryBudget};
+use crate::sql;
 use crate::write_path;
 
 /// What registering an intent found.
@@ -54,21 +55,16 @@ const OPERATION_COLUMNS: &str =
 /// operation_id for the same (run, step, effect_version), is an [`ProtocolError::IntentMismatch`].
 pub(crate) async fn register_intent(tx: &mut PgConnection, intent: &Intent) -> Result<Registration, ProtocolError> {
     let digest = intent.digest();
-    let inserted = sqlx::query(
-        "INSERT INTO tool_operations
-             (operation_id, run_id, step_id, effect_version, tool_name, request_digest, request_body, status)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'prepared')
-         ON CONFLICT (operation_id) DO NOTHING",
-    )
-    .bind(&intent.operation_id)
-    .bind(intent.run_id)
-    .bind(&intent.step_id)
-    .bind(intent.effect_version)
-    .bind(&intent.tool_name)
-    .bind(&digest)
-    .bind(&intent.request_body)
-    .execute(&mut *tx)
-    .await;
+    let inserted = sqlx::query(&sql::stmt("intent_insert", sql::INTENT_INSERT))
+        .bind(&intent.operation_id)
+        .bind(intent.run_id)
+        .bind(&intent.step_id)
+        .bind(intent.effect_version)
+        .bind(&intent.tool_name)
+        .bind(&digest)
+        .bind(&intent.request_body)
+        .execute(&mut *tx)
+        .await;
     match inserted {
         Ok(done) if done.rows_affected() == 1 => return Ok(Registration::New),
         Ok(_) => {}
@@ -83,11 +79,10 @@ pub(crate) async fn register_intent(tx: &mut PgConnection, intent: &Intent) -> R
         }
         Err(e) => return Err(e.into()),
     }
-    let (run_id, tool, existing): (Uuid, String, String) =
-        sqlx::query_as("SELECT run_id, tool_name, request_digest FROM tool_operations WHERE operation_id = $1")
-            .bind(&intent.operation_id)
-            .fetch_one(&mut *tx)
-            .await?;
+    let (run_id, tool, existing): (Uuid, String, String) = sqlx::query_as(&sql::stmt("intent_read", sql::INTENT_READ))
+        .bind(&intent.operation_id)
+        .fetch_one(&mut *tx)
+        .await?;
     if run_id == intent.run_id && tool == intent.tool_name && existing == digest {
         Ok(Registration::AlreadyRegistered)
     } else {
@@ -107,11 +102,10 @@ pub(crate) async fn require_verified_result(
     run_id: Uuid,
     operation_id: &str,
 ) -> Result<(), ProtocolError> {
-    let row: Option<(Uuid, String)> =
-        sqlx::query_as("SELECT run_id, status FROM tool_operations WHERE operation_id = $1 FOR SHARE")
-            .bind(operation_id)
-            .fetch_optional(&mut *tx)
-            .await?;
+    let row: Option<(Uuid, String)> = sqlx::query_as(&sql::stmt("require_result", sql::REQUIRE_RESULT))
+        .bind(operation_id)
+        .fetch_optional(&mut *tx)
+        .await?;
     match row {
         None => Err(ProtocolError::OperationNotFound(operation_id.into())),
         Some((op_run, _)) if op_run != run_id => {
@@ -200,26 +194,14 @@ pub async fn claim(
             let api = "SELECT operation_id, run_id, tool_name, request_digest, request_body, dispatch_owner, revision
                           FROM fp_claim($1, $2, $3)";
             // The same statement as fp_claim (migration 0002), shaped for a cached generic plan.
-            let direct = "UPDATE tool_operations o
-                    SET status = 'dispatching', dispatch_owner = $1,
-                        dispatch_until = clock_timestamp() + ($2::bigint * interval '1 millisecond'),
-                        revision = o.revision + 1, updated_at = clock_timestamp()
-                  WHERE o.operation_id = ANY (ARRAY(
-                          SELECT c.operation_id
-                            FROM tool_operations c
-                            JOIN agent_runs r ON r.run_id = c.run_id
-                           WHERE c.status = 'prepared' AND r.status IN ('pending', 'running')
-                           ORDER BY c.updated_at
-                             FOR UPDATE OF c SKIP LOCKED
-                           LIMIT $3))
-              RETURNING o.operation_id, o.run_id, o.tool_name, o.request_digest, o.request_body, o.dispatch_owner, o.revision";
-            sqlx::query_as::<_, Claim>(if write_path::api() { api } else { direct })
-            .bind(dispatch_owner)
-            .bind(claim_ttl.millis())
-            .bind(limit)
-            .fetch_all(pool)
-            .await
-            .map_err(|e| classify_write_error(e, "claim", Uuid::nil()))
+            let direct = sql::stmt("claim", sql::CLAIM);
+            sqlx::query_as::<_, Claim>(if write_path::api() { api } else { &direct })
+                .bind(dispatch_owner)
+                .bind(claim_ttl.millis())
+                .bind(limit)
+                .fetch_all(pool)
+                .await
+                .map_err(|e| classify_write_error(e, "claim", Uuid::nil()))
         })
         .await
     })
@@ -261,22 +243,15 @@ pub async fn record_result(pool: &PgPool, c: &Claim, outcome: &Settled) -> Resul
     crate::notices::durable("record_result", c.run_id, async {
         let (remote_id, result) = outcome.parts();
         // MUTANT result-write-skips-claim-check: the result is written whatever became of the claim.
-        let claim_check = if mutant::active(Mutant::ResultWriteSkipsClaimCheck) {
-            "$2::text IS NOT NULL AND $3::bigint IS NOT NULL"
-        } else {
-            "status = 'dispatching' AND dispatch_owner = $2 AND revision = $3"
-        };
         let sql = if write_path::api() {
             "SELECT revision FROM fp_record_result($1, $2, $3, $4, $5, $6, $7::jsonb)".to_string()
-        } else {
-            format!(
-                "UPDATE tool_operations
-                SET status = $5, remote_id = $6, result = $7::jsonb,
-                    dispatch_until = NULL, revision = revision + 1, updated_at = clock_timestamp()
-              WHERE operation_id = $1 AND {claim_check}
-                AND request_digest = $4
-          RETURNING revision"
+        } else if mutant::active(Mutant::ResultWriteSkipsClaimCheck) {
+            sql::RECORD_RESULT.replace(
+                "status = 'dispatching' AND dispatch_owner = $2 AND revision = $3",
+                "$2::text IS NOT NULL AND $3::bigint IS NOT NULL",
             )
+        } else {
+            sql::stmt("record_result", sql::RECORD_RESULT).into_owned()
         };
         let done: Option<(i64,)> = sqlx::query_as(&sql)
             .bind(&c.operation_id)
@@ -304,15 +279,7 @@ pub async fn mark_unknown_own(pool: &PgPool, c: &Claim, evidence: &str) -> Resul
         let sql = if write_path::api() {
             "SELECT revision FROM fp_mark_unknown_own($1, $2, $3, $4)".to_string()
         } else {
-            format!(
-                "UPDATE tool_operations
-                SET status = '{}', dispatch_owner = NULL, dispatch_until = NULL,
-                    result = jsonb_build_object('unknown_because', $4::text, 'claimed_by', $2::text),
-                    revision = revision + 1, updated_at = clock_timestamp()
-              WHERE operation_id = $1 AND status = 'dispatching' AND dispatch_owner = $2 AND revision = $3
-          RETURNING revision",
-                unknown_status()
-            )
+            unknown_status(sql::stmt("mark_unknown_own", sql::MARK_UNKNOWN_OWN).into_owned())
         };
         let done: Option<(i64,)> = sqlx::query_as(&sql)
             .bind(&c.operation_id)
@@ -335,13 +302,7 @@ pub async fn mark_unknown_own(pool: &PgPool, c: &Claim, evidence: &str) -> Resul
 
 /// Claims whose deadline passed on the database clock: (operation_id, dispatch_owner, revision).
 pub async fn expired_claims(pool: &PgPool) -> Result<Vec<(String, String, i64)>, ProtocolError> {
-    Ok(sqlx::query_as(
-        "SELECT operation_id, dispatch_owner, revision FROM tool_operations
-          WHERE status = 'dispatching' AND dispatch_until <= clock_timestamp()
-          ORDER BY dispatch_until",
-    )
-    .fetch_all(pool)
-    .await?)
+    Ok(sqlx::query_as(&sql::stmt("expired_claims", sql::EXPIRED_CLAIMS)).fetch_all(pool).await?)
 }
 
 /// The reconciler moves one expired claim to `unknown`, conditioned on the claim it saw (owner and
@@ -354,15 +315,7 @@ pub async fn mark_expired_unknown(
     revision: i64,
 ) -> Result<bool, ProtocolError> {
     crate::notices::durable("mark_unknown", Uuid::nil(), async {
-        let sql = format!(
-            "UPDATE tool_operations
-                SET status = '{}', dispatch_owner = NULL, dispatch_until = NULL,
-                    result = jsonb_build_object('unknown_because', 'claim expired', 'claimed_by', $2::text),
-                    revision = revision + 1, updated_at = clock_timestamp()
-              WHERE operation_id = $1 AND status = 'dispatching' AND dispatch_owner = $2 AND revision = $3
-                AND dispatch_until <= clock_timestamp()",
-            unknown_status()
-        );
+        let sql = unknown_status(sql::stmt("mark_expired_unknown", sql::MARK_EXPIRED_UNKNOWN).into_owned());
         let moved = if write_path::api() {
             sqlx::query_scalar::<_, i64>("SELECT fp_mark_expired_unknown($1, $2, $3)")
                 .bind(operation_id)
@@ -418,22 +371,19 @@ pub async fn converge(
     crate::notices::durable("converge", Uuid::nil(), async {
         let (remote_id, result) = outcome.parts();
         let sql = if write_path::api() {
-            "SELECT revision FROM fp_converge($1, $2, $3, $4, $5::jsonb)"
+            std::borrow::Cow::Borrowed("SELECT revision FROM fp_converge($1, $2, $3, $4, $5::jsonb)")
         } else {
-            "UPDATE tool_operations
-                SET status = $3, remote_id = $4, result = $5::jsonb, revision = revision + 1, updated_at = clock_timestamp()
-              WHERE operation_id = $1 AND status = 'unknown' AND revision = $2
-          RETURNING revision"
+            sql::stmt("converge", sql::CONVERGE)
         };
-        let done: Option<(i64,)> = sqlx::query_as(sql)
-        .bind(operation_id)
-        .bind(expected_revision)
-        .bind(outcome.status())
-        .bind(remote_id)
-        .bind(result)
-        .fetch_optional(pool)
-        .await
-        .map_err(|e| classify_write_error(e, "converge", Uuid::nil()))?;
+        let done: Option<(i64,)> = sqlx::query_as(&sql)
+            .bind(operation_id)
+            .bind(expected_revision)
+            .bind(outcome.status())
+            .bind(remote_id)
+            .bind(result)
+            .fetch_optional(pool)
+            .await
+            .map_err(|e| classify_write_error(e, "converge", Uuid::nil()))?;
         match done {
             Some((rev,)) => Ok(rev),
             None => Err(rejected(pool, operation_id).await),
@@ -444,11 +394,13 @@ pub async fn converge(
 
 /// Where an unknown outcome goes: `unknown`, or (MUTANT dispatcher-resets-to-prepared) back to
 /// `prepared`, to be dispatched again.
-fn unknown_status() -> &'static str {
+/// A statement that moves a claim to `unknown`, as the named mutant dispatcher-resets-to-prepared
+/// would have it (back to `prepared`) when that mutant is on.
+fn unknown_status(sql: String) -> String {
     if mutant::active(Mutant::DispatcherResetsToPrepared) {
-        "prepared"
+        sql.replacen("status = 'unknown'", "status = 'prepared'", 1)
     } else {
-        "unknown"
+        sql
     }
 }
 

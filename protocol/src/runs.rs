@@ -9,6 +9,7 @@ use crate::error::ProtocolError;
 use crate::ids::RunStatus;
 use crate::mutant::{self, Mutant};
 use crate::retry::{classify_write_error, with_retry, RetryBudget};
+use crate::sql;
 
 /// A run as read back from the primary.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -28,15 +29,11 @@ pub async fn create_run(pool: &PgPool, task_id: &str, checkpoint: Value) -> Resu
         with_retry(RetryBudget::default(), || async {
             let run_id = Uuid::new_v4();
             let mut tx = pool.begin().await?;
-            sqlx::query("INSERT INTO agent_tasks (task_id) VALUES ($1) ON CONFLICT (task_id) DO NOTHING")
+            sqlx::query(&sql::stmt("run_create_task", sql::RUN_CREATE_TASK)).bind(task_id).execute(&mut *tx).await?;
+            let active: Option<Uuid> = sqlx::query_scalar(&sql::stmt("run_lock_task", sql::RUN_LOCK_TASK))
                 .bind(task_id)
-                .execute(&mut *tx)
+                .fetch_one(&mut *tx)
                 .await?;
-            let active: Option<Uuid> =
-                sqlx::query_scalar("SELECT active_run_id FROM agent_tasks WHERE task_id = $1 FOR UPDATE")
-                    .bind(task_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
             if let Some(active) = active {
                 let status: String = sqlx::query_scalar("SELECT status FROM agent_runs WHERE run_id = $1")
                     .bind(active)
@@ -59,14 +56,14 @@ pub async fn create_run(pool: &PgPool, task_id: &str, checkpoint: Value) -> Resu
                     return Ok(active);
                 }
             }
-            sqlx::query("INSERT INTO agent_runs (run_id, task_id, status, checkpoint) VALUES ($1, $2, 'pending', $3)")
+            sqlx::query(&sql::stmt("run_insert", sql::RUN_INSERT))
                 .bind(run_id)
                 .bind(task_id)
                 .bind(&checkpoint)
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query("INSERT INTO worker_leases (run_id) VALUES ($1)").bind(run_id).execute(&mut *tx).await?;
-            sqlx::query("UPDATE agent_tasks SET active_run_id = $2, updated_at = clock_timestamp() WHERE task_id = $1")
+            sqlx::query(&sql::stmt("run_insert_lease", sql::RUN_INSERT_LEASE)).bind(run_id).execute(&mut *tx).await?;
+            sqlx::query(&sql::stmt("run_set_active", sql::RUN_SET_ACTIVE))
                 .bind(task_id)
                 .bind(run_id)
                 .execute(&mut *tx)
@@ -90,25 +87,14 @@ pub async fn cancel(pool: &PgPool, run_id: Uuid) -> Result<i64, ProtocolError> {
     crate::notices::durable("cancel", run_id, async {
         with_retry(RetryBudget::default(), || async {
             let mut tx = pool.begin().await?;
-            let done: Option<(i64,)> = sqlx::query_as(
-                "UPDATE agent_runs
-                    SET status = 'cancelled', revision = revision + 1, updated_at = clock_timestamp()
-                  WHERE run_id = $1 AND status IN ('pending', 'running')
-              RETURNING revision",
-            )
-            .bind(run_id)
-            .fetch_optional(&mut *tx)
-            .await?;
+            let done: Option<(i64,)> =
+                sqlx::query_as(&sql::stmt("cancel_run", sql::CANCEL_RUN)).bind(run_id).fetch_optional(&mut *tx).await?;
             match done {
                 Some((revision,)) => {
-                    sqlx::query(
-                        "UPDATE tool_operations
-                            SET status = 'cancelled', revision = revision + 1, updated_at = clock_timestamp()
-                          WHERE run_id = $1 AND status = 'prepared'",
-                    )
-                    .bind(run_id)
-                    .execute(&mut *tx)
-                    .await?;
+                    sqlx::query(&sql::stmt("cancel_operations", sql::CANCEL_OPERATIONS))
+                        .bind(run_id)
+                        .execute(&mut *tx)
+                        .await?;
                     tx.commit().await.map_err(|e| classify_write_error(e, "cancel", run_id))?;
                     Ok(revision)
                 }

@@ -75,7 +75,7 @@ impl Ctx {
     ) -> Result<WorkerProc, HarnessError> {
         // A mutant rewrites statements of the direct write path, which needs table privileges; the
         // reference worker runs as the worker role and can only call the fp_* functions.
-        let mutant = self.worker_args.iter().any(|a| a == "--mutant");
+        let mutant = self.worker_args.iter().any(|a| a == "--mutant" || a == "--sql-mutant");
         let url = match (&self.worker_login, mutant) {
             (Some(login), false) => {
                 extra_args.extend(["--write-path".to_string(), "api".to_string()]);

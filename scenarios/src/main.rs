@@ -433,7 +433,12 @@ async fn run(cli: Cli) -> u8 {
                         return exit::USAGE;
                     }
                 };
-                let sel = fenceproof_scenarios::mutants_sql::Selection { shard, only: mutants, first_kill };
+                let sel = fenceproof_scenarios::mutants_sql::Selection {
+                    shard,
+                    only: mutants,
+                    first_kill,
+                    mutant_worker_bin: runner::default_mutant_worker_bin(),
+                };
                 if list {
                     return cli::mutants_sql::list(&sel);
                 }

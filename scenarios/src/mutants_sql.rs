@@ -113,7 +113,7 @@ impl SqlKillMatrix {
 
     pub fn markdown(&self) -> String {
         let mut s = format!(
-            "# Generated SQL mutants of `{}`\n\n{}\n\nShards: {}. Runs: {}.\n\n",
+            "# Generated SQL mutants of `{}` and of the direct-path statements (`protocol/src/sql.rs`)\n\n{}\n\nShards: {}. Runs: {}.\n\n",
             sqlmut::SOURCE_FILE,
             self.summary(),
             self.shards.join(", "),
@@ -177,7 +177,7 @@ impl SqlKillMatrix {
                 m.rows.push(r);
             }
         }
-        let order: Vec<String> = sqlmut::generate().into_iter().map(|g| g.id).collect();
+        let order: Vec<String> = all_mutants().into_iter().map(|g| g.id).collect();
         m.rows.sort_by_key(|r| order.iter().position(|o| *o == r.id).unwrap_or(usize::MAX));
         Ok(m)
     }
@@ -191,6 +191,22 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
+/// The whole generated set: the fenced functions of migration 0002, then the direct-path
+/// statements of the protocol crate (`fenceproof_protocol::sql::DIRECT`).
+pub fn all_mutants() -> Vec<SqlMutant> {
+    let mut all = sqlmut::generate();
+    for (name, text) in fenceproof_protocol::sql::DIRECT {
+        all.extend(sqlmut::generate_statement(name, text));
+    }
+    all
+}
+
+/// Whether a mutant rewrites a direct-path statement (run by a mutants build of the worker on the
+/// direct path) rather than an fp_* function (installed in the database).
+pub fn is_direct(id: &str) -> bool {
+    id.starts_with("direct/")
+}
+
 /// Which mutants to run.
 pub struct Selection {
     /// `(k, n)`: the k-th of n deterministic shares.
@@ -200,6 +216,8 @@ pub struct Selection {
     /// Stop each mutant at its first FAIL (the matrix then lists that row only); the probes of
     /// the fenced functions run first, so most mutants cost one short row.
     pub first_kill: bool,
+    /// The mutants build of the worker, for the direct-path statements.
+    pub mutant_worker_bin: PathBuf,
 }
 
 /// Parse `K/N` (1 ≤ K ≤ N).
@@ -215,7 +233,7 @@ pub fn parse_shard(s: &str) -> Result<(usize, usize), String> {
 
 /// The mutants `sel` picks from the generated set.
 pub fn pick(sel: &Selection) -> Result<Vec<SqlMutant>, String> {
-    let all = sqlmut::generate();
+    let all = all_mutants();
     let mut ms = sqlmut::shard(&all, sel.shard.0, sel.shard.1);
     if let Some(only) = &sel.only {
         for o in only {
@@ -250,14 +268,67 @@ pub async fn run(
         "reference: {}",
         if reference_failures.is_empty() { "all PASS".into() } else { reference_failures.join(", ") }
     );
+    // Direct-path mutants run in a mutants build of the worker, on the direct path, through the
+    // experiments that drive workers (A-G; P-* and the probes judge the role boundary and the
+    // functions, which a direct-path worker bypasses by construction).
+    let reference_bin = session.worker_bin.clone();
+    let direct_experiments: Vec<&Experiment> = experiments.iter().filter(|e| !e.id.starts_with("P-")).collect();
+    let mut reference_failures = reference_failures;
+    if mutants.iter().any(|m| is_direct(&m.id)) {
+        let bin = sel.mutant_worker_bin.clone();
+        if !bin.is_file() {
+            return Err(HarnessError::Other(format!(
+                "direct-path SQL mutants need the mutants build of the worker ({}); build it with `just build-mutants`",
+                bin.display()
+            )));
+        }
+        // The reference on that path: the mutants build with an identity override.
+        let (name, text) = fenceproof_protocol::sql::DIRECT[0];
+        let file = override_file(&session.run.path, "identity", name, text)?;
+        session.worker_bin = bin;
+        let args = vec!["--sql-mutant".to_string(), file.display().to_string()];
+        let mut failed = Vec::new();
+        for exp in &direct_experiments {
+            let m = session.matrix("reference-direct", std::slice::from_ref(*exp), &args).await;
+            let m = match m {
+                Ok(m) => m,
+                Err(e) => {
+                    session.worker_bin = reference_bin.clone();
+                    return Err(e);
+                }
+            };
+            failed.extend(
+                m.results
+                    .iter()
+                    .filter(|r| r.outcome != Outcome::Pass)
+                    .map(|r| format!("direct {} {}", r.id, r.outcome.label())),
+            );
+        }
+        session.worker_bin = reference_bin.clone();
+        eprintln!(
+            "reference on the direct path: {}",
+            if failed.is_empty() { "all PASS".into() } else { failed.join(", ") }
+        );
+        reference_failures.extend(failed);
+    }
     let mut rows = Vec::new();
     for (i, m) in mutants.iter().enumerate() {
-        session.sql_patch = Some(m.sql.clone());
+        let direct = is_direct(&m.id);
+        let mut args = Vec::new();
+        if direct {
+            let name = m.function.trim_start_matches("direct/");
+            let file = override_file(&session.run.path, &m.id.replace('/', "-"), name, &m.sql)?;
+            args = vec!["--sql-mutant".to_string(), file.display().to_string()];
+            session.worker_bin = sel.mutant_worker_bin.clone();
+        } else {
+            session.sql_patch = Some(m.sql.clone());
+        }
+        let exps: Vec<&Experiment> = if direct { direct_experiments.clone() } else { experiments.iter().collect() };
         let label = format!("sql-{}", m.id.replace('/', "-"));
         let mut results = Vec::new();
         let mut failure = None;
-        for exp in &experiments {
-            match session.matrix(&label, std::slice::from_ref(exp), &[]).await {
+        for exp in exps {
+            match session.matrix(&label, std::slice::from_ref(exp), &args).await {
                 Ok(one) => {
                     let killed = one.results.iter().any(|r| r.outcome == Outcome::Fail);
                     results.extend(one.results);
@@ -272,6 +343,7 @@ pub async fn run(
             }
         }
         session.sql_patch = None;
+        session.worker_bin = reference_bin.clone();
         if let Some(e) = failure {
             return Err(e);
         }
@@ -322,7 +394,7 @@ pub async fn run(
     let km = SqlKillMatrix {
         run_ids: vec![session.run.run_id.clone()],
         shards: vec![format!("{}/{}", sel.shard.0, sel.shard.1)],
-        generated: sqlmut::generate().len(),
+        generated: all_mutants().len(),
         reference_passed: reference_failures.is_empty(),
         reference_failures,
         experiments: experiments.iter().map(|e| e.id.to_string()).collect(),
@@ -335,6 +407,15 @@ pub async fn run(
     session.run.mark_latest()?;
     session.finish().await?;
     Ok((km, path))
+}
+
+/// The override a mutants build reads (`--sql-mutant FILE`): statement `name` runs as `sql`.
+fn override_file(run: &std::path::Path, tag: &str, name: &str, sql: &str) -> Result<PathBuf, HarnessError> {
+    let dir = run.join("sql-mutants");
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join(format!("{tag}.json"));
+    std::fs::write(&file, serde_json::to_string_pretty(&serde_json::json!({"name": name, "sql": sql})).expect("json"))?;
+    Ok(file)
 }
 
 /// Write `mutants-sql.json` and `mutants-sql.md` into `dir`.
@@ -378,7 +459,7 @@ mod tests {
 
     #[test]
     fn shards_merge_into_one_matrix_and_duplicates_are_refused() {
-        let ids: Vec<String> = sqlmut::generate().into_iter().map(|m| m.id).collect();
+        let ids: Vec<String> = all_mutants().into_iter().map(|m| m.id).collect();
         let a = km("1/2", vec![row(&ids[2], Fate::Killed)]);
         let b = km("2/2", vec![row(&ids[0], Fate::Killed), row(&ids[1], Fate::Survived)]);
         let m = SqlKillMatrix::merge(vec![a.clone(), b]).unwrap();
@@ -386,6 +467,16 @@ mod tests {
         assert_eq!(m.shards, vec!["1/2", "2/2"]);
         assert!(!m.ok(), "a survivor fails the matrix");
         assert!(SqlKillMatrix::merge(vec![a.clone(), a]).unwrap_err().contains("in two shards"));
+    }
+
+    #[test]
+    fn listed_equivalents_exist_and_are_at_most_a_tenth_of_the_generated_set() {
+        let listed = equivalents::load().unwrap();
+        let all: Vec<String> = all_mutants().into_iter().map(|m| m.id).collect();
+        for id in listed.keys() {
+            assert!(all.contains(id), "{id} is listed as equivalent but is not generated");
+        }
+        assert!(listed.len() * 10 <= all.len(), "{} equivalents of {} generated", listed.len(), all.len());
     }
 
     #[test]

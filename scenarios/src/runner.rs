@@ -437,6 +437,12 @@ pub fn default_worker_bin() -> PathBuf {
     sibling_binary("FENCEPROOF_WORKER_BIN", "fenceproof-worker")
 }
 
+/// Where the mutants build of the worker is: `FENCEPROOF_WORKER_MUTANT_BIN`, else beside this
+/// executable (`just build-mutants` puts it there).
+pub fn default_mutant_worker_bin() -> PathBuf {
+    sibling_binary("FENCEPROOF_WORKER_MUTANT_BIN", "fenceproof-worker-mutant")
+}
+
 /// Where the fake-tools binary is: `FENCEPROOF_TOOLS_BIN`, else found like the worker.
 pub fn default_tools_bin() -> PathBuf {
     sibling_binary("FENCEPROOF_TOOLS_BIN", "fenceproof-fake-tools")

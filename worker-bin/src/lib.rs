@@ -46,6 +46,11 @@ struct Args {
     #[cfg(feature = "mutants")]
     #[arg(long)]
     mutant: Option<String>,
+    /// Run one direct-path statement in a generated mutated form: a JSON file
+    /// `{"name": "<statement>", "sql": "<text>"}` (mutants build only; `fenceproof mutants --sql`).
+    #[cfg(feature = "mutants")]
+    #[arg(long)]
+    sql_mutant: Option<PathBuf>,
     /// How writes reach the database: `api` calls only the fenced fp_* functions (what the
     /// fenceproof_worker role is allowed), `direct` runs the statements on the tables. Default: api,
     /// or direct when a mutant is chosen (mutants live on the direct path).
@@ -112,7 +117,24 @@ pub fn main() -> std::process::ExitCode {
         }
     }
     #[cfg(feature = "mutants")]
-    let mutant_chosen = args.mutant.is_some();
+    if let Some(file) = &args.sql_mutant {
+        let parsed = std::fs::read_to_string(file)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).map_err(|e| e.to_string()));
+        let ok = match &parsed {
+            Ok(v) => match (v["name"].as_str(), v["sql"].as_str()) {
+                (Some(name), Some(sql)) => fenceproof_protocol::sql::set_override(name, sql),
+                _ => false,
+            },
+            Err(_) => false,
+        };
+        if !ok {
+            eprintln!("fenceproof-worker: --sql-mutant {}: not a statement override ({parsed:?})", file.display());
+            return std::process::ExitCode::from(2);
+        }
+    }
+    #[cfg(feature = "mutants")]
+    let mutant_chosen = args.mutant.is_some() || args.sql_mutant.is_some();
     #[cfg(not(feature = "mutants"))]
     let mutant_chosen = false;
     let path = match (args.write_path.as_deref(), mutant_chosen) {

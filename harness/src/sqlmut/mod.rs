@@ -64,6 +64,34 @@ pub fn generate_from(sql: &str) -> Vec<SqlMutant> {
     out
 }
 
+/// Every mutant of one direct-path statement (`name`, its reference `text`), with ids
+/// `direct/<name>/<operator>/<n>` and the line counted within the statement. Its `sql` is the whole
+/// mutated statement, which a mutants build of the worker runs in place of the original.
+pub fn generate_statement(name: &str, text: &str) -> Vec<SqlMutant> {
+    let f =
+        parse::Function { name: format!("direct/{name}"), header: String::new(), body: text.to_string(), body_line: 1 };
+    let mut out = Vec::new();
+    for &op in Operator::ALL {
+        for (n, (focus, edits)) in operators::sites_focused(op, text).into_iter().enumerate() {
+            let body = operators::apply(text, &edits);
+            if body == text {
+                continue;
+            }
+            let first = edits.iter().map(|e| e.start).min().unwrap_or(0);
+            out.push(SqlMutant {
+                id: format!("direct/{name}/{}/{}", op.name(), n + 1),
+                function: format!("direct/{name}"),
+                operator: op,
+                line: f.line_of(focus),
+                before: f.line_text(text, focus),
+                after: f.line_text(&body, first),
+                sql: body,
+            });
+        }
+    }
+    out
+}
+
 /// The deterministic share `k` of `n` (1-based) of `mutants`: every n-th, starting at the k-th.
 pub fn shard<T: Clone>(mutants: &[T], k: usize, n: usize) -> Vec<T> {
     mutants.iter().enumerate().filter(|(i, _)| n > 0 && i % n == k.saturating_sub(1)).map(|(_, m)| m.clone()).collect()

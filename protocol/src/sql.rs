@@ -1,0 +1,182 @@
+//! The direct write path's statements, in one place: every statement the protocol runs on the
+//! tables themselves (when it is not calling the fenced `fp_*` functions), by name. `fenceproof
+//! mutants --sql` derives generated mutants from this list, and a `mutants` build of the worker can
+//! be told to run one statement in its mutated form (`--sql-mutant FILE`); the reference build
+//! always runs these texts as they are.
+
+use std::borrow::Cow;
+
+pub const LEASE_ACQUIRE: &str = "UPDATE worker_leases
+    SET owner = $2,
+        epoch = epoch + 1,
+        expires_at = clock_timestamp() + ($3::bigint * interval '1 millisecond'),
+        updated_at = clock_timestamp()
+  WHERE run_id = $1
+    AND (owner IS NULL OR expires_at <= clock_timestamp())
+RETURNING epoch, expires_at";
+
+pub const LEASE_RENEW: &str = "UPDATE worker_leases
+    SET expires_at = clock_timestamp() + ($4::bigint * interval '1 millisecond'),
+        updated_at = clock_timestamp()
+  WHERE run_id = $1 AND owner = $2 AND epoch = $3 AND expires_at > clock_timestamp()
+RETURNING expires_at";
+
+pub const LEASE_RENEW_MANY: &str = "UPDATE worker_leases l
+    SET expires_at = clock_timestamp() + ($4::bigint * interval '1 millisecond'),
+        updated_at = clock_timestamp()
+   FROM unnest($2::uuid[], $3::bigint[]) AS b(run_id, epoch)
+  WHERE l.run_id = b.run_id AND l.owner = $1 AND l.epoch = b.epoch AND l.expires_at > clock_timestamp()
+RETURNING l.run_id, l.expires_at";
+
+pub const LEASE_RELEASE: &str = "UPDATE worker_leases
+    SET owner = NULL, expires_at = clock_timestamp(), updated_at = clock_timestamp()
+  WHERE run_id = $1 AND owner = $2 AND epoch = $3";
+
+pub const COMMIT_LOCK_LEASE: &str = "SELECT owner, epoch, expires_at > clock_timestamp()
+   FROM worker_leases WHERE run_id = $1 FOR UPDATE";
+
+pub const COMMIT_UPDATE_RUN: &str = "UPDATE agent_runs
+    SET checkpoint = COALESCE($3::jsonb, checkpoint),
+        status = $5,
+        revision = revision + 1,
+        updated_at = clock_timestamp()
+  WHERE run_id = $1 AND revision = $2 AND status = $4
+RETURNING revision";
+
+pub const INTENT_INSERT: &str = "INSERT INTO tool_operations
+     (operation_id, run_id, step_id, effect_version, tool_name, request_digest, request_body, status)
+ VALUES ($1, $2, $3, $4, $5, $6, $7, 'prepared')
+ ON CONFLICT (operation_id) DO NOTHING";
+
+pub const INTENT_READ: &str = "SELECT run_id, tool_name, request_digest FROM tool_operations WHERE operation_id = $1";
+
+pub const REQUIRE_RESULT: &str = "SELECT run_id, status FROM tool_operations WHERE operation_id = $1 FOR SHARE";
+
+pub const CLAIM: &str = "UPDATE tool_operations o
+    SET status = 'dispatching', dispatch_owner = $1,
+        dispatch_until = clock_timestamp() + ($2::bigint * interval '1 millisecond'),
+        revision = o.revision + 1, updated_at = clock_timestamp()
+  WHERE o.operation_id = ANY (ARRAY(
+          SELECT c.operation_id
+            FROM tool_operations c
+            JOIN agent_runs r ON r.run_id = c.run_id
+           WHERE c.status = 'prepared' AND r.status IN ('pending', 'running')
+           ORDER BY c.updated_at
+             FOR UPDATE OF c SKIP LOCKED
+           LIMIT $3))
+RETURNING o.operation_id, o.run_id, o.tool_name, o.request_digest, o.request_body, o.dispatch_owner, o.revision";
+
+pub const RECORD_RESULT: &str = "UPDATE tool_operations
+    SET status = $5, remote_id = $6, result = $7::jsonb,
+        dispatch_until = NULL, revision = revision + 1, updated_at = clock_timestamp()
+  WHERE operation_id = $1 AND status = 'dispatching' AND dispatch_owner = $2 AND revision = $3
+    AND request_digest = $4
+RETURNING revision";
+
+pub const MARK_UNKNOWN_OWN: &str = "UPDATE tool_operations
+    SET status = 'unknown', dispatch_owner = NULL, dispatch_until = NULL,
+        result = jsonb_build_object('unknown_because', $4::text, 'claimed_by', $2::text),
+        revision = revision + 1, updated_at = clock_timestamp()
+  WHERE operation_id = $1 AND status = 'dispatching' AND dispatch_owner = $2 AND revision = $3
+RETURNING revision";
+
+pub const EXPIRED_CLAIMS: &str = "SELECT operation_id, dispatch_owner, revision FROM tool_operations
+  WHERE status = 'dispatching' AND dispatch_until <= clock_timestamp()
+  ORDER BY dispatch_until";
+
+pub const MARK_EXPIRED_UNKNOWN: &str = "UPDATE tool_operations
+    SET status = 'unknown', dispatch_owner = NULL, dispatch_until = NULL,
+        result = jsonb_build_object('unknown_because', 'claim expired', 'claimed_by', $2::text),
+        revision = revision + 1, updated_at = clock_timestamp()
+  WHERE operation_id = $1 AND status = 'dispatching' AND dispatch_owner = $2 AND revision = $3
+    AND dispatch_until <= clock_timestamp()";
+
+pub const CONVERGE: &str = "UPDATE tool_operations
+    SET status = $3, remote_id = $4, result = $5::jsonb, revision = revision + 1, updated_at = clock_timestamp()
+  WHERE operation_id = $1 AND status = 'unknown' AND revision = $2
+RETURNING revision";
+
+pub const RUN_CREATE_TASK: &str = "INSERT INTO agent_tasks (task_id) VALUES ($1) ON CONFLICT (task_id) DO NOTHING";
+
+pub const RUN_LOCK_TASK: &str = "SELECT active_run_id FROM agent_tasks WHERE task_id = $1 FOR UPDATE";
+
+pub const RUN_INSERT: &str =
+    "INSERT INTO agent_runs (run_id, task_id, status, checkpoint) VALUES ($1, $2, 'pending', $3)";
+
+pub const RUN_INSERT_LEASE: &str = "INSERT INTO worker_leases (run_id) VALUES ($1)";
+
+pub const RUN_SET_ACTIVE: &str =
+    "UPDATE agent_tasks SET active_run_id = $2, updated_at = clock_timestamp() WHERE task_id = $1";
+
+pub const CANCEL_RUN: &str = "UPDATE agent_runs
+    SET status = 'cancelled', revision = revision + 1, updated_at = clock_timestamp()
+  WHERE run_id = $1 AND status IN ('pending', 'running')
+RETURNING revision";
+
+pub const CANCEL_OPERATIONS: &str = "UPDATE tool_operations
+    SET status = 'cancelled', revision = revision + 1, updated_at = clock_timestamp()
+  WHERE run_id = $1 AND status = 'prepared'";
+
+/// Every direct-path statement, by name.
+pub const DIRECT: &[(&str, &str)] = &[
+    ("lease_acquire", LEASE_ACQUIRE),
+    ("lease_renew", LEASE_RENEW),
+    ("lease_renew_many", LEASE_RENEW_MANY),
+    ("lease_release", LEASE_RELEASE),
+    ("commit_lock_lease", COMMIT_LOCK_LEASE),
+    ("commit_update_run", COMMIT_UPDATE_RUN),
+    ("intent_insert", INTENT_INSERT),
+    ("intent_read", INTENT_READ),
+    ("require_result", REQUIRE_RESULT),
+    ("claim", CLAIM),
+    ("record_result", RECORD_RESULT),
+    ("mark_unknown_own", MARK_UNKNOWN_OWN),
+    ("expired_claims", EXPIRED_CLAIMS),
+    ("mark_expired_unknown", MARK_EXPIRED_UNKNOWN),
+    ("converge", CONVERGE),
+    ("run_create_task", RUN_CREATE_TASK),
+    ("run_lock_task", RUN_LOCK_TASK),
+    ("run_insert", RUN_INSERT),
+    ("run_insert_lease", RUN_INSERT_LEASE),
+    ("run_set_active", RUN_SET_ACTIVE),
+    ("cancel_run", CANCEL_RUN),
+    ("cancel_operations", CANCEL_OPERATIONS),
+];
+
+#[cfg(feature = "mutants")]
+static OVERRIDE: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+
+/// Run statement `name` as `text` in this process from now on (mutants build only). False when an
+/// override was already set or `name` is not a direct-path statement.
+#[cfg(feature = "mutants")]
+pub fn set_override(name: &str, text: &str) -> bool {
+    DIRECT.iter().any(|(n, _)| *n == name) && OVERRIDE.set((name.to_string(), text.to_string())).is_ok()
+}
+
+/// The text to run for statement `name`, whose reference text (after any named mutant's change)
+/// is `text`: the override for `name` in a mutants build that was given one, else `text`.
+pub fn stmt<'a>(name: &str, text: impl Into<Cow<'a, str>>) -> Cow<'a, str> {
+    #[cfg(feature = "mutants")]
+    if let Some((n, t)) = OVERRIDE.get() {
+        if n == name {
+            return Cow::Owned(t.clone());
+        }
+    }
+    let _ = name;
+    text.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_the_reference_build_runs_the_texts_as_they_are() {
+        let mut names: Vec<&str> = DIRECT.iter().map(|(n, _)| *n).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), DIRECT.len());
+        #[cfg(not(feature = "mutants"))]
+        assert_eq!(stmt("lease_renew", LEASE_RENEW), LEASE_RENEW);
+    }
+}

@@ -117,11 +117,11 @@ pub const CANCEL_OPERATIONS: &str = "UPDATE tool_operations
     SET status = 'cancelled', revision = revision + 1, updated_at = clock_timestamp()
   WHERE run_id = $1 AND status = 'prepared'";
 
-/// Every direct-path statement, by name.
+/// Every direct-path statement a worker runs, by name. (`LEASE_RENEW_MANY` is a library call no
+/// worker command makes; its fenced twin `fp_lease_renew_many` is probed by P-api.)
 pub const DIRECT: &[(&str, &str)] = &[
     ("lease_acquire", LEASE_ACQUIRE),
     ("lease_renew", LEASE_RENEW),
-    ("lease_renew_many", LEASE_RENEW_MANY),
     ("lease_release", LEASE_RELEASE),
     ("commit_lock_lease", COMMIT_LOCK_LEASE),
     ("commit_update_run", COMMIT_UPDATE_RUN),

@@ -22,6 +22,7 @@ pub mod p_role_boundary;
 pub mod p_secret_masking;
 pub mod runner;
 pub mod schedules;
+pub mod w_boundaries;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -88,6 +89,7 @@ pub fn all() -> Vec<Experiment> {
         x("P-api-commit", p_api::commit::TITLE, |c| Box::pin(p_api::commit::run(c))),
         x("P-api-ledger", p_api::ledger::TITLE, |c| Box::pin(p_api::ledger::run(c))),
         x("P-api-clock", p_api::clock::TITLE, |c| Box::pin(p_api::clock::run(c))),
+        x("W-lease", w_boundaries::lease::TITLE, |c| Box::pin(w_boundaries::lease::run(c))),
     ]
 }
 

@@ -1,0 +1,66 @@
+//! A row held by the harness: a transaction that rewrites one protocol row to itself (a no-op
+//! UPDATE, so the row gets a new version) and stays open. A statement of the code under test that
+//! touches the row waits on it inside PostgreSQL (seen through `pg_blocking_pids`), and when the
+//! harness commits, PostgreSQL re-evaluates that statement's conditions on the new version
+//! (READ COMMITTED's re-check), at that later moment. That makes "judged on the database clock at
+//! the moment of the check" testable without any cooperation from the worker: hold the lease row,
+//! let the worker's renewal or save start while the lease is live, wait until it has expired, heal.
+//! Healed by commit on every path (an abandoned hold is rolled back when its connection drops).
+
+use std::time::Duration;
+
+use sqlx::{Connection, PgConnection};
+
+use crate::error::{HarnessError, Result};
+use crate::wait;
+
+pub struct RowHold {
+    conn: Option<PgConnection>,
+    pid: i32,
+}
+
+impl RowHold {
+    /// Hold the row `table` WHERE `key_column = key` (text compared), on the database at `url`.
+    pub async fn hold(url: &str, app: &str, table: &str, key_column: &str, key: &str) -> Result<RowHold> {
+        let opts: sqlx::postgres::PgConnectOptions = url.parse()?;
+        let mut conn = PgConnection::connect_with(&opts.application_name(app)).await?;
+        sqlx::query("BEGIN").execute(&mut conn).await?;
+        let n = sqlx::query(&format!("UPDATE {table} SET updated_at = updated_at WHERE {key_column}::text = $1"))
+            .bind(key)
+            .execute(&mut conn)
+            .await?
+            .rows_affected();
+        if n != 1 {
+            return Err(HarnessError::Other(format!("row hold: {table}.{key_column} = {key} matched {n} rows")));
+        }
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut conn).await?;
+        Ok(RowHold { conn: Some(conn), pid })
+    }
+
+    /// Wait until a session whose application_name is `app` waits on this hold.
+    pub async fn wait_blocked(&self, pool: &sqlx::PgPool, app: &str, timeout: Duration) -> Result<i32> {
+        let (pool, app, pid) = (pool.clone(), app.to_string(), self.pid);
+        wait::until(&format!("{app} to wait on the harness's row hold"), timeout, || {
+            let (pool, app) = (pool.clone(), app.clone());
+            async move {
+                Ok(sqlx::query_scalar::<_, i32>(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND $2 = ANY(pg_blocking_pids(pid)) LIMIT 1",
+                )
+                .bind(&app)
+                .bind(pid)
+                .fetch_optional(&pool)
+                .await?)
+            }
+        })
+        .await
+    }
+
+    /// Heal: commit the no-op, releasing the waiter.
+    pub async fn release(mut self) -> Result<()> {
+        if let Some(mut c) = self.conn.take() {
+            sqlx::query("COMMIT").execute(&mut c).await?;
+            let _ = c.close().await;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,200 @@
+//! W-lease: the worker under test, driven to the lease rules' boundaries (spec §05, §06). No
+//! cooperation is asked of it beyond its ordinary commands:
+//! - it acquires one run while other leases are free, and two processes of one host (one owner id)
+//!   hold two runs at the same epoch: a renewal, a release or a takeover must change the named
+//!   lease only;
+//! - its lease expires with nobody taking over: a renewal and a save must then be refused;
+//! - its renewal, and its save, start while the lease is live and wait on the lease row, which the
+//!   harness holds ([`RowHold`]) until the lease has expired on the database clock: when they run
+//!   their check the lease has expired, so they must be refused (judged at the check, not at the
+//!   statement's or the transaction's start).
+//!
+//! Verdicts come from the rows and the oracle; the worker's answers are secondary.
+
+use std::time::Duration;
+
+use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::faults::row_hold::RowHold;
+use fenceproof_harness::procs::worker::WorkerProc;
+use fenceproof_harness::HarnessError;
+use fenceproof_protocol::runs;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
+
+pub const TITLE: &str = "The worker at the lease rules' boundaries: neighbouring leases, expiry without takeover, checks held across expiry";
+
+fn acquire(run: Uuid, ttl_ms: i64) -> Value {
+    json!({"cmd": "acquire", "run_id": run, "ttl_ms": ttl_ms, "heartbeat_ms": 600_000, "renew_timeout_ms": 5_000})
+}
+
+async fn lease(ctx: &Ctx, run: Uuid) -> Result<Value, HarnessError> {
+    Ok(fenceproof_harness::record::oracle::run_state(&ctx.pool, run).await?.lease)
+}
+
+/// The rule id goes first, in brackets, so the catalogue maps the check.
+fn check(ctx: &mut Ctx, rule: &str, what: &str, ok: bool, evidence: String) {
+    ctx.check(Check::expect(format!("[{rule}] {what}"), ok, evidence));
+}
+
+pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let err = |e: fenceproof_protocol::ProtocolError| HarnessError::Other(e.to_string());
+    let mut r = Vec::new();
+    for i in 0..6 {
+        r.push(runs::create_run(&ctx.pool, &format!("task-wl-{i}"), json!({})).await.map_err(err)?);
+    }
+    let host = format!("host-{}", &Uuid::new_v4().simple().to_string()[..8]);
+
+    // Neighbouring leases: the named lease only.
+    let mut a = ctx.spawn_worker_as("a", &host, vec![]).await?;
+    let before = [lease(ctx, r[1]).await?, lease(ctx, r[2]).await?];
+    require_ok(&a.request(acquire(r[0], 600_000), STEP).await?, "A acquires a free lease")?;
+    let after = [lease(ctx, r[1]).await?, lease(ctx, r[2]).await?];
+    check(
+        ctx,
+        "lease.acquire-free-or-expired",
+        "a takeover changes the named lease only (other leases are free)",
+        before == after,
+        format!("free leases before {before:?}, after {after:?}"),
+    );
+    let mut a2 = ctx.spawn_worker_as("a2", &host, vec![]).await?;
+    require_ok(&a2.request(acquire(r[1], 600_000), STEP).await?, "A2 (same host) acquires a second lease")?;
+    let other = lease(ctx, r[1]).await?;
+    require_ok(&a.request(json!({"cmd": "renew"}), STEP).await?, "A renews its live lease")?;
+    let other_after = lease(ctx, r[1]).await?;
+    check(
+        ctx,
+        "lease.renew-owner-epoch",
+        "a renewal changes the named lease only (the same owner holds another at the same epoch)",
+        other == other_after,
+        format!("{:?} -> {:?}", other["expires_at"], other_after["expires_at"]),
+    );
+    let mine = lease(ctx, r[0]).await?;
+    require_ok(&a2.request(json!({"cmd": "release"}), STEP).await?, "A2 releases its lease")?;
+    let mine_after = lease(ctx, r[0]).await?;
+    check(
+        ctx,
+        "lease.release-owner-epoch",
+        "a release frees the named lease only (the same owner holds another at the same epoch)",
+        mine == mine_after,
+        format!("{mine} -> {mine_after}"),
+    );
+    let released = lease(ctx, r[1]).await?;
+    check(
+        ctx,
+        "lease.release-keeps-epoch",
+        "the released lease is free and keeps its epoch",
+        released["owner"].is_null() && released["epoch"] == 1,
+        released.to_string(),
+    );
+
+    // Expiry with nobody taking over: no renewal, no write.
+    let mut c = ctx.spawn_worker("c", vec![]).await?;
+    require_ok(&c.request(acquire(r[2], 700), STEP).await?, "C acquires a short lease")?;
+    require_ok(&c.request(json!({"cmd": "start"}), STEP).await?, "C starts its run")?;
+    ctx.wait_lease_expired(r[2]).await?;
+    let mark = ctx.oracle_mark().await?;
+    let renewed = c.request(json!({"cmd": "renew"}), STEP).await?;
+    let saved = c.request(json!({"cmd": "save", "checkpoint": {"late": true}}), STEP).await?;
+    let rows = ctx.commits().await?;
+    let late: Vec<i64> = rows.iter().filter(|x| x.seq > mark && x.writer == c.owner).map(|x| x.seq).collect();
+    check(
+        ctx,
+        "lease.renew-unexpired",
+        "after its lease expired (no takeover), the worker's renewal and save commit nothing",
+        late.is_empty(),
+        format!(
+            "renew answered {}, save answered {}; commits by C after expiry: {late:?}",
+            outcome(&renewed),
+            outcome(&saved)
+        ),
+    );
+    c.shutdown(STEP).await?;
+
+    // A renewal and a save whose check waits, on the lease row, across the expiry.
+    let renew_done = held_across_expiry(ctx, r[3], "renew", |_| json!({"cmd": "renew"})).await?;
+    let save_done =
+        held_across_expiry(ctx, r[4], "save", |_| json!({"cmd": "save", "checkpoint": {"held": true}})).await?;
+    if !(renew_done && save_done) {
+        return Err(HarnessError::Other(
+            "the held-across-expiry probes stayed inconclusive with a 5 s lease (a very loaded machine)".into(),
+        ));
+    }
+
+    a.shutdown(STEP).await?;
+    a2.shutdown(STEP).await?;
+    let rows = ctx.commits().await?;
+    ctx.note(format!("{} boundary checks on the worker's lease handling", ctx.checks.len()));
+    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
+    Ok(())
+}
+
+/// A worker takes `run`'s lease (and starts the run), the harness holds the lease row, the worker
+/// is told to `what` while the lease is live and must be seen waiting; once the lease has expired
+/// on the database clock the hold is released. Whatever the worker answers, nothing of it may
+/// commit. False when inconclusive after three lease lengths (the command began after expiry).
+async fn held_across_expiry(
+    ctx: &mut Ctx,
+    run: Uuid,
+    what: &str,
+    cmd: impl Fn(u32) -> Value,
+) -> Result<bool, HarnessError> {
+    let mut w: Option<WorkerProc> = None;
+    for (i, ttl) in [1_200i64, 2_500, 5_000].into_iter().enumerate() {
+        if let Some(mut old) = w.take() {
+            old.shutdown(STEP).await?;
+            ctx.wait_lease_expired(run).await?;
+        }
+        let mut x = ctx.spawn_worker(&format!("h{what}{i}"), vec![]).await?;
+        require_ok(&x.request(acquire(run, ttl), STEP).await?, &format!("{what} worker acquires"))?;
+        let run_now = fenceproof_harness::record::oracle::run_state(&ctx.pool, run).await?.run;
+        if run_now["status"] == "pending" {
+            require_ok(&x.request(json!({"cmd": "start"}), STEP).await?, &format!("{what} worker starts"))?;
+        }
+        let hold = RowHold::hold(&ctx.db_url, CONTROL, "worker_leases", "run_id", &run.to_string()).await?;
+        let mark = ctx.oracle_mark().await?;
+        let id = x.send(cmd(i as u32)).await?;
+        let blocked = hold.wait_blocked(&ctx.pool, &x.owner, STEP).await;
+        let live: bool =
+            sqlx::query_scalar("SELECT expires_at > clock_timestamp() FROM worker_leases WHERE run_id = $1")
+                .bind(run)
+                .fetch_one(&ctx.pool)
+                .await?;
+        let waited = if blocked.is_ok() && live { ctx.wait_lease_expired(run).await } else { Ok(()) };
+        hold.release().await?;
+        blocked?;
+        waited?;
+        let answer = x.reply(id, STEP).await?;
+        ctx.timeline.record(
+            "harness",
+            "held_across_expiry",
+            what,
+            json!({"live_when_seen_waiting": live, "answer": answer}),
+        );
+        if !live {
+            w = Some(x);
+            continue;
+        }
+        let rows = ctx.commits().await?;
+        let late: Vec<String> = rows
+            .iter()
+            .filter(|r| r.seq > mark && r.writer == x.owner)
+            .map(|r| format!("#{} {} {}", r.seq, r.op, r.table_name))
+            .collect();
+        let rule = if what == "renew" { "lease.renew-unexpired" } else { "commit.lease-owner-epoch-live" };
+        check(
+            ctx,
+            rule,
+            &format!("a {what} that began while the lease was live but reached its check after expiry commits nothing"),
+            late.is_empty(),
+            format!("answered {}; commits by the worker after the hold: {late:?}", outcome(&answer)),
+        );
+        x.shutdown(STEP).await?;
+        return Ok(true);
+    }
+    if let Some(mut old) = w.take() {
+        old.shutdown(Duration::from_secs(5)).await?;
+    }
+    Ok(false)
+}

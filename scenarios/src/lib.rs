@@ -90,6 +90,7 @@ pub fn all() -> Vec<Experiment> {
         x("P-api-ledger", p_api::ledger::TITLE, |c| Box::pin(p_api::ledger::run(c))),
         x("P-api-clock", p_api::clock::TITLE, |c| Box::pin(p_api::clock::run(c))),
         x("W-lease", w_boundaries::lease::TITLE, |c| Box::pin(w_boundaries::lease::run(c))),
+        x("W-commit", w_boundaries::commit::TITLE, |c| Box::pin(w_boundaries::commit::run(c))),
     ]
 }
 

@@ -91,6 +91,7 @@ pub fn all() -> Vec<Experiment> {
         x("P-api-clock", p_api::clock::TITLE, |c| Box::pin(p_api::clock::run(c))),
         x("W-lease", w_boundaries::lease::TITLE, |c| Box::pin(w_boundaries::lease::run(c))),
         x("W-commit", w_boundaries::commit::TITLE, |c| Box::pin(w_boundaries::commit::run(c))),
+        x("W-ledger", w_boundaries::ledger::TITLE, |c| Box::pin(w_boundaries::ledger::run(c))),
     ]
 }
 

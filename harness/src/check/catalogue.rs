@@ -265,14 +265,14 @@ pub const RULES: &[Rule] = &[
         section: "09.2",
         statement: "a claim takes only prepared operations of pending or running runs, with an owner and a finite deadline",
         checkers: &["[claim.prepared-of-live-runs]*", LEDGER_MACHINE, "the dispatcher finds nothing to claim", "it was never claimed (oracle)"],
-        experiments: &["F-prepared", "P-api-ledger"],
+        experiments: &["F-prepared", "P-api-ledger", "W-ledger"],
     },
     Rule {
         id: "claim.skip-locked",
         section: "09.2",
         statement: "concurrent claims skip rows another claim holds instead of waiting or double-claiming",
         checkers: &["[claim.skip-locked]*"],
-        experiments: &["P-api-ledger"],
+        experiments: &["P-api-ledger", "W-ledger"],
     },
     Rule {
         id: "ledger.revision-plus-one",

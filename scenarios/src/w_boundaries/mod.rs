@@ -8,3 +8,4 @@
 
 pub mod commit;
 pub mod lease;
+pub mod ledger;

@@ -207,6 +207,42 @@ pub fn is_direct(id: &str) -> bool {
     id.starts_with("direct/")
 }
 
+/// The fenced function a direct-path statement implements one to one (same parameters in the same
+/// order, same result columns), and whether that function answers a row count instead of rows.
+const FENCED_TWIN: &[(&str, &str, bool)] = &[
+    ("lease_acquire", "fp_lease_acquire", false),
+    ("lease_renew", "fp_lease_renew", false),
+    ("lease_release", "fp_lease_release", true),
+    ("claim", "fp_claim", false),
+    ("record_result", "fp_record_result", false),
+    ("mark_unknown_own", "fp_mark_unknown_own", false),
+    ("mark_expired_unknown", "fp_mark_expired_unknown", true),
+    ("converge", "fp_converge", false),
+];
+
+/// For a direct-path statement with a fenced twin: a `CREATE OR REPLACE FUNCTION` of that twin
+/// whose body runs `statement` (with the twin's parameters as `$1..$n`), so the P-api probes judge
+/// the statement with the same adversarial arguments they give the functions.
+pub fn twin_wrapper(name: &str, statement: &str) -> Option<String> {
+    let (_, fp, counts) = FENCED_TWIN.iter().find(|(n, _, _)| *n == name)?;
+    let f = sqlmut::parse::functions(fenceproof_harness::db::databases::MIGRATIONS[1].1)
+        .into_iter()
+        .find(|f| f.name == *fp)?;
+    // The parameter names, in order, from the header's argument list.
+    let args = f.header.split_once('(')?.1;
+    let args = &args[..args.find(")\n")?];
+    let names: Vec<&str> = args.split(',').filter_map(|a| a.split_whitespace().next()).collect();
+    let using = names.join(", ");
+    let body = if *counts {
+        format!(
+            "DECLARE\n  n bigint;\nBEGIN\n  EXECUTE $stmt${statement}$stmt$ USING {using};\n  GET DIAGNOSTICS n = ROW_COUNT;\n  RETURN n;\nEND\n"
+        )
+    } else {
+        format!("BEGIN\n  RETURN QUERY EXECUTE $stmt${statement}$stmt$ USING {using};\nEND\n")
+    };
+    Some(f.replacement(&body))
+}
+
 /// Which mutants to run.
 pub struct Selection {
     /// `(k, n)`: the k-th of n deterministic shares.
@@ -273,6 +309,9 @@ pub async fn run(
     // functions, which a direct-path worker bypasses by construction).
     let reference_bin = session.worker_bin.clone();
     let direct_experiments: Vec<&Experiment> = experiments.iter().filter(|e| !e.id.starts_with("P-")).collect();
+    // A statement with a fenced twin is also run as that twin, through the P-api probes.
+    let twin_experiments: Vec<&Experiment> =
+        experiments.iter().filter(|e| e.id.starts_with("P-api") || !e.id.starts_with("P-")).collect();
     let mut reference_failures = reference_failures;
     if mutants.iter().any(|m| is_direct(&m.id)) {
         let bin = sel.mutant_worker_bin.clone();
@@ -320,10 +359,15 @@ pub async fn run(
             let file = override_file(&session.run.path, &m.id.replace('/', "-"), name, &m.sql)?;
             args = vec!["--sql-mutant".to_string(), file.display().to_string()];
             session.worker_bin = sel.mutant_worker_bin.clone();
+            session.sql_patch = twin_wrapper(name, &m.sql);
         } else {
             session.sql_patch = Some(m.sql.clone());
         }
-        let exps: Vec<&Experiment> = if direct { direct_experiments.clone() } else { experiments.iter().collect() };
+        let exps: Vec<&Experiment> = match (direct, session.sql_patch.is_some()) {
+            (true, true) => twin_experiments.clone(),
+            (true, false) => direct_experiments.clone(),
+            (false, _) => experiments.iter().collect(),
+        };
         let label = format!("sql-{}", m.id.replace('/', "-"));
         let mut results = Vec::new();
         let mut failure = None;
@@ -477,6 +521,19 @@ mod tests {
             assert!(all.contains(id), "{id} is listed as equivalent but is not generated");
         }
         assert!(listed.len() * 10 <= all.len(), "{} equivalents of {} generated", listed.len(), all.len());
+    }
+
+    #[test]
+    fn direct_statements_with_a_fenced_twin_become_that_function() {
+        for (name, fp, _) in FENCED_TWIN {
+            let text = fenceproof_protocol::sql::DIRECT.iter().find(|(d, _)| d == name).expect("a direct statement").1;
+            let w = twin_wrapper(name, text).expect("a wrapper");
+            assert!(w.starts_with(&format!("CREATE OR REPLACE FUNCTION {fp}(")), "{w}");
+            assert!(w.contains("EXECUTE $stmt$") && w.contains(" USING p_"), "{w}");
+        }
+        let w = twin_wrapper("record_result", fenceproof_protocol::sql::RECORD_RESULT).unwrap();
+        assert!(w.contains("USING p_op, p_owner, p_revision, p_digest, p_status, p_remote_id, p_result;"), "{w}");
+        assert!(twin_wrapper("commit_update_run", "x").is_none());
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod ctx;
 pub mod d_race_after_validation;
 pub mod e_remote_success_then_crash;
 pub mod f_cancel_race;
+pub mod frozen_clock;
 pub mod g_retry_isolation;
 pub mod h_failover;
 pub mod h_lease_params;
@@ -92,6 +93,7 @@ pub fn all() -> Vec<Experiment> {
         x("W-lease", w_boundaries::lease::TITLE, |c| Box::pin(w_boundaries::lease::run(c))),
         x("W-commit", w_boundaries::commit::TITLE, |c| Box::pin(w_boundaries::commit::run(c))),
         x("W-ledger", w_boundaries::ledger::TITLE, |c| Box::pin(w_boundaries::ledger::run(c))),
+        x("W-clock", w_boundaries::clock::TITLE, |c| Box::pin(w_boundaries::clock::run(c))),
     ]
 }
 

@@ -101,7 +101,7 @@ pub const RULES: &[Rule] = &[
         section: "05.1",
         statement: "a takeover only of a free lease or one expired on the database clock when it is checked, for the caller, of that run only",
         checkers: &[TAKEOVERS, LEASE_MACHINE, "a takeover while A's lease is live is refused", "[lease.acquire-free-or-expired]*"],
-        experiments: &["B-sigstop", "B-freeze", "B-same-owner", "D", "P-api-lease", "P-api-clock", "W-lease"],
+        experiments: &["B-sigstop", "B-freeze", "B-same-owner", "D", "P-api-lease", "P-api-clock", "W-lease", "W-clock"],
     },
     Rule {
         id: "lease.epoch-plus-one",
@@ -158,7 +158,7 @@ pub const RULES: &[Rule] = &[
         section: "06",
         statement: "a protected write locks the lease row and validates owner, epoch and expiry (database clock, at the check) in the writing transaction",
         checkers: &["[commit.lease-owner-epoch-live]*", HOLDER, "A is fenced after the takeover", "fp_run_transition refuses a forged owner", "fp_run_transition refuses a stale epoch"],
-        experiments: &["B-sigstop", "B-freeze", "B-same-owner", "D", "P-role", "P-api-commit", "P-api-clock", "W-lease"],
+        experiments: &["B-sigstop", "B-freeze", "B-same-owner", "D", "P-role", "P-api-commit", "P-api-clock", "W-lease", "W-clock"],
     },
     Rule {
         id: "commit.valid-at-check",
@@ -228,8 +228,8 @@ pub const RULES: &[Rule] = &[
         id: "clock.database-time",
         section: "05, 10",
         statement: "expiry is judged on the database server's clock: at expires_at = clock a lease has expired (taken over, never renewed or written under), at dispatch_until = clock a claim has",
-        checkers: &["the server's clock stayed frozen where the harness set it", "[lease.renew-unexpired] at *", "[lease.acquire-free-or-expired] at *"],
-        experiments: &["P-api-clock"],
+        checkers: &["[commit.lease-owner-epoch-live] at *", "[unknown.expired-claim-as-seen] at *", "the server's clock stayed frozen where the harness set it", "[lease.renew-unexpired] at *", "[lease.acquire-free-or-expired] at *"],
+        experiments: &["P-api-clock", "W-clock"],
     },
     Rule {
         id: "lease.parameters",
@@ -321,7 +321,7 @@ pub const RULES: &[Rule] = &[
         section: "09.2",
         statement: "a reconciler moves a claim to unknown only once it expired (database clock, at the check), only as it was seen (owner + revision), only while dispatching",
         checkers: &["[unknown.expired-claim-as-seen]*", LEDGER_MACHINE, "the expired claim is moved to unknown, not back to prepared"],
-        experiments: &["E-idem", "E-detid", "E-opquery", "E-plain", "E-idem-pause", "P-api-ledger", "P-api-clock"],
+        experiments: &["E-idem", "E-detid", "E-opquery", "E-plain", "E-idem-pause", "P-api-ledger", "P-api-clock", "W-clock"],
     },
     Rule {
         id: "converge.unknown-at-revision",

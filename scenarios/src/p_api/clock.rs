@@ -10,14 +10,12 @@
 //! `oracle.json`.
 
 use fenceproof_harness::check::Check;
-use fenceproof_harness::db::databases;
-use fenceproof_harness::db::native::NativeCluster;
-use fenceproof_harness::faults::clock::ServerClock;
 use fenceproof_harness::HarnessError;
 use uuid::Uuid;
 
 use super::{lease_key, lit, op_key, outcome, owner, refused, uuid, Answer, Prober};
-use crate::ctx::{Ctx, CONTROL};
+use crate::ctx::Ctx;
+use crate::frozen_clock::FrozenServer;
 
 pub const TITLE: &str = "Fenced functions at the exact instant of expiry (database clock frozen with libfaketime)";
 
@@ -34,46 +32,13 @@ fn one_row(a: &Answer) -> bool {
 }
 
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
-    let Some(bin) = ctx.pg_bin.clone() else {
-        return Err(HarnessError::Other(
-            "P-api-clock starts its own native server (the clock fault is that server's): no PostgreSQL binaries here"
-                .into(),
-        ));
-    };
-    let clock = ServerClock::create(&ctx.dir.join("clock"), T0)?;
-    let server =
-        NativeCluster::start_with_env(bin, &ctx.dir.join("postgres-clock.log"), Vec::new(), clock.env()).await?;
-    databases::create_template(&server).await?;
-    let url = databases::create_from_template(&server, "clock").await?;
-    let pool = databases::pool(&url, CONTROL, 4).await?;
-    if let Some(sql) = &ctx.sql_patch {
-        sqlx::raw_sql(sql).execute(&pool).await?;
-    }
-    let now: String = sqlx::query_scalar("SELECT clock_timestamp()::text").fetch_one(&pool).await?;
-    ctx.timeline.record("harness", "clock_frozen", "database", serde_json::json!({ "at": T0, "server_reads": now }));
-    if !now.starts_with(T0) {
-        return Err(HarnessError::Other(format!(
-            "libfaketime did not freeze the server's clock at {T0}: it reads {now}"
-        )));
-    }
-    // Probe that server: the prober works on the context's database, so point the context at it.
-    let saved = (
-        std::mem::replace(&mut ctx.pool, pool.clone()),
-        std::mem::replace(&mut ctx.db_url, url.clone()),
-        std::mem::replace(&mut ctx.worker_login, Some(databases::url_as(&url, databases::WORKER_LOGIN)?)),
-    );
-    let res = probes(ctx, &clock).await;
-    let rows = fenceproof_harness::record::oracle::commits_in(&pool, &ctx.oracle_schema).await;
-    (ctx.pool, ctx.db_url, ctx.worker_login) = saved;
-    if let Ok(rows) = &rows {
-        std::fs::write(ctx.dir.join("oracle.json"), serde_json::to_string_pretty(rows).expect("json"))?;
-    }
-    pool.close().await;
-    drop(server);
+    let server = FrozenServer::enter(ctx, T0).await?;
+    let res = probes(ctx, &server).await;
+    server.leave(ctx).await?;
     res
 }
 
-async fn probes(ctx: &mut Ctx, clock: &ServerClock) -> Result<(), HarnessError> {
+async fn probes(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), HarnessError> {
     let Some(mut p) = Prober::new(ctx) else { return Ok(()) };
     let (r1, r2) = (p.new_run("task-clock-1").await?, p.new_run("task-clock-2").await?);
     let (a, b) = (owner("a"), owner("b"));
@@ -98,8 +63,7 @@ async fn probes(ctx: &mut Ctx, clock: &ServerClock) -> Result<(), HarnessError> 
     )
     .await?;
 
-    clock.set(T1)?;
-    p.ctx.timeline.record("harness", "clock_set", "database", serde_json::json!({ "at": T1 }));
+    server.set(p.ctx, T1)?;
     let at = format!("at {T1}, the instant the leases expire,");
     p.probe(
         "lease.renew-unexpired",
@@ -158,8 +122,7 @@ async fn probes(ctx: &mut Ctx, clock: &ServerClock) -> Result<(), HarnessError> 
         lit(&d)
     ))
     .await?;
-    clock.set(T2)?;
-    p.ctx.timeline.record("harness", "clock_set", "database", serde_json::json!({ "at": T2 }));
+    server.set(p.ctx, T2)?;
     p.probe(
         "unknown.expired-claim-as-seen",
         &format!("at {T2}, the instant the claim is due, a reconciler moves it to unknown"),

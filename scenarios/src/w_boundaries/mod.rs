@@ -6,6 +6,7 @@
 //! [`fenceproof_harness::faults::row_hold`]). They catch a worker whose own SQL drops a condition,
 //! wherever it writes: through the fp_* functions or directly on the tables.
 
+pub mod clock;
 pub mod commit;
 pub mod lease;
 pub mod ledger;

@@ -1,0 +1,82 @@
+//! A database server of an experiment's own whose clock is frozen where the harness says (see
+//! [`fenceproof_harness::faults::clock`]), migrated like the session's template (and patched with
+//! the session's SQL mutant, if any). While it is entered, the experiment's context points at it:
+//! workers, dispatchers, barriers and the oracle all use that server. Leaving saves its oracle as
+//! the experiment's `oracle.json` and points the context back.
+
+use fenceproof_harness::db::databases;
+use fenceproof_harness::db::native::NativeCluster;
+use fenceproof_harness::faults::clock::ServerClock;
+use fenceproof_harness::HarnessError;
+use sqlx::PgPool;
+
+use crate::ctx::{Ctx, CONTROL};
+
+pub struct FrozenServer {
+    pub clock: ServerClock,
+    server: NativeCluster,
+    pool: PgPool,
+    saved: Option<(PgPool, String, Option<String>)>,
+}
+
+impl FrozenServer {
+    /// Start the server with its clock frozen at `at` (`YYYY-MM-DD hh:mm:ss`) and point `ctx` at a
+    /// fresh database on it.
+    pub async fn enter(ctx: &mut Ctx, at: &str) -> Result<FrozenServer, HarnessError> {
+        let Some(bin) = ctx.pg_bin.clone() else {
+            return Err(HarnessError::Other(format!(
+                "{} starts its own native server (the clock fault is that server's): no PostgreSQL binaries here",
+                ctx.id
+            )));
+        };
+        let clock = ServerClock::create(&ctx.dir.join("clock"), at)?;
+        let server =
+            NativeCluster::start_with_env(bin, &ctx.dir.join("postgres-clock.log"), Vec::new(), clock.env()).await?;
+        databases::create_template(&server).await?;
+        let url = databases::create_from_template(&server, "clock").await?;
+        let pool = databases::pool(&url, CONTROL, 4).await?;
+        if let Some(sql) = &ctx.sql_patch {
+            sqlx::raw_sql(sql).execute(&pool).await?;
+        }
+        let now: String = sqlx::query_scalar("SELECT clock_timestamp()::text").fetch_one(&pool).await?;
+        ctx.timeline.record(
+            "harness",
+            "clock_frozen",
+            "database",
+            serde_json::json!({ "at": at, "server_reads": now }),
+        );
+        if !now.starts_with(at) {
+            return Err(HarnessError::Other(format!(
+                "libfaketime did not freeze the server's clock at {at}: it reads {now}"
+            )));
+        }
+        let login = databases::url_as(&url, databases::WORKER_LOGIN)?;
+        let saved = (
+            std::mem::replace(&mut ctx.pool, pool.clone()),
+            std::mem::replace(&mut ctx.db_url, url),
+            std::mem::replace(&mut ctx.worker_login, Some(login)),
+        );
+        Ok(FrozenServer { clock, server, pool, saved: Some(saved) })
+    }
+
+    /// Move the server's clock to `at` (frozen there), and note it in the timeline.
+    pub fn set(&self, ctx: &Ctx, at: &str) -> Result<(), HarnessError> {
+        self.clock.set(at)?;
+        ctx.timeline.record("harness", "clock_set", "database", serde_json::json!({ "at": at }));
+        Ok(())
+    }
+
+    /// Save this server's oracle as the experiment's, point `ctx` back, stop the server.
+    pub async fn leave(mut self, ctx: &mut Ctx) -> Result<(), HarnessError> {
+        let rows = fenceproof_harness::record::oracle::commits_in(&self.pool, &ctx.oracle_schema).await;
+        if let Some((pool, url, login)) = self.saved.take() {
+            (ctx.pool, ctx.db_url, ctx.worker_login) = (pool, url, login);
+        }
+        if let Ok(rows) = &rows {
+            std::fs::write(ctx.dir.join("oracle.json"), serde_json::to_string_pretty(rows).expect("json"))?;
+        }
+        self.pool.close().await;
+        drop(self.server);
+        Ok(())
+    }
+}

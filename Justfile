@@ -29,7 +29,7 @@ mutants *ARGS: build build-mutants
 
 # Generated mutants of the fenced fp_* functions (migration 0002), each through A-G and P-* with the
 # reference worker; kill matrix in reports/<run>/mutants-sql.{json,md} (e.g. `--shard 1/4`, `--first-kill`).
-mutants-sql *ARGS: build
+mutants-sql *ARGS: build build-mutants
     ./target/debug/fenceproof mutants --sql {{ARGS}}
 
 # The spec's rules, each with the checks that judge it and the experiments that exercise it.

@@ -94,6 +94,7 @@ pub fn all() -> Vec<Experiment> {
         x("W-commit", w_boundaries::commit::TITLE, |c| Box::pin(w_boundaries::commit::run(c))),
         x("W-ledger", w_boundaries::ledger::TITLE, |c| Box::pin(w_boundaries::ledger::run(c))),
         x("W-clock", w_boundaries::clock::TITLE, |c| Box::pin(w_boundaries::clock::run(c))),
+        x("W-control", w_boundaries::control::TITLE, |c| Box::pin(w_boundaries::control::run(c))),
     ]
 }
 

@@ -56,6 +56,7 @@ async fn every_experiment_passes_and_leaves_a_report() {
             "W-commit",
             "W-ledger",
             "W-clock",
+            "W-control",
         ]
     );
     // Every rule of the catalogue was judged by at least one of its checkers in this run, in at
@@ -91,6 +92,6 @@ async fn every_experiment_passes_and_leaves_a_report() {
     let latest = std::fs::read_link(reports.join("latest")).unwrap();
     assert_eq!(reports.join(latest), dir);
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
-    assert!(junit.contains("tests=\"29\" failures=\"0\" errors=\"0\""), "{junit}");
+    assert!(junit.contains("tests=\"30\" failures=\"0\" errors=\"0\""), "{junit}");
     assert_eq!(registry::live_count(), 0, "children still registered after the run");
 }

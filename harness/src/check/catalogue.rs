@@ -95,6 +95,13 @@ pub const RULES: &[Rule] = &[
         checkers: &[RUN_MACHINE],
         experiments: ALL_JUDGED,
     },
+    Rule {
+        id: "runs.one-live-run-per-task",
+        section: "04, 07",
+        statement: "a task has one active run: a retry is created only once the active run is finished, in the transaction that switches active_run_id",
+        checkers: &["[runs.one-live-run-per-task]*"],
+        experiments: &["W-control"],
+    },
     // §05: the lease.
     Rule {
         id: "lease.acquire-free-or-expired",
@@ -348,8 +355,8 @@ pub const RULES: &[Rule] = &[
         id: "cancel.prepared-to-cancelled",
         section: "09.3",
         statement: "cancel moves the run's prepared operations to cancelled in the same transaction; they are never dispatched",
-        checkers: &["prepared becomes cancelled in the cancel transaction", "it was never executed (tools' ledger)"],
-        experiments: &["F-prepared"],
+        checkers: &["[cancel.prepared-to-cancelled]*", "prepared becomes cancelled in the cancel transaction", "it was never executed (tools' ledger)"],
+        experiments: &["F-prepared", "W-control"],
     },
     Rule {
         id: "cancel.in-flight-kept",

@@ -8,5 +8,6 @@
 
 pub mod clock;
 pub mod commit;
+pub mod control;
 pub mod lease;
 pub mod ledger;

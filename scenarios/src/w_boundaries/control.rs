@@ -1,0 +1,109 @@
+//! W-control: the control plane of the worker under test (its `create_run` and `cancel`) at the
+//! boundaries of spec §04, §07 and §09.3. A cancel changes the named run and that run's prepared
+//! intents only, and never a finished run. Two retries of one task racing (both held on the task
+//! row by the harness, then released together) leave the task with one live run, not two.
+
+use std::time::Duration;
+
+use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::faults::row_hold::RowHold;
+use fenceproof_harness::HarnessError;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
+
+pub const TITLE: &str =
+    "The worker's control plane at its boundaries: cancel of one run among others, of a finished run, racing retries";
+
+fn run_of(ev: &serde_json::Value) -> Result<Uuid, HarnessError> {
+    data(ev)["run_id"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| HarnessError::Other(format!("create_run answered no run_id: {ev}")))
+}
+
+pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let mut cp = ctx.spawn_control_plane().await?;
+    let mut cp2 = ctx.spawn_control_plane().await?;
+    let control = [CONTROL, cp.owner.as_str(), cp2.owner.as_str()].map(String::from);
+    let t = &Uuid::new_v4().simple().to_string()[..8];
+    let create = |task: &str| json!({"cmd": "create_run", "task_id": format!("{task}-{t}")});
+    let acquire = |r: Uuid| json!({"cmd": "acquire", "run_id": r, "ttl_ms": 600_000, "heartbeat_ms": 600_000, "renew_timeout_ms": 5_000});
+
+    // Two live runs, each with a prepared intent; cancel one.
+    let c1 = cp.request(create("wx-1"), STEP).await?;
+    require_ok(&c1, "create a first run")?;
+    let c2 = cp.request(create("wx-2"), STEP).await?;
+    require_ok(&c2, "create a second run")?;
+    let (r1, r2) = (run_of(&c1)?, run_of(&c2)?);
+    let mut intents = Vec::new();
+    let mut workers = Vec::new();
+    for (i, r) in [r1, r2].into_iter().enumerate() {
+        let mut w = ctx.spawn_worker(&format!("w{i}"), vec![]).await?;
+        require_ok(&w.request(acquire(r), STEP).await?, "a worker acquires")?;
+        require_ok(&w.request(json!({"cmd": "start"}), STEP).await?, "a worker starts")?;
+        let p = w.request(json!({"cmd": "plan", "step_id": "s", "tool": "idem", "request": {"i": i}}), STEP).await?;
+        require_ok(&p, "a worker plans a step")?;
+        intents.push(data(&p)["operation_id"].as_str().unwrap_or_default().to_string());
+        workers.push(w);
+    }
+    require_ok(&cp.request(json!({"cmd": "cancel", "run_id": r1}), STEP).await?, "cancel the first run")?;
+    let other = fenceproof_harness::record::oracle::run_state(&ctx.pool, r2).await?.run;
+    let other_op = ctx.operation(&intents[1]).await?;
+    ctx.check(Check::expect(
+        "[cancel.prepared-to-cancelled] a cancel changes the named run and its own prepared intents only",
+        other["status"] == "running" && other_op["status"] == "prepared",
+        format!("the other run is {}, its intent {}", other["status"], other_op["status"]),
+    ));
+
+    // A finished run cannot be cancelled.
+    require_ok(&workers[1].request(json!({"cmd": "succeed"}), STEP).await?, "the second run completes")?;
+    let late = cp.request(json!({"cmd": "cancel", "run_id": r2}), STEP).await?;
+    let done = fenceproof_harness::record::oracle::run_state(&ctx.pool, r2).await?.run;
+    ctx.check(Check::expect(
+        "[runs.terminal-final] a cancel of a finished run changes nothing",
+        done["status"] == "succeeded",
+        format!("cancel answered {}; the run is {}", outcome(&late), done["status"]),
+    ));
+
+    // Two retries of one finished task, held on the task row, then released together.
+    let task = format!("wx-3-{t}");
+    let c3 = cp.request(json!({"cmd": "create_run", "task_id": task}), STEP).await?;
+    require_ok(&c3, "create a run to retry")?;
+    let r3 = run_of(&c3)?;
+    require_ok(&cp.request(json!({"cmd": "cancel", "run_id": r3}), STEP).await?, "cancel it (a retry may follow)")?;
+    let hold = RowHold::hold(&ctx.db_url, CONTROL, "agent_tasks", "task_id", &task).await?;
+    let ids = (
+        cp.send(json!({"cmd": "create_run", "task_id": task})).await?,
+        cp2.send(json!({"cmd": "create_run", "task_id": task})).await?,
+    );
+    let both =
+        (hold.wait_blocked(&ctx.pool, &cp.owner, STEP).await, hold.wait_blocked(&ctx.pool, &cp2.owner, STEP).await);
+    hold.release().await?;
+    both.0?;
+    both.1?;
+    let (a1, a2) = (cp.reply(ids.0, STEP).await?, cp2.reply(ids.1, STEP).await?);
+    let live: Vec<(String, String)> = sqlx::query_as(
+        "SELECT run_id::text, status FROM agent_runs WHERE task_id = $1 AND status IN ('pending', 'running')",
+    )
+    .bind(&task)
+    .fetch_all(&ctx.pool)
+    .await?;
+    ctx.check(Check::expect(
+        "[runs.one-live-run-per-task] two racing retries of one task leave it one live run",
+        live.len() == 1,
+        format!("the retries answered {} and {}; live runs of the task: {live:?}", outcome(&a1), outcome(&a2)),
+    ));
+
+    for w in workers.iter_mut() {
+        w.shutdown(STEP).await?;
+    }
+    cp.shutdown(Duration::from_secs(10)).await?;
+    cp2.shutdown(Duration::from_secs(10)).await?;
+    let rows = ctx.commits().await?;
+    ctx.note(format!("{} boundary checks on the worker's control plane", ctx.checks.len()));
+    let control: Vec<&str> = control.iter().map(String::as_str).collect();
+    ctx.checks.extend(invariants::all(&rows, &control));
+    Ok(())
+}

@@ -54,7 +54,7 @@ impl FrozenServer {
         let saved = (
             std::mem::replace(&mut ctx.pool, pool.clone()),
             std::mem::replace(&mut ctx.db_url, url),
-            std::mem::replace(&mut ctx.worker_login, Some(login)),
+            ctx.worker_login.replace(login),
         );
         Ok(FrozenServer { clock, server, pool, saved: Some(saved) })
     }

@@ -199,7 +199,7 @@ pub fn ledger_follows_its_state_machine(rows: &[CommitRow], control: &[&str]) ->
                             ));
                         }
                         let until = ts(r.new_str("dispatch_until")).zip(ts(r.new_str("updated_at")));
-                        if r.new_str("dispatch_owner").is_none() || !until.is_some_and(|(d, u)| d > u) {
+                        if r.new_str("dispatch_owner").is_none() || until.is_none_or(|(d, u)| d <= u) {
                             bad.push(format!("{at}: a claim without a dispatch owner and a deadline in the future"));
                         }
                         if let Some(o) = r.new_str("dispatch_owner") {

@@ -48,6 +48,12 @@ const ALL_JUDGED: &[&str] = &[
     "P-api-lease",
     "P-api-commit",
     "P-api-ledger",
+    "P-api-clock",
+    "W-lease",
+    "W-commit",
+    "W-ledger",
+    "W-clock",
+    "W-control",
 ];
 
 const HOLDER: &str = "only the current lease holder commits run state";

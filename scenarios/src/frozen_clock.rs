@@ -16,7 +16,7 @@ pub struct FrozenServer {
     pub clock: ServerClock,
     server: NativeCluster,
     pool: PgPool,
-    saved: Option<(PgPool, String, Option<String>)>,
+    saved: Option<(PgPool, String, Option<String>, String)>,
 }
 
 impl FrozenServer {
@@ -55,6 +55,7 @@ impl FrozenServer {
             std::mem::replace(&mut ctx.pool, pool.clone()),
             std::mem::replace(&mut ctx.db_url, url),
             ctx.worker_login.replace(login),
+            std::mem::replace(&mut ctx.oracle_schema, fenceproof_harness::record::oracle::DEFAULT_SCHEMA.to_string()),
         );
         Ok(FrozenServer { clock, server, pool, saved: Some(saved) })
     }
@@ -69,8 +70,8 @@ impl FrozenServer {
     /// Save this server's oracle as the experiment's, point `ctx` back, stop the server.
     pub async fn leave(mut self, ctx: &mut Ctx) -> Result<(), HarnessError> {
         let rows = fenceproof_harness::record::oracle::commits_in(&self.pool, &ctx.oracle_schema).await;
-        if let Some((pool, url, login)) = self.saved.take() {
-            (ctx.pool, ctx.db_url, ctx.worker_login) = (pool, url, login);
+        if let Some((pool, url, login, schema)) = self.saved.take() {
+            (ctx.pool, ctx.db_url, ctx.worker_login, ctx.oracle_schema) = (pool, url, login, schema);
         }
         if let Ok(rows) = &rows {
             std::fs::write(ctx.dir.join("oracle.json"), serde_json::to_string_pretty(rows).expect("json"))?;

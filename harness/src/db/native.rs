@@ -74,7 +74,7 @@ impl NativeCluster {
         let root = make_root(run_as)?;
         registry::register_dir(root.clone());
         let mut cluster = NativeCluster { version: bin.version(), bin, root, port: 0, child: None, extra, env };
-        cluster.initdb(run_as)?;
+        cluster.initdb(run_as).await?;
         cluster.port = free_port()?;
         cluster.spawn(run_as, log)?;
         cluster.wait_ready(log).await?;
@@ -115,7 +115,9 @@ impl NativeCluster {
             ])
             .stdin(Stdio::null());
         prepare(&mut cmd, Signal::SIGKILL, run_as);
-        let out = cmd.output().map_err(|e| HarnessError::ServerStart(format!("cannot run pg_basebackup: {e}")))?;
+        let out = crate::procs::spawn::run_bounded(cmd, "pg_basebackup", crate::procs::spawn::tool_timeout())
+            .await
+            .map_err(|e| HarnessError::ServerStart(e.to_string()))?;
         if !out.status.success() {
             let text = String::from_utf8_lossy(&out.stderr);
             return Err(HarnessError::ServerStart(format!(
@@ -173,16 +175,16 @@ impl NativeCluster {
         self.root.join("data")
     }
 
-    fn initdb(&self, run_as: Option<RunAs>) -> Result<()> {
+    async fn initdb(&self, run_as: Option<RunAs>) -> Result<()> {
         let mut cmd = Command::new(self.bin.tool("initdb"));
         cmd.arg("-D")
             .arg(self.data())
             .args(["-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"])
             .stdin(Stdio::null());
         prepare(&mut cmd, Signal::SIGKILL, run_as);
-        let out = cmd
-            .output()
-            .map_err(|e| HarnessError::Initdb(format!("cannot run {}: {e}", self.bin.tool("initdb").display())))?;
+        let out = crate::procs::spawn::run_bounded(cmd, "initdb", crate::procs::spawn::tool_timeout())
+            .await
+            .map_err(|e| HarnessError::Initdb(e.to_string()))?;
         if !out.status.success() {
             let text = String::from_utf8_lossy(&out.stderr);
             let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output");

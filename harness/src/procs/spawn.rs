@@ -37,3 +37,40 @@ pub fn prepare(cmd: &mut std::process::Command, death_signal: Signal, run_as: Op
         });
     }
 }
+
+/// How long a one-shot tool of the server (initdb, pg_basebackup) may run: `FENCEPROOF_TOOL_TIMEOUT_S`
+/// seconds, default 120. A stalled disk or a broken binary then ends in an error, not a hang.
+pub fn tool_timeout() -> std::time::Duration {
+    let s = std::env::var("FENCEPROOF_TOOL_TIMEOUT_S").ok().and_then(|v| v.parse().ok()).unwrap_or(120u64);
+    std::time::Duration::from_secs(s.max(1))
+}
+
+/// Run a one-shot child to its end, bounded by `bound` and interruptible: it is registered for
+/// cleanup (Ctrl-C, panic), killed with its process group when the bound passes or when the
+/// awaiting future is dropped, and its output is collected without blocking the runtime.
+pub async fn run_bounded(
+    cmd: std::process::Command,
+    what: &str,
+    bound: std::time::Duration,
+) -> Result<std::process::Output, crate::HarnessError> {
+    use crate::procs::registry::{self, Kind};
+    let mut cmd = tokio::process::Command::from(cmd);
+    cmd.kill_on_drop(true).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().map_err(|e| crate::HarnessError::Process(format!("cannot run {what}: {e}")))?;
+    let pid = child.id().map(|p| nix::unistd::Pid::from_raw(p as i32));
+    if let Some(p) = pid {
+        registry::register(p, Kind::Other);
+    }
+    let out = tokio::time::timeout(bound, child.wait_with_output()).await;
+    if let Some(p) = pid {
+        if out.is_err() {
+            // The whole group: initdb's own children (postgres --boot) too.
+            let _ = nix::sys::signal::killpg(p, nix::sys::signal::Signal::SIGKILL);
+        }
+        registry::unregister(p);
+    }
+    match out {
+        Ok(r) => r.map_err(|e| crate::HarnessError::Process(format!("{what}: {e}"))),
+        Err(_) => Err(crate::HarnessError::Timeout { what: format!("{what} (killed)"), after_ms: bound.as_millis() }),
+    }
+}

@@ -21,6 +21,7 @@ pub mod outbox_setup;
 pub mod p_api;
 pub mod p_role_boundary;
 pub mod p_secret_masking;
+pub mod preflight;
 pub mod runner;
 pub mod schedules;
 pub mod w_boundaries;

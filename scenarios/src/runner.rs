@@ -396,6 +396,13 @@ pub async fn verify(
     repeat: u32,
 ) -> Result<(Matrix, Vec<String>, PathBuf), HarnessError> {
     let mut session = Session::start(opts).await?;
+    // The worker must answer its first command before the matrix spends time on it.
+    let url = match &session.server {
+        Server::Native(c) => c.url_for("postgres"),
+        Server::Container(c) => c.url_for("postgres"),
+        Server::External(_) => opts.database_url.clone().unwrap_or_default(),
+    };
+    crate::preflight::check_worker(&session.worker_bin, &url, &session.run.path.join("preflight")).await?;
     let repeat = repeat.max(1);
     let mut rounds = Vec::new();
     for i in 1..=repeat {

@@ -16,6 +16,46 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
 use crate::error::{HarnessError, Result};
+
+/// The longest line a worker may print on stdout (one JSON event).
+pub const MAX_LINE: usize = 1 << 20;
+/// Events read ahead of the harness.
+const EVENT_QUEUE: usize = 1024;
+/// Unasked-for events kept while waiting for an answer; more is a flood.
+pub const MAX_BACKLOG: usize = 10_000;
+/// Events kept in `history`.
+const MAX_HISTORY: usize = 10_000;
+
+/// One line of at most MAX_LINE bytes (without its newline); `Ok(None)` at the end; `Err(start)`
+/// with the line's first bytes when it is longer.
+async fn read_bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
+    r: &mut R,
+) -> std::result::Result<Option<String>, String> {
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        let chunk = match r.fill_buf().await {
+            Ok(c) => c,
+            Err(_) => return Ok(None),
+        };
+        if chunk.is_empty() {
+            return Ok((!buf.is_empty()).then(|| String::from_utf8_lossy(&buf).into_owned()));
+        }
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i, true),
+            None => (chunk.len(), false),
+        };
+        if buf.len() + take > MAX_LINE {
+            let mut start = buf;
+            start.extend_from_slice(&chunk[..take.min(80)]);
+            return Err(String::from_utf8_lossy(&start[..start.len().min(80)]).into_owned());
+        }
+        buf.extend_from_slice(&chunk[..take]);
+        r.consume(if done { take + 1 } else { take });
+        if done {
+            return Ok(Some(String::from_utf8_lossy(&buf).into_owned()));
+        }
+    }
+}
 use crate::faults::{Pause, PauseKind};
 use crate::procs::registry::{self, Kind};
 use crate::procs::spawn::prepare;
@@ -41,7 +81,7 @@ pub struct WorkerProc {
     pub pid: Pid,
     child: Child,
     stdin: Option<ChildStdin>,
-    events: mpsc::UnboundedReceiver<Value>,
+    events: mpsc::Receiver<Value>,
     /// Events received but not yet consumed by a wait.
     backlog: Vec<Value>,
     /// Every event received, in order.
@@ -89,12 +129,26 @@ impl WorkerProc {
         );
 
         let stdout = child.stdout.take().expect("stdout piped");
-        let (tx, rx) = mpsc::unbounded_channel();
+        // Bounded both ways: a line longer than MAX_LINE ends the reading (the worker broke its
+        // language), and at most EVENT_QUEUE events wait in the channel; beyond that the reader
+        // stops reading, so a worker flooding its stdout blocks on its own pipe instead of growing
+        // the harness's memory.
+        let (tx, rx) = mpsc::channel(EVENT_QUEUE);
         tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
+            let mut reader = tokio::io::BufReader::new(stdout);
+            loop {
+                let line = match read_bounded_line(&mut reader).await {
+                    Ok(Some(line)) => line,
+                    Ok(None) => break,
+                    Err(start) => {
+                        let _ = tx
+                            .send(json!({ "event": "protocol_violation", "detail": format!("a line longer than {MAX_LINE} bytes (it starts: {start})") }))
+                            .await;
+                        break;
+                    }
+                };
                 let v = serde_json::from_str(&line).unwrap_or_else(|_| json!({ "event": "unparsed", "line": line }));
-                if tx.send(v).is_err() {
+                if tx.send(v).await.is_err() {
                     break;
                 }
             }
@@ -157,21 +211,41 @@ impl WorkerProc {
                 }
                 Ok(None) => return Err(self.err(&format!("exited before {what}"))),
                 Ok(Some(ev)) => {
-                    self.history.push(ev.clone());
+                    if ev["event"] == "protocol_violation" {
+                        return Err(self.err(ev["detail"].as_str().unwrap_or("broke the language")));
+                    }
+                    self.remember(&ev);
                     if pred(&ev) {
                         return Ok(ev);
                     }
                     self.backlog.push(ev);
+                    if self.backlog.len() > MAX_BACKLOG {
+                        let sample = self.backlog.last().map(|e| e.to_string()).unwrap_or_default();
+                        return Err(self.err(&format!(
+                            "sent more than {MAX_BACKLOG} events no command asked for while the harness waited for {what} (the last: {})",
+                            sample.chars().take(200).collect::<String>()
+                        )));
+                    }
                 }
             }
         }
     }
 
+    /// Keep `ev` in the history (the newest MAX_HISTORY events).
+    fn remember(&mut self, ev: &Value) {
+        if self.history.len() >= MAX_HISTORY {
+            self.history.drain(..MAX_HISTORY / 2);
+        }
+        self.history.push(ev.clone());
+    }
+
     /// Without waiting: the first already-received event matching `pred`, if any.
     pub fn poll_event(&mut self, pred: impl Fn(&Value) -> bool) -> Option<Value> {
         while let Ok(ev) = self.events.try_recv() {
-            self.history.push(ev.clone());
-            self.backlog.push(ev);
+            self.remember(&ev);
+            if self.backlog.len() < MAX_BACKLOG {
+                self.backlog.push(ev);
+            }
         }
         let i = self.backlog.iter().position(pred)?;
         Some(self.backlog.remove(i))
@@ -239,8 +313,10 @@ impl WorkerProc {
         registry::unregister(self.pid);
         // Drain what it printed before exiting.
         while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_millis(500), self.events.recv()).await {
-            self.history.push(ev.clone());
-            self.backlog.push(ev);
+            self.remember(&ev);
+            if self.backlog.len() < MAX_BACKLOG {
+                self.backlog.push(ev);
+            }
         }
         self.timeline.record("harness", "exited", &self.name, json!({ "code": status.code() }));
         Ok(status.code())

@@ -20,18 +20,28 @@ pub struct RowHold {
 }
 
 impl RowHold {
-    /// Hold the row `table` WHERE `key_column = key` (text compared), on the database at `url`.
+    /// Hold the row `table` WHERE `key_column = key` (text compared), on the database at `url`,
+    /// by rewriting it to itself: every writer and locker waits, and re-checks on release.
     pub async fn hold(url: &str, app: &str, table: &str, key_column: &str, key: &str) -> Result<RowHold> {
+        let sql = format!("UPDATE {table} SET updated_at = updated_at WHERE {key_column}::text = $1");
+        RowHold::take(url, app, &sql, key).await
+    }
+
+    /// Hold the row with a share lock only (no new version): a `FOR UPDATE` read and an UPDATE of
+    /// it wait, while plain reads and `INSERT … ON CONFLICT DO NOTHING` go on. So a statement
+    /// sequence that reads the row without locking it runs up to its write and waits there.
+    pub async fn share(url: &str, app: &str, table: &str, key_column: &str, key: &str) -> Result<RowHold> {
+        let sql = format!("SELECT 1 FROM {table} WHERE {key_column}::text = $1 FOR SHARE");
+        RowHold::take(url, app, &sql, key).await
+    }
+
+    async fn take(url: &str, app: &str, sql: &str, key: &str) -> Result<RowHold> {
         let opts: sqlx::postgres::PgConnectOptions = url.parse()?;
         let mut conn = PgConnection::connect_with(&opts.application_name(app)).await?;
         sqlx::query("BEGIN").execute(&mut conn).await?;
-        let n = sqlx::query(&format!("UPDATE {table} SET updated_at = updated_at WHERE {key_column}::text = $1"))
-            .bind(key)
-            .execute(&mut conn)
-            .await?
-            .rows_affected();
+        let n = sqlx::query(sql).bind(key).execute(&mut conn).await?.rows_affected();
         if n != 1 {
-            return Err(HarnessError::Other(format!("row hold: {table}.{key_column} = {key} matched {n} rows")));
+            return Err(HarnessError::Other(format!("row hold: `{sql}` with {key} matched {n} rows")));
         }
         let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut conn).await?;
         Ok(RowHold { conn: Some(conn), pid })
@@ -48,6 +58,24 @@ impl RowHold {
                 )
                 .bind(&app)
                 .bind(pid)
+                .fetch_optional(&pool)
+                .await?)
+            }
+        })
+        .await
+    }
+
+    /// Wait until a session whose application_name is `app` waits on a lock at all: behind this
+    /// hold, or behind another session queued on it (a second waiter waits on the first).
+    pub async fn wait_queued(&self, pool: &sqlx::PgPool, app: &str, timeout: Duration) -> Result<i32> {
+        let (pool, app) = (pool.clone(), app.to_string());
+        wait::until(&format!("{app} to wait in the queue on the harness's row hold"), timeout, || {
+            let (pool, app) = (pool.clone(), app.clone());
+            async move {
+                Ok(sqlx::query_scalar::<_, i32>(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND cardinality(pg_blocking_pids(pid)) > 0 LIMIT 1",
+                )
+                .bind(&app)
                 .fetch_optional(&pool)
                 .await?)
             }

@@ -1,7 +1,7 @@
 //! W-control: the control plane of the worker under test (its `create_run` and `cancel`) at the
 //! boundaries of spec §04, §07 and §09.3. A cancel changes the named run and that run's prepared
 //! intents only, and never a finished run. Two retries of one task racing (both held on the task
-//! row by the harness, then released together) leave the task with one live run, not two.
+//! row by the harness's share lock, then released together) leave the task with one live run.
 
 use std::time::Duration;
 
@@ -73,13 +73,15 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     require_ok(&c3, "create a run to retry")?;
     let r3 = run_of(&c3)?;
     require_ok(&cp.request(json!({"cmd": "cancel", "run_id": r3}), STEP).await?, "cancel it (a retry may follow)")?;
-    let hold = RowHold::hold(&ctx.db_url, CONTROL, "agent_tasks", "task_id", &task).await?;
+    // A share lock: a create that locks the task row waits at that lock; one that reads it
+    // unlocked runs on to its write of active_run_id and waits there, having read the old value.
+    let hold = RowHold::share(&ctx.db_url, CONTROL, "agent_tasks", "task_id", &task).await?;
     let ids = (
         cp.send(json!({"cmd": "create_run", "task_id": task})).await?,
         cp2.send(json!({"cmd": "create_run", "task_id": task})).await?,
     );
     let both =
-        (hold.wait_blocked(&ctx.pool, &cp.owner, STEP).await, hold.wait_blocked(&ctx.pool, &cp2.owner, STEP).await);
+        (hold.wait_queued(&ctx.pool, &cp.owner, STEP).await, hold.wait_queued(&ctx.pool, &cp2.owner, STEP).await);
     hold.release().await?;
     both.0?;
     both.1?;

@@ -65,6 +65,17 @@ impl RowHold {
         .await
     }
 
+    /// Whether a session whose application_name is `app` is waiting on this hold right now.
+    pub async fn blocks(&self, pool: &sqlx::PgPool, app: &str) -> Result<bool> {
+        Ok(sqlx::query_scalar::<_, bool>(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND $2 = ANY(pg_blocking_pids(pid)))",
+        )
+        .bind(app)
+        .bind(self.pid)
+        .fetch_one(pool)
+        .await?)
+    }
+
     /// Wait until a session whose application_name is `app` waits on a lock at all: behind this
     /// hold, or behind another session queued on it (a second waiter waits on the first).
     pub async fn wait_queued(&self, pool: &sqlx::PgPool, app: &str, timeout: Duration) -> Result<i32> {

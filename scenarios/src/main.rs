@@ -504,6 +504,10 @@ async fn run(cli: Cli) -> u8 {
             json,
             repeat,
         } => {
+            if let Err(msg) = cli::input::check(worker_bin.as_deref(), database_url.as_deref()) {
+                eprintln!("fenceproof: {msg}");
+                return exit::USAGE;
+            }
             if quiet || json {
                 std::env::set_var("FENCEPROOF_QUIET", "1");
             }

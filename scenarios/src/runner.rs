@@ -114,6 +114,16 @@ impl Session {
         let started_at = chrono::Utc::now();
         let t0 = Instant::now();
         for (what, p) in [("worker", &opts.worker_bin), ("fake-tools", &opts.tools_bin)] {
+            use std::os::unix::fs::PermissionsExt;
+            if p.is_dir() {
+                return Err(HarnessError::Other(format!("{what} binary {} is a folder, not a program", p.display())));
+            }
+            if p.is_file() && p.metadata().map(|m| m.permissions().mode() & 0o111 == 0).unwrap_or(false) {
+                return Err(HarnessError::Other(format!(
+                    "{what} binary {} is not executable (chmod +x it)",
+                    p.display()
+                )));
+            }
             if !p.is_file() {
                 return Err(HarnessError::Other(format!(
                     "{what} binary {} not found; build it with `cargo build --workspace`{}",

@@ -34,8 +34,31 @@ pub struct Schemas {
 impl ExternalDb {
     /// Connect, and refuse with a clear error when the role cannot create schemas.
     pub async fn connect(url: &str) -> Result<ExternalDb> {
+        let scheme = url.split("://").next().unwrap_or_default();
+        if !url.contains("://") || !["postgres", "postgresql"].contains(&scheme) {
+            return Err(HarnessError::Other(format!(
+                "--database-url must be a postgres:// or postgresql:// URL, not '{}'",
+                masked(url)
+            )));
+        }
         let opts: PgConnectOptions =
             url.parse().map_err(|e| HarnessError::Other(format!("bad --database-url: {e}")))?;
+        // A closed port or an unknown host says so at once, instead of a pool timing out after 10 s.
+        let (host, port) = (opts.get_host().to_string(), opts.get_port());
+        if !host.starts_with('/') {
+            let addr = format!("{host}:{port}");
+            match tokio::time::timeout(std::time::Duration::from_secs(5), tokio::net::TcpStream::connect(&addr)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    return Err(HarnessError::Other(format!("cannot connect to --database-url: {addr}: {e}")))
+                }
+                Err(_) => {
+                    return Err(HarnessError::Other(format!(
+                        "cannot connect to --database-url: {addr}: no answer within 5 s"
+                    )))
+                }
+            }
+        }
         let pool = PgPoolOptions::new()
             .max_connections(1)
             .acquire_timeout(std::time::Duration::from_secs(10))

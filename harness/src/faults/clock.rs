@@ -28,7 +28,8 @@ impl ServerClock {
             )));
         }
         std::fs::create_dir_all(dir)?;
-        let file = dir.join("faketime");
+        // Absolute: the server reads it from its own working directory (its data folder).
+        let file = std::fs::canonicalize(dir)?.join("faketime");
         let clock = ServerClock { file };
         clock.set(initial)?;
         use std::os::unix::fs::PermissionsExt;

@@ -155,15 +155,47 @@ async fn held_across_expiry(
         let hold = RowHold::hold(&ctx.db_url, CONTROL, "worker_leases", "run_id", &run.to_string()).await?;
         let mark = ctx.oracle_mark().await?;
         let id = x.send(cmd(i as u32)).await?;
-        let blocked = hold.wait_blocked(&ctx.pool, &x.owner, STEP).await;
+        // The worker's statement must come to the lease row (its check is made under the row's
+        // lock): either it is seen waiting on the hold, or it answered without ever touching it.
+        let started = std::time::Instant::now();
+        let mut blocked = false;
+        let mut early = None;
+        while started.elapsed() < STEP {
+            if let Some(a) = x.poll_event(|ev| ev["id"] == json!(id)) {
+                early = Some(a);
+                break;
+            }
+            if hold.blocks(&ctx.pool, &x.owner).await? {
+                blocked = true;
+                break;
+            }
+            tokio::time::sleep(fenceproof_harness::wait::POLL_EVERY).await;
+        }
+        if let Some(a) = early {
+            hold.release().await?;
+            let rule = if what == "renew" { "lease.renew-unexpired" } else { "commit.lease-owner-epoch-live" };
+            check(
+                ctx,
+                rule,
+                &format!("a {what} takes the lease row (its check is made under the row's lock)"),
+                false,
+                format!("answered {} while the harness held the lease row, without ever waiting on it", outcome(&a)),
+            );
+            x.shutdown(STEP).await?;
+            return Ok(true);
+        }
         let live: bool =
             sqlx::query_scalar("SELECT expires_at > clock_timestamp() FROM worker_leases WHERE run_id = $1")
                 .bind(run)
                 .fetch_one(&ctx.pool)
                 .await?;
-        let waited = if blocked.is_ok() && live { ctx.wait_lease_expired(run).await } else { Ok(()) };
+        let waited = if blocked && live { ctx.wait_lease_expired(run).await } else { Ok(()) };
         hold.release().await?;
-        blocked?;
+        if !blocked {
+            return Err(HarnessError::Other(format!(
+                "the {what} neither answered nor waited on the lease row within {STEP:?}"
+            )));
+        }
         waited?;
         let answer = x.reply(id, STEP).await?;
         ctx.timeline.record(

@@ -132,6 +132,14 @@ impl Session {
                 )));
             }
         }
+        let swept = fenceproof_harness::procs::freezer::sweep_leftovers();
+        if !swept.is_empty() {
+            eprintln!(
+                "fenceproof: thawed and removed {} freezer cgroup(s) left by a harness that no longer runs: {}",
+                swept.len(),
+                swept.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            );
+        }
         // Nothing to run on is a one-line error before any run folder exists.
         let choice = if opts.database_url.is_some() { BackendChoice::Auto } else { resolve_backend(opts)? };
         let image = if choice == BackendChoice::Container {

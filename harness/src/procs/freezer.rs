@@ -37,7 +37,8 @@ pub fn flavor() -> Result<Flavor> {
     }
 }
 
-fn root(f: Flavor) -> &'static Path {
+/// The folder this flavor's cgroups live in.
+pub fn root(f: Flavor) -> &'static Path {
     Path::new(match f {
         Flavor::V1 => V1_ROOT,
         Flavor::V2 => V2_ROOT,
@@ -59,7 +60,8 @@ pub fn is_frozen(f: Flavor, dir: &Path) -> bool {
     }
 }
 
-fn set_frozen(f: Flavor, dir: &Path, frozen: bool) -> Result<()> {
+/// Freeze or thaw the cgroup at `dir`.
+pub fn set_frozen(f: Flavor, dir: &Path, frozen: bool) -> Result<()> {
     match f {
         Flavor::V1 => write(&dir.join("freezer.state"), if frozen { "FROZEN" } else { "THAWED" }),
         Flavor::V2 => write(&dir.join("cgroup.freeze"), if frozen { "1" } else { "0" }),
@@ -74,19 +76,38 @@ fn release(f: Flavor, dir: &Path) {
             let _ = std::fs::write(root(f).join("cgroup.procs"), p);
         }
     }
-    let _ = std::fs::remove_dir(dir);
+    // A process killed while frozen leaves the cgroup only once it has really exited, just after
+    // the thaw: the removal fails with EBUSY until then. Retry briefly (bounded), observing the
+    // cgroup, rather than leave an empty cgroup behind.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while std::fs::remove_dir(dir).is_err() && dir.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
-/// Thaw and remove cgroups of harnesses that are no longer alive.
-fn sweep_stale(f: Flavor) {
-    let Ok(entries) = std::fs::read_dir(root(f)) else { return };
+/// Thaw and remove cgroups of harnesses that are no longer alive; the folders it removed.
+fn sweep_stale(f: Flavor) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(root(f)) else { return Vec::new() };
+    let mut swept = Vec::new();
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
         let Some(owner) = name.strip_prefix("fenceproof-").and_then(|r| r.split('-').next()) else { continue };
         let alive = owner.parse::<i32>().is_ok_and(|p| Path::new(&format!("/proc/{p}")).exists());
         if !alive {
             release(f, &e.path());
+            swept.push(e.path());
         }
+    }
+    swept
+}
+
+/// At the start of every run: thaw and remove the freezer cgroups of harnesses that no longer
+/// exist (one killed with SIGKILL cannot clean up), so a process frozen by it does not stay frozen
+/// with its port bound. Returns what was swept, for the run to say so.
+pub fn sweep_leftovers() -> Vec<PathBuf> {
+    match flavor() {
+        Ok(f) => sweep_stale(f),
+        Err(_) => Vec::new(),
     }
 }
 
@@ -112,7 +133,7 @@ impl Frozen {
 
     async fn freeze_with_children(pid: Pid, children: bool) -> Result<Frozen> {
         let f = flavor()?;
-        sweep_stale(f);
+        let _ = sweep_stale(f);
         let dir = root(f).join(format!("fenceproof-{}-{}", std::process::id(), pid.as_raw()));
         std::fs::create_dir_all(&dir).map_err(|e| HarnessError::Process(format!("mkdir {}: {e}", dir.display())))?;
         registry::register_frozen(dir.clone());

@@ -1,6 +1,8 @@
-//! `fenceproof mutants --sql`: the generated mutants of the fenced fp_* functions
-//! ([`fenceproof_harness::sqlmut`]), each installed in every experiment's fresh database and run
-//! through the matrix with the reference worker. A mutant is killed only by a FAIL: an ERROR is no
+//! `fenceproof mutants --sql`: the generated mutants ([`fenceproof_harness::sqlmut`]) of the fenced
+//! fp_* functions, each installed in every experiment's fresh database and run through the matrix
+//! with the reference worker, and of the worker's direct-path statements (`protocol::sql`), each run
+//! by the mutants build of the worker on the direct path (and, where the statement has a fenced
+//! twin, also installed as that function for the P-api probes). A mutant is killed only by a FAIL: an ERROR is no
 //! verdict, so it does not count. Survivors must be listed as equivalent, with the reason, in
 //! `harness/src/check/equivalent_mutants.toml`; a listed mutant that is killed makes that entry wrong.
 

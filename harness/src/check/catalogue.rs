@@ -1,11 +1,11 @@
-//! The rule catalogue: the normative rules of spec §04–§10 and §12, one entry each, with the checks
+//! The rule catalogue: the normative rules of spec §01–§12, one entry each, with the checks
 //! that judge it from evidence (the oracle, the final rows, the tools' ledger, the harness's
 //! timeline; never a worker's own word) and the experiments that exercise it. `fenceproof rules`
 //! prints it; the HTML report links each check to its rule; a test fails when a rule has no
 //! checker or no experiment, and the matrix test fails when a rule's checkers never ran.
 //!
-//! A checker is named as its check appears in `checks.json`; a trailing `*` matches a prefix (the
-//! P-api probes are named `[rule-id] what was probed`, so `[rule-id]*` names all of them).
+//! A checker is named as its check appears in `checks.json`; a `*` matches any text (the P-api and
+//! W probes are named `[rule-id] what was probed`, so `[rule-id]*` names all of them).
 
 use serde::Serialize;
 

@@ -1,7 +1,10 @@
 //! Checkers: one per property, each returning a verdict with the evidence behind it.
 //!
-//! [`invariants`] holds the spec's global invariants (section 01) judged over the oracle rows; an
-//! experiment adds its own section-11 assertions with [`Check::expect`] and friends.
+//! [`invariants`] holds the spec's global invariants (section 01) judged over the oracle rows, and
+//! [`transitions`] its three state machines (lease, run, ledger) judged commit by commit; an
+//! experiment adds its own assertions with [`Check::expect`] and friends. [`catalogue`] lists the
+//! spec's rules with the checks that judge them, and [`equivalents`] the reviewed list of generated
+//! SQL mutants no correct check can observe.
 
 pub mod catalogue;
 pub mod equivalents;

@@ -39,6 +39,8 @@ impl RowHold {
         let opts: sqlx::postgres::PgConnectOptions = url.parse()?;
         let mut conn = PgConnection::connect_with(&opts.application_name(app)).await?;
         sqlx::query("BEGIN").execute(&mut conn).await?;
+        // The hold itself never waits long on someone else's lock.
+        sqlx::query("SET LOCAL lock_timeout = '15s'").execute(&mut conn).await?;
         let n = sqlx::query(sql).bind(key).execute(&mut conn).await?.rows_affected();
         if n != 1 {
             return Err(HarnessError::Other(format!("row hold: `{sql}` with {key} matched {n} rows")));
@@ -76,22 +78,15 @@ impl RowHold {
         .await?)
     }
 
-    /// Wait until a session whose application_name is `app` waits on a lock at all: behind this
-    /// hold, or behind another session queued on it (a second waiter waits on the first).
-    pub async fn wait_queued(&self, pool: &sqlx::PgPool, app: &str, timeout: Duration) -> Result<i32> {
-        let (pool, app) = (pool.clone(), app.to_string());
-        wait::until(&format!("{app} to wait in the queue on the harness's row hold"), timeout, || {
-            let (pool, app) = (pool.clone(), app.clone());
-            async move {
-                Ok(sqlx::query_scalar::<_, i32>(
-                    "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND cardinality(pg_blocking_pids(pid)) > 0 LIMIT 1",
-                )
-                .bind(&app)
-                .fetch_optional(&pool)
-                .await?)
-            }
-        })
-        .await
+    /// Whether a session whose application_name is `app` waits on a lock at all right now: behind
+    /// this hold, or behind another session queued on it (a second waiter waits on the first).
+    pub async fn queued(&self, pool: &sqlx::PgPool, app: &str) -> Result<bool> {
+        Ok(sqlx::query_scalar::<_, bool>(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND cardinality(pg_blocking_pids(pid)) > 0)",
+        )
+        .bind(app)
+        .fetch_one(pool)
+        .await?)
     }
 
     /// Heal: commit the no-op, releasing the waiter.

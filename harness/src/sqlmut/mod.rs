@@ -1,11 +1,13 @@
-//! Generated SQL mutants of the fenced `fp_*` functions (migration 0002), the path the reference
-//! worker, P-role and every deployment with the permission boundary use.
+//! Generated SQL mutants: of the fenced `fp_*` functions (migration 0002), the path the reference
+//! worker, P-role and every deployment with the permission boundary use, and of any other SQL
+//! statement handed to [`generate_statement`] (the scenarios crate passes the worker's direct-path
+//! statements).
 //!
-//! Standard mutation operators ([`operators::Operator`]) are applied one site at a time to each
-//! function's body; each mutant is a `CREATE OR REPLACE FUNCTION` statement the harness runs in an
-//! experiment's fresh database, so no rebuild is needed per mutant. A mutant's id is
-//! `<function>/<operator>/<n>` (the n-th site of that operator in that function, in body order),
-//! stable as long as the function's text is.
+//! Standard mutation operators ([`operators::Operator`]) are applied one site at a time. A function
+//! mutant is a `CREATE OR REPLACE FUNCTION` statement the harness runs in an experiment's fresh
+//! database, so no rebuild is needed per mutant; a statement mutant is the whole mutated statement.
+//! Ids are `<function>/<operator>/<n>` or `direct/<statement>/<operator>/<n>` (the n-th site of that
+//! operator, in text order), stable as long as the text is.
 
 pub mod operators;
 pub mod parse;

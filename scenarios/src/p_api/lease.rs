@@ -6,15 +6,10 @@
 use fenceproof_harness::HarnessError;
 use uuid::Uuid;
 
-use super::{lease_key, lit, owner, refused, uuid, Answer, Prober, LONG_TTL_MS, SHORT_TTL_MS};
+use super::{lease_key, lit, owner, q, refused, uuid, Answer, Prober, LONG_TTL_MS, SHORT_TTL_MS};
 use crate::ctx::Ctx;
 
 pub const TITLE: &str = "Fenced lease functions probed at each rule's boundary (acquire, renew, release)";
-
-fn q(func: &str, args: &[String], held: bool) -> String {
-    let from = if held { "held, LATERAL " } else { "" };
-    format!("SELECT to_jsonb(x) FROM {from}{func}({}) x", args.join(", "))
-}
 
 fn acquire(r: Uuid, o: &str, ttl: i64, held: bool) -> String {
     let who = if held { format!("{} || {{held}}", lit(o)) } else { lit(o) };

@@ -10,15 +10,10 @@ use serde_json::Value;
 use sqlx::Connection;
 use uuid::Uuid;
 
-use super::{lit, op_key, owner, refused, uuid, Answer, Prober, LONG_TTL_MS, SHORT_TTL_MS};
+use super::{lit, op_key, owner, q, refused, uuid, Answer, Prober, LONG_TTL_MS, SHORT_TTL_MS};
 use crate::ctx::Ctx;
 
 pub const TITLE: &str = "Fenced outbox functions probed at each rule's boundary (claim, result, unknown, converge)";
-
-fn q(func: &str, args: &[String], held: bool) -> String {
-    let from = if held { "held, LATERAL " } else { "" };
-    format!("SELECT to_jsonb(x) FROM {from}{func}({}) x", args.join(", "))
-}
 
 fn claim(o: &str, limit: i64) -> String {
     q("fp_claim", &[lit(o), LONG_TTL_MS.to_string(), limit.to_string()], false)
@@ -146,7 +141,10 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let opts: sqlx::postgres::PgConnectOptions = p.ctx.db_url.parse()?;
     let mut first = sqlx::PgConnection::connect_with(&opts.application_name(&d2)).await?;
     sqlx::query("BEGIN").execute(&mut first).await?;
-    let held: Vec<Value> = sqlx::query_scalar(&claim(&d2, 1)).fetch_all(&mut first).await?;
+    let held: Vec<Value> = fenceproof_harness::wait::within("the first claim", crate::ctx::STEP, async {
+        Ok(sqlx::query_scalar(&claim(&d2, 1)).fetch_all(&mut first).await?)
+    })
+    .await?;
     let d3 = owner("d3");
     let second = p
         .probe_with_lock_timeout(

@@ -16,10 +16,8 @@ pub mod lease;
 pub mod ledger;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 use fenceproof_harness::check::{invariants, Check};
-use fenceproof_harness::db::databases;
 use fenceproof_harness::{wait, HarnessError};
 use serde_json::Value;
 use sqlx::{Connection, PgConnection};
@@ -37,6 +35,13 @@ pub type Answer = Result<Vec<Value>, (String, String)>;
 pub struct Prober<'a> {
     pub ctx: &'a mut Ctx,
     login: String,
+}
+
+/// `SELECT to_jsonb(x) FROM func(args) x`; with `held`, the call is made after the `held` CTE
+/// of [`Prober::probe_held`] (`FROM held, LATERAL func(...)`).
+pub fn q(func: &str, args: &[String], held: bool) -> String {
+    let from = if held { "held, LATERAL " } else { "" };
+    format!("SELECT to_jsonb(x) FROM {from}{func}({}) x", args.join(", "))
 }
 
 /// Quote a text literal.
@@ -149,9 +154,7 @@ impl<'a> Prober<'a> {
         ok: impl Fn(&Answer) -> bool,
         may_change: &[String],
     ) -> Result<(), HarnessError> {
-        let before = rows(&self.ctx.pool).await?;
-        let a = self.call(owner, sql).await?;
-        self.judge(rule, what, &before, &a, ok, may_change).await
+        self.probe_with(rule, what, owner, sql, None, ok, may_change).await
     }
 
     /// As [`Prober::probe`], with the call's lock_timeout at 3 s: a call that would wait on a row
@@ -165,8 +168,22 @@ impl<'a> Prober<'a> {
         ok: impl Fn(&Answer) -> bool,
         may_change: &[String],
     ) -> Result<(), HarnessError> {
+        self.probe_with(rule, what, owner, sql, Some("3s"), ok, may_change).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn probe_with(
+        &mut self,
+        rule: &str,
+        what: &str,
+        owner: &str,
+        sql: &str,
+        lock_timeout: Option<&str>,
+        ok: impl Fn(&Answer) -> bool,
+        may_change: &[String],
+    ) -> Result<(), HarnessError> {
         let before = rows(&self.ctx.pool).await?;
-        let a = self.call_with(owner, sql, Some("3s")).await?;
+        let a = self.call_with(owner, sql, lock_timeout).await?;
         self.judge(rule, what, &before, &a, ok, may_change).await
     }
 
@@ -349,8 +366,3 @@ pub const LONG_TTL_MS: i64 = 120_000;
 pub fn owner(tag: &str) -> String {
     format!("probe-{tag}-{}", &Uuid::new_v4().simple().to_string()[..6])
 }
-
-/// Bound on a probe row's whole run (used by callers that wait for several expiries).
-pub const EXPIRY_BOUND: Duration = Duration::from_secs(5);
-
-pub use databases::WORKER_LOGIN;

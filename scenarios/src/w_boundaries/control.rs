@@ -80,12 +80,39 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         cp.send(json!({"cmd": "create_run", "task_id": task})).await?,
         cp2.send(json!({"cmd": "create_run", "task_id": task})).await?,
     );
-    let both =
-        (hold.wait_queued(&ctx.pool, &cp.owner, STEP).await, hold.wait_queued(&ctx.pool, &cp2.owner, STEP).await);
+    // Each retry either answers or is seen waiting; only then is the hold released. A control
+    // plane that never touches the task row answers at once, and is judged all the same.
+    let mut early = [None, None];
+    let started = std::time::Instant::now();
+    for (k, (p, id)) in [(&mut cp, ids.0), (&mut cp2, ids.1)].into_iter().enumerate() {
+        loop {
+            if let Some(a) = p.poll_event(|ev| ev["id"] == json!(id)) {
+                early[k] = Some(a);
+                break;
+            }
+            if hold.queued(&ctx.pool, &p.owner).await? {
+                break;
+            }
+            if started.elapsed() > STEP {
+                hold.release().await?;
+                return Err(HarnessError::Other(format!(
+                    "{} neither answered create_run nor waited within {STEP:?}",
+                    p.owner
+                )));
+            }
+            tokio::time::sleep(fenceproof_harness::wait::POLL_EVERY).await;
+        }
+    }
     hold.release().await?;
-    both.0?;
-    both.1?;
-    let (a1, a2) = (cp.reply(ids.0, STEP).await?, cp2.reply(ids.1, STEP).await?);
+    let [e1, e2] = early;
+    let a1 = match e1 {
+        Some(a) => a,
+        None => cp.reply(ids.0, STEP).await?,
+    };
+    let a2 = match e2 {
+        Some(a) => a,
+        None => cp2.reply(ids.1, STEP).await?,
+    };
     let live: Vec<(String, String)> = sqlx::query_as(
         "SELECT run_id::text, status FROM agent_runs WHERE task_id = $1 AND status IN ('pending', 'running')",
     )

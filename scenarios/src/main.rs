@@ -115,6 +115,16 @@ enum Cmd {
         /// With --sql: stop each mutant at its first FAIL (the P-api probes run first).
         #[arg(long, requires = "sql")]
         first_kill: bool,
+        /// Run the randomized schedules alone against each named mutant instead of the
+        /// experiments, with a time budget per mutant.
+        #[arg(long, conflicts_with = "sql")]
+        schedules: bool,
+        /// With --schedules: seconds of searching per mutant.
+        #[arg(long, default_value_t = 180, requires = "schedules")]
+        budget_s: u64,
+        /// With --schedules: the seed (decimal or 0x-hex); random when absent. Printed either way.
+        #[arg(long, requires = "schedules")]
+        seed: Option<String>,
         /// Only these experiments (comma-separated ids).
         #[arg(long, value_delimiter = ',')]
         only: Option<Vec<String>>,
@@ -127,6 +137,12 @@ enum Cmd {
         /// How many schedules to generate.
         #[arg(long, default_value_t = 8)]
         cases: u32,
+        /// Instead of --cases: generate schedules for this many seconds.
+        #[arg(long)]
+        budget_s: Option<u64>,
+        /// With --replay: play it this many times; a verdict that changes is reported (exit 3).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+        repeat: u32,
         /// Seed (decimal or 0x-hex); random when absent. Printed either way.
         #[arg(long)]
         seed: Option<String>,
@@ -328,6 +344,8 @@ async fn run(cli: Cli) -> u8 {
         }
         Cmd::Schedules {
             cases,
+            budget_s,
+            repeat,
             seed,
             replay,
             worker_bin,
@@ -377,7 +395,12 @@ async fn run(cli: Cli) -> u8 {
                 replay_args.push_str(&format!(" --mutant {m}"));
             }
             let worker_args: Vec<String> = mutant.map(|m| vec!["--mutant".into(), m]).unwrap_or_default();
-            interruptible(schedules(opts, cases, seed, schedule, worker_args, replay_args)).await
+            let budget = match budget_s {
+                Some(s) => fenceproof_scenarios::schedules::Budget::time(std::time::Duration::from_secs(s)),
+                None => fenceproof_scenarios::schedules::Budget::cases(cases),
+            };
+            let args = cli::schedules::Args { budget, seed, replay: schedule, repeat, worker_args, replay_args };
+            interruptible(cli::schedules::run(opts, args)).await
         }
         Cmd::VerifyVersions { pg_bin, only, reports_dir } => {
             let experiments = match selection(only.as_deref()) {
@@ -417,6 +440,9 @@ async fn run(cli: Cli) -> u8 {
             shard,
             list,
             first_kill,
+            schedules,
+            budget_s,
+            seed,
             only,
             server: ServerArgs { pg_bin, reports_dir, backend, pg_image },
         } => {
@@ -462,6 +488,30 @@ async fn run(cli: Cli) -> u8 {
                 return cli::mutants_sql::run(opts, experiments, sel).await;
             }
             let worker_bin = worker_bin.unwrap_or_else(|| PathBuf::from("target/debug/fenceproof-worker-mutant"));
+            if schedules {
+                let seed = match seed.as_deref().map(parse_seed) {
+                    None => rand_seed(),
+                    Some(Ok(s)) => s,
+                    Some(Err(msg)) => {
+                        eprintln!("fenceproof: {msg}");
+                        return exit::USAGE;
+                    }
+                };
+                println!("seed {seed:#x} (rerun with --seed {seed:#x})");
+                let opts = VerifyOptions {
+                    backend: ServerArgs::choice(backend.as_deref(), None),
+                    pg_image: ServerArgs::image(pg_image, None),
+                    pg_bin,
+                    contract: None,
+                    contract_path: None,
+                    database_url: None,
+                    reports_dir,
+                    worker_bin,
+                    tools_bin: runner::default_tools_bin(),
+                };
+                return cli::schedules::mutants(opts, mutants, seed, std::time::Duration::from_secs(budget_s.max(1)))
+                    .await;
+            }
             if only.is_none() {
                 // H judges the deployment, not the protocol's rules, and P the role boundary, which a
                 // mutant (it needs table privileges) runs outside by construction: mutants run A-G.
@@ -620,74 +670,6 @@ fn parse_seed(s: &str) -> Result<u64, String> {
 fn rand_seed() -> u64 {
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     t.as_nanos() as u64 ^ ((std::process::id() as u64) << 32)
-}
-
-async fn schedules(
-    opts: VerifyOptions,
-    cases: u32,
-    seed: u64,
-    replay: Option<Vec<fenceproof_scenarios::schedules::ops::Op>>,
-    worker_args: Vec<String>,
-    replay_args: String,
-) -> u8 {
-    use fenceproof_scenarios::schedules;
-    let mut session = match runner::Session::start(&opts).await {
-        Ok(s) => s,
-        Err(e) => return harness_failed(e),
-    };
-    let _ = session.run.mark_latest();
-    if let Some(schedule) = replay {
-        return match schedules::play(&mut session, "replay", &schedule, &worker_args).await {
-            Ok((failed, log)) => {
-                for l in &log {
-                    println!("  {l}");
-                }
-                if failed.is_empty() {
-                    println!("replay: {} operations, every invariant holds", schedule.len());
-                    exit::OK
-                } else {
-                    for c in &failed {
-                        println!("FAILED {}: {}", c.name, c.evidence);
-                    }
-                    exit::FAILED
-                }
-            }
-            Err(e) => harness_failed(e),
-        };
-    }
-    println!("seed {seed:#x} ({cases} schedules; rerun with --seed {seed:#x})");
-    match schedules::run(&mut session, cases, seed, &worker_args, &replay_args).await {
-        Ok(summary) => {
-            let path = session.run.path.join("schedules.json");
-            let _ = std::fs::write(&path, serde_json::to_string_pretty(&summary).expect("json"));
-            match &summary.failure {
-                None => {
-                    println!(
-                        "{} schedules, {} operations: every invariant holds (seed {})",
-                        summary.cases, summary.operations, summary.seed
-                    );
-                    exit::OK
-                }
-                Some(f) => {
-                    println!(
-                        "schedule {} of seed {} broke an invariant; shrunk to {} operations:",
-                        f.case,
-                        f.seed,
-                        f.schedule.len()
-                    );
-                    for l in &f.log {
-                        println!("  {l}");
-                    }
-                    for c in &f.failed_checks {
-                        println!("FAILED {}: {}", c.name, c.evidence);
-                    }
-                    println!("replay: {}", f.replay);
-                    exit::FAILED
-                }
-            }
-        }
-        Err(e) => harness_failed(e),
-    }
 }
 
 /// Run `work`, or stop at SIGINT / SIGTERM (dropping `work`, whose guards stop every process).

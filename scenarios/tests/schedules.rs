@@ -27,7 +27,9 @@ async fn random_schedules_keep_every_invariant() {
         tools_bin: runner::default_tools_bin(),
     };
     let mut session = Session::start(&opts).await.expect("harness starts");
-    let summary = schedules::run(&mut session, cases, seed, &[], "").await.expect("schedules run");
+    let summary = schedules::run(&mut session, schedules::Budget::cases(cases), seed, &[], "", true)
+        .await
+        .expect("schedules run");
     if let Some(f) = &summary.failure {
         panic!(
             "seed {}: schedule {} broke an invariant.\nshrunk schedule: {}\nfailed: {:?}\nlog:\n{}\nreplay: {}",

@@ -4,11 +4,15 @@
 //! [`transitions`] its three state machines (lease, run, ledger) judged commit by commit; an
 //! experiment adds its own assertions with [`Check::expect`] and friends. [`catalogue`] lists the
 //! spec's rules with the checks that judge them, and [`equivalents`] the reviewed list of generated
-//! SQL mutants no correct check can observe.
+//! SQL mutants no correct check can observe. [`history`] judges the harness's own client history (what it
+//! sent, what the worker answered) against the oracle, and [`remote`] the operation ledger against
+//! the tools' ledger.
 
 pub mod catalogue;
 pub mod equivalents;
+pub mod history;
 pub mod invariants;
+pub mod remote;
 pub mod transitions;
 
 use serde::Serialize;

@@ -4,3 +4,4 @@ pub mod input;
 pub mod merge;
 pub mod mutants_sql;
 pub mod rules;
+pub mod schedules;

@@ -1,29 +1,36 @@
-//! Randomized schedules: proptest generates sequences of operations for several worker processes
-//! (acquire, renew, save, release, pause, resume, kill, expire, cancel, plan, dispatch, reconcile,
-//! advance); each is played against a fresh database and judged by the global invariants. A
-//! failing schedule is shrunk, saved, and printed with its seed and a command that replays it.
+//! Randomized schedules: [`gen`] draws, per case, a swarm of operation weights and a sequence of
+//! plain commands and composite faults ([`ops`]) for several worker processes; [`exec`] plays each
+//! against a fresh database and judges it by every history checker; [`coverage`] counts the
+//! situations reached per rule. A failing schedule is shrunk ([`shrink`]), saved, and printed with
+//! its seed and a command that replays it.
 
+pub mod bodies;
+mod composite;
+pub mod coverage;
 pub mod exec;
+pub mod gen;
+pub mod mutants;
 pub mod ops;
+pub mod shrink;
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use fenceproof_harness::check::Check;
 use fenceproof_harness::HarnessError;
-use proptest::strategy::{Strategy, ValueTree};
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde::Serialize;
 
 use crate::runner::Session;
+use coverage::Coverage;
 use ops::Op;
-
-/// At most this many shrink steps (each one replays a schedule).
-pub const MAX_SHRINK_STEPS: u32 = 48;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Failure {
     pub seed: String,
     pub case: u32,
+    /// Operations of the schedule as generated, before shrinking.
+    pub original_len: usize,
     pub schedule: Vec<Op>,
     pub failed_checks: Vec<Check>,
     pub log: Vec<String>,
@@ -36,97 +43,127 @@ pub struct Summary {
     pub seed: String,
     pub cases: u32,
     pub operations: usize,
+    pub duration_ms: u128,
+    pub coverage: Coverage,
     pub failure: Option<Failure>,
 }
 
-/// Play one schedule in a fresh database; the failed checks (empty when it held) and the log.
+/// One played schedule.
+pub struct Played {
+    /// The checks that failed (empty when every one held).
+    pub failed: Vec<Check>,
+    pub log: Vec<String>,
+    pub reached: BTreeSet<&'static str>,
+}
+
+/// How much searching a run may do: at most `cases` schedules, and none started after `until`.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub cases: u32,
+    pub until: Option<Instant>,
+}
+
+impl Budget {
+    pub fn cases(cases: u32) -> Budget {
+        Budget { cases, until: None }
+    }
+
+    pub fn time(limit: Duration) -> Budget {
+        Budget { cases: u32::MAX, until: Some(Instant::now() + limit) }
+    }
+
+    fn spent(&self, case: u32) -> bool {
+        case > self.cases || self.until.is_some_and(|u| Instant::now() >= u)
+    }
+}
+
+/// Play one schedule in a fresh database.
 pub async fn play(
     session: &mut Session,
     label: &str,
     schedule: &[Op],
     worker_args: &[String],
-) -> Result<(Vec<Check>, Vec<String>), HarnessError> {
+) -> Result<Played, HarnessError> {
     let ctx = session.context(label, "schedule", worker_args).await?;
     let mut exec = exec::Exec::new(&ctx).await?;
     for op in schedule {
         exec.apply(op).await?;
     }
+    let reached = exec.reached.clone();
+    let sent = exec.sent.clone();
     let (checks, log) = exec.finish().await?;
     ctx.timeline.save(&ctx.dir.join("timeline.jsonl"))?;
     std::fs::write(ctx.dir.join("schedule.json"), serde_json::to_string_pretty(schedule).expect("json"))?;
+    std::fs::write(ctx.dir.join("history.json"), serde_json::to_string_pretty(&sent).expect("json"))?;
     std::fs::write(ctx.dir.join("log.txt"), log.join("\n"))?;
     std::fs::write(ctx.dir.join("checks.json"), serde_json::to_string_pretty(&checks).expect("json"))?;
     ctx.pool.close().await;
-    Ok((checks.into_iter().filter(|c| !c.passed()).collect(), log))
+    Ok(Played { failed: checks.into_iter().filter(|c| !c.passed()).collect(), log, reached })
 }
 
-fn rng(seed: u64) -> TestRng {
-    let mut bytes = [0u8; 32];
-    for (i, b) in bytes.iter_mut().enumerate() {
-        *b = (seed.rotate_left(i as u32 * 8) & 0xff) as u8 ^ i as u8;
-    }
-    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
-}
-
-/// Generate and play `cases` schedules from `seed`; shrink and save the first failure.
+/// Generate and play schedules from `seed` within `budget`; save the first failure, shrunk when
+/// `shrink_failure`.
 /// `replay_args` are the extra command-line arguments a replay needs (worker binary, mutant).
 pub async fn run(
     session: &mut Session,
-    cases: u32,
+    budget: Budget,
     seed: u64,
     worker_args: &[String],
     replay_args: &str,
+    shrink_failure: bool,
 ) -> Result<Summary, HarnessError> {
-    let mut runner = TestRunner::new_with_rng(Config { failure_persistence: None, ..Config::default() }, rng(seed));
-    let strategy = ops::schedule();
+    let started = Instant::now();
     let mut operations = 0;
-    for case in 1..=cases {
-        let mut tree =
-            strategy.new_tree(&mut runner).map_err(|e| HarnessError::Other(format!("generating a schedule: {e}")))?;
-        let schedule = tree.current();
+    let mut coverage = Coverage::default();
+    let mut case = 0;
+    while !budget.spent(case + 1) {
+        case += 1;
+        let (schedule, swarm) = gen::schedule(seed, case);
         operations += schedule.len();
-        let (failed, log) = play(session, &format!("case-{case}"), &schedule, worker_args).await?;
+        let played = play(session, &format!("case-{case}"), &schedule, worker_args).await?;
+        coverage.add(&played.reached);
         eprintln!(
-            "schedule {case}/{cases}: {} operations, {}",
+            "schedule {case}: {} operations of {} kinds, {}",
             schedule.len(),
-            if failed.is_empty() { "invariants hold" } else { "INVARIANT BROKEN" }
+            swarm.enabled().len(),
+            if played.failed.is_empty() { "every check holds".to_string() } else { "A CHECK FAILED".to_string() }
         );
-        if failed.is_empty() {
+        if played.failed.is_empty() {
             continue;
         }
-        // Shrink: simplify while it still fails, complicate back when it passes.
-        let mut best = (schedule, failed, log);
-        let mut steps = 0;
-        if tree.simplify() {
-            while steps < MAX_SHRINK_STEPS {
-                steps += 1;
-                let candidate = tree.current();
-                let (failed, log) =
-                    play(session, &format!("case-{case}-shrink-{steps}"), &candidate, worker_args).await?;
-                if failed.is_empty() {
-                    if !tree.complicate() {
-                        break;
-                    }
-                } else {
-                    best = (candidate, failed, log);
-                    if !tree.simplify() {
-                        break;
-                    }
-                }
-            }
-        }
+        let original_len = schedule.len();
+        let best = if shrink_failure {
+            shrink::shrink(session, case, schedule, played, worker_args).await?
+        } else {
+            (schedule, played)
+        };
         let saved_to = session.run.path.join("schedule-failure.json");
         std::fs::write(&saved_to, serde_json::to_string_pretty(&best.0).expect("json"))?;
         let failure = Failure {
             seed: format!("{seed:#x}"),
             case,
+            original_len,
             replay: format!("fenceproof schedules --replay {}{replay_args}", saved_to.display()),
             schedule: best.0,
-            failed_checks: best.1,
-            log: best.2,
+            failed_checks: best.1.failed,
+            log: best.1.log,
             saved_to,
         };
-        return Ok(Summary { seed: format!("{seed:#x}"), cases: case, operations, failure: Some(failure) });
+        return Ok(Summary {
+            seed: format!("{seed:#x}"),
+            cases: case,
+            operations,
+            duration_ms: started.elapsed().as_millis(),
+            coverage,
+            failure: Some(failure),
+        });
     }
-    Ok(Summary { seed: format!("{seed:#x}"), cases, operations, failure: None })
+    Ok(Summary {
+        seed: format!("{seed:#x}"),
+        cases: case,
+        operations,
+        duration_ms: started.elapsed().as_millis(),
+        coverage,
+        failure: None,
+    })
 }

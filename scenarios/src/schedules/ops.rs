@@ -1,37 +1,156 @@
-//! The operations a randomized schedule is made of, and the proptest strategy that generates them.
+//! The operations a randomized schedule is made of. Plain commands (acquire, save, plan, ...) sit
+//! beside composite faults that reach the dangerous states in one step: a holder paused past its
+//! expiry with or without a takeover, a write held on a database barrier across a takeover, two
+//! writes in flight at one revision, a dispatch whose remote answer is lost, a result written after
+//! its claim expired, a rogue session calling the fenced functions with forged terms.
+//!
+//! Composite operations name *roles* ("the current holder"), resolved when they run, so every one
+//! of them applies to whatever state the schedule is in; one whose precondition is missing is a
+//! logged no-op, which also keeps shrinking simple (any operation can be removed).
 
-use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// How many worker slots a schedule uses.
 pub const WORKERS: usize = 3;
 
+/// Which revision a write names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rev {
+    /// The last revision this worker was told (it may be stale).
+    Known,
+    /// The run's current revision, read by the harness just before (a worker that re-read).
+    Current,
+    /// One below the current revision (a write computed from an old read).
+    Stale,
+}
+
+/// The shape of the data a checkpoint or a tool request carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Body {
+    Plain,
+    /// Non-integer, large and negative numbers.
+    Numbers,
+    /// Quotes, backslashes, control characters and a NUL-free escape soup.
+    Escapes,
+    /// Non-ASCII text (combining marks, emoji, right-to-left).
+    Unicode,
+    /// Nested arrays and objects, an empty key, null.
+    Nested,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tool {
+    Idem,
+    Detid,
+    Opquery,
+    Plain,
+}
+
+impl Tool {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Idem => "idem",
+            Tool::Detid => "detid",
+            Tool::Opquery => "opquery",
+            Tool::Plain => "plain",
+        }
+    }
+}
+
+/// A fault the fake tools apply to their next create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolFault {
+    /// The resource is created, the answer is lost (the connection closes).
+    DropAfterCommit,
+    /// Nothing is created, the answer is 503.
+    Error5xx,
+    /// Nothing is created, no answer comes (the dispatcher's call times out).
+    Hang,
+}
+
+impl ToolFault {
+    pub fn mode(self) -> &'static str {
+        match self {
+            ToolFault::DropAfterCommit => "drop_after_commit",
+            ToolFault::Error5xx => "error5xx",
+            ToolFault::Hang => "hang",
+        }
+    }
+}
+
+/// Where a write is held on a database barrier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Point {
+    AfterBegin,
+    AfterLeaseValidated,
+    BeforeCommit,
+}
+
+impl Point {
+    pub fn name(self) -> &'static str {
+        match self {
+            Point::AfterBegin => "after_begin",
+            Point::AfterLeaseValidated => "after_lease_validated",
+            Point::BeforeCommit => "before_commit",
+        }
+    }
+}
+
+/// What a rogue session forges when it calls the fenced functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Forge {
+    /// A checkpoint under the current owner with an older epoch.
+    StaleEpochWrite,
+    /// A checkpoint under an owner that never held the lease, at the current epoch.
+    ForeignOwnerWrite,
+    /// A renewal under the current owner with an older epoch.
+    StaleEpochRenew,
+    /// A release under the current owner with an older epoch.
+    StaleEpochRelease,
+    /// A result write for a claimed operation under a dispatcher that does not hold its claim.
+    ForeignResult,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Op {
-    /// Worker `w` acquires (or takes over) the lease.
+    /// Worker `w` acquires (or takes over) the lease and starts the run.
     Acquire {
         w: usize,
     },
     Renew {
         w: usize,
     },
-    /// Save at the revision the worker knows.
+    /// Worker `w` saves a checkpoint at the revision `at` names.
     Save {
         w: usize,
+        at: Rev,
+        body: Body,
     },
-    /// Save at the run's current revision (a stale worker that re-read the row).
-    SaveCurrent {
+    /// Workers `w` and `v` (possibly the same process) each send a save at the current revision,
+    /// both in flight at once.
+    SaveTwice {
         w: usize,
+        v: usize,
     },
     Release {
         w: usize,
     },
-    /// Complete the run (succeed) at the revision the worker knows.
+    /// Complete the run at the revision the worker knows.
     Succeed {
         w: usize,
     },
-    /// SIGSTOP worker `w`.
+    /// Fail the run (a business failure) at the revision the worker knows.
+    Fail {
+        w: usize,
+    },
+    /// SIGSTOP worker `w`; its later commands queue in its stdin.
     Pause {
         w: usize,
     },
@@ -39,69 +158,124 @@ pub enum Op {
     Resume {
         w: usize,
     },
-    /// SIGKILL worker `w` (the slot is respawned with a new owner on its next acquire).
+    /// SIGKILL worker `w` (its slot is respawned with a new owner on its next command).
     Kill {
         w: usize,
     },
     /// Wait until the lease expires on the database clock, when its holder cannot renew.
     Expire,
+    /// The current holder is paused past its lease's expiry; worker `by` takes over (when given);
+    /// the holder resumes, and its heartbeat's verdict is awaited. Then it saves and completes.
+    StaleHolder {
+        by: Option<usize>,
+        then_write: bool,
+    },
+    /// The current holder's save is held on a barrier at `point` while the holder is paused past
+    /// its expiry and worker `by` takes over (that acquire may have to wait); then everything goes on.
+    HeldAcrossTakeover {
+        by: usize,
+        point: Point,
+    },
     /// Control-plane cancel of the run.
     Cancel,
-    /// Worker `w` plans the next step (registers a tool intent).
+    /// Control-plane retry: a new run of the same task (refused while one is live).
+    Retry,
+    /// Worker `w` plans a step (registers a tool intent) carrying `body`.
     Plan {
         w: usize,
+        tool: Tool,
+        body: Body,
+    },
+    /// The fake tools apply `fault` to the next create of `tool`.
+    ArmToolFault {
+        tool: Tool,
+        fault: ToolFault,
     },
     /// One dispatcher pass.
     Dispatch,
+    /// A dispatcher is held after its remote call, before its result write, until the claim
+    /// expires; a second dispatcher reconciles and dispatches; the first then writes its result.
+    LateResult,
     /// One reconciler pass.
     Reconcile,
     /// Worker `w` advances the run on the newest planned operation's result.
     Advance {
         w: usize,
     },
+    /// A rogue session (not a worker, no lease) calls the fenced functions with forged terms.
+    Rogue {
+        forge: Forge,
+    },
 }
 
 impl Op {
+    /// The worker slot a plain command goes to (composites resolve their roles themselves).
     pub fn worker(&self) -> Option<usize> {
         match self {
             Op::Acquire { w }
             | Op::Renew { w }
-            | Op::Save { w }
-            | Op::SaveCurrent { w }
+            | Op::Save { w, .. }
             | Op::Release { w }
             | Op::Succeed { w }
-            | Op::Pause { w }
-            | Op::Resume { w }
-            | Op::Kill { w }
-            | Op::Plan { w }
+            | Op::Fail { w }
+            | Op::Plan { w, .. }
             | Op::Advance { w } => Some(*w),
             _ => None,
         }
     }
+
+    /// The kind's index in [`KINDS`] (for swarm weights).
+    pub fn kind(&self) -> usize {
+        let name = match self {
+            Op::Acquire { .. } => "acquire",
+            Op::Renew { .. } => "renew",
+            Op::Save { .. } => "save",
+            Op::SaveTwice { .. } => "save_twice",
+            Op::Release { .. } => "release",
+            Op::Succeed { .. } => "succeed",
+            Op::Fail { .. } => "fail",
+            Op::Pause { .. } => "pause",
+            Op::Resume { .. } => "resume",
+            Op::Kill { .. } => "kill",
+            Op::Expire => "expire",
+            Op::StaleHolder { .. } => "stale_holder",
+            Op::HeldAcrossTakeover { .. } => "held_across_takeover",
+            Op::Cancel => "cancel",
+            Op::Retry => "retry",
+            Op::Plan { .. } => "plan",
+            Op::ArmToolFault { .. } => "arm_tool_fault",
+            Op::Dispatch => "dispatch",
+            Op::LateResult => "late_result",
+            Op::Reconcile => "reconcile",
+            Op::Advance { .. } => "advance",
+            Op::Rogue { .. } => "rogue",
+        };
+        KINDS.iter().position(|k| *k == name).expect("every kind is listed")
+    }
 }
 
-pub fn op() -> impl Strategy<Value = Op> {
-    let w = 0..WORKERS;
-    prop_oneof![
-        4 => w.clone().prop_map(|w| Op::Acquire { w }),
-        2 => w.clone().prop_map(|w| Op::Renew { w }),
-        4 => w.clone().prop_map(|w| Op::Save { w }),
-        2 => w.clone().prop_map(|w| Op::SaveCurrent { w }),
-        1 => w.clone().prop_map(|w| Op::Release { w }),
-        1 => w.clone().prop_map(|w| Op::Succeed { w }),
-        2 => w.clone().prop_map(|w| Op::Pause { w }),
-        2 => w.clone().prop_map(|w| Op::Resume { w }),
-        1 => w.clone().prop_map(|w| Op::Kill { w }),
-        2 => Just(Op::Expire),
-        1 => Just(Op::Cancel),
-        2 => w.clone().prop_map(|w| Op::Plan { w }),
-        2 => Just(Op::Dispatch),
-        1 => Just(Op::Reconcile),
-        1 => w.prop_map(|w| Op::Advance { w }),
-    ]
-}
-
-/// A schedule: 6 to 24 operations.
-pub fn schedule() -> impl Strategy<Value = Vec<Op>> {
-    prop::collection::vec(op(), 6..24)
-}
+/// Every kind of operation, in a fixed order (the swarm draws one weight per kind).
+pub const KINDS: &[&str] = &[
+    "acquire",
+    "renew",
+    "save",
+    "save_twice",
+    "release",
+    "succeed",
+    "fail",
+    "pause",
+    "resume",
+    "kill",
+    "expire",
+    "stale_holder",
+    "held_across_takeover",
+    "cancel",
+    "retry",
+    "plan",
+    "arm_tool_fault",
+    "dispatch",
+    "late_result",
+    "reconcile",
+    "advance",
+    "rogue",
+];

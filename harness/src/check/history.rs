@@ -1,0 +1,217 @@
+//! Checks of the harness's own client history against the oracle: what the harness *sent* (each
+//! write carries a unique mark in its checkpoint and, where the harness chose one, the revision it
+//! names) beside what *committed*. The worker's answers are judged here, never trusted: an answer
+//! of `ok` must have a commit behind it, a refusal must have none.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Check;
+use crate::record::oracle::CommitRow;
+
+/// Answers that say "this write did not commit".
+pub const REFUSALS: &[&str] = &["lease_lost", "conflict", "invalid_state", "not_found", "busy"];
+
+/// One write the harness sent to a worker, and the answer it got.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SentWrite {
+    /// The worker's owner id.
+    pub owner: String,
+    /// The command (`save`, ...).
+    pub cmd: String,
+    /// The revision the command named, when the harness named one.
+    pub expected_revision: Option<i64>,
+    /// The checkpoint as sent; its `mark` field is unique in the history.
+    pub checkpoint: Value,
+    /// The answer's outcome; `None` when no answer came (the process was killed, or shut down
+    /// with the command queued).
+    pub outcome: Option<String>,
+}
+
+impl SentWrite {
+    pub fn mark(&self) -> Option<&str> {
+        self.checkpoint.get("mark").and_then(Value::as_str)
+    }
+}
+
+/// The committed run updates that carry each mark.
+fn committed_marks(rows: &[CommitRow]) -> BTreeMap<String, Vec<&CommitRow>> {
+    let mut m: BTreeMap<String, Vec<&CommitRow>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.is_runs() && r.op == "UPDATE") {
+        let new_mark = r.new_field("checkpoint").and_then(|c| c.get("mark")).and_then(Value::as_str);
+        let old_mark = r.old_field("checkpoint").and_then(|c| c.get("mark")).and_then(Value::as_str);
+        // A later write that keeps the checkpoint (a start, a completion) is not this write.
+        if let Some(mark) = new_mark.filter(|m| Some(*m) != old_mark) {
+            m.entry(mark.to_string()).or_default().push(r);
+        }
+    }
+    m
+}
+
+/// Compare-and-set: a write committed from exactly the revision it named, and at most once.
+pub fn writes_commit_at_the_revision_named(rows: &[CommitRow], sent: &[SentWrite]) -> Check {
+    let name = "a write commits only at the revision it named, and at most once";
+    let committed = committed_marks(rows);
+    let mut bad = Vec::new();
+    let mut judged = 0;
+    for s in sent {
+        let Some(mark) = s.mark() else { continue };
+        let commits = committed.get(mark).map(Vec::as_slice).unwrap_or_default();
+        if commits.len() > 1 {
+            bad.push(format!("{} {mark} of {} committed {} times", s.cmd, s.owner, commits.len()));
+        }
+        if let (Some(want), Some(c)) = (s.expected_revision, commits.first()) {
+            judged += 1;
+            let from = c.old_field("revision").and_then(Value::as_i64);
+            if from != Some(want) {
+                bad.push(format!(
+                    "{} {mark} of {} named revision {want} but committed over revision {} (oracle seq {})",
+                    s.cmd,
+                    s.owner,
+                    from.map_or("?".into(), |f| f.to_string()),
+                    c.seq
+                ));
+            }
+        }
+    }
+    if bad.is_empty() {
+        Check::pass(name, format!("{judged} committed writes, each over the revision it named"))
+    } else {
+        Check::fail(name, bad.join("; "))
+    }
+}
+
+/// The worker's answers agree with the oracle: `ok` has its commit, a refusal has none.
+/// (`outcome_unknown` and transport errors may go either way; that is what they say.)
+pub fn answers_agree_with_commits(rows: &[CommitRow], sent: &[SentWrite]) -> Check {
+    let name = "a write answered ok committed, a write answered with a refusal did not";
+    let committed = committed_marks(rows);
+    let mut bad = Vec::new();
+    let mut judged = 0;
+    for s in sent {
+        let (Some(mark), Some(outcome)) = (s.mark(), s.outcome.as_deref()) else { continue };
+        let did = committed.contains_key(mark);
+        if outcome == "ok" {
+            judged += 1;
+            if !did {
+                bad.push(format!("{} {mark} of {} answered ok, nothing committed", s.cmd, s.owner));
+            }
+        } else if REFUSALS.contains(&outcome) {
+            judged += 1;
+            if did {
+                bad.push(format!("{} {mark} of {} answered {outcome}, yet it committed", s.cmd, s.owner));
+            }
+        }
+    }
+    if bad.is_empty() {
+        Check::pass(name, format!("{judged} answers, each as the oracle saw it"))
+    } else {
+        Check::fail(name, bad.join("; "))
+    }
+}
+
+/// A committed checkpoint is exactly the JSON that was sent (numbers, escapes, unicode, nesting).
+pub fn checkpoints_stored_as_sent(rows: &[CommitRow], sent: &[SentWrite]) -> Check {
+    let name = "a committed checkpoint is exactly what was sent";
+    let committed = committed_marks(rows);
+    let mut bad = Vec::new();
+    let mut judged = 0;
+    for s in sent {
+        let Some(mark) = s.mark() else { continue };
+        for c in committed.get(mark).map(Vec::as_slice).unwrap_or_default() {
+            judged += 1;
+            let stored = c.new_field("checkpoint");
+            if stored != Some(&s.checkpoint) {
+                bad.push(format!(
+                    "{mark}: sent {}, stored {}",
+                    s.checkpoint,
+                    stored.map_or("nothing".into(), |v| v.to_string())
+                ));
+            }
+        }
+    }
+    if bad.is_empty() {
+        Check::pass(name, format!("{judged} checkpoints stored byte for byte as JSON values"))
+    } else {
+        Check::fail(name, bad.join("; "))
+    }
+}
+
+/// Every history check.
+pub fn all(rows: &[CommitRow], sent: &[SentWrite]) -> Vec<Check> {
+    vec![
+        writes_commit_at_the_revision_named(rows, sent),
+        answers_agree_with_commits(rows, sent),
+        checkpoints_stored_as_sent(rows, sent),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn update(seq: i64, from: i64, mark: &str, checkpoint: Value) -> CommitRow {
+        let mut cp = checkpoint;
+        cp["mark"] = json!(mark);
+        CommitRow {
+            seq,
+            xid: seq.to_string(),
+            table_name: "agent_runs".into(),
+            op: "UPDATE".into(),
+            writer: "worker-a".into(),
+            login: "x".into(),
+            backend_pid: 1,
+            committed_at: chrono::Utc::now(),
+            run_id: Some(uuid::Uuid::nil()),
+            old_row: Some(json!({"revision": from, "checkpoint": {"mark": "before"}})),
+            new_row: Some(json!({"revision": from + 1, "checkpoint": cp})),
+            lease_at_commit: None,
+            lease_live_at_commit: None,
+        }
+    }
+
+    fn sent(mark: &str, rev: i64, outcome: &str) -> SentWrite {
+        SentWrite {
+            owner: "worker-a".into(),
+            cmd: "save".into(),
+            expected_revision: Some(rev),
+            checkpoint: json!({"mark": mark, "x": 1.5}),
+            outcome: Some(outcome.into()),
+        }
+    }
+
+    #[test]
+    fn a_write_over_another_revision_fails() {
+        let rows = vec![update(1, 3, "m1", json!({"x": 1.5}))];
+        assert!(writes_commit_at_the_revision_named(&rows, &[sent("m1", 3, "ok")]).passed());
+        let c = writes_commit_at_the_revision_named(&rows, &[sent("m1", 2, "ok")]);
+        assert!(!c.passed());
+        assert!(c.evidence.contains("named revision 2 but committed over revision 3"), "{}", c.evidence);
+    }
+
+    #[test]
+    fn a_write_committed_twice_fails() {
+        let rows = vec![update(1, 3, "m1", json!({"x": 1.5})), update(2, 4, "m1", json!({"x": 1.5}))];
+        assert!(!writes_commit_at_the_revision_named(&rows, &[sent("m1", 3, "ok")]).passed());
+    }
+
+    #[test]
+    fn answers_must_agree_with_the_oracle() {
+        let rows = vec![update(1, 3, "m1", json!({"x": 1.5}))];
+        assert!(answers_agree_with_commits(&rows, &[sent("m1", 3, "ok"), sent("m2", 3, "conflict")]).passed());
+        assert!(!answers_agree_with_commits(&rows, &[sent("m1", 3, "conflict")]).passed());
+        assert!(!answers_agree_with_commits(&rows, &[sent("m2", 3, "ok")]).passed());
+        assert!(answers_agree_with_commits(&rows, &[sent("m1", 3, "outcome_unknown")]).passed());
+    }
+
+    #[test]
+    fn a_changed_checkpoint_fails() {
+        let rows = vec![update(1, 3, "m1", json!({"x": 1.5}))];
+        assert!(checkpoints_stored_as_sent(&rows, &[sent("m1", 3, "ok")]).passed());
+        let rows = vec![update(1, 3, "m1", json!({"x": 1}))];
+        assert!(!checkpoints_stored_as_sent(&rows, &[sent("m1", 3, "ok")]).passed());
+    }
+}

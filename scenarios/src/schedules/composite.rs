@@ -1,0 +1,316 @@
+//! The composite faults of a schedule, each a short script over real processes and real database
+//! waits: two writes in flight at one revision, a stale holder, a write held across a takeover, a
+//! late dispatcher result, a tool fault, and a rogue session with forged terms. A composite whose
+//! precondition is missing (nobody holds the lease, nothing is prepared) says so and does nothing.
+//! A worker that ignores the `faults` field is not an error: the barrier is let go and the schedule
+//! goes on without that hold.
+
+use std::time::Duration;
+
+use fenceproof_harness::faults::DbBarrier;
+use fenceproof_harness::HarnessError;
+use serde_json::json;
+use sqlx::Connection;
+
+use super::bodies;
+use super::exec::{Exec, ANSWER};
+use super::ops::{Body, Forge, Point, Tool, ToolFault, WORKERS};
+use crate::ctx::{data, outcome};
+
+/// How long a composite waits for a worker to reach a barrier or report on its heartbeat.
+const REACH: Duration = Duration::from_secs(5);
+/// Barrier keys of schedules (distinct from the experiments').
+const BARRIER_BASE: i64 = 0x5CED_0000;
+
+impl Exec<'_> {
+    /// Two saves at the current revision in flight at once (from one process or two).
+    pub(super) async fn save_twice(&mut self, w: usize, v: usize) -> Result<String, HarnessError> {
+        self.ensure(w).await?;
+        self.ensure(v).await?;
+        let (_, rev) = self.run_state().await?;
+        self.reached.insert("writes-in-flight-at-one-revision");
+        self.note_write(w, false).await?;
+        let n = self.counter + 1;
+        let (a, ka) = self.save_cmd(w, rev, bodies::value(Body::Plain, n), None);
+        let (b, kb) = self.save_cmd(v, rev, bodies::value(Body::Nested, n + 1), None);
+        let ia = self.send(w, a, Some(ka)).await?;
+        let ib = self.send(v, b, Some(kb)).await?;
+        let mut got = Vec::new();
+        for (slot, id) in [(w, ia), (v, ib)] {
+            match id {
+                Some(id) if self.slots[slot].paused.is_none() => {
+                    got.push(outcome(&self.answer(slot, id).await?).to_string())
+                }
+                Some(_) => got.push("queued while paused".into()),
+                None => got.push("no process".into()),
+            }
+        }
+        Ok(format!("both at {rev}: {}", got.join(" / ")))
+    }
+
+    /// The running, unpaused slot holding the live lease of a running run; when there is none, a
+    /// slot other than `not` acquires and starts it. `None` when that fails (the run has ended).
+    pub(super) async fn make_holder(&mut self, not: Option<usize>) -> Result<Option<usize>, HarnessError> {
+        if let Some(h) = self.holder().await? {
+            return Ok(self.slots[h].paused.is_none().then_some(h));
+        }
+        let Some(w) = (0..WORKERS).find(|w| Some(*w) != not && self.slots[*w].paused.is_none()) else {
+            return Ok(None);
+        };
+        self.ensure(w).await?;
+        if self.lease().await?.live {
+            return Ok(None);
+        }
+        let cmd = json!({"cmd": "acquire", "run_id": self.run_id, "ttl_ms": super::exec::TTL_MS, "heartbeat_ms": 100, "renew_timeout_ms": 300});
+        if self.tell(w, cmd, None).await? != "ok" {
+            return Ok(None);
+        }
+        self.tell(w, json!({"cmd": "start"}), None).await?;
+        let (status, _) = self.run_state().await?;
+        Ok((status == "running").then_some(w))
+    }
+
+    /// Wait (bounded) for slot `w`'s heartbeat to report that its lease is gone.
+    async fn heartbeat_verdict(&mut self, w: usize) -> String {
+        let Some(p) = self.slots[w].proc.as_mut() else { return "no process".into() };
+        let r = p
+            .wait_event("a heartbeat verdict", REACH, |e| {
+                matches!(e["event"].as_str(), Some("heartbeat_lost" | "heartbeat_unconfirmed" | "execution_cancelled"))
+            })
+            .await;
+        match r {
+            Ok(ev) => format!("heartbeat: {}", ev["event"].as_str().unwrap_or("?")),
+            Err(_) => format!("no heartbeat verdict within {}s", REACH.as_secs()),
+        }
+    }
+
+    /// The holder is paused past its expiry; `by` may take over; the holder resumes, its heartbeat
+    /// finds the lease gone; with `then_write` it saves and completes as if nothing happened.
+    pub(super) async fn stale_holder(&mut self, by: Option<usize>, then_write: bool) -> Result<String, HarnessError> {
+        let Some(h) = self.make_holder(by).await? else { return Ok("no live holder could be made".into()) };
+        let pause = self.slots[h].proc.as_ref().expect("holder has a process").pause().await?;
+        self.slots[h].paused = Some(pause);
+        self.ctx.wait_lease_expired(self.run_id).await?;
+        let mut what = vec![format!("w{h} paused past expiry")];
+        if let Some(b) = by.filter(|b| *b != h) {
+            self.ensure(b).await?;
+            self.reached.insert("takeover-of-expired-lease");
+            let cmd = json!({"cmd": "acquire", "run_id": self.run_id, "ttl_ms": super::exec::TTL_MS, "heartbeat_ms": 100, "renew_timeout_ms": 300});
+            let got = self.tell(b, cmd, None).await?;
+            if got == "ok" {
+                self.tell(b, json!({"cmd": "start"}), None).await?;
+            }
+            what.push(format!("w{b} took over: {got}"));
+        }
+        self.resume(h).await?;
+        self.reached.insert("renewal-after-expiry");
+        what.push(self.heartbeat_verdict(h).await);
+        if then_write {
+            self.note_write(h, false).await?;
+            let rev = self.slots[h].known;
+            let n = self.counter + 1;
+            let (cmd, k) = self.save_cmd(h, rev, bodies::value(Body::Numbers, n), None);
+            what.push(format!("stale save: {}", self.tell(h, cmd, Some(k)).await?));
+            what.push(format!("stale succeed: {}", self.tell(h, json!({"cmd": "succeed"}), None).await?));
+        }
+        Ok(what.join(", "))
+    }
+
+    /// The holder's save waits on a barrier at `point`; the holder is paused past its expiry and
+    /// `by` tries to take over (its acquire may wait on the save's row lock); then the barrier is
+    /// let go and the holder resumed.
+    pub(super) async fn held_across_takeover(&mut self, by: usize, point: Point) -> Result<String, HarnessError> {
+        let Some(h) = self.make_holder(Some(by)).await? else { return Ok("no live holder could be made".into()) };
+        let b = if by == h { (h + 1) % WORKERS } else { by };
+        self.ensure(b).await?;
+        let key = BARRIER_BASE + self.next() as i64;
+        let barrier = DbBarrier::hold(&self.ctx.db_url, key).await?;
+        let (_, rev) = self.run_state().await?;
+        let faults = json!({"barriers": [{"point": point.name(), "key": key}]});
+        let n = self.counter + 1;
+        let (cmd, k) = self.save_cmd(h, rev, bodies::value(Body::Unicode, n), Some(faults));
+        let Some(save) = self.send(h, cmd, Some(k)).await? else { return Ok("no process".into()) };
+        let owner = self.owner(h).unwrap_or_default();
+        let mut what = Vec::new();
+        let held = barrier.wait_blocked(&self.ctx.pool, &[owner], 1, REACH).await.is_ok();
+        if held {
+            let pause = self.slots[h].proc.as_ref().expect("holder has a process").pause().await?;
+            self.slots[h].paused = Some(pause);
+            self.ctx.wait_lease_expired(self.run_id).await?;
+            self.reached.insert("write-held-across-takeover");
+            let acq = json!({"cmd": "acquire", "run_id": self.run_id, "ttl_ms": super::exec::TTL_MS, "heartbeat_ms": 100, "renew_timeout_ms": 300});
+            let take = self.send(b, acq, None).await?;
+            // Let the takeover reach the database (it answers, or it waits on the save's lock).
+            if let Some(t) = take {
+                if let Some(p) = self.slots[b].proc.as_mut() {
+                    if let Ok(ev) = p.reply(t, Duration::from_millis(300)).await {
+                        what.push(format!("w{b} acquire while held: {}", outcome(&ev)));
+                        self.pending.retain(|p| !(p.slot == b && p.id == t));
+                    }
+                }
+            }
+            barrier.release().await?;
+            self.resume(h).await?;
+            if let Some(t) = take {
+                if self.pending.iter().any(|p| p.slot == b && p.id == t) {
+                    what.push(format!("w{b} acquire after the hold: {}", outcome(&self.answer(b, t).await?)));
+                }
+            }
+        } else {
+            what.push(format!("w{h} did not stop at {}", point.name()));
+            barrier.release().await?;
+        }
+        let ev = self.answer(h, save).await?;
+        what.insert(0, format!("w{h} save held at {} over revision {rev}: {}", point.name(), outcome(&ev)));
+        Ok(what.join(", "))
+    }
+
+    /// Arm a fault in the fake tools for the next create of `tool`.
+    pub(super) async fn arm_tool_fault(&mut self, tool: Tool, fault: ToolFault) -> Result<String, HarnessError> {
+        let body = json!({"tool": tool.name(), "mode": fault.mode(), "count": 1}).to_string();
+        let req = format!(
+            "POST /admin/faults HTTP/1.1\r\nHost: tools\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let addr = self.tools.addr;
+        let answer = tokio::time::timeout(ANSWER, async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = tokio::net::TcpStream::connect(addr).await?;
+            s.write_all(req.as_bytes()).await?;
+            let mut out = Vec::new();
+            s.read_to_end(&mut out).await?;
+            Ok::<_, std::io::Error>(String::from_utf8_lossy(&out).lines().next().unwrap_or_default().to_string())
+        })
+        .await
+        .map_err(|_| HarnessError::Timeout {
+            what: "the fake tools to arm a fault".into(),
+            after_ms: ANSWER.as_millis(),
+        })??;
+        if !answer.contains(" 200") && !answer.contains(" 204") {
+            return Err(HarnessError::Other(format!("the fake tools refused a fault: {answer}")));
+        }
+        if fault != ToolFault::Error5xx {
+            // Counted when a dispatch actually meets it; arming alone reaches nothing.
+            self.log.push(format!("armed {} on {}", fault.mode(), tool.name()));
+        }
+        Ok(format!("armed {} on {}", fault.mode(), tool.name()))
+    }
+
+    /// A dispatcher is held after its remote call until its claim expires; the schedule's own
+    /// dispatcher reconciles and dispatches; then the held one writes its (late) result.
+    pub(super) async fn late_result(&mut self) -> Result<String, HarnessError> {
+        if !self.operation_statuses().await?.iter().any(|s| s == "prepared") {
+            return Ok("nothing prepared".into());
+        }
+        let n = self.next();
+        let key = BARRIER_BASE + n as i64;
+        let mut d = self.ctx.spawn_dispatcher(&format!("late{n}"), &self.tools).await?;
+        let barrier = DbBarrier::hold(&self.ctx.db_url, key).await?;
+        let faults = json!({"barriers": [{"point": "before_result_write", "key": key}]});
+        let cmd = d
+            .send(json!({"cmd": "dispatch", "claim_ttl_ms": 300, "call_timeout_ms": 400, "limit": 1, "faults": faults}))
+            .await?;
+        let mut what = Vec::new();
+        if barrier.wait_blocked(&self.ctx.pool, &[d.owner.clone()], 1, REACH).await.is_ok() {
+            let claimed: Option<String> =
+                sqlx::query_scalar("SELECT operation_id FROM tool_operations WHERE dispatch_owner = $1 LIMIT 1")
+                    .bind(&d.owner)
+                    .fetch_optional(&self.ctx.pool)
+                    .await?;
+            if let Some(op) = &claimed {
+                self.ctx.wait_claim_expired(op).await?;
+                self.reached.insert("late-result");
+            }
+            let rec = self.dispatcher.request(json!({"cmd": "reconcile", "call_timeout_ms": 400}), ANSWER).await?;
+            let dis = self
+                .dispatcher
+                .request(json!({"cmd": "dispatch", "claim_ttl_ms": 1000, "call_timeout_ms": 400, "limit": 5}), ANSWER)
+                .await?;
+            what.push(format!("meanwhile reconcile {} {}, dispatch {}", outcome(&rec), data(&rec), outcome(&dis)));
+        } else {
+            what.push("the dispatcher did not stop before its result write".into());
+        }
+        barrier.release().await?;
+        let late = d.reply(cmd, ANSWER).await?;
+        what.insert(0, format!("late dispatcher: {} {}", outcome(&late), data(&late)));
+        d.shutdown(ANSWER).await?;
+        Ok(what.join(", "))
+    }
+
+    /// A rogue session (its own application_name, no lease) calls a fenced function with forged
+    /// terms. Whatever it is told, the oracle judges whether anything committed.
+    pub(super) async fn rogue(&mut self, forge: Forge) -> Result<String, HarnessError> {
+        let l = self.lease().await?;
+        let (_, rev) = self.run_state().await?;
+        let owner = l.owner.clone().unwrap_or_else(|| "worker-nobody".into());
+        let n = self.next();
+        let mut conn = sqlx::PgConnection::connect(&self.ctx.db_url).await?;
+        sqlx::query("SET application_name = 'rogue-session'").execute(&mut conn).await?;
+        sqlx::query("SET statement_timeout = '5s'").execute(&mut conn).await?;
+        let checkpoint = json!({"rogue": n});
+        let transition = "SELECT fp_run_transition($1, $2, $3, $4, 'running', 'running', $5::jsonb, NULL, NULL, NULL, NULL, NULL, NULL, NULL)";
+        let r = match forge {
+            Forge::StaleEpochWrite => sqlx::query(transition)
+                .bind(self.run_id)
+                .bind(&owner)
+                .bind(l.epoch - 1)
+                .bind(rev)
+                .bind(&checkpoint)
+                .execute(&mut conn)
+                .await
+                .map(|r| r.rows_affected()),
+            Forge::ForeignOwnerWrite => sqlx::query(transition)
+                .bind(self.run_id)
+                .bind("worker-forged")
+                .bind(l.epoch)
+                .bind(rev)
+                .bind(&checkpoint)
+                .execute(&mut conn)
+                .await
+                .map(|r| r.rows_affected()),
+            Forge::StaleEpochRenew => sqlx::query("SELECT * FROM fp_lease_renew($1, $2, $3, 60000)")
+                .bind(self.run_id)
+                .bind(&owner)
+                .bind(l.epoch - 1)
+                .execute(&mut conn)
+                .await
+                .map(|r| r.rows_affected()),
+            Forge::StaleEpochRelease => sqlx::query("SELECT fp_lease_release($1, $2, $3)")
+                .bind(self.run_id)
+                .bind(&owner)
+                .bind(l.epoch - 1)
+                .execute(&mut conn)
+                .await
+                .map(|r| r.rows_affected()),
+            Forge::ForeignResult => {
+                let op: Option<(String, i64, String)> = sqlx::query_as(
+                    "SELECT operation_id, revision, request_digest FROM tool_operations
+                      WHERE status IN ('dispatching', 'prepared') ORDER BY status LIMIT 1",
+                )
+                .fetch_optional(&mut conn)
+                .await?;
+                match op {
+                    None => {
+                        conn.close().await?;
+                        return Ok("nothing claimed or prepared to forge a result for".into());
+                    }
+                    Some((op, revision, digest)) => sqlx::query(
+                        "SELECT * FROM fp_record_result($1, 'dispatcher-forged', $2, $3, 'succeeded', 'forged', '{}'::jsonb)",
+                    )
+                    .bind(op)
+                    .bind(revision)
+                    .bind(digest)
+                    .execute(&mut conn)
+                    .await
+                    .map(|r| r.rows_affected()),
+                }
+            }
+        };
+        conn.close().await?;
+        self.reached.insert("forged-call");
+        Ok(match r {
+            Ok(rows) => format!("{forge:?}: {rows} row(s) answered"),
+            Err(e) => format!("{forge:?}: refused ({})", e.to_string().lines().next().unwrap_or_default()),
+        })
+    }
+}

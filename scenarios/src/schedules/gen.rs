@@ -1,0 +1,170 @@
+//! The schedule generator, with swarm testing: every case first draws its own weight per kind of
+//! operation (about a third of the kinds switched off), then draws its operations with those
+//! weights, so one case is mostly takeovers and another mostly dispatches. Deterministic: the same
+//! (seed, case) gives the same schedule on every machine (a small splitmix64 generator, no
+//! dependency whose stream could change between versions).
+
+use serde::Serialize;
+
+use super::ops::{Body, Forge, Op, Point, Rev, Tool, ToolFault, KINDS, WORKERS};
+
+/// Shortest and longest schedule.
+pub const MIN_OPS: usize = 4;
+pub const MAX_OPS: usize = 20;
+
+/// splitmix64: small, fast, and the same stream everywhere.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64, case: u32) -> Rng {
+        let mut r = Rng(seed ^ (case as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        r.next();
+        r
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len())]
+    }
+
+    pub fn coin(&mut self) -> bool {
+        self.next() & 1 == 1
+    }
+}
+
+/// One case's swarm: a weight per kind of [`KINDS`].
+#[derive(Debug, Clone, Serialize)]
+pub struct Swarm {
+    pub weights: Vec<u32>,
+}
+
+impl Swarm {
+    pub fn draw(rng: &mut Rng) -> Swarm {
+        let mut weights: Vec<u32> = KINDS.iter().map(|_| rng.pick(&[0, 0, 1, 2, 4, 8])).collect();
+        // Nearly everything needs a holder and a write: those are never switched off.
+        for (i, k) in KINDS.iter().enumerate() {
+            if matches!(*k, "acquire" | "save") {
+                weights[i] = weights[i].max(4);
+            }
+        }
+        Swarm { weights }
+    }
+
+    fn kind(&self, rng: &mut Rng) -> usize {
+        let total: u32 = self.weights.iter().sum();
+        let mut x = (rng.next() % total as u64) as u32;
+        for (i, w) in self.weights.iter().enumerate() {
+            if x < *w {
+                return i;
+            }
+            x -= w;
+        }
+        unreachable!("x < total")
+    }
+
+    /// The enabled kinds, by name (for the log).
+    pub fn enabled(&self) -> Vec<&'static str> {
+        KINDS.iter().zip(&self.weights).filter(|(_, w)| **w > 0).map(|(k, _)| *k).collect()
+    }
+}
+
+fn op_of_kind(kind: &str, rng: &mut Rng) -> Op {
+    let w = rng.below(WORKERS);
+    let bodies = [Body::Plain, Body::Numbers, Body::Escapes, Body::Unicode, Body::Nested];
+    let tools = [Tool::Idem, Tool::Detid, Tool::Opquery, Tool::Plain];
+    match kind {
+        "acquire" => Op::Acquire { w },
+        "renew" => Op::Renew { w },
+        "save" => {
+            Op::Save { w, at: rng.pick(&[Rev::Known, Rev::Known, Rev::Current, Rev::Stale]), body: rng.pick(&bodies) }
+        }
+        "save_twice" => Op::SaveTwice { w, v: rng.below(WORKERS) },
+        "release" => Op::Release { w },
+        "succeed" => Op::Succeed { w },
+        "fail" => Op::Fail { w },
+        "pause" => Op::Pause { w },
+        "resume" => Op::Resume { w },
+        "kill" => Op::Kill { w },
+        "expire" => Op::Expire,
+        "stale_holder" => Op::StaleHolder {
+            by: if rng.below(3) == 0 { None } else { Some(rng.below(WORKERS)) },
+            then_write: rng.coin(),
+        },
+        "held_across_takeover" => Op::HeldAcrossTakeover {
+            by: rng.below(WORKERS),
+            point: rng.pick(&[Point::AfterBegin, Point::AfterLeaseValidated, Point::BeforeCommit]),
+        },
+        "cancel" => Op::Cancel,
+        "retry" => Op::Retry,
+        "plan" => Op::Plan { w, tool: rng.pick(&tools), body: rng.pick(&bodies) },
+        "arm_tool_fault" => Op::ArmToolFault {
+            tool: rng.pick(&tools),
+            fault: rng.pick(&[ToolFault::DropAfterCommit, ToolFault::Error5xx, ToolFault::Hang]),
+        },
+        "dispatch" => Op::Dispatch,
+        "late_result" => Op::LateResult,
+        "reconcile" => Op::Reconcile,
+        "advance" => Op::Advance { w },
+        "rogue" => Op::Rogue {
+            forge: rng.pick(&[
+                Forge::StaleEpochWrite,
+                Forge::ForeignOwnerWrite,
+                Forge::StaleEpochRenew,
+                Forge::StaleEpochRelease,
+                Forge::ForeignResult,
+            ]),
+        },
+        other => unreachable!("unknown kind {other}"),
+    }
+}
+
+/// The schedule of case `case` of `seed`, and the swarm it was drawn with.
+pub fn schedule(seed: u64, case: u32) -> (Vec<Op>, Swarm) {
+    let mut rng = Rng::new(seed, case);
+    let swarm = Swarm::draw(&mut rng);
+    let len = MIN_OPS + rng.below(MAX_OPS - MIN_OPS + 1);
+    let ops = (0..len).map(|_| op_of_kind(KINDS[swarm.kind(&mut rng)], &mut rng)).collect();
+    (ops, swarm)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_seed_gives_the_same_schedule() {
+        assert_eq!(schedule(42, 3).0, schedule(42, 3).0);
+        assert_ne!(schedule(42, 3).0, schedule(42, 4).0);
+    }
+
+    #[test]
+    fn every_kind_is_generated_and_swarms_differ() {
+        let mut seen = vec![false; KINDS.len()];
+        let mut swarms = std::collections::BTreeSet::new();
+        for case in 0..400 {
+            let (ops, swarm) = schedule(7, case);
+            assert!((MIN_OPS..=MAX_OPS).contains(&ops.len()));
+            for op in &ops {
+                seen[op.kind()] = true;
+                assert!(swarm.weights[op.kind()] > 0, "an operation of a switched-off kind");
+            }
+            swarms.insert(swarm.weights.clone());
+        }
+        let missing: Vec<&str> = KINDS.iter().zip(&seen).filter(|(_, s)| !**s).map(|(k, _)| *k).collect();
+        assert!(missing.is_empty(), "never generated: {missing:?}");
+        assert!(swarms.len() > 300, "swarms should differ between cases ({})", swarms.len());
+    }
+}

@@ -1,0 +1,192 @@
+//! `fenceproof mutants --schedules`: the randomized search alone against every named mutant, each
+//! with the same seed and a fixed time budget, and its kill matrix beside the experiments' (read
+//! from the newest `mutants.json` under the reports folder, when there is one).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use fenceproof_harness::HarnessError;
+use serde::Serialize;
+
+use super::{run, Budget};
+use crate::runner::{Session, VerifyOptions};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ScheduleKill {
+    pub mutant: String,
+    pub rule: String,
+    pub killed: bool,
+    /// The case that found it, and the checks that failed.
+    pub case: Option<u32>,
+    pub failed_checks: Vec<String>,
+    pub cases_played: u32,
+    pub seconds: f64,
+    /// The experiments that kill it (from the newest experiments' kill matrix), if known.
+    pub experiments: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ScheduleKillMatrix {
+    pub run_id: String,
+    pub seed: String,
+    pub budget_s: u64,
+    pub rows: Vec<ScheduleKill>,
+    pub experiments_matrix: Option<PathBuf>,
+    pub duration_ms: u128,
+}
+
+impl ScheduleKillMatrix {
+    pub fn killed(&self) -> usize {
+        self.rows.iter().filter(|r| r.killed).count()
+    }
+
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "fenceproof mutants --schedules run {} (seed {}, budget {} s per mutant)\n",
+            self.run_id, self.seed, self.budget_s
+        );
+        let w = self.rows.iter().map(|r| r.mutant.len()).max().unwrap_or(6).max(6);
+        let _ = writeln!(
+            s,
+            "{:<w$} {:<9} {:>5} {:>7}  {:<30} killed by experiments",
+            "mutant", "schedules", "case", "seconds", "failed checks"
+        );
+        for r in &self.rows {
+            let checks = r.failed_checks.join("; ");
+            let checks: String =
+                if checks.chars().count() > 30 { checks.chars().take(29).chain(['…']).collect() } else { checks };
+            let _ = writeln!(
+                s,
+                "{:<w$} {:<9} {:>5} {:>7.1}  {:<30} {}",
+                r.mutant,
+                if r.killed { "KILLED" } else { "SURVIVED" },
+                r.case.map_or("-".into(), |c| c.to_string()),
+                r.seconds,
+                checks,
+                r.experiments.as_ref().map_or("(no experiments' matrix found)".into(), |e| e.join(", ")),
+            );
+        }
+        let _ = writeln!(
+            s,
+            "{}/{} mutants killed by the schedules alone in {:.1}s",
+            self.killed(),
+            self.rows.len(),
+            self.duration_ms as f64 / 1000.0
+        );
+        s
+    }
+
+    pub fn markdown(&self) -> String {
+        let mut s = format!(
+            "# fenceproof mutants --schedules `{}`\n\nSeed `{}`, budget {} s per mutant. {}/{} killed.\n\n",
+            self.run_id,
+            self.seed,
+            self.budget_s,
+            self.killed(),
+            self.rows.len()
+        );
+        s.push_str(
+            "| mutant | schedules | case | seconds | failed checks | experiments |\n|---|---|---|---|---|---|\n",
+        );
+        for r in &self.rows {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {:.1} | {} | {} |",
+                r.mutant,
+                if r.killed { "KILLED" } else { "SURVIVED" },
+                r.case.map_or("-".into(), |c| c.to_string()),
+                r.seconds,
+                r.failed_checks.join("; "),
+                r.experiments.as_ref().map_or("?".into(), |e| e.join(", "))
+            );
+        }
+        s
+    }
+}
+
+/// The newest experiments' kill matrix under `reports`: mutant -> experiments that kill it.
+fn experiments_matrix(reports: &Path) -> Option<(PathBuf, BTreeMap<String, Vec<String>>)> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(reports)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("mutants.json").is_file())
+        .collect();
+    dirs.sort();
+    let path = dirs.pop()?.join("mutants.json");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()?;
+    let mut m = BTreeMap::new();
+    for row in v["rows"].as_array()? {
+        let killers = row["verdicts"]
+            .as_array()?
+            .iter()
+            .filter(|pair| pair[1] != "PASS")
+            .filter_map(|pair| pair[0].as_str().map(String::from))
+            .collect();
+        m.insert(row["mutant"].as_str()?.to_string(), killers);
+    }
+    Some((path, m))
+}
+
+/// Search each selected mutant with `budget` from `seed`; save `schedules-mutants.json` / `.md`.
+pub async fn search(
+    opts: &VerifyOptions,
+    only: Option<&[String]>,
+    seed: u64,
+    budget: Duration,
+) -> Result<(ScheduleKillMatrix, PathBuf), HarnessError> {
+    let mut mutants = crate::mutants::list(&opts.worker_bin)?;
+    if let Some(only) = only {
+        for want in only {
+            if !mutants.iter().any(|(n, _)| n == want) {
+                return Err(HarnessError::Other(format!("unknown mutant '{want}'")));
+            }
+        }
+        mutants.retain(|(n, _)| only.contains(n));
+    }
+    let known = experiments_matrix(&opts.reports_dir);
+    let mut session = Session::start(opts).await?;
+    let mut rows = Vec::new();
+    for (i, (name, rule)) in mutants.iter().enumerate() {
+        let started = Instant::now();
+        let args = vec!["--mutant".to_string(), name.clone()];
+        let summary = run(&mut session, Budget::time(budget), seed, &args, "", false).await?;
+        let row = ScheduleKill {
+            mutant: name.clone(),
+            rule: rule.clone(),
+            killed: summary.failure.is_some(),
+            case: summary.failure.as_ref().map(|f| f.case),
+            failed_checks: summary
+                .failure
+                .as_ref()
+                .map(|f| f.failed_checks.iter().map(|c| c.name.clone()).collect())
+                .unwrap_or_default(),
+            cases_played: summary.cases,
+            seconds: started.elapsed().as_secs_f64(),
+            experiments: known.as_ref().map(|(_, m)| m.get(name).cloned().unwrap_or_default()),
+        };
+        eprintln!(
+            "[{}/{}] {name}: {} after {} case(s), {:.0}s",
+            i + 1,
+            mutants.len(),
+            if row.killed { "KILLED" } else { "survived" },
+            row.cases_played,
+            row.seconds
+        );
+        rows.push(row);
+    }
+    let km = ScheduleKillMatrix {
+        run_id: session.run.run_id.clone(),
+        seed: format!("{seed:#x}"),
+        budget_s: budget.as_secs(),
+        rows,
+        experiments_matrix: known.map(|(p, _)| p),
+        duration_ms: session.elapsed_ms(),
+    };
+    let path = session.run.path.clone();
+    std::fs::write(path.join("schedules-mutants.json"), serde_json::to_string_pretty(&km).expect("json"))?;
+    std::fs::write(path.join("schedules-mutants.md"), km.markdown())?;
+    session.run.mark_latest()?;
+    Ok((km, path))
+}

@@ -1,0 +1,54 @@
+//! Shrinking a failing schedule: remove chunks of operations, halving the chunk size down to one
+//! (delta debugging), then single operations until none can go, keeping a candidate only when it
+//! still fails. Every operation can be removed because composites resolve their roles when they
+//! run. Bounded by [`MAX_PLAYS`] replays.
+
+use fenceproof_harness::HarnessError;
+
+use super::ops::Op;
+use super::{play, Played};
+use crate::runner::Session;
+
+/// At most this many replays while shrinking.
+pub const MAX_PLAYS: u32 = 60;
+
+/// The smallest still-failing schedule found, with what it played.
+pub async fn shrink(
+    session: &mut Session,
+    case: u32,
+    schedule: Vec<Op>,
+    played: Played,
+    worker_args: &[String],
+) -> Result<(Vec<Op>, Played), HarnessError> {
+    let mut best = (schedule, played);
+    let mut plays = 0;
+    let mut chunk = (best.0.len() / 2).max(1);
+    loop {
+        let mut removed = false;
+        let mut i = 0;
+        while i < best.0.len() && plays < MAX_PLAYS {
+            let end = (i + chunk).min(best.0.len());
+            let candidate: Vec<Op> = best.0[..i].iter().chain(&best.0[end..]).cloned().collect();
+            if candidate.is_empty() {
+                i = end;
+                continue;
+            }
+            plays += 1;
+            let p = play(session, &format!("case-{case}-shrink-{plays}"), &candidate, worker_args).await?;
+            if p.failed.is_empty() {
+                i = end;
+            } else {
+                eprintln!("  shrink {plays}: {} operations still fail", candidate.len());
+                best = (candidate, p);
+                removed = true;
+            }
+        }
+        if plays >= MAX_PLAYS || (chunk == 1 && !removed) {
+            break;
+        }
+        if chunk > 1 {
+            chunk /= 2;
+        }
+    }
+    Ok(best)
+}

@@ -27,6 +27,11 @@ build-mutants:
 mutants *ARGS: build build-mutants
     ./target/debug/fenceproof mutants --worker-bin target/debug/fenceproof-worker-mutant {{ARGS}}
 
+# The randomized schedules alone against every named mutant, 180 s of search each (e.g.
+# `just schedules-mutants --budget-s 60 --seed 0x2a`); kill matrix in reports/<run>/schedules-mutants.md.
+schedules-mutants *ARGS: build build-mutants
+    ./target/debug/fenceproof mutants --schedules --worker-bin target/debug/fenceproof-worker-mutant {{ARGS}}
+
 # Generated mutants of the fenced fp_* functions (migration 0002), each through A-G and P-* with the
 # reference worker; kill matrix in reports/<run>/mutants-sql.{json,md} (e.g. `--shard 1/4`, `--first-kill`).
 mutants-sql *ARGS: build build-mutants

@@ -125,6 +125,10 @@ enum Cmd {
         /// With --schedules: the seed (decimal or 0x-hex); random when absent. Printed either way.
         #[arg(long, requires = "schedules")]
         seed: Option<String>,
+        /// With --schedules: exit 1 when a selected mutant survives its budget (by default the
+        /// search reports survivors and exits 0: it is bounded, the experiments are the gate).
+        #[arg(long, requires = "schedules")]
+        require_kills: bool,
         /// Only these experiments (comma-separated ids).
         #[arg(long, value_delimiter = ',')]
         only: Option<Vec<String>>,
@@ -443,6 +447,7 @@ async fn run(cli: Cli) -> u8 {
             schedules,
             budget_s,
             seed,
+            require_kills,
             only,
             server: ServerArgs { pg_bin, reports_dir, backend, pg_image },
         } => {
@@ -509,8 +514,14 @@ async fn run(cli: Cli) -> u8 {
                     worker_bin,
                     tools_bin: runner::default_tools_bin(),
                 };
-                return cli::schedules::mutants(opts, mutants, seed, std::time::Duration::from_secs(budget_s.max(1)))
-                    .await;
+                return cli::schedules::mutants(
+                    opts,
+                    mutants,
+                    seed,
+                    std::time::Duration::from_secs(budget_s.max(1)),
+                    require_kills,
+                )
+                .await;
             }
             if only.is_none() {
                 // H judges the deployment, not the protocol's rules, and P the role boundary, which a

@@ -58,6 +58,13 @@ const ALL_JUDGED: &[&str] = &[
 
 const HOLDER: &str = "only the current lease holder commits run state";
 const REVISIONS: &str = "revisions rise by exactly one per committed write";
+// The history and remote checks of the randomized schedules (`check::history`, `check::remote`).
+const NAMED_REVISION: &str = "a write commits only at the revision it named, and at most once";
+const STORED_AS_SENT: &str = "a committed checkpoint is exactly what was sent";
+const ANSWERS_AGREE: &str = "a write answered ok committed, a write answered with a refusal did not";
+const EFFECTS_REGISTERED: &str = "every remote effect carries a registered operation_id and its request";
+const QUIET: &str = "nothing commits while only a stale process of an owner acts";
+const SETTLED_AGREE: &str = "a settled operation's status agrees with the tools' ledger";
 const EPOCHS: &str = "lease epochs only rise, by one per takeover";
 const TAKEOVERS: &str = "takeovers only of free or expired leases";
 const TERMINAL_FINAL: &str = "terminal states never change";
@@ -90,7 +97,7 @@ pub const RULES: &[Rule] = &[
         id: "ids.operation-id-per-intent",
         section: "02, 08",
         statement: "one business intent keeps one operation_id across takeover and retry; a new run's intent gets a new one",
-        checkers: &["the new run plans the same step under a new operation_id", "exactly one real resource for the intent, under any key (tools' ledger)"],
+        checkers: &["the new run plans the same step under a new operation_id", "exactly one real resource for the intent, under any key (tools' ledger)", EFFECTS_REGISTERED],
         experiments: &["E-idem", "E-detid", "E-opquery", "E-plain", "E-idem-pause", "G"],
     },
     // §04: the data model.
@@ -134,7 +141,7 @@ pub const RULES: &[Rule] = &[
         id: "lease.renew-owner-epoch",
         section: "05.2",
         statement: "a renewal extends only the named lease, and only under its owner and epoch",
-        checkers: &["[lease.renew-owner-epoch]*", LEASE_MACHINE, "A's renew/save/succeed/fail/release leave B's lease and the run unchanged (database rows)", "fp_lease_renew refuses a stale epoch"],
+        checkers: &["[lease.renew-owner-epoch]*", LEASE_MACHINE, "A's renew/save/succeed/fail/release leave B's lease and the run unchanged (database rows)", "fp_lease_renew refuses a stale epoch", QUIET],
         experiments: &["B-sigstop", "B-freeze", "B-same-owner", "P-role", "P-api-lease", "W-lease"],
     },
     Rule {
@@ -184,14 +191,14 @@ pub const RULES: &[Rule] = &[
         id: "commit.revision-cas",
         section: "06",
         statement: "state writes compare-and-set the revision: of two writes at one expected revision at most one commits, each commit is + 1 on the previous, on that run only",
-        checkers: &[REVISIONS, "exactly one save commits (oracle)", "revision rose by exactly one", "[commit.revision-cas]*"],
+        checkers: &[REVISIONS, "exactly one save commits (oracle)", "revision rose by exactly one", "[commit.revision-cas]*", NAMED_REVISION, STORED_AS_SENT],
         experiments: ALL_JUDGED,
     },
     Rule {
         id: "commit.conflict-loser-rereads",
         section: "06",
         statement: "the loser of a revision conflict re-reads before deciding; it never blindly overwrites",
-        checkers: &["the worker is told: one ok, one conflict", "final checkpoint is the committed save's", REVISIONS],
+        checkers: &["the worker is told: one ok, one conflict", "final checkpoint is the committed save's", REVISIONS, NAMED_REVISION],
         experiments: &["C"],
     },
     Rule {
@@ -234,7 +241,7 @@ pub const RULES: &[Rule] = &[
         id: "runs.unknown-commit-outcome",
         section: "06, 07, 10",
         statement: "a commit whose outcome is unknown (a cancelled synchronous wait, a lost connection) is reported as unknown, never as success",
-        checkers: &["a commit whose synchronous wait was cancelled is reported as outcome unknown, not success", "that commit was local only: on the old primary, not after failover"],
+        checkers: &["a commit whose synchronous wait was cancelled is reported as outcome unknown, not success", "that commit was local only: on the old primary, not after failover", ANSWERS_AGREE],
         experiments: &["H-sync"],
     },
     Rule {
@@ -347,14 +354,14 @@ pub const RULES: &[Rule] = &[
         id: "effects.one-per-operation",
         section: "08, 09",
         statement: "one operation_id yields at most one real side effect through a tool that deduplicates or can be queried",
-        checkers: &[ONE_EFFECT, "exactly one real resource for the operation (tools' ledger)", "it really executed once (tools' ledger)"],
+        checkers: &[ONE_EFFECT, "exactly one real resource for the operation (tools' ledger)", "it really executed once (tools' ledger)", EFFECTS_REGISTERED],
         experiments: &["E-idem", "E-detid", "E-opquery", "E-plain", "E-idem-pause", "F-dispatching", "F-unknown"],
     },
     Rule {
         id: "unknown.never-failure",
         section: "01, 09.3",
         statement: "an unknown remote outcome stays unknown and is raised; it is never recorded as failed or unexecuted",
-        checkers: &["a tool without query or idempotency leaves the operation unknown", "it is raised for manual handling on every pass", "it is never recorded as unexecuted"],
+        checkers: &["a tool without query or idempotency leaves the operation unknown", "it is raised for manual handling on every pass", "it is never recorded as unexecuted", SETTLED_AGREE],
         experiments: &["E-plain", "F-dispatching", "F-unknown"],
     },
     Rule {
@@ -462,7 +469,11 @@ mod tests {
     #[test]
     fn every_global_invariant_is_in_the_catalogue() {
         let rows = Vec::new();
-        for c in crate::check::invariants::all(&rows, &[]) {
+        let mut all = crate::check::invariants::all(&rows, &[]);
+        all.extend(crate::check::history::all(&rows, &[]));
+        all.extend(crate::check::remote::all(&[], &[]));
+        all.push(crate::check::history::quiet_windows_stay_quiet(&rows, &[]));
+        for c in all {
             assert!(!rules_for(&c.name).is_empty(), "{} judges no rule of the catalogue", c.name);
         }
     }

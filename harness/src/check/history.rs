@@ -139,6 +139,38 @@ pub fn checkpoints_stored_as_sent(rows: &[CommitRow], sent: &[SentWrite]) -> Che
     }
 }
 
+/// A stretch of the oracle (commits `after` < seq <= `until`) in which the only process of
+/// `owner` that could act was a stale one (its term over, the current holder of the same owner id
+/// paused by the harness): nothing under that owner may commit in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuietWindow {
+    pub owner: String,
+    pub after: i64,
+    pub until: i64,
+    /// What the stale process did in the window.
+    pub what: String,
+}
+
+/// Nothing commits under an owner while only a stale process of that owner acts (a renewal or a
+/// write that matched on the owner id alone, without the epoch, would).
+pub fn quiet_windows_stay_quiet(rows: &[CommitRow], windows: &[QuietWindow]) -> Check {
+    let name = "nothing commits while only a stale process of an owner acts";
+    let mut bad = Vec::new();
+    for w in windows {
+        for r in rows.iter().filter(|r| r.seq > w.after && r.seq <= w.until && r.writer == w.owner) {
+            bad.push(format!(
+                "commit #{} on {} by {} ({}) while only its stale process acted ({})",
+                r.seq, r.table_name, r.writer, r.op, w.what
+            ));
+        }
+    }
+    if bad.is_empty() {
+        Check::pass(name, format!("{} window(s), nothing committed in them", windows.len()))
+    } else {
+        Check::fail(name, bad.join("; "))
+    }
+}
+
 /// Every history check.
 pub fn all(rows: &[CommitRow], sent: &[SentWrite]) -> Vec<Check> {
     vec![

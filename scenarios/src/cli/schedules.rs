@@ -106,14 +106,24 @@ pub async fn run(opts: VerifyOptions, a: Args) -> u8 {
 }
 
 /// `mutants --schedules`: exit 0 when the search ran (survivors are reported, not failed: the
-/// search is bounded; the experiments' kill matrix is the gate).
-pub async fn mutants(opts: VerifyOptions, only: Option<Vec<String>>, seed: u64, budget: Duration) -> u8 {
+/// search is bounded; the experiments' kill matrix is the gate), unless `require_kills`.
+pub async fn mutants(
+    opts: VerifyOptions,
+    only: Option<Vec<String>>,
+    seed: u64,
+    budget: Duration,
+    require_kills: bool,
+) -> u8 {
     crate::interruptible(async {
         match schedules::mutants::search(&opts, only.as_deref(), seed, budget).await {
             Ok((km, dir)) => {
                 print!("{}", km.table());
                 println!("report: {}", dir.display());
-                exit::OK
+                if require_kills && km.killed() < km.rows.len() {
+                    exit::FAILED
+                } else {
+                    exit::OK
+                }
             }
             Err(e) => crate::harness_failed(e),
         }

@@ -90,7 +90,10 @@ impl Exec<'_> {
         let Some(h) = self.make_holder(by).await? else { return Ok("no live holder could be made".into()) };
         let pause = self.slots[h].proc.as_ref().expect("holder has a process").pause().await?;
         self.slots[h].paused = Some(pause);
-        self.ctx.wait_lease_expired(self.run_id).await?;
+        if !self.expired().await? {
+            self.resume(h).await?;
+            return Ok(format!("w{h} paused, but the lease did not expire (someone else renews it)"));
+        }
         let mut what = vec![format!("w{h} paused past expiry")];
         if let Some(b) = by.filter(|b| *b != h) {
             self.ensure(b).await?;
@@ -136,7 +139,15 @@ impl Exec<'_> {
         if held {
             let pause = self.slots[h].proc.as_ref().expect("holder has a process").pause().await?;
             self.slots[h].paused = Some(pause);
-            self.ctx.wait_lease_expired(self.run_id).await?;
+            if !self.expired().await? {
+                barrier.release().await?;
+                self.resume(h).await?;
+                let ev = self.answer(h, save).await?;
+                return Ok(format!(
+                    "w{h} paused, but the lease did not expire (someone else renews it); save: {}",
+                    outcome(&ev)
+                ));
+            }
             self.reached.insert("write-held-across-takeover");
             let acq = json!({"cmd": "acquire", "run_id": self.run_id, "ttl_ms": super::exec::TTL_MS, "heartbeat_ms": 100, "renew_timeout_ms": 300});
             let take = self.send(b, acq, None).await?;
@@ -312,5 +323,69 @@ impl Exec<'_> {
             Ok(rows) => format!("{forge:?}: {rows} row(s) answered"),
             Err(e) => format!("{forge:?}: refused ({})", e.to_string().lines().next().unwrap_or_default()),
         })
+    }
+}
+
+impl Exec<'_> {
+    /// A stale holder and its twin: the holder is paused past expiry, a new process with the same
+    /// owner id takes over in another slot and is paused in turn, the stale holder resumes. The
+    /// oracle window while only the stale one runs must stay empty under that owner.
+    pub(super) async fn stale_twin(&mut self, then_write: bool) -> Result<String, HarnessError> {
+        let Some(h) = self.make_holder(None).await? else { return Ok("no live holder could be made".into()) };
+        let owner = self.owner(h).unwrap_or_default();
+        let t = (h + 1) % WORKERS;
+        let pause = self.slots[h].proc.as_ref().expect("holder has a process").pause().await?;
+        self.slots[h].paused = Some(pause);
+        if !self.expired().await? {
+            self.resume(h).await?;
+            return Ok(format!("w{h} paused, but the lease did not expire (someone else renews it)"));
+        }
+        // The twin replaces whatever ran in slot t.
+        if let Some(mut old) = self.slots[t].proc.take() {
+            old.kill().await?;
+            self.pending.retain(|p| p.slot != t);
+        }
+        self.slots[t].paused = None;
+        self.slots[t].spawned += 1;
+        self.slots[t].known = 0;
+        let name = format!("w{t}-{}-twin", self.slots[t].spawned);
+        self.slots[t].proc = Some(self.ctx.spawn_worker_as(&name, &owner, vec![]).await?);
+        let cmd = json!({"cmd": "acquire", "run_id": self.run_id, "ttl_ms": super::exec::TTL_MS, "heartbeat_ms": 100, "renew_timeout_ms": 300});
+        let took = self.tell(t, cmd, None).await?;
+        let mut what = vec![format!("w{h} paused past expiry; twin w{t} ({owner}) acquire: {took}")];
+        if took != "ok" {
+            self.resume(h).await?;
+            return Ok(what.join(", "));
+        }
+        self.tell(t, json!({"cmd": "start"}), None).await?;
+        let twin_pause = self.slots[t].proc.as_ref().expect("twin has a process").pause().await?;
+        self.slots[t].paused = Some(twin_pause);
+        self.reached.insert("stale-twin");
+        let after = self.ctx.oracle_mark().await?;
+        self.resume(h).await?;
+        what.push(self.heartbeat_verdict(h).await);
+        let mut acted = vec!["heartbeat".to_string()];
+        if then_write {
+            let rev = self.slots[h].known;
+            let n = self.counter + 1;
+            let (cmd, k) = self.save_cmd(h, rev, bodies::value(Body::Escapes, n), None);
+            what.push(format!("stale save: {}", self.tell(h, cmd, Some(k)).await?));
+            what.push(format!("stale renew: {}", self.tell(h, json!({"cmd": "renew"}), None).await?));
+            acted.extend(["save".to_string(), "renew".to_string()]);
+        }
+        let until = self.ctx.oracle_mark().await?;
+        self.quiet.push(fenceproof_harness::check::history::QuietWindow {
+            owner,
+            after,
+            until,
+            what: format!("w{h}'s {} after its twin w{t} took over", acted.join(", ")),
+        });
+        self.resume(t).await?;
+        // One live process per owner id from here on: the stale one has done its part.
+        if let Some(mut stale) = self.slots[h].proc.take() {
+            stale.kill().await?;
+            self.pending.retain(|p| p.slot != h);
+        }
+        Ok(what.join(", "))
     }
 }

@@ -52,6 +52,11 @@ pub const SITUATIONS: &[Situation] = &[
         rules: &["lease.renew-unexpired", "lease.renew-owner-epoch"],
     },
     Situation {
+        id: "stale-twin",
+        what: "a stale holder resumed while a process with its own owner id held the next epoch",
+        rules: &["lease.renew-owner-epoch", "holder.only-current-epoch-writes", "commit.lease-owner-epoch-live"],
+    },
+    Situation {
         id: "write-held-across-takeover",
         what: "a write was held inside its transaction while its lease expired and was taken over",
         rules: &["commit.valid-at-check", "lease.takeover-waits-for-validated-commit", "commit.lease-owner-epoch-live"],

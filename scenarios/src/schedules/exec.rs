@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use fenceproof_harness::check::history::SentWrite;
+use fenceproof_harness::check::history::{QuietWindow, SentWrite};
 use fenceproof_harness::check::remote::OperationRow;
 use fenceproof_harness::check::{history, invariants, remote, Check};
 use fenceproof_harness::faults::Pause;
@@ -67,6 +67,8 @@ pub struct Exec<'a> {
     pub(super) pending: Vec<Pending>,
     /// Every write the harness sent, with its answer.
     pub sent: Vec<SentWrite>,
+    /// Windows of the oracle in which only a stale process of an owner acted.
+    pub quiet: Vec<QuietWindow>,
     /// The situations this schedule reached (see [`super::coverage`]).
     pub reached: BTreeSet<&'static str>,
     /// One line per operation: what happened.
@@ -96,6 +98,7 @@ impl<'a> Exec<'a> {
             counter: 0,
             pending: Vec::new(),
             sent: Vec::new(),
+            quiet: Vec::new(),
             reached: BTreeSet::new(),
             log: Vec::new(),
         })
@@ -261,7 +264,8 @@ impl<'a> Exec<'a> {
         let what = match op {
             Op::Acquire { w } => self.acquire(*w).await?,
             Op::Renew { w } => self.tell(*w, json!({"cmd": "renew"}), None).await?,
-            Op::Save { w, at, body } => {
+            Op::Save { w, holder, at, body } => {
+                let w = &if *holder { self.make_holder(None).await?.unwrap_or(*w) } else { *w };
                 let (_, current) = self.run_state().await?;
                 let rev = match at {
                     Rev::Known => self.slots[*w].known,
@@ -273,9 +277,13 @@ impl<'a> Exec<'a> {
                 let (cmd, k) = self.save_cmd(*w, rev, bodies::value(*body, n), None);
                 format!("at {rev}: {}", self.tell(*w, cmd, Some(k)).await?)
             }
-            Op::SaveTwice { w, v } => self.save_twice(*w, *v).await?,
+            Op::SaveTwice { w } => match self.make_holder(None).await? {
+                Some(h) => self.save_twice(h, *w).await?,
+                None => "no live holder could be made".into(),
+            },
             Op::Release { w } => self.tell(*w, json!({"cmd": "release"}), None).await?,
-            Op::Succeed { w } | Op::Fail { w } => {
+            Op::Succeed { w, holder } | Op::Fail { w, holder } => {
+                let w = &if *holder { self.make_holder(None).await?.unwrap_or(*w) } else { *w };
                 self.note_write(*w, false).await?;
                 let cmd = if matches!(op, Op::Succeed { .. }) { "succeed" } else { "fail" };
                 self.tell(*w, json!({ "cmd": cmd }), None).await?
@@ -325,6 +333,7 @@ impl<'a> Exec<'a> {
             }
             Op::Expire => self.expire().await?,
             Op::StaleHolder { by, then_write } => self.stale_holder(*by, *then_write).await?,
+            Op::StaleTwin { then_write } => self.stale_twin(*then_write).await?,
             Op::HeldAcrossTakeover { by, point } => self.held_across_takeover(*by, *point).await?,
             Op::Cancel => {
                 let ops = self.operation_statuses().await?;
@@ -389,11 +398,19 @@ impl<'a> Exec<'a> {
         Ok(match l.owner {
             _ if !l.live => "already free or expired".into(),
             Some(_) if holder_can_renew => "holder is renewing; not waiting".into(),
-            o => {
-                self.ctx.wait_lease_expired(self.run_id).await?;
-                format!("expired the lease of {}", o.unwrap_or_default())
-            }
+            o if self.expired().await? => format!("expired the lease of {}", o.unwrap_or_default()),
+            _ => "the lease did not expire (someone else renews it)".into(),
         })
+    }
+
+    /// Wait (bounded) until the lease has expired on the database clock; false when it did not
+    /// (a process the harness did not pause keeps renewing it).
+    pub(super) async fn expired(&self) -> Result<bool, HarnessError> {
+        match self.ctx.wait_lease_expired(self.run_id).await {
+            Ok(()) => Ok(true),
+            Err(HarnessError::Timeout { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     async fn retry(&mut self) -> Result<String, HarnessError> {
@@ -449,6 +466,7 @@ impl<'a> Exec<'a> {
         let mut checks = invariants::all(&rows, &[CONTROL, self.cp.owner.as_str()]);
         checks.push(invariants::one_effect_per_operation(&entries, TOOLS));
         checks.extend(history::all(&rows, &self.sent));
+        checks.push(history::quiet_windows_stay_quiet(&rows, &self.quiet));
         checks.extend(remote::all(&entries, &ops));
         Ok((checks, self.log))
     }

@@ -88,13 +88,16 @@ fn op_of_kind(kind: &str, rng: &mut Rng) -> Op {
     match kind {
         "acquire" => Op::Acquire { w },
         "renew" => Op::Renew { w },
-        "save" => {
-            Op::Save { w, at: rng.pick(&[Rev::Known, Rev::Known, Rev::Current, Rev::Stale]), body: rng.pick(&bodies) }
-        }
-        "save_twice" => Op::SaveTwice { w, v: rng.below(WORKERS) },
+        "save" => Op::Save {
+            w,
+            holder: rng.below(3) > 0,
+            at: rng.pick(&[Rev::Known, Rev::Known, Rev::Current, Rev::Stale]),
+            body: rng.pick(&bodies),
+        },
+        "save_twice" => Op::SaveTwice { w },
         "release" => Op::Release { w },
-        "succeed" => Op::Succeed { w },
-        "fail" => Op::Fail { w },
+        "succeed" => Op::Succeed { w, holder: rng.coin() },
+        "fail" => Op::Fail { w, holder: rng.coin() },
         "pause" => Op::Pause { w },
         "resume" => Op::Resume { w },
         "kill" => Op::Kill { w },
@@ -103,6 +106,7 @@ fn op_of_kind(kind: &str, rng: &mut Rng) -> Op {
             by: if rng.below(3) == 0 { None } else { Some(rng.below(WORKERS)) },
             then_write: rng.coin(),
         },
+        "stale_twin" => Op::StaleTwin { then_write: rng.coin() },
         "held_across_takeover" => Op::HeldAcrossTakeover {
             by: rng.below(WORKERS),
             point: rng.pick(&[Point::AfterBegin, Point::AfterLeaseValidated, Point::BeforeCommit]),

@@ -113,6 +113,8 @@ pub async fn run(
     shrink_failure: bool,
 ) -> Result<Summary, HarnessError> {
     let started = Instant::now();
+    // Each schedule gets its own folder (and so its own tools' ledger), also across mutants.
+    let prefix = worker_args.windows(2).find(|a| a[0] == "--mutant").map(|a| format!("{}-", a[1])).unwrap_or_default();
     let mut operations = 0;
     let mut coverage = Coverage::default();
     let mut case = 0;
@@ -120,7 +122,7 @@ pub async fn run(
         case += 1;
         let (schedule, swarm) = gen::schedule(seed, case);
         operations += schedule.len();
-        let played = play(session, &format!("case-{case}"), &schedule, worker_args).await?;
+        let played = play(session, &format!("{prefix}case-{case}"), &schedule, worker_args).await?;
         coverage.add(&played.reached);
         eprintln!(
             "schedule {case}: {} operations of {} kinds, {}",
@@ -133,7 +135,7 @@ pub async fn run(
         }
         let original_len = schedule.len();
         let best = if shrink_failure {
-            shrink::shrink(session, case, schedule, played, worker_args).await?
+            shrink::shrink(session, &format!("{prefix}case-{case}"), schedule, played, worker_args).await?
         } else {
             (schedule, played)
         };

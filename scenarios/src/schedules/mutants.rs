@@ -25,6 +25,8 @@ pub struct ScheduleKill {
     pub seconds: f64,
     /// The experiments that kill it (from the newest experiments' kill matrix), if known.
     pub experiments: Option<Vec<String>>,
+    /// The search stopped without a verdict (the harness could not go on).
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -61,10 +63,10 @@ impl ScheduleKillMatrix {
                 s,
                 "{:<w$} {:<9} {:>5} {:>7.1}  {:<30} {}",
                 r.mutant,
-                if r.killed { "KILLED" } else { "SURVIVED" },
+                verdict(r),
                 r.case.map_or("-".into(), |c| c.to_string()),
                 r.seconds,
-                checks,
+                r.error.as_ref().map_or(checks, |e| e.chars().take(30).collect()),
                 r.experiments.as_ref().map_or("(no experiments' matrix found)".into(), |e| e.join(", ")),
             );
         }
@@ -95,14 +97,22 @@ impl ScheduleKillMatrix {
                 s,
                 "| {} | {} | {} | {:.1} | {} | {} |",
                 r.mutant,
-                if r.killed { "KILLED" } else { "SURVIVED" },
+                verdict(r),
                 r.case.map_or("-".into(), |c| c.to_string()),
                 r.seconds,
-                r.failed_checks.join("; "),
+                r.error.clone().unwrap_or_else(|| r.failed_checks.join("; ")),
                 r.experiments.as_ref().map_or("?".into(), |e| e.join(", "))
             );
         }
         s
+    }
+}
+
+fn verdict(r: &ScheduleKill) -> &'static str {
+    match (r.killed, &r.error) {
+        (true, _) => "KILLED",
+        (false, Some(_)) => "ERROR",
+        (false, None) => "SURVIVED",
     }
 }
 
@@ -151,8 +161,27 @@ pub async fn search(
     for (i, (name, rule)) in mutants.iter().enumerate() {
         let started = Instant::now();
         let args = vec!["--mutant".to_string(), name.clone()];
-        let summary = run(&mut session, Budget::time(budget), seed, &args, "", false).await?;
+        let summary = match run(&mut session, Budget::time(budget), seed, &args, "", false).await {
+            Ok(s) => s,
+            Err(e) => {
+                // No verdict: an ERROR is not a kill; the search goes on with the next mutant.
+                eprintln!("[{}/{}] {name}: ERROR {e}", i + 1, mutants.len());
+                rows.push(ScheduleKill {
+                    mutant: name.clone(),
+                    rule: rule.clone(),
+                    killed: false,
+                    case: None,
+                    failed_checks: Vec::new(),
+                    cases_played: 0,
+                    seconds: started.elapsed().as_secs_f64(),
+                    experiments: known.as_ref().map(|(_, m)| m.get(name).cloned().unwrap_or_default()),
+                    error: Some(e.to_string()),
+                });
+                continue;
+            }
+        };
         let row = ScheduleKill {
+            error: None,
             mutant: name.clone(),
             rule: rule.clone(),
             killed: summary.failure.is_some(),

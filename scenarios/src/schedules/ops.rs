@@ -127,28 +127,34 @@ pub enum Op {
     Renew {
         w: usize,
     },
-    /// Worker `w` saves a checkpoint at the revision `at` names.
+    /// Worker `w` (the current holder instead, with `holder`) saves a checkpoint at the revision
+    /// `at` names.
     Save {
         w: usize,
+        #[serde(default)]
+        holder: bool,
         at: Rev,
         body: Body,
     },
-    /// Workers `w` and `v` (possibly the same process) each send a save at the current revision,
-    /// both in flight at once.
+    /// The holder and worker `w` (the holder itself when `w` is the holder's slot: two commands
+    /// of one process) each send a save at the current revision, both in flight at once.
     SaveTwice {
         w: usize,
-        v: usize,
     },
     Release {
         w: usize,
     },
-    /// Complete the run at the revision the worker knows.
+    /// Complete the run at the revision the worker knows (the holder's, with `holder`).
     Succeed {
         w: usize,
+        #[serde(default)]
+        holder: bool,
     },
     /// Fail the run (a business failure) at the revision the worker knows.
     Fail {
         w: usize,
+        #[serde(default)]
+        holder: bool,
     },
     /// SIGSTOP worker `w`; its later commands queue in its stdin.
     Pause {
@@ -168,6 +174,12 @@ pub enum Op {
     /// the holder resumes, and its heartbeat's verdict is awaited. Then it saves and completes.
     StaleHolder {
         by: Option<usize>,
+        then_write: bool,
+    },
+    /// The current holder is paused past its expiry; a new process in another slot, with the
+    /// *same owner id* (a restarted host), takes over and is paused; the stale holder resumes (and
+    /// with `then_write` saves and renews). While only the stale twin runs, nothing may commit.
+    StaleTwin {
         then_write: bool,
     },
     /// The current holder's save is held on a barrier at `point` while the holder is paused past
@@ -216,8 +228,8 @@ impl Op {
             | Op::Renew { w }
             | Op::Save { w, .. }
             | Op::Release { w }
-            | Op::Succeed { w }
-            | Op::Fail { w }
+            | Op::Succeed { w, .. }
+            | Op::Fail { w, .. }
             | Op::Plan { w, .. }
             | Op::Advance { w } => Some(*w),
             _ => None,
@@ -239,6 +251,7 @@ impl Op {
             Op::Kill { .. } => "kill",
             Op::Expire => "expire",
             Op::StaleHolder { .. } => "stale_holder",
+            Op::StaleTwin { .. } => "stale_twin",
             Op::HeldAcrossTakeover { .. } => "held_across_takeover",
             Op::Cancel => "cancel",
             Op::Retry => "retry",
@@ -268,6 +281,7 @@ pub const KINDS: &[&str] = &[
     "kill",
     "expire",
     "stale_holder",
+    "stale_twin",
     "held_across_takeover",
     "cancel",
     "retry",

@@ -15,7 +15,7 @@ pub const MAX_PLAYS: u32 = 60;
 /// The smallest still-failing schedule found, with what it played.
 pub async fn shrink(
     session: &mut Session,
-    case: u32,
+    label: &str,
     schedule: Vec<Op>,
     played: Played,
     worker_args: &[String],
@@ -34,7 +34,7 @@ pub async fn shrink(
                 continue;
             }
             plays += 1;
-            let p = play(session, &format!("case-{case}-shrink-{plays}"), &candidate, worker_args).await?;
+            let p = play(session, &format!("{label}-shrink-{plays}"), &candidate, worker_args).await?;
             if p.failed.is_empty() {
                 i = end;
             } else {

@@ -198,9 +198,37 @@ impl Session {
     ) -> Result<Matrix, HarnessError> {
         let t0 = Instant::now();
         let mut results = Vec::new();
+        let mut died: Option<String> = None;
         for (i, exp) in experiments.iter().enumerate() {
+            // After the server died, the rest of the matrix is reported as not run (the matrix is
+            // still printed and written: the rows that finished keep their verdicts).
+            if let Some(death) = &died {
+                results.push(self.not_run(exp, &format!("not run: {death}")));
+                continue;
+            }
             progress(label, i, experiments.len(), exp.id);
-            results.push(self.run_one(label, exp, worker_args).await?);
+            let r = self.run_one(label, exp, worker_args).await;
+            match (r, self.server_death()) {
+                (Ok(r), None) => results.push(r),
+                (Err(e), None) => return Err(e),
+                (r, Some(death)) => {
+                    let why = match &r {
+                        Ok(r) => {
+                            r.error.clone().unwrap_or_else(|| format!("{} of its checks failed", r.outcome.label()))
+                        }
+                        Err(e) => e.to_string(),
+                    };
+                    let mut row = match r {
+                        Ok(r) => r,
+                        Err(_) => self.not_run(exp, ""),
+                    };
+                    row.outcome = Outcome::Error;
+                    row.error = Some(format!("{death}; what the experiment saw: {why}"));
+                    row.observations = "the server died while this experiment ran".into();
+                    results.push(row);
+                    died = Some(death);
+                }
+            }
         }
         progress(label, experiments.len(), experiments.len(), "");
         Ok(Matrix {
@@ -211,6 +239,35 @@ impl Session {
             duration_ms: t0.elapsed().as_millis(),
             results,
         })
+    }
+
+    /// When the session's own server has died: how, in words (`the server died (signal 9)`), with
+    /// the last line its log gave about it. `None` while it runs, and for servers the harness did not
+    /// start as a child (a container, a team's database).
+    pub fn server_death(&mut self) -> Option<String> {
+        let Server::Native(c) = &mut self.server else { return None };
+        let status = c.exit_status()?;
+        let log = std::fs::read_to_string(self.run.path.join("postgres.log")).unwrap_or_default();
+        let last = log.lines().rev().find(|l| l.contains("PANIC") || l.contains("FATAL") || l.contains("terminated"));
+        Some(match last {
+            Some(l) => format!("the server died ({status}); its log: {}", l.trim()),
+            None => format!("the server died ({status})"),
+        })
+    }
+
+    /// The row of an experiment that did not run (or whose run produced nothing to show).
+    fn not_run(&self, exp: &Experiment, why: &str) -> ExperimentResult {
+        ExperimentResult {
+            id: exp.id.into(),
+            title: exp.title.into(),
+            outcome: Outcome::Error,
+            duration_ms: 0,
+            observations: why.to_string(),
+            checks: Vec::new(),
+            error: Some(why.to_string()),
+            reproduce: format!("fenceproof verify --only {}{}", exp.id, self.reproduce_flags),
+            evidence: String::new(),
+        }
     }
 
     /// End the session: drop what it created in an external database (a native cluster is

@@ -251,6 +251,17 @@ impl NativeCluster {
         self.port
     }
 
+    /// How the postmaster ended, when it has (`signal 9`, `exit code 1`); `None` while it runs.
+    pub fn exit_status(&mut self) -> Option<String> {
+        use std::os::unix::process::ExitStatusExt;
+        let status = self.child.as_mut()?.try_wait().ok()??;
+        Some(match (status.signal(), status.code()) {
+            (Some(sig), _) => format!("signal {sig}"),
+            (None, Some(code)) => format!("exit code {code}"),
+            (None, None) => "exited".to_string(),
+        })
+    }
+
     /// The postmaster's pid.
     pub fn pid(&self) -> Option<Pid> {
         self.child.as_ref().map(|c| Pid::from_raw(c.id() as i32))

@@ -13,7 +13,7 @@ use serde_json::json;
 use sqlx::Connection;
 
 use super::bodies;
-use super::exec::{Exec, ANSWER};
+use super::exec::{ask, Exec, ANSWER};
 use super::ops::{Body, Forge, Point, Tool, ToolFault, WORKERS};
 use crate::ctx::{data, outcome};
 
@@ -200,10 +200,6 @@ impl Exec<'_> {
         if !answer.contains(" 200") && !answer.contains(" 204") {
             return Err(HarnessError::Other(format!("the fake tools refused a fault: {answer}")));
         }
-        if fault != ToolFault::Error5xx {
-            // Counted when a dispatch actually meets it; arming alone reaches nothing.
-            self.log.push(format!("armed {} on {}", fault.mode(), tool.name()));
-        }
         Ok(format!("armed {} on {}", fault.mode(), tool.name()))
     }
 
@@ -232,11 +228,13 @@ impl Exec<'_> {
                 self.ctx.wait_claim_expired(op).await?;
                 self.reached.insert("late-result");
             }
-            let rec = self.dispatcher.request(json!({"cmd": "reconcile", "call_timeout_ms": 400}), ANSWER).await?;
-            let dis = self
-                .dispatcher
-                .request(json!({"cmd": "dispatch", "claim_ttl_ms": 1000, "call_timeout_ms": 400, "limit": 5}), ANSWER)
-                .await?;
+            let rec = ask(&mut self.dispatcher, json!({"cmd": "reconcile", "call_timeout_ms": 400}), ANSWER).await?;
+            let dis = ask(
+                &mut self.dispatcher,
+                json!({"cmd": "dispatch", "claim_ttl_ms": 1000, "call_timeout_ms": 400, "limit": 5}),
+                ANSWER,
+            )
+            .await?;
             what.push(format!("meanwhile reconcile {} {}, dispatch {}", outcome(&rec), data(&rec), outcome(&dis)));
         } else {
             what.push("the dispatcher did not stop before its result write".into());

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::bodies;
-use super::ops::{Op, Rev, WORKERS};
+use super::ops::{Body, Op, Rev, Tool, WORKERS};
 use crate::ctx::{data, outcome, Ctx, CONTROL};
 
 /// Bound on one command's answer inside a schedule.
@@ -38,6 +38,18 @@ pub(super) struct Slot {
     pub spawned: u32,
     /// The last revision this worker was told.
     pub known: i64,
+}
+
+/// Ask a service process (the control plane, the dispatcher) and wait for its answer; one that
+/// does not come within [`ANSWER`] reads as `no_answer_yet` (it may wait on a lock a paused process
+/// holds); `exit` at the end waits for it.
+pub(super) async fn ask(p: &mut WorkerProc, cmd: Value, timeout: Duration) -> Result<Value, HarnessError> {
+    let id = p.send(cmd).await?;
+    match p.reply(id, timeout).await {
+        Ok(ev) => Ok(ev),
+        Err(HarnessError::Timeout { .. }) => Ok(json!({"outcome": "no_answer_yet", "id": id})),
+        Err(e) => Err(e),
+    }
 }
 
 /// A command sent but not yet answered: (slot, command id, index in `sent` if it is a write).
@@ -138,12 +150,20 @@ impl<'a> Exec<'a> {
         Ok(Some(id))
     }
 
-    /// Wait for the answer to command `id` of slot `w` and note what it says.
+    /// Wait for the answer to command `id` of slot `w` and note what it says. A command still
+    /// unanswered after [`ANSWER`] stays pending (a process the harness paused may hold a lock it
+    /// waits for; that is allowed) and reads as the outcome `no_answer_yet`; its answer is
+    /// collected at the end, when every process runs again.
     pub(super) async fn answer(&mut self, w: usize, id: u64) -> Result<Value, HarnessError> {
         let p = self.slots[w].proc.as_mut().ok_or_else(|| HarnessError::Other(format!("slot {w} has no process")))?;
-        let ev = p.reply(id, ANSWER).await?;
-        self.settle(w, id, &ev);
-        Ok(ev)
+        match p.reply(id, ANSWER).await {
+            Ok(ev) => {
+                self.settle(w, id, &ev);
+                Ok(ev)
+            }
+            Err(HarnessError::Timeout { .. }) => Ok(json!({"outcome": "no_answer_yet", "id": id})),
+            Err(e) => Err(e),
+        }
     }
 
     fn settle(&mut self, w: usize, id: u64, ev: &Value) {
@@ -288,22 +308,7 @@ impl<'a> Exec<'a> {
                 let cmd = if matches!(op, Op::Succeed { .. }) { "succeed" } else { "fail" };
                 self.tell(*w, json!({ "cmd": cmd }), None).await?
             }
-            Op::Plan { w, tool, body } => {
-                // Intents are what the outbox rows need: the plan goes to the holder (one is made
-                // when there is none); stale writers are the saves' business.
-                let w = &self.make_holder(None).await?.unwrap_or(*w);
-                self.note_write(*w, false).await?;
-                let n = self.next();
-                let step = format!("s{n}");
-                let request = json!({"name": format!("res-{}-{step}", &self.run_id.simple().to_string()[..8]), "size": n, "data": bodies::value(*body, n)});
-                let got = self
-                    .tell(*w, json!({"cmd": "plan", "step_id": step, "tool": tool.name(), "request": request}), None)
-                    .await?;
-                if got == "ok" {
-                    self.reached.insert("intent-registered");
-                }
-                got
-            }
+            Op::Plan { w, tool, body } => self.plan(*w, *tool, *body).await?,
             Op::Advance { w } => match self.planned.last().cloned() {
                 Some(op) => self.tell(*w, json!({"cmd": "advance", "operation_id": op}), None).await?,
                 None => "nothing planned".into(),
@@ -343,40 +348,75 @@ impl<'a> Exec<'a> {
                 if ops.iter().any(|s| s == "dispatching" || s == "unknown") {
                     self.reached.insert("cancel-with-in-flight");
                 }
-                outcome(&self.cp.request(json!({"cmd": "cancel", "run_id": self.run_id}), ANSWER).await?).to_string()
+                outcome(&ask(&mut self.cp, json!({"cmd": "cancel", "run_id": self.run_id}), ANSWER).await?).to_string()
             }
             Op::Retry => self.retry().await?,
-            Op::ArmToolFault { tool, fault } => self.arm_tool_fault(*tool, *fault).await?,
-            Op::Dispatch => {
+            Op::ArmToolFault { fault } => {
+                for tool in [Tool::Idem, Tool::Detid, Tool::Opquery, Tool::Plain] {
+                    self.arm_tool_fault(tool, *fault).await?;
+                }
+                format!("armed {} on every tool", fault.mode())
+            }
+            Op::Dispatch { tool, body, fault } => {
+                // Something to dispatch: when nothing of the run is prepared, the holder plans first.
+                let mut what = String::new();
+                if !self.operation_statuses().await?.iter().any(|s| s == "prepared") {
+                    what = format!("plan first: {}; ", self.plan(0, *tool, *body).await?);
+                }
+                if let Some(f) = fault {
+                    for t in [Tool::Idem, Tool::Detid, Tool::Opquery, Tool::Plain] {
+                        self.arm_tool_fault(t, *f).await?;
+                    }
+                    what.push_str(&format!("armed {}; ", f.mode()));
+                }
                 let (status, _) = self.run_state().await?;
                 if Self::terminal(&status) && self.operation_statuses().await?.iter().any(|s| s == "prepared") {
                     self.reached.insert("claim-of-ended-run");
                 }
-                let ev = self
-                    .dispatcher
-                    .request(
-                        json!({"cmd": "dispatch", "claim_ttl_ms": 1000, "call_timeout_ms": 400, "limit": 5}),
-                        ANSWER,
-                    )
-                    .await?;
+                let ev = ask(
+                    &mut self.dispatcher,
+                    json!({"cmd": "dispatch", "claim_ttl_ms": 1000, "call_timeout_ms": 400, "limit": 5}),
+                    ANSWER,
+                )
+                .await?;
                 let lost = data(&ev).as_array().is_some_and(|a| a.iter().any(|d| d["outcome"] == "unknown"));
-                if lost {
+                if lost || self.operation_statuses().await?.iter().any(|s| s == "unknown") {
                     self.reached.insert("remote-answer-lost");
                 }
-                format!("{} {}", outcome(&ev), data(&ev))
+                format!("{what}{} {}", outcome(&ev), data(&ev))
             }
             Op::LateResult => self.late_result().await?,
             Op::Reconcile => {
                 if self.operation_statuses().await?.iter().any(|s| s == "unknown") {
                     self.reached.insert("unknown-reconciled");
                 }
-                let ev = self.dispatcher.request(json!({"cmd": "reconcile", "call_timeout_ms": 400}), ANSWER).await?;
+                let ev = ask(&mut self.dispatcher, json!({"cmd": "reconcile", "call_timeout_ms": 400}), ANSWER).await?;
                 format!("{} {}", outcome(&ev), data(&ev))
             }
             Op::Rogue { forge } => self.rogue(*forge).await?,
         };
         self.log.push(format!("{} -> {what}", serde_json::to_string(op).expect("json")));
         Ok(())
+    }
+
+    /// The holder (made when there is none; slot `w` otherwise) plans a step for `tool`.
+    async fn plan(&mut self, w: usize, tool: Tool, body: Body) -> Result<String, HarnessError> {
+        // Intents are what the outbox rows need: the plan goes to the holder; stale writers are
+        // the saves' business.
+        let w = self.make_holder(None).await?.unwrap_or(w);
+        self.ensure(w).await?;
+        self.note_write(w, false).await?;
+        let n = self.next();
+        let step = format!("s{n}");
+        let name = format!("res-{}-{step}", &self.run_id.simple().to_string()[..8]);
+        let request = json!({"name": name, "size": n, "data": bodies::value(body, n)});
+        let got = self
+            .tell(w, json!({"cmd": "plan", "step_id": step, "tool": tool.name(), "request": request}), None)
+            .await?;
+        if got == "ok" {
+            self.reached.insert("intent-registered");
+        }
+        Ok(got)
     }
 
     pub(super) async fn resume(&mut self, w: usize) -> Result<String, HarnessError> {
@@ -416,7 +456,7 @@ impl<'a> Exec<'a> {
     async fn retry(&mut self) -> Result<String, HarnessError> {
         let (status, _) = self.run_state().await?;
         self.reached.insert(if Self::terminal(&status) { "retry-after-terminal" } else { "retry-while-live" });
-        let ev = self.cp.request(json!({"cmd": "create_run", "task_id": self.task_id}), ANSWER).await?;
+        let ev = ask(&mut self.cp, json!({"cmd": "create_run", "task_id": self.task_id}), ANSWER).await?;
         match data(&ev)["run_id"].as_str().and_then(|s| s.parse::<Uuid>().ok()) {
             Some(run) if outcome(&ev) == "ok" => {
                 let was = self.run_id;
@@ -425,6 +465,10 @@ impl<'a> Exec<'a> {
             }
             _ => Ok(outcome(&ev).to_string()),
         }
+    }
+
+    async fn operation_statuses_all(&self) -> Result<Vec<String>, HarnessError> {
+        Ok(sqlx::query_scalar("SELECT status FROM tool_operations").fetch_all(&self.ctx.pool).await?)
     }
 
     pub(super) async fn operation_statuses(&self) -> Result<Vec<String>, HarnessError> {
@@ -447,6 +491,13 @@ impl<'a> Exec<'a> {
                 Err(e) => self.log.push(format!("no answer to a queued command of w{w}: {e}")),
             }
         }
+        // The heal step's final read: with every fault healed, one reconciler pass meets whatever
+        // the schedule left unknown (a reconciler that declares it failed is judged below).
+        if self.operation_statuses_all().await?.iter().any(|s| s == "unknown") {
+            self.reached.insert("unknown-reconciled");
+        }
+        let ev = ask(&mut self.dispatcher, json!({"cmd": "reconcile", "call_timeout_ms": 400}), ANSWER).await?;
+        self.log.push(format!("final reconcile -> {} {}", outcome(&ev), data(&ev)));
         for slot in &mut self.slots {
             if let Some(mut p) = slot.proc.take() {
                 p.shutdown(ANSWER).await?;

@@ -19,11 +19,11 @@ pub struct Rng(u64);
 impl Rng {
     pub fn new(seed: u64, case: u32) -> Rng {
         let mut r = Rng(seed ^ (case as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        r.next();
+        r.next_u64();
         r
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -33,7 +33,7 @@ impl Rng {
 
     /// Uniform in `0..n` (n > 0).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.next_u64() % n as u64) as usize
     }
 
     pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
@@ -41,7 +41,7 @@ impl Rng {
     }
 
     pub fn coin(&mut self) -> bool {
-        self.next() & 1 == 1
+        self.next_u64() & 1 == 1
     }
 }
 
@@ -65,7 +65,7 @@ impl Swarm {
 
     fn kind(&self, rng: &mut Rng) -> usize {
         let total: u32 = self.weights.iter().sum();
-        let mut x = (rng.next() % total as u64) as u32;
+        let mut x = (rng.next_u64() % total as u64) as u32;
         for (i, w) in self.weights.iter().enumerate() {
             if x < *w {
                 return i;
@@ -115,10 +115,24 @@ fn op_of_kind(kind: &str, rng: &mut Rng) -> Op {
         "retry" => Op::Retry,
         "plan" => Op::Plan { w, tool: rng.pick(&tools), body: rng.pick(&bodies) },
         "arm_tool_fault" => Op::ArmToolFault {
-            tool: rng.pick(&tools),
-            fault: rng.pick(&[ToolFault::DropAfterCommit, ToolFault::Error5xx, ToolFault::Hang]),
+            fault: rng.pick(&[
+                ToolFault::DropAfterCommit,
+                ToolFault::DropAfterCommit,
+                ToolFault::Error5xx,
+                ToolFault::Hang,
+            ]),
         },
-        "dispatch" => Op::Dispatch,
+        "dispatch" => Op::Dispatch {
+            tool: rng.pick(&tools),
+            body: rng.pick(&bodies),
+            fault: rng.pick(&[
+                None,
+                None,
+                Some(ToolFault::DropAfterCommit),
+                Some(ToolFault::Hang),
+                Some(ToolFault::Error5xx),
+            ]),
+        },
         "late_result" => Op::LateResult,
         "reconcile" => Op::Reconcile,
         "advance" => Op::Advance { w },

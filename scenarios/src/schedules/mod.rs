@@ -85,15 +85,21 @@ pub async fn play(
     worker_args: &[String],
 ) -> Result<Played, HarnessError> {
     let ctx = session.context(label, "schedule", worker_args).await?;
+    std::fs::write(ctx.dir.join("schedule.json"), serde_json::to_string_pretty(schedule).expect("json"))?;
     let mut exec = exec::Exec::new(&ctx).await?;
     for op in schedule {
-        exec.apply(op).await?;
+        if let Err(e) = exec.apply(op).await {
+            // No verdict; keep what happened up to here as evidence.
+            exec.log.push(format!("{} -> harness error: {e}", serde_json::to_string(op).expect("json")));
+            std::fs::write(ctx.dir.join("log.txt"), exec.log.join("\n"))?;
+            ctx.timeline.save(&ctx.dir.join("timeline.jsonl"))?;
+            return Err(e);
+        }
     }
     let reached = exec.reached.clone();
     let sent = exec.sent.clone();
     let (checks, log) = exec.finish().await?;
     ctx.timeline.save(&ctx.dir.join("timeline.jsonl"))?;
-    std::fs::write(ctx.dir.join("schedule.json"), serde_json::to_string_pretty(schedule).expect("json"))?;
     std::fs::write(ctx.dir.join("history.json"), serde_json::to_string_pretty(&sent).expect("json"))?;
     std::fs::write(ctx.dir.join("log.txt"), log.join("\n"))?;
     std::fs::write(ctx.dir.join("checks.json"), serde_json::to_string_pretty(&checks).expect("json"))?;

@@ -198,13 +198,18 @@ pub enum Op {
         tool: Tool,
         body: Body,
     },
-    /// The fake tools apply `fault` to the next create of `tool`.
+    /// The fake tools apply `fault` to the next create of every tool.
     ArmToolFault {
-        tool: Tool,
         fault: ToolFault,
     },
-    /// One dispatcher pass.
-    Dispatch,
+    /// One dispatcher pass (when nothing of the run is prepared, the holder first plans a step
+    /// for `tool` carrying `body`), with `fault` armed in the tools for this pass when given.
+    Dispatch {
+        tool: Tool,
+        body: Body,
+        #[serde(default)]
+        fault: Option<ToolFault>,
+    },
     /// A dispatcher is held after its remote call, before its result write, until the claim
     /// expires; a second dispatcher reconciles and dispatches; the first then writes its result.
     LateResult,
@@ -257,7 +262,7 @@ impl Op {
             Op::Retry => "retry",
             Op::Plan { .. } => "plan",
             Op::ArmToolFault { .. } => "arm_tool_fault",
-            Op::Dispatch => "dispatch",
+            Op::Dispatch { .. } => "dispatch",
             Op::LateResult => "late_result",
             Op::Reconcile => "reconcile",
             Op::Advance { .. } => "advance",

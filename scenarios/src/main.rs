@@ -251,6 +251,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "warn,sqlx::query=error".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     registry::install_panic_cleanup();
     // Children get their parent-death signal tied to the thread that spawned them: every child is
@@ -565,7 +566,9 @@ async fn run(cli: Cli) -> u8 {
             json,
             repeat,
         } => {
-            if let Err(msg) = cli::input::check(worker_bin.as_deref(), database_url.as_deref()) {
+            if let Err(msg) = cli::input::check(worker_bin.as_deref(), database_url.as_deref())
+                .and_then(|()| cli::input::reports_dir(&reports_dir))
+            {
                 eprintln!("fenceproof: {msg}");
                 return exit::USAGE;
             }
@@ -698,6 +701,7 @@ async fn interruptible(work: impl std::future::Future<Output = u8>) -> u8 {
 /// The verify future has been dropped (its guards stopped the cluster and the workers); make sure.
 async fn interrupted(sig: &str, code: u8) -> u8 {
     registry::kill_all();
+    fenceproof_harness::record::run_dir::RunDir::mark_interrupted(sig);
     match fenceproof_harness::db::external::drop_created().await {
         Ok((_, failed)) => failed.iter().for_each(|f| eprintln!("fenceproof: could not drop schema {f}")),
         Err(e) => eprintln!("fenceproof: could not drop the schemas created in the external database: {e}"),

@@ -150,7 +150,16 @@ impl Session {
         let run = RunDir::create(&opts.reports_dir)?;
         let (server, pg_bin) = match &opts.database_url {
             Some(url) => {
-                (Server::External(ExternalDb::connect(url).await?), PgBin::locate(opts.pg_bin.as_deref()).ok())
+                let ext = ExternalDb::connect(url).await?;
+                let swept = ext.sweep_stale().await?;
+                if !swept.is_empty() {
+                    eprintln!(
+                        "fenceproof: dropped {} schema(s) left in the database by harness runs that no longer exist: {}",
+                        swept.len(),
+                        swept.join(", ")
+                    );
+                }
+                (Server::External(ext), PgBin::locate(opts.pg_bin.as_deref()).ok())
             }
             None => match choice {
                 BackendChoice::Container => {

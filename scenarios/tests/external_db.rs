@@ -39,9 +39,30 @@ async fn experiments_run_inside_an_existing_database_and_leave_nothing() {
     sqlx::query("CREATE TABLE public.users_own_table (id int)").execute(&user_pool).await.unwrap();
     let reports = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("external_db_reports");
 
+    // What a SIGKILLed run left: schemas tagged with a harness pid that no longer exists on this
+    // host (swept and reported), and one of another host (left alone).
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string();
+    let app_pool = databases::pool(&user_url("app"), "test-app", 1).await.unwrap();
+    for (schema, tag) in [
+        ("fp_dead_1", format!("fenceproof harness pid=99999999 host={host}")),
+        ("keep_other_host", "fenceproof harness pid=99999999 host=some-other-host".to_string()),
+    ] {
+        sqlx::query(&format!("CREATE SCHEMA {schema}")).execute(&app_pool).await.unwrap();
+        sqlx::query(&format!("COMMENT ON SCHEMA {schema} IS '{tag}'")).execute(&app_pool).await.unwrap();
+    }
+    app_pool.close().await;
+
     let (code, out, err) = verify(&user_url("app"), &reports);
     println!("{out}{err}");
     assert_eq!(code, Some(0), "{out}{err}");
+    assert!(err.contains("dropped 1 schema(s)") && err.contains("fp_dead_1"), "the dead run's schema is swept: {err}");
+    let kept: Vec<String> =
+        sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname = 'keep_other_host'")
+            .fetch_all(&user_pool)
+            .await
+            .unwrap();
+    assert_eq!(kept.len(), 1, "another host's schema is left alone");
+    sqlx::query("DROP SCHEMA keep_other_host").execute(&user_pool).await.unwrap();
     assert!(out.contains("external backend") && out.contains("as app on userdb"), "{out}");
     assert!(out.contains("22/22 experiments passed"), "A-G, H-lease, P-secret and W-* run there: {out}");
     assert!(err.contains("P-api probes call the fp_* functions"), "P-api is skipped with a note: {err}");

@@ -108,8 +108,57 @@ impl ExternalDb {
         debug_assert!(!MIGRATIONS.is_empty());
         migrate(&pool).await?;
         sqlx::raw_sql(&oracle_sql_for(name, &oracle)).execute(&pool).await?;
+        // Who made them, so the next run can sweep them if this process is killed (SIGKILL leaves
+        // no chance to drop them).
+        for s in [name, oracle.as_str()] {
+            sqlx::query(&format!("COMMENT ON SCHEMA {s} IS '{}'", owner_tag())).execute(&pool).await?;
+        }
         pool.close().await;
         Ok(Schemas { schema: name.to_string(), oracle, worker_url: self.url_in(name) })
+    }
+}
+
+/// The comment that marks a schema as made by this harness process on this host.
+fn owner_tag() -> String {
+    format!("{OWNER_TAG_PREFIX}{} host={}", std::process::id(), this_host())
+}
+
+const OWNER_TAG_PREFIX: &str = "fenceproof harness pid=";
+
+fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default()
+}
+
+impl ExternalDb {
+    /// Drop the schemas of harness runs on this host whose process no longer exists (a run killed
+    /// with SIGKILL); returns their names. Schemas of other hosts, or of live runs, are left alone.
+    pub async fn sweep_stale(&self) -> Result<Vec<String>> {
+        let admin = self.pool_in("public", "fenceproof-harness", 1).await?;
+        let tagged: Vec<(String, String)> = sqlx::query_as(
+            "SELECT nspname::text, obj_description(oid, 'pg_namespace') FROM pg_namespace
+              WHERE obj_description(oid, 'pg_namespace') LIKE $1",
+        )
+        .bind(format!("{OWNER_TAG_PREFIX}%"))
+        .fetch_all(&admin)
+        .await?;
+        let host = this_host();
+        let mut swept = Vec::new();
+        for (schema, tag) in tagged {
+            let Some((pid, h)) = tag.strip_prefix(OWNER_TAG_PREFIX).and_then(|r| r.split_once(" host=")) else {
+                continue;
+            };
+            let Ok(pid) = pid.parse::<i32>() else { continue };
+            let gone =
+                matches!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH));
+            if h == host
+                && gone
+                && sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).execute(&admin).await.is_ok()
+            {
+                swept.push(schema);
+            }
+        }
+        admin.close().await;
+        Ok(swept)
     }
 }
 

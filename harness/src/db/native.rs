@@ -348,16 +348,61 @@ fn make_root(run_as: Option<RunAs>) -> Result<PathBuf> {
 
 /// Remove cluster folders left by harness processes that no longer exist (one killed with SIGKILL
 /// cannot clean up; its server already died with it through the parent-death signal).
+/// Also an empty or half-made one (a harness killed before initdb finished). Says what it swept.
 fn sweep_stale_roots() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    let swept = stale_roots(&std::env::temp_dir());
+    if !swept.is_empty() {
+        eprintln!(
+            "fenceproof: swept {} cluster folder(s) of harness runs that no longer exist: {}",
+            swept.len(),
+            swept.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
+    }
+}
+
+/// Remove `<tmp>/fenceproof-<pid>-<8 hex>` folders whose harness pid is gone; returns them.
+pub fn stale_roots(tmp: &Path) -> Vec<PathBuf> {
+    let mut swept = Vec::new();
+    let Ok(entries) = std::fs::read_dir(tmp) else { return swept };
     for e in entries.flatten() {
         let name = e.file_name();
         let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("fenceproof-")) else { continue };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else { continue };
-        let gone = matches!(nix::sys::signal::kill(Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH));
-        if gone && e.path().join("data").exists() {
-            let _ = std::fs::remove_dir_all(e.path());
+        let Some((pid, tag)) = rest.split_once('-') else { continue };
+        let Ok(pid) = pid.parse::<i32>() else { continue };
+        if tag.len() != 8 || !tag.chars().all(|c| c.is_ascii_hexdigit()) || !e.path().is_dir() {
+            continue;
         }
+        let gone = matches!(nix::sys::signal::kill(Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH));
+        if gone && std::fs::remove_dir_all(e.path()).is_ok() {
+            swept.push(e.path());
+        }
+    }
+    swept
+}
+
+#[cfg(test)]
+mod sweep_tests {
+    use super::*;
+
+    #[test]
+    fn empty_and_half_made_folders_of_dead_harnesses_are_swept_and_others_kept() {
+        let tmp = std::env::temp_dir().join(format!("fp-sweep-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        // A pid that cannot exist (above the kernel's pid_max).
+        let dead = tmp.join("fenceproof-99999999-0a1b2c3d");
+        std::fs::create_dir(&dead).unwrap();
+        let half = tmp.join("fenceproof-99999998-deadbeef");
+        std::fs::create_dir_all(half.join("data/base")).unwrap();
+        let alive = tmp.join(format!("fenceproof-{}-0a1b2c3d", std::process::id()));
+        std::fs::create_dir(&alive).unwrap();
+        let other = tmp.join("fenceproof-reports-12345678");
+        std::fs::create_dir(&other).unwrap();
+        let mut swept = stale_roots(&tmp);
+        swept.sort();
+        assert_eq!(swept, vec![half.clone(), dead.clone()]);
+        assert!(!dead.exists() && !half.exists() && alive.exists() && other.exists());
+        let _ = std::fs::remove_dir_all(&tmp);
     }
 }
 

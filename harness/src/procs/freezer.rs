@@ -135,7 +135,16 @@ impl Frozen {
         let f = flavor()?;
         let _ = sweep_stale(f);
         let dir = root(f).join(format!("fenceproof-{}-{}", std::process::id(), pid.as_raw()));
-        std::fs::create_dir_all(&dir).map_err(|e| HarnessError::Process(format!("mkdir {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                HarnessError::Process(format!(
+                    "the freeze rows (B-freeze, B-dbfreeze) need root or a freezer cgroup this user may write: cannot create {} ({e}); run as root, delegate a cgroup to this user, or skip them with --only",
+                    dir.display()
+                ))
+            } else {
+                HarnessError::Process(format!("mkdir {}: {e}", dir.display()))
+            }
+        })?;
         registry::register_frozen(dir.clone());
         let frozen = Frozen { pid, flavor: f, dir: dir.clone(), thawed: false };
         write(&dir.join("cgroup.procs"), &pid.as_raw().to_string())?;

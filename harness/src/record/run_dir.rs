@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 
+/// The run folder this process created last (for marking it interrupted).
+static CURRENT: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
 pub struct RunDir {
     pub run_id: String,
     pub path: PathBuf,
@@ -20,8 +23,21 @@ impl RunDir {
             &uuid::Uuid::new_v4().simple().to_string()[..6]
         );
         let path = root.join(&run_id);
-        std::fs::create_dir_all(&path)?;
+        std::fs::create_dir_all(&path)
+            .map_err(|e| crate::HarnessError::Other(format!("cannot create the run folder {}: {e}", path.display())))?;
+        *CURRENT.lock().unwrap_or_else(|p| p.into_inner()) = Some(path.clone());
         Ok(RunDir { run_id, path, root: root.to_path_buf() })
+    }
+
+    /// Mark the newest run folder of this process as interrupted (a file `INTERRUPTED` saying by
+    /// what and when), so a half-written folder is not read as a finished run.
+    pub fn mark_interrupted(by: &str) {
+        if let Some(p) = CURRENT.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            let _ = std::fs::write(
+                p.join("INTERRUPTED"),
+                format!("interrupted by {by} at {}; the verdicts in this folder are incomplete\n", chrono::Utc::now()),
+            );
+        }
     }
 
     /// The folder of one experiment, created on demand.

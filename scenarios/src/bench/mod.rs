@@ -199,9 +199,12 @@ impl Bench {
     ) -> Result<Phase, HarnessError> {
         let (lock_wait_s, _) = sampler.finish().await;
         pool.close().await;
-        dbstats::wait_gone(&self.admin, LOAD_APP, Duration::from_secs(10))
-            .await
-            .map_err(|e| HarnessError::Other(format!("after {group} / {name}: {e}")))?;
+        // The load's backends leave on their own (observed, not slept on); on a loaded machine
+        // that can take a while. A slow disconnect only makes this phase's table statistics
+        // partial: it is said, and never aborts the benchmark.
+        if let Err(e) = dbstats::wait_gone(&self.admin, LOAD_APP, Duration::from_secs(60)).await {
+            eprintln!("fenceproof: after {group} / {name}: {e}; this phase's table statistics may be partial");
+        }
         let after = dbstats::snapshot(&self.admin).await?;
         let q = |h: &hdrhistogram::Histogram<u64>, x| Sample::quantile_ms(h, x);
         let phase = Phase {

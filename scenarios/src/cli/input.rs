@@ -29,6 +29,15 @@ pub fn check(worker_bin: Option<&Path>, database_url: Option<&str>) -> Result<()
     Ok(())
 }
 
+/// A `--reports-dir` that cannot be created or written to, named in the message.
+pub fn reports_dir(p: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(p).map_err(|e| format!("--reports-dir {}: cannot create it ({e})", p.display()))?;
+    let probe = p.join(format!(".fenceproof-write-test-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|e| format!("--reports-dir {}: cannot write in it ({e})", p.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +58,18 @@ mod tests {
         assert!(check(None, Some("http://h/db")).unwrap_err().contains("postgres://"));
         assert!(check(None, Some("postgresql://u:secret@h/db")).is_ok());
         assert!(!check(None, Some("mysql://u:secret@h/db")).unwrap_err().contains("secret"), "the password is masked");
+    }
+
+    #[test]
+    fn a_reports_dir_that_cannot_be_made_is_named() {
+        let file = std::env::temp_dir().join(format!("fenceproof-file-{}", std::process::id()));
+        std::fs::write(&file, "x").unwrap();
+        let e = reports_dir(&file.join("sub")).unwrap_err();
+        assert!(e.contains(&file.display().to_string()) && e.contains("cannot create"), "{e}");
+        let _ = std::fs::remove_file(&file);
+        let ok = std::env::temp_dir().join(format!("fenceproof-reports-{}", std::process::id()));
+        assert!(reports_dir(&ok).is_ok());
+        assert_eq!(std::fs::read_dir(&ok).unwrap().count(), 0, "the write probe is removed");
+        let _ = std::fs::remove_dir_all(&ok);
     }
 }

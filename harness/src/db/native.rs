@@ -380,6 +380,11 @@ pub fn stale_roots(tmp: &Path) -> Vec<PathBuf> {
     swept
 }
 
+fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
 #[cfg(test)]
 mod sweep_tests {
     use super::*;
@@ -404,9 +409,4 @@ mod sweep_tests {
         assert!(!dead.exists() && !half.exists() && alive.exists() && other.exists());
         let _ = std::fs::remove_dir_all(&tmp);
     }
-}
-
-fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
 }

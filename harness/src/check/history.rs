@@ -149,6 +149,9 @@ pub struct QuietWindow {
     pub until: i64,
     /// What the stale process did in the window.
     pub what: String,
+    /// How many commits are tolerated in it (a statement already in flight when it went stale).
+    #[serde(default)]
+    pub allowed: usize,
 }
 
 /// Nothing commits under an owner while only a stale process of that owner acts (a renewal or a
@@ -157,11 +160,15 @@ pub fn quiet_windows_stay_quiet(rows: &[CommitRow], windows: &[QuietWindow]) -> 
     let name = "nothing commits while only a stale process of an owner acts";
     let mut bad = Vec::new();
     for w in windows {
-        for r in rows.iter().filter(|r| r.seq > w.after && r.seq <= w.until && r.writer == w.owner) {
-            bad.push(format!(
-                "commit #{} on {} by {} ({}) while only its stale process acted ({})",
-                r.seq, r.table_name, r.writer, r.op, w.what
-            ));
+        let inside: Vec<&CommitRow> =
+            rows.iter().filter(|r| r.seq > w.after && r.seq <= w.until && r.writer == w.owner).collect();
+        if inside.len() > w.allowed {
+            for r in inside {
+                bad.push(format!(
+                    "commit #{} on {} by {} ({}) while only its stale process acted ({}; {} tolerated)",
+                    r.seq, r.table_name, r.writer, r.op, w.what, w.allowed
+                ));
+            }
         }
     }
     if bad.is_empty() {

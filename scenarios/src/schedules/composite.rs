@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use fenceproof_harness::faults::DbBarrier;
+use fenceproof_harness::faults::{DbBarrier, ServerFreeze};
 use fenceproof_harness::HarnessError;
 use serde_json::json;
 use sqlx::Connection;
@@ -85,11 +85,11 @@ impl Exec<'_> {
     }
 
     /// The holder is paused past its expiry; `by` may take over; the holder resumes, its heartbeat
-    /// finds the lease gone; with `then_write` it saves and completes as if nothing happened.
+    /// finds the lease gone; with `then_write` it saves, renews, completes and releases as if
+    /// nothing happened.
     pub(super) async fn stale_holder(&mut self, by: Option<usize>, then_write: bool) -> Result<String, HarnessError> {
         let Some(h) = self.make_holder(by).await? else { return Ok("no live holder could be made".into()) };
-        let pause = self.slots[h].proc.as_ref().expect("holder has a process").pause().await?;
-        self.slots[h].paused = Some(pause);
+        self.pause(h).await?;
         if !self.expired().await? {
             self.resume(h).await?;
             return Ok(format!("w{h} paused, but the lease did not expire (someone else renews it)"));
@@ -114,7 +114,9 @@ impl Exec<'_> {
             let n = self.counter + 1;
             let (cmd, k) = self.save_cmd(h, rev, bodies::value(Body::Numbers, n), None);
             what.push(format!("stale save: {}", self.tell(h, cmd, Some(k)).await?));
+            what.push(format!("stale renew: {}", self.tell(h, json!({"cmd": "renew"}), None).await?));
             what.push(format!("stale succeed: {}", self.tell(h, json!({"cmd": "succeed"}), None).await?));
+            what.push(format!("stale release: {}", self.tell(h, json!({"cmd": "release"}), None).await?));
         }
         Ok(what.join(", "))
     }
@@ -332,8 +334,7 @@ impl Exec<'_> {
         let Some(h) = self.make_holder(None).await? else { return Ok("no live holder could be made".into()) };
         let owner = self.owner(h).unwrap_or_default();
         let t = (h + 1) % WORKERS;
-        let pause = self.slots[h].proc.as_ref().expect("holder has a process").pause().await?;
-        self.slots[h].paused = Some(pause);
+        self.pause(h).await?;
         if !self.expired().await? {
             self.resume(h).await?;
             return Ok(format!("w{h} paused, but the lease did not expire (someone else renews it)"));
@@ -356,8 +357,7 @@ impl Exec<'_> {
             return Ok(what.join(", "));
         }
         self.tell(t, json!({"cmd": "start"}), None).await?;
-        let twin_pause = self.slots[t].proc.as_ref().expect("twin has a process").pause().await?;
-        self.slots[t].paused = Some(twin_pause);
+        self.pause(t).await?;
         self.reached.insert("stale-twin");
         let after = self.ctx.oracle_mark().await?;
         self.resume(h).await?;
@@ -377,6 +377,7 @@ impl Exec<'_> {
             after,
             until,
             what: format!("w{h}'s {} after its twin w{t} took over", acted.join(", ")),
+            allowed: 0,
         });
         self.resume(t).await?;
         // One live process per owner id from here on: the stale one has done its part.
@@ -385,5 +386,53 @@ impl Exec<'_> {
             self.pending.retain(|p| p.slot != h);
         }
         Ok(what.join(", "))
+    }
+}
+
+impl Exec<'_> {
+    /// The holder takes a fresh 3 s term (release, acquire), then the whole database server is
+    /// frozen until the holder reports its renewal unanswered, or for at most one second (its
+    /// renewal timeout is 300 ms and it renews every 100 ms, so a renewal was due and timed out).
+    /// After the thaw the lease is still live; the holder must not renew again: beyond the one
+    /// renewal in flight at the freeze, nothing of its commits in the next 600 ms (six renewal
+    /// periods).
+    pub(super) async fn server_freeze(&mut self) -> Result<String, HarnessError> {
+        let Some(target) = self.ctx.server.clone() else { return Ok("not our server: no freeze".into()) };
+        let Some(h) = self.make_holder(None).await? else { return Ok("no live holder could be made".into()) };
+        let released = self.tell(h, json!({"cmd": "release"}), None).await?;
+        let cmd = json!({"cmd": "acquire", "run_id": self.run_id, "ttl_ms": 3000, "heartbeat_ms": 100, "renew_timeout_ms": 300});
+        let got = self.tell(h, cmd, None).await?;
+        if got != "ok" {
+            return Ok(format!("w{h} release: {released}, longer term: {got}"));
+        }
+        let owner = self.owner(h).unwrap_or_default();
+        let freeze = ServerFreeze::inject(&target).await?;
+        let verdict = match self.slots[h].proc.as_mut() {
+            Some(p) => p
+                .wait_event("an unanswered renewal", Duration::from_secs(1), |e| {
+                    matches!(e["event"].as_str(), Some("heartbeat_unconfirmed" | "heartbeat_lost"))
+                })
+                .await
+                .map(|e| e["event"].as_str().unwrap_or("?").to_string())
+                .unwrap_or_else(|_| "no report within 1 s".into()),
+            None => "no process".into(),
+        };
+        freeze.heal().await?;
+        // From the thaw on (renewals before the freeze were legitimate; the one in flight at the
+        // freeze may commit on either side of this mark and is tolerated).
+        let after = self.ctx.oracle_mark().await?;
+        self.reached.insert("renewal-unanswered");
+        // The observation window: six renewal periods after the thaw (a fault's duration, not a
+        // synchronisation; nothing waits on it to proceed).
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let until = self.ctx.oracle_mark().await?;
+        self.quiet.push(fenceproof_harness::check::history::QuietWindow {
+            owner,
+            after,
+            until,
+            what: format!("w{h} after a renewal the frozen server could not answer ({verdict})"),
+            allowed: 1,
+        });
+        Ok(format!("w{h} took a 3 s term, server frozen ({verdict}), thawed"))
     }
 }

@@ -57,6 +57,11 @@ pub const SITUATIONS: &[Situation] = &[
         rules: &["lease.renew-owner-epoch", "holder.only-current-epoch-writes", "commit.lease-owner-epoch-live"],
     },
     Situation {
+        id: "renewal-unanswered",
+        what: "the database server was frozen past the holder's renewal timeout and thawed before expiry",
+        rules: &["lease.unconfirmed-renewal-cancels"],
+    },
+    Situation {
         id: "write-held-across-takeover",
         what: "a write was held inside its transaction while its lease expired and was taken over",
         rules: &["commit.valid-at-check", "lease.takeover-waits-for-validated-commit", "commit.lease-owner-epoch-live"],

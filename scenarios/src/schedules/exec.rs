@@ -313,16 +313,13 @@ impl<'a> Exec<'a> {
                 Some(op) => self.tell(*w, json!({"cmd": "advance", "operation_id": op}), None).await?,
                 None => "nothing planned".into(),
             },
-            Op::Pause { w } => {
-                let slot = &mut self.slots[*w];
-                match (&slot.proc, &slot.paused) {
-                    (Some(p), None) => {
-                        slot.paused = Some(p.pause().await?);
-                        "paused".into()
-                    }
-                    _ => "not running".into(),
+            Op::Pause { w } => match (&self.slots[*w].proc, &self.slots[*w].paused) {
+                (Some(_), None) => {
+                    self.pause(*w).await?;
+                    "paused".into()
                 }
-            }
+                _ => "not running".into(),
+            },
             Op::Resume { w } => self.resume(*w).await?,
             Op::Kill { w } => {
                 let slot = &mut self.slots[*w];
@@ -339,6 +336,7 @@ impl<'a> Exec<'a> {
             Op::Expire => self.expire().await?,
             Op::StaleHolder { by, then_write } => self.stale_holder(*by, *then_write).await?,
             Op::StaleTwin { then_write } => self.stale_twin(*then_write).await?,
+            Op::ServerFreeze => self.server_freeze().await?,
             Op::HeldAcrossTakeover { by, point } => self.held_across_takeover(*by, *point).await?,
             Op::Cancel => {
                 let ops = self.operation_statuses().await?;
@@ -417,6 +415,35 @@ impl<'a> Exec<'a> {
             self.reached.insert("intent-registered");
         }
         Ok(got)
+    }
+
+    /// SIGSTOP slot `w` between its transactions: wait (bounded, 2 s) until none of its sessions
+    /// is inside one, so that a pause does not hold row locks everyone else then waits on until
+    /// the end of the schedule (a pause inside a transaction is `held_across_takeover`'s business).
+    pub(super) async fn pause(&mut self, w: usize) -> Result<(), HarnessError> {
+        let Some(owner) = self.owner(w) else { return Ok(()) };
+        let pool = self.ctx.pool.clone();
+        let _ = fenceproof_harness::wait::until(
+            "the worker's sessions to be between transactions",
+            Duration::from_secs(2),
+            || {
+                let (pool, owner) = (pool.clone(), owner.clone());
+                async move {
+                    let busy: i64 = sqlx::query_scalar(
+                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
+                            AND (state LIKE 'idle in transaction%' OR (state = 'active' AND xact_start IS NOT NULL))",
+                    )
+                    .bind(owner)
+                    .fetch_one(&pool)
+                    .await?;
+                    Ok((busy == 0).then_some(()))
+                }
+            },
+        )
+        .await;
+        let p = self.slots[w].proc.as_ref().ok_or_else(|| HarnessError::Other(format!("slot {w} has no process")))?;
+        self.slots[w].paused = Some(p.pause().await?);
+        Ok(())
     }
 
     pub(super) async fn resume(&mut self, w: usize) -> Result<String, HarnessError> {

@@ -107,6 +107,7 @@ fn op_of_kind(kind: &str, rng: &mut Rng) -> Op {
             then_write: rng.coin(),
         },
         "stale_twin" => Op::StaleTwin { then_write: rng.coin() },
+        "server_freeze" => Op::ServerFreeze,
         "held_across_takeover" => Op::HeldAcrossTakeover {
             by: rng.below(WORKERS),
             point: rng.pick(&[Point::AfterBegin, Point::AfterLeaseValidated, Point::BeforeCommit]),

@@ -171,7 +171,8 @@ pub enum Op {
     /// Wait until the lease expires on the database clock, when its holder cannot renew.
     Expire,
     /// The current holder is paused past its lease's expiry; worker `by` takes over (when given);
-    /// the holder resumes, and its heartbeat's verdict is awaited. Then it saves and completes.
+    /// the holder resumes, and its heartbeat's verdict is awaited. With `then_write` it then saves,
+    /// renews, completes and releases as if nothing happened.
     StaleHolder {
         by: Option<usize>,
         then_write: bool,
@@ -182,6 +183,11 @@ pub enum Op {
     StaleTwin {
         then_write: bool,
     },
+    /// The holder takes a fresh, longer term; the whole database server is frozen until the
+    /// holder's renewal cannot have been answered in time, then thawed while the lease is still
+    /// live. The holder must treat the unanswered renewal as lost: no renewals after the thaw
+    /// beyond the one in flight.
+    ServerFreeze,
     /// The current holder's save is held on a barrier at `point` while the holder is paused past
     /// its expiry and worker `by` takes over (that acquire may have to wait); then everything goes on.
     HeldAcrossTakeover {
@@ -257,6 +263,7 @@ impl Op {
             Op::Expire => "expire",
             Op::StaleHolder { .. } => "stale_holder",
             Op::StaleTwin { .. } => "stale_twin",
+            Op::ServerFreeze => "server_freeze",
             Op::HeldAcrossTakeover { .. } => "held_across_takeover",
             Op::Cancel => "cancel",
             Op::Retry => "retry",
@@ -287,6 +294,7 @@ pub const KINDS: &[&str] = &[
     "expire",
     "stale_holder",
     "stale_twin",
+    "server_freeze",
     "held_across_takeover",
     "cancel",
     "retry",

@@ -207,9 +207,10 @@ impl Exec<'_> {
 
     /// A dispatcher is held after its remote call until its claim expires; the schedule's own
     /// dispatcher reconciles and dispatches; then the held one writes its (late) result.
-    pub(super) async fn late_result(&mut self) -> Result<String, HarnessError> {
+    pub(super) async fn late_result(&mut self, kill: bool, tool: Tool) -> Result<String, HarnessError> {
+        let mut what = Vec::new();
         if !self.operation_statuses().await?.iter().any(|s| s == "prepared") {
-            return Ok("nothing prepared".into());
+            what.push(format!("plan first: {}", self.plan(0, tool, Body::Plain).await?));
         }
         let n = self.next();
         let key = BARRIER_BASE + n as i64;
@@ -219,8 +220,13 @@ impl Exec<'_> {
         let cmd = d
             .send(json!({"cmd": "dispatch", "claim_ttl_ms": 300, "call_timeout_ms": 400, "limit": 1, "faults": faults}))
             .await?;
-        let mut what = Vec::new();
+        let mut killed = false;
         if barrier.wait_blocked(&self.ctx.pool, &[d.owner.clone()], 1, REACH).await.is_ok() {
+            if kill {
+                d.kill().await?;
+                killed = true;
+                what.push("the dispatcher was killed after its remote call".into());
+            }
             let claimed: Option<String> =
                 sqlx::query_scalar("SELECT operation_id FROM tool_operations WHERE dispatch_owner = $1 LIMIT 1")
                     .bind(&d.owner)
@@ -242,9 +248,15 @@ impl Exec<'_> {
             what.push("the dispatcher did not stop before its result write".into());
         }
         barrier.release().await?;
-        let late = d.reply(cmd, ANSWER).await?;
-        what.insert(0, format!("late dispatcher: {} {}", outcome(&late), data(&late)));
-        d.shutdown(ANSWER).await?;
+        if !killed {
+            let late = match d.reply(cmd, ANSWER).await {
+                Ok(ev) => format!("{} {}", outcome(&ev), data(&ev)),
+                Err(HarnessError::Timeout { .. }) => "no_answer_yet".into(),
+                Err(e) => return Err(e),
+            };
+            what.push(format!("late dispatcher: {late}"));
+            d.shutdown(ANSWER).await?;
+        }
         Ok(what.join(", "))
     }
 

@@ -383,7 +383,7 @@ impl<'a> Exec<'a> {
                 }
                 format!("{what}{} {}", outcome(&ev), data(&ev))
             }
-            Op::LateResult => self.late_result().await?,
+            Op::LateResult { kill, tool } => self.late_result(*kill, *tool).await?,
             Op::Reconcile => {
                 if self.operation_statuses().await?.iter().any(|s| s == "unknown") {
                     self.reached.insert("unknown-reconciled");
@@ -398,7 +398,7 @@ impl<'a> Exec<'a> {
     }
 
     /// The holder (made when there is none; slot `w` otherwise) plans a step for `tool`.
-    async fn plan(&mut self, w: usize, tool: Tool, body: Body) -> Result<String, HarnessError> {
+    pub(super) async fn plan(&mut self, w: usize, tool: Tool, body: Body) -> Result<String, HarnessError> {
         // Intents are what the outbox rows need: the plan goes to the holder; stale writers are
         // the saves' business.
         let w = self.make_holder(None).await?.unwrap_or(w);

@@ -134,7 +134,7 @@ fn op_of_kind(kind: &str, rng: &mut Rng) -> Op {
                 Some(ToolFault::Error5xx),
             ]),
         },
-        "late_result" => Op::LateResult,
+        "late_result" => Op::LateResult { kill: rng.coin(), tool: rng.pick(&tools) },
         "reconcile" => Op::Reconcile,
         "advance" => Op::Advance { w },
         "rogue" => Op::Rogue {

@@ -218,7 +218,15 @@ pub enum Op {
     },
     /// A dispatcher is held after its remote call, before its result write, until the claim
     /// expires; a second dispatcher reconciles and dispatches; the first then writes its result.
-    LateResult,
+    /// With `kill`, the held dispatcher is SIGKILLed instead (the remote call succeeded, the caller
+    /// died before recording it) and the reconciler must find out. When nothing of the run is
+    /// prepared, the holder first plans a step for `tool`.
+    LateResult {
+        #[serde(default)]
+        kill: bool,
+        #[serde(default = "default_tool")]
+        tool: Tool,
+    },
     /// One reconciler pass.
     Reconcile,
     /// Worker `w` advances the run on the newest planned operation's result.
@@ -270,13 +278,17 @@ impl Op {
             Op::Plan { .. } => "plan",
             Op::ArmToolFault { .. } => "arm_tool_fault",
             Op::Dispatch { .. } => "dispatch",
-            Op::LateResult => "late_result",
+            Op::LateResult { .. } => "late_result",
             Op::Reconcile => "reconcile",
             Op::Advance { .. } => "advance",
             Op::Rogue { .. } => "rogue",
         };
         KINDS.iter().position(|k| *k == name).expect("every kind is listed")
     }
+}
+
+fn default_tool() -> Tool {
+    Tool::Idem
 }
 
 /// Every kind of operation, in a fixed order (the swarm draws one weight per kind).

@@ -32,6 +32,10 @@ mutants *ARGS: build build-mutants
 schedules-mutants *ARGS: build build-mutants
     ./target/debug/fenceproof mutants --schedules --worker-bin target/debug/fenceproof-worker-mutant {{ARGS}}
 
+# The schedules' acceptance on named mutants: found, shrunk to at most 8 operations, 10 replays alike.
+schedules-check *MUTANTS: build build-mutants
+    bash scripts/schedules-check.sh {{MUTANTS}}
+
 # Generated mutants of the fenced fp_* functions (migration 0002), each through A-G and P-* with the
 # reference worker; kill matrix in reports/<run>/mutants-sql.{json,md} (e.g. `--shard 1/4`, `--first-kill`).
 mutants-sql *ARGS: build build-mutants

@@ -402,17 +402,17 @@ impl Exec<'_> {
 }
 
 impl Exec<'_> {
-    /// The holder takes a fresh 3 s term (release, acquire), then the whole database server is
-    /// frozen until the holder reports its renewal unanswered, or for at most one second (its
-    /// renewal timeout is 300 ms and it renews every 100 ms, so a renewal was due and timed out).
-    /// After the thaw the lease is still live; the holder must not renew again: beyond the one
-    /// renewal in flight at the freeze, nothing of its commits in the next 600 ms (six renewal
-    /// periods).
+    /// The holder takes a fresh 5 s term (release, acquire), then the whole database server is
+    /// frozen until the holder reports its renewal unanswered, or for at most two seconds (its
+    /// renewal timeout is 300 ms and it renews every 100 ms, so a renewal was due and timed out
+    /// even on a loaded machine). After the thaw the lease is still live; the holder must not renew
+    /// again: beyond the one renewal in flight at the freeze, nothing of its commits in the next
+    /// 1.5 s (fifteen renewal periods).
     pub(super) async fn server_freeze(&mut self) -> Result<String, HarnessError> {
         let Some(target) = self.ctx.server.clone() else { return Ok("not our server: no freeze".into()) };
         let Some(h) = self.make_holder(None).await? else { return Ok("no live holder could be made".into()) };
         let released = self.tell(h, json!({"cmd": "release"}), None).await?;
-        let cmd = json!({"cmd": "acquire", "run_id": self.run_id, "ttl_ms": 3000, "heartbeat_ms": 100, "renew_timeout_ms": 300});
+        let cmd = json!({"cmd": "acquire", "run_id": self.run_id, "ttl_ms": 5000, "heartbeat_ms": 100, "renew_timeout_ms": 300});
         let got = self.tell(h, cmd, None).await?;
         if got != "ok" {
             return Ok(format!("w{h} release: {released}, longer term: {got}"));
@@ -421,12 +421,12 @@ impl Exec<'_> {
         let freeze = ServerFreeze::inject(&target).await?;
         let verdict = match self.slots[h].proc.as_mut() {
             Some(p) => p
-                .wait_event("an unanswered renewal", Duration::from_secs(1), |e| {
+                .wait_event("an unanswered renewal", Duration::from_secs(2), |e| {
                     matches!(e["event"].as_str(), Some("heartbeat_unconfirmed" | "heartbeat_lost"))
                 })
                 .await
                 .map(|e| e["event"].as_str().unwrap_or("?").to_string())
-                .unwrap_or_else(|_| "no report within 1 s".into()),
+                .unwrap_or_else(|_| "no report within 2 s".into()),
             None => "no process".into(),
         };
         freeze.heal().await?;
@@ -434,9 +434,9 @@ impl Exec<'_> {
         // freeze may commit on either side of this mark and is tolerated).
         let after = self.ctx.oracle_mark().await?;
         self.reached.insert("renewal-unanswered");
-        // The observation window: six renewal periods after the thaw (a fault's duration, not a
-        // synchronisation; nothing waits on it to proceed).
-        tokio::time::sleep(Duration::from_millis(600)).await;
+        // The observation window: fifteen renewal periods after the thaw (a fault's duration, not
+        // a synchronisation; nothing waits on it to proceed).
+        tokio::time::sleep(Duration::from_millis(1500)).await;
         let until = self.ctx.oracle_mark().await?;
         self.quiet.push(fenceproof_harness::check::history::QuietWindow {
             owner,
@@ -445,6 +445,6 @@ impl Exec<'_> {
             what: format!("w{h} after a renewal the frozen server could not answer ({verdict})"),
             allowed: 1,
         });
-        Ok(format!("w{h} took a 3 s term, server frozen ({verdict}), thawed"))
+        Ok(format!("w{h} took a 5 s term, server frozen ({verdict}), thawed"))
     }
 }

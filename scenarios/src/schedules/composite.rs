@@ -445,6 +445,9 @@ impl Exec<'_> {
             what: format!("w{h} after a renewal the frozen server could not answer ({verdict})"),
             allowed: 1,
         });
-        Ok(format!("w{h} took a 5 s term, server frozen ({verdict}), thawed"))
+        // End the long term, so that later expiry waits stay short (a release after a cancelled
+        // execution is the harness's request, outside the window).
+        let gave_up = self.tell(h, json!({"cmd": "release"}), None).await?;
+        Ok(format!("w{h} took a 5 s term, server frozen ({verdict}), thawed; release: {gave_up}"))
     }
 }

@@ -96,6 +96,42 @@ fn ctrl_c_in_the_middle_stops_everything() {
         .flatten()
         .any(|e| e.file_name().to_string_lossy().starts_with(&format!("fenceproof-{}-", child.id())));
     assert!(!tmp_left, "cluster folder left behind");
+    let marked = std::fs::read_dir(&reports)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("INTERRUPTED")).ok())
+        .collect::<Vec<_>>();
+    assert_eq!(marked.len(), 1, "the interrupted run folder is marked");
+    assert!(marked[0].contains("SIGINT"), "{}", marked[0]);
+}
+
+/// A `--reports-dir` that cannot be made is named in one line (exit 2), and stderr carries no
+/// colour codes when it is not a terminal.
+#[test]
+fn a_bad_reports_dir_is_named_and_stderr_has_no_colour_codes() {
+    let reports = reports_dir("cleanup_reports_dir");
+    std::fs::create_dir_all(&reports).unwrap();
+    let file = reports.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let out = Command::new(FENCEPROOF)
+        .env("FENCEPROOF_LOG", "debug")
+        .args(["verify", "--only", "A", "--reports-dir"])
+        .arg(file.join("sub"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&file.display().to_string()) && err.contains("cannot create"), "{err}");
+    // With debug logs on, a real run writes tracing lines to stderr (a pipe here).
+    let out = Command::new(FENCEPROOF)
+        .env("FENCEPROOF_LOG", "debug")
+        .args(["verify", "--only", "P-secret", "--reports-dir"])
+        .arg(&reports)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.lines().count() > 5, "debug logging produced lines: {err}");
+    assert!(!err.contains('\u{1b}'), "colour codes in a piped stderr: {}", err.lines().next().unwrap_or_default());
 }
 
 #[test]

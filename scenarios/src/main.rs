@@ -117,7 +117,7 @@ enum Cmd {
         first_kill: bool,
         /// Run the randomized schedules alone against each named mutant instead of the
         /// experiments, with a time budget per mutant.
-        #[arg(long, conflicts_with = "sql")]
+        #[arg(long)]
         schedules: bool,
         /// With --schedules: seconds of searching per mutant.
         #[arg(long, default_value_t = 180, requires = "schedules")]
@@ -473,6 +473,30 @@ async fn run(cli: Cli) -> u8 {
                 };
                 if list {
                     return cli::mutants_sql::list(&sel);
+                }
+                if schedules {
+                    let seed = match seed.as_deref().map(parse_seed) {
+                        None => rand_seed(),
+                        Some(Ok(s)) => s,
+                        Some(Err(msg)) => {
+                            eprintln!("fenceproof: {msg}");
+                            return exit::USAGE;
+                        }
+                    };
+                    println!("seed {seed:#x} (rerun with --seed {seed:#x})");
+                    let opts = VerifyOptions {
+                        backend: ServerArgs::choice(backend.as_deref(), None),
+                        pg_image: ServerArgs::image(pg_image, None),
+                        pg_bin,
+                        contract: None,
+                        contract_path: None,
+                        database_url: None,
+                        reports_dir,
+                        worker_bin: worker_bin.unwrap_or_else(runner::default_worker_bin),
+                        tools_bin: runner::default_tools_bin(),
+                    };
+                    let budget = std::time::Duration::from_secs(budget_s.max(1));
+                    return cli::schedules::mutants_sql(opts, sel, seed, budget, require_kills).await;
                 }
                 if only.is_none() {
                     // The functions are the protocol: A-G and P-* call them; H judges the deployment.

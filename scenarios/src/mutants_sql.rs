@@ -456,7 +456,7 @@ pub async fn run(
 }
 
 /// The override a mutants build reads (`--sql-mutant FILE`): statement `name` runs as `sql`.
-fn override_file(run: &std::path::Path, tag: &str, name: &str, sql: &str) -> Result<PathBuf, HarnessError> {
+pub(crate) fn override_file(run: &std::path::Path, tag: &str, name: &str, sql: &str) -> Result<PathBuf, HarnessError> {
     let dir = run.join("sql-mutants");
     std::fs::create_dir_all(&dir)?;
     let file = dir.join(format!("{tag}.json"));

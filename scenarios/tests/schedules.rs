@@ -22,7 +22,7 @@ fn options(dir: &str) -> VerifyOptions {
 async fn search(dir: &str, seed: u64, cases: u32) {
     println!("seed {seed:#x} ({cases} cases; FENCEPROOF_SEED={seed:#x} reproduces)");
     let mut session = Session::start(&options(dir)).await.expect("harness starts");
-    let summary = schedules::run(&mut session, schedules::Budget::cases(cases), seed, &[], "", true)
+    let summary = schedules::run(&mut session, schedules::Budget::cases(cases), seed, &[], "", true, "")
         .await
         .expect("schedules run");
     if let Some(f) = &summary.failure {

@@ -66,7 +66,7 @@ pub async fn run(opts: VerifyOptions, a: Args) -> u8 {
         return replay(&mut session, schedule, &a.worker_args, a.repeat).await;
     }
     println!("seed {:#x} (rerun with --seed {:#x})", a.seed, a.seed);
-    match schedules::run(&mut session, a.budget, a.seed, &a.worker_args, &a.replay_args, true).await {
+    match schedules::run(&mut session, a.budget, a.seed, &a.worker_args, &a.replay_args, true, "").await {
         Ok(summary) => {
             let path = session.run.path.join("schedules.json");
             let _ = std::fs::write(&path, serde_json::to_string_pretty(&summary).expect("json"));
@@ -103,6 +103,31 @@ pub async fn run(opts: VerifyOptions, a: Args) -> u8 {
         }
         Err(e) => crate::harness_failed(e),
     }
+}
+
+/// `mutants --schedules --sql`: the same, against the generated SQL mutants of the selection.
+pub async fn mutants_sql(
+    opts: VerifyOptions,
+    sel: fenceproof_scenarios::mutants_sql::Selection,
+    seed: u64,
+    budget: Duration,
+    require_kills: bool,
+) -> u8 {
+    crate::interruptible(async {
+        match schedules::mutants::search_sql(&opts, &sel, seed, budget).await {
+            Ok((km, dir)) => {
+                print!("{}", km.table());
+                println!("report: {}", dir.display());
+                if require_kills && km.killed() < km.rows.len() {
+                    exit::FAILED
+                } else {
+                    exit::OK
+                }
+            }
+            Err(e) => crate::harness_failed(e),
+        }
+    })
+    .await
 }
 
 /// `mutants --schedules`: exit 0 when the search ran (survivors are reported, not failed: the

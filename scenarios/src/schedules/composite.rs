@@ -305,6 +305,29 @@ impl Exec<'_> {
                 .execute(&mut conn)
                 .await
                 .map(|r| r.rows_affected()),
+            Forge::ForeignOwnerRenew => sqlx::query("SELECT * FROM fp_lease_renew($1, 'worker-forged', $2, 60000)")
+                .bind(self.run_id)
+                .bind(l.epoch)
+                .execute(&mut conn)
+                .await
+                .map(|r| r.rows_affected()),
+            Forge::ForeignOwnerRelease => sqlx::query("SELECT fp_lease_release($1, 'worker-forged', $2)")
+                .bind(self.run_id)
+                .bind(l.epoch)
+                .execute(&mut conn)
+                .await
+                .map(|r| r.rows_affected()),
+            Forge::ExpiredRenew if l.live || l.owner.is_none() => {
+                conn.close().await?;
+                return Ok("the lease is live or free: no expired term to resurrect".into());
+            }
+            Forge::ExpiredRenew => sqlx::query("SELECT * FROM fp_lease_renew($1, $2, $3, 60000)")
+                .bind(self.run_id)
+                .bind(&owner)
+                .bind(l.epoch)
+                .execute(&mut conn)
+                .await
+                .map(|r| r.rows_affected()),
             Forge::ForeignResult => {
                 let op: Option<(String, i64, String)> = sqlx::query_as(
                     "SELECT operation_id, revision, request_digest FROM tool_operations

@@ -117,10 +117,16 @@ pub async fn run(
     worker_args: &[String],
     replay_args: &str,
     shrink_failure: bool,
+    label: &str,
 ) -> Result<Summary, HarnessError> {
     let started = Instant::now();
-    // Each schedule gets its own folder (and so its own tools' ledger), also across mutants.
-    let prefix = worker_args.windows(2).find(|a| a[0] == "--mutant").map(|a| format!("{}-", a[1])).unwrap_or_default();
+    // Each schedule gets its own folder (and so its own tools' ledger), also across mutants:
+    // `label` when given, else the named mutant's name.
+    let prefix = if label.is_empty() {
+        worker_args.windows(2).find(|a| a[0] == "--mutant").map(|a| format!("{}-", a[1])).unwrap_or_default()
+    } else {
+        format!("{label}-")
+    };
     let mut operations = 0;
     let mut coverage = Coverage::default();
     let mut case = 0;

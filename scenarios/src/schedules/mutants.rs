@@ -161,7 +161,7 @@ pub async fn search(
     for (i, (name, rule)) in mutants.iter().enumerate() {
         let started = Instant::now();
         let args = vec!["--mutant".to_string(), name.clone()];
-        let summary = match run(&mut session, Budget::time(budget), seed, &args, "", false).await {
+        let summary = match run(&mut session, Budget::time(budget), seed, &args, "", false, name).await {
             Ok(s) => s,
             Err(e) => {
                 // No verdict: an ERROR is not a kill; the search goes on with the next mutant.
@@ -216,6 +216,85 @@ pub async fn search(
     let path = session.run.path.clone();
     std::fs::write(path.join("schedules-mutants.json"), serde_json::to_string_pretty(&km).expect("json"))?;
     std::fs::write(path.join("schedules-mutants.md"), km.markdown())?;
+    session.run.mark_latest()?;
+    Ok((km, path))
+}
+
+/// `mutants --schedules --sql`: the same search against the generated SQL mutants of the selection
+/// (an fp_* function installed mutated in every schedule's database, or a direct-path statement
+/// given to the mutant worker). Reviewed equivalents are marked as such in the rule column.
+pub async fn search_sql(
+    opts: &VerifyOptions,
+    sel: &crate::mutants_sql::Selection,
+    seed: u64,
+    budget: Duration,
+) -> Result<(ScheduleKillMatrix, PathBuf), HarnessError> {
+    let mutants = crate::mutants_sql::pick(sel).map_err(HarnessError::Other)?;
+    let listed = fenceproof_harness::check::equivalents::load().map_err(HarnessError::Other)?;
+    let mut session = Session::start(opts).await?;
+    let reference_bin = session.worker_bin.clone();
+    let mut rows = Vec::new();
+    for (i, m) in mutants.iter().enumerate() {
+        let started = Instant::now();
+        let mut args = Vec::new();
+        if crate::mutants_sql::is_direct(&m.id) {
+            let name = m.function.trim_start_matches("direct/");
+            let file = crate::mutants_sql::override_file(&session.run.path, &m.id.replace('/', "-"), name, &m.sql)?;
+            args = vec!["--sql-mutant".to_string(), file.display().to_string()];
+            session.worker_bin = sel.mutant_worker_bin.clone();
+        } else {
+            session.sql_patch = Some(m.sql.clone());
+        }
+        let label = format!("sql-{}", m.id.replace('/', "-"));
+        let r = run(&mut session, Budget::time(budget), seed, &args, "", false, &label).await;
+        session.sql_patch = None;
+        session.worker_bin = reference_bin.clone();
+        let mut rule = format!("L{}: {} => {}", m.line, m.before.trim(), m.after.trim());
+        if let Some(reason) = listed.get(&m.id) {
+            rule = format!("{rule} (reviewed equivalent: {reason})");
+        }
+        let row = match r {
+            Ok(summary) => ScheduleKill {
+                mutant: m.id.clone(),
+                rule,
+                killed: summary.failure.is_some(),
+                case: summary.failure.as_ref().map(|f| f.case),
+                failed_checks: summary
+                    .failure
+                    .as_ref()
+                    .map(|f| f.failed_checks.iter().map(|c| c.name.clone()).collect())
+                    .unwrap_or_default(),
+                cases_played: summary.cases,
+                seconds: started.elapsed().as_secs_f64(),
+                experiments: None,
+                error: None,
+            },
+            Err(e) => ScheduleKill {
+                mutant: m.id.clone(),
+                rule,
+                killed: false,
+                case: None,
+                failed_checks: Vec::new(),
+                cases_played: 0,
+                seconds: started.elapsed().as_secs_f64(),
+                experiments: None,
+                error: Some(e.to_string()),
+            },
+        };
+        eprintln!("[{}/{}] {}: {}", i + 1, mutants.len(), m.id, verdict(&row));
+        rows.push(row);
+    }
+    let km = ScheduleKillMatrix {
+        run_id: session.run.run_id.clone(),
+        seed: format!("{seed:#x}"),
+        budget_s: budget.as_secs(),
+        rows,
+        experiments_matrix: None,
+        duration_ms: session.elapsed_ms(),
+    };
+    let path = session.run.path.clone();
+    std::fs::write(path.join("schedules-mutants-sql.json"), serde_json::to_string_pretty(&km).expect("json"))?;
+    std::fs::write(path.join("schedules-mutants-sql.md"), km.markdown())?;
     session.run.mark_latest()?;
     Ok((km, path))
 }

@@ -113,6 +113,12 @@ pub enum Forge {
     StaleEpochRenew,
     /// A release under the current owner with an older epoch.
     StaleEpochRelease,
+    /// A renewal at the current epoch under an owner that never held the lease.
+    ForeignOwnerRenew,
+    /// A release at the current epoch under an owner that never held the lease.
+    ForeignOwnerRelease,
+    /// A renewal under the current owner and epoch of a lease that has expired (resurrection).
+    ExpiredRenew,
     /// A result write for a claimed operation under a dispatcher that does not hold its claim.
     ForeignResult,
 }

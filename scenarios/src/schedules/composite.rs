@@ -207,7 +207,7 @@ impl Exec<'_> {
 
     /// A dispatcher is held after its remote call until its claim expires; the schedule's own
     /// dispatcher reconciles and dispatches; then the held one writes its (late) result.
-    pub(super) async fn late_result(&mut self, kill: bool, tool: Tool) -> Result<String, HarnessError> {
+    pub(super) async fn late_result(&mut self, kill: bool, cancel: bool, tool: Tool) -> Result<String, HarnessError> {
         let mut what = Vec::new();
         if !self.operation_statuses().await?.iter().any(|s| s == "prepared") {
             what.push(format!("plan first: {}", self.plan(0, tool, Body::Plain).await?));
@@ -226,6 +226,11 @@ impl Exec<'_> {
                 d.kill().await?;
                 killed = true;
                 what.push("the dispatcher was killed after its remote call".into());
+            }
+            if cancel {
+                self.reached.insert("cancel-with-in-flight");
+                let ev = ask(&mut self.cp, json!({"cmd": "cancel", "run_id": self.run_id}), ANSWER).await?;
+                what.push(format!("cancel while dispatching: {}", outcome(&ev)));
             }
             let claimed: Option<String> =
                 sqlx::query_scalar("SELECT operation_id FROM tool_operations WHERE dispatch_owner = $1 LIMIT 1")

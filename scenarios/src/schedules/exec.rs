@@ -338,7 +338,11 @@ impl<'a> Exec<'a> {
             Op::StaleTwin { then_write } => self.stale_twin(*then_write).await?,
             Op::ServerFreeze => self.server_freeze().await?,
             Op::HeldAcrossTakeover { by, point } => self.held_across_takeover(*by, *point).await?,
-            Op::Cancel => {
+            Op::Cancel { plan_first, tool } => {
+                let mut first = String::new();
+                if *plan_first && !self.operation_statuses().await?.iter().any(|s| s == "prepared") {
+                    first = format!("plan first: {}; ", self.plan(0, *tool, Body::Plain).await?);
+                }
                 let ops = self.operation_statuses().await?;
                 if ops.iter().any(|s| s == "prepared") {
                     self.reached.insert("cancel-with-prepared");
@@ -346,7 +350,8 @@ impl<'a> Exec<'a> {
                 if ops.iter().any(|s| s == "dispatching" || s == "unknown") {
                     self.reached.insert("cancel-with-in-flight");
                 }
-                outcome(&ask(&mut self.cp, json!({"cmd": "cancel", "run_id": self.run_id}), ANSWER).await?).to_string()
+                let ev = ask(&mut self.cp, json!({"cmd": "cancel", "run_id": self.run_id}), ANSWER).await?;
+                format!("{first}{}", outcome(&ev))
             }
             Op::Retry => self.retry().await?,
             Op::ArmToolFault { fault } => {
@@ -383,7 +388,7 @@ impl<'a> Exec<'a> {
                 }
                 format!("{what}{} {}", outcome(&ev), data(&ev))
             }
-            Op::LateResult { kill, tool } => self.late_result(*kill, *tool).await?,
+            Op::LateResult { kill, cancel, tool } => self.late_result(*kill, *cancel, *tool).await?,
             Op::Reconcile => {
                 if self.operation_statuses().await?.iter().any(|s| s == "unknown") {
                     self.reached.insert("unknown-reconciled");

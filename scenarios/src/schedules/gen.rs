@@ -112,7 +112,7 @@ fn op_of_kind(kind: &str, rng: &mut Rng) -> Op {
             by: rng.below(WORKERS),
             point: rng.pick(&[Point::AfterBegin, Point::AfterLeaseValidated, Point::BeforeCommit]),
         },
-        "cancel" => Op::Cancel,
+        "cancel" => Op::Cancel { plan_first: rng.coin(), tool: rng.pick(&tools) },
         "retry" => Op::Retry,
         "plan" => Op::Plan { w, tool: rng.pick(&tools), body: rng.pick(&bodies) },
         "arm_tool_fault" => Op::ArmToolFault {
@@ -134,7 +134,7 @@ fn op_of_kind(kind: &str, rng: &mut Rng) -> Op {
                 Some(ToolFault::Error5xx),
             ]),
         },
-        "late_result" => Op::LateResult { kill: rng.coin(), tool: rng.pick(&tools) },
+        "late_result" => Op::LateResult { kill: rng.coin(), cancel: rng.below(3) == 0, tool: rng.pick(&tools) },
         "reconcile" => Op::Reconcile,
         "advance" => Op::Advance { w },
         "rogue" => Op::Rogue {

@@ -201,7 +201,14 @@ pub enum Op {
         point: Point,
     },
     /// Control-plane cancel of the run.
-    Cancel,
+    /// With `plan_first`, the holder first plans a step for `tool` when nothing is prepared, so
+    /// the cancel meets a prepared operation.
+    Cancel {
+        #[serde(default)]
+        plan_first: bool,
+        #[serde(default = "default_tool")]
+        tool: Tool,
+    },
     /// Control-plane retry: a new run of the same task (refused while one is live).
     Retry,
     /// Worker `w` plans a step (registers a tool intent) carrying `body`.
@@ -227,9 +234,13 @@ pub enum Op {
     /// With `kill`, the held dispatcher is SIGKILLed instead (the remote call succeeded, the caller
     /// died before recording it) and the reconciler must find out. When nothing of the run is
     /// prepared, the holder first plans a step for `tool`.
+    /// With `cancel`, the control plane cancels the run while the dispatcher is held (the
+    /// operation is dispatching: it must be kept, not cancelled).
     LateResult {
         #[serde(default)]
         kill: bool,
+        #[serde(default)]
+        cancel: bool,
         #[serde(default = "default_tool")]
         tool: Tool,
     },
@@ -279,7 +290,7 @@ impl Op {
             Op::StaleTwin { .. } => "stale_twin",
             Op::ServerFreeze => "server_freeze",
             Op::HeldAcrossTakeover { .. } => "held_across_takeover",
-            Op::Cancel => "cancel",
+            Op::Cancel { .. } => "cancel",
             Op::Retry => "retry",
             Op::Plan { .. } => "plan",
             Op::ArmToolFault { .. } => "arm_tool_fault",

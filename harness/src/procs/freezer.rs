@@ -119,6 +119,33 @@ pub struct Frozen {
     thawed: bool,
 }
 
+/// What a failed cgroup creation says: without the right to make one, what the rows need.
+fn mkdir_error(dir: &std::path::Path, e: std::io::Error) -> HarnessError {
+    if e.kind() == std::io::ErrorKind::PermissionDenied {
+        HarnessError::Process(format!(
+            "the freeze rows (B-freeze, B-dbfreeze) need root or a freezer cgroup this user may write: cannot create {} ({e}); run as root, delegate a cgroup to this user, or skip them with --only",
+            dir.display()
+        ))
+    } else {
+        HarnessError::Process(format!("mkdir {}: {e}", dir.display()))
+    }
+}
+
+#[cfg(test)]
+mod mkdir_tests {
+    #[test]
+    fn a_refused_cgroup_says_what_the_freeze_rows_need() {
+        let dir = std::path::Path::new("/sys/fs/cgroup/fenceproof-1-2");
+        let e = super::mkdir_error(dir, std::io::Error::from(std::io::ErrorKind::PermissionDenied)).to_string();
+        assert!(
+            e.contains("need root or a freezer cgroup") && e.contains("--only") && e.contains("fenceproof-1-2"),
+            "{e}"
+        );
+        let e = super::mkdir_error(dir, std::io::Error::from(std::io::ErrorKind::NotFound)).to_string();
+        assert!(!e.contains("need root"), "{e}");
+    }
+}
+
 impl Frozen {
     /// Freeze `pid` and wait (bounded) until the kernel reports the cgroup frozen.
     pub async fn freeze(pid: Pid) -> Result<Frozen> {
@@ -135,16 +162,7 @@ impl Frozen {
         let f = flavor()?;
         let _ = sweep_stale(f);
         let dir = root(f).join(format!("fenceproof-{}-{}", std::process::id(), pid.as_raw()));
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::PermissionDenied {
-                HarnessError::Process(format!(
-                    "the freeze rows (B-freeze, B-dbfreeze) need root or a freezer cgroup this user may write: cannot create {} ({e}); run as root, delegate a cgroup to this user, or skip them with --only",
-                    dir.display()
-                ))
-            } else {
-                HarnessError::Process(format!("mkdir {}: {e}", dir.display()))
-            }
-        })?;
+        std::fs::create_dir_all(&dir).map_err(|e| mkdir_error(&dir, e))?;
         registry::register_frozen(dir.clone());
         let frozen = Frozen { pid, flavor: f, dir: dir.clone(), thawed: false };
         write(&dir.join("cgroup.procs"), &pid.as_raw().to_string())?;

@@ -112,6 +112,13 @@ impl LockSampler {
     }
 }
 
+/// After a phase: wait (bounded by `timeout`) for the load's backends to leave. A slow disconnect
+/// never aborts the benchmark: it comes back as a warning to print (the phase's table statistics
+/// may then be partial). An error of the observing query is a warning too.
+pub async fn settle(pool: &PgPool, app: &str, timeout: Duration) -> Option<String> {
+    wait_gone(pool, app, timeout).await.err().map(|e| format!("{e}; this phase's table statistics may be partial"))
+}
+
 /// Wait (bounded) until no backend of `application_name` is left, so their statistics are flushed.
 pub async fn wait_gone(pool: &PgPool, app: &str, timeout: Duration) -> Result<(), String> {
     let until = Instant::now() + timeout;

@@ -202,8 +202,8 @@ impl Bench {
         // The load's backends leave on their own (observed, not slept on); on a loaded machine
         // that can take a while. A slow disconnect only makes this phase's table statistics
         // partial: it is said, and never aborts the benchmark.
-        if let Err(e) = dbstats::wait_gone(&self.admin, LOAD_APP, Duration::from_secs(60)).await {
-            eprintln!("fenceproof: after {group} / {name}: {e}; this phase's table statistics may be partial");
+        if let Some(w) = dbstats::settle(&self.admin, LOAD_APP, Duration::from_secs(60)).await {
+            eprintln!("fenceproof: after {group} / {name}: {w}");
         }
         let after = dbstats::snapshot(&self.admin).await?;
         let q = |h: &hdrhistogram::Histogram<u64>, x| Sample::quantile_ms(h, x);

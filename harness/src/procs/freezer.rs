@@ -131,21 +131,6 @@ fn mkdir_error(dir: &std::path::Path, e: std::io::Error) -> HarnessError {
     }
 }
 
-#[cfg(test)]
-mod mkdir_tests {
-    #[test]
-    fn a_refused_cgroup_says_what_the_freeze_rows_need() {
-        let dir = std::path::Path::new("/sys/fs/cgroup/fenceproof-1-2");
-        let e = super::mkdir_error(dir, std::io::Error::from(std::io::ErrorKind::PermissionDenied)).to_string();
-        assert!(
-            e.contains("need root or a freezer cgroup") && e.contains("--only") && e.contains("fenceproof-1-2"),
-            "{e}"
-        );
-        let e = super::mkdir_error(dir, std::io::Error::from(std::io::ErrorKind::NotFound)).to_string();
-        assert!(!e.contains("need root"), "{e}");
-    }
-}
-
 impl Frozen {
     /// Freeze `pid` and wait (bounded) until the kernel reports the cgroup frozen.
     pub async fn freeze(pid: Pid) -> Result<Frozen> {
@@ -215,5 +200,20 @@ impl Drop for Frozen {
 pub fn release_dir(dir: &Path) {
     if let Ok(f) = flavor() {
         release(f, dir);
+    }
+}
+
+#[cfg(test)]
+mod mkdir_tests {
+    #[test]
+    fn a_refused_cgroup_says_what_the_freeze_rows_need() {
+        let dir = std::path::Path::new("/sys/fs/cgroup/fenceproof-1-2");
+        let e = super::mkdir_error(dir, std::io::Error::from(std::io::ErrorKind::PermissionDenied)).to_string();
+        assert!(
+            e.contains("need root or a freezer cgroup") && e.contains("--only") && e.contains("fenceproof-1-2"),
+            "{e}"
+        );
+        let e = super::mkdir_error(dir, std::io::Error::from(std::io::ErrorKind::NotFound)).to_string();
+        assert!(!e.contains("need root"), "{e}");
     }
 }

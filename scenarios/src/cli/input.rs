@@ -29,11 +29,26 @@ pub fn check(worker_bin: Option<&Path>, database_url: Option<&str>) -> Result<()
     Ok(())
 }
 
-/// A `--reports-dir` that cannot be created or written to, named in the message.
+/// A `--reports-dir` that cannot be created or written to, named in the message. Nothing is
+/// created here: the nearest folder that exists must be a folder this process may write in (a
+/// probe file is made and removed there).
 pub fn reports_dir(p: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(p).map_err(|e| format!("--reports-dir {}: cannot create it ({e})", p.display()))?;
-    let probe = p.join(format!(".fenceproof-write-test-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(|e| format!("--reports-dir {}: cannot write in it ({e})", p.display()))?;
+    let mut existing = p;
+    while !existing.as_os_str().is_empty() && !existing.exists() {
+        existing = existing.parent().unwrap_or(Path::new(""));
+    }
+    let existing = if existing.as_os_str().is_empty() { Path::new(".") } else { existing };
+    if !existing.is_dir() {
+        return Err(format!(
+            "--reports-dir {}: cannot create it ({} is not a folder)",
+            p.display(),
+            existing.display()
+        ));
+    }
+    let probe = existing.join(format!(".fenceproof-write-test-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|e| {
+        format!("--reports-dir {}: cannot create or write it ({} refuses: {e})", p.display(), existing.display())
+    })?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }
@@ -68,6 +83,9 @@ mod tests {
         assert!(e.contains(&file.display().to_string()) && e.contains("cannot create"), "{e}");
         let _ = std::fs::remove_file(&file);
         let ok = std::env::temp_dir().join(format!("fenceproof-reports-{}", std::process::id()));
+        assert!(reports_dir(&ok.join("deeper")).is_ok());
+        assert!(!ok.exists(), "nothing is created by the check");
+        std::fs::create_dir_all(&ok).unwrap();
         assert!(reports_dir(&ok).is_ok());
         assert_eq!(std::fs::read_dir(&ok).unwrap().count(), 0, "the write probe is removed");
         let _ = std::fs::remove_dir_all(&ok);

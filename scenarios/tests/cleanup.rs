@@ -2,6 +2,8 @@
 //! harness itself killed with -9, and bad input. After each, no PostgreSQL server or worker that
 //! the run started may still be running.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -178,7 +180,7 @@ fn bad_input_is_a_one_line_error_and_starts_nothing() {
         assert_eq!(status.code(), Some(code), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: stderr does not name the problem: {err}");
         if code == 3 || args[0] != "--no-such-flag" && args[0] != "--only" {
-            assert_eq!(err.trim().lines().count(), 1, "{args:?}: not one line: {err}");
+            assert_eq!(common::own_lines(&err).trim().lines().count(), 1, "{args:?}: not one line: {err}");
         }
         assert!(leftovers(child.id(), &reports).is_empty());
     }

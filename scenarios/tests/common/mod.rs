@@ -66,3 +66,16 @@ pub fn run_bounded(cmd: &mut Command, dir: &std::path::Path, bound: Duration) ->
     let (stdout, stderr) = (std::fs::read(&out_path).unwrap(), std::fs::read(&err_path).unwrap());
     (Output { status, stdout, stderr }, pid)
 }
+
+/// stderr without the lines that report sweeping a dead harness's leftovers: they may precede any
+/// run's own message whenever an earlier run was killed (other tests kill harnesses on purpose).
+pub fn own_lines(err: &str) -> String {
+    err.lines()
+        .filter(|l| {
+            !(l.starts_with("fenceproof: swept ")
+                || l.starts_with("fenceproof: thawed and removed ")
+                || l.starts_with("fenceproof: dropped "))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -357,13 +357,9 @@ async fn run(cli: Cli) -> u8 {
             mutant,
             server: ServerArgs { pg_bin, reports_dir, backend, pg_image },
         } => {
-            let seed = match seed.as_deref().map(parse_seed) {
-                None => rand_seed(),
-                Some(Ok(s)) => s,
-                Some(Err(msg)) => {
-                    eprintln!("fenceproof: {msg}");
-                    return exit::USAGE;
-                }
+            let seed = match seed_or_random(seed.as_deref()) {
+                Ok(s) => s,
+                Err(code) => return code,
             };
             let schedule = match replay.as_ref().map(|p| {
                 std::fs::read_to_string(p)
@@ -456,6 +452,38 @@ async fn run(cli: Cli) -> u8 {
                 Ok(e) => e,
                 Err(code) => return code,
             };
+            // With --sql the worker runs against mutated functions (default: the reference worker);
+            // otherwise it is the mutants build.
+            let worker_bin = worker_bin.unwrap_or_else(|| {
+                if sql {
+                    runner::default_worker_bin()
+                } else {
+                    PathBuf::from("target/debug/fenceproof-worker-mutant")
+                }
+            });
+            let opts = VerifyOptions {
+                backend: ServerArgs::choice(backend.as_deref(), None),
+                pg_image: ServerArgs::image(pg_image, None),
+                pg_bin,
+                contract: None,
+                contract_path: None,
+                database_url: None,
+                reports_dir,
+                worker_bin,
+                tools_bin: runner::default_tools_bin(),
+            };
+            // The schedule search's seed and budget (only with --schedules).
+            let search = if schedules {
+                match seed_or_random(seed.as_deref()) {
+                    Ok(s) => {
+                        println!("seed {s:#x} (rerun with --seed {s:#x})");
+                        Some((s, std::time::Duration::from_secs(budget_s.max(1))))
+                    }
+                    Err(code) => return code,
+                }
+            } else {
+                None
+            };
             if sql {
                 let shard = match shard.as_deref().map(fenceproof_scenarios::mutants_sql::parse_shard) {
                     None => (1, 1),
@@ -474,29 +502,15 @@ async fn run(cli: Cli) -> u8 {
                 if list {
                     return cli::mutants_sql::list(&sel);
                 }
-                if schedules {
-                    let seed = match seed.as_deref().map(parse_seed) {
-                        None => rand_seed(),
-                        Some(Ok(s)) => s,
-                        Some(Err(msg)) => {
-                            eprintln!("fenceproof: {msg}");
-                            return exit::USAGE;
-                        }
-                    };
-                    println!("seed {seed:#x} (rerun with --seed {seed:#x})");
-                    let opts = VerifyOptions {
-                        backend: ServerArgs::choice(backend.as_deref(), None),
-                        pg_image: ServerArgs::image(pg_image, None),
-                        pg_bin,
-                        contract: None,
-                        contract_path: None,
-                        database_url: None,
-                        reports_dir,
-                        worker_bin: worker_bin.unwrap_or_else(runner::default_worker_bin),
-                        tools_bin: runner::default_tools_bin(),
-                    };
-                    let budget = std::time::Duration::from_secs(budget_s.max(1));
-                    return cli::schedules::mutants_sql(opts, sel, seed, budget, require_kills).await;
+                if let Some((seed, budget)) = search {
+                    return cli::schedules::mutants(
+                        opts,
+                        cli::schedules::Target::Sql(sel),
+                        seed,
+                        budget,
+                        require_kills,
+                    )
+                    .await;
                 }
                 if only.is_none() {
                     // The functions are the protocol: A-G and P-* call them; H judges the deployment.
@@ -504,46 +518,14 @@ async fn run(cli: Cli) -> u8 {
                 }
                 // The probes of the fenced functions first: short rows that kill most mutants.
                 experiments.sort_by_key(|e| !e.id.starts_with("P-api"));
-                let opts = VerifyOptions {
-                    backend: ServerArgs::choice(backend.as_deref(), None),
-                    pg_image: ServerArgs::image(pg_image, None),
-                    pg_bin,
-                    contract: None,
-                    contract_path: None,
-                    database_url: None,
-                    reports_dir,
-                    worker_bin: worker_bin.unwrap_or_else(runner::default_worker_bin),
-                    tools_bin: runner::default_tools_bin(),
-                };
                 return cli::mutants_sql::run(opts, experiments, sel).await;
             }
-            let worker_bin = worker_bin.unwrap_or_else(|| PathBuf::from("target/debug/fenceproof-worker-mutant"));
-            if schedules {
-                let seed = match seed.as_deref().map(parse_seed) {
-                    None => rand_seed(),
-                    Some(Ok(s)) => s,
-                    Some(Err(msg)) => {
-                        eprintln!("fenceproof: {msg}");
-                        return exit::USAGE;
-                    }
-                };
-                println!("seed {seed:#x} (rerun with --seed {seed:#x})");
-                let opts = VerifyOptions {
-                    backend: ServerArgs::choice(backend.as_deref(), None),
-                    pg_image: ServerArgs::image(pg_image, None),
-                    pg_bin,
-                    contract: None,
-                    contract_path: None,
-                    database_url: None,
-                    reports_dir,
-                    worker_bin,
-                    tools_bin: runner::default_tools_bin(),
-                };
+            if let Some((seed, budget)) = search {
                 return cli::schedules::mutants(
                     opts,
-                    mutants,
+                    cli::schedules::Target::Named(mutants),
                     seed,
-                    std::time::Duration::from_secs(budget_s.max(1)),
+                    budget,
                     require_kills,
                 )
                 .await;
@@ -553,17 +535,6 @@ async fn run(cli: Cli) -> u8 {
                 // mutant (it needs table privileges) runs outside by construction: mutants run A-G.
                 experiments.retain(|e| !e.id.starts_with("H-") && !e.id.starts_with("P-"));
             }
-            let opts = VerifyOptions {
-                backend: ServerArgs::choice(backend.as_deref(), None),
-                pg_image: ServerArgs::image(pg_image, None),
-                pg_bin,
-                contract: None,
-                contract_path: None,
-                database_url: None,
-                reports_dir,
-                worker_bin,
-                tools_bin: runner::default_tools_bin(),
-            };
             interruptible(async {
                 match fenceproof_scenarios::mutants::run(&opts, experiments, mutants.as_deref()).await {
                     Ok((km, dir)) => {
@@ -703,6 +674,18 @@ fn parse_seed(s: &str) -> Result<u64, String> {
         None => s.parse(),
     };
     r.map_err(|_| format!("bad --seed '{s}' (decimal or 0x-hex)"))
+}
+
+/// The seed given (decimal or 0x-hex), else a random one; a bad one is a usage error.
+fn seed_or_random(seed: Option<&str>) -> Result<u64, u8> {
+    match seed.map(parse_seed) {
+        None => Ok(rand_seed()),
+        Some(Ok(s)) => Ok(s),
+        Some(Err(msg)) => {
+            eprintln!("fenceproof: {msg}");
+            Err(exit::USAGE)
+        }
+    }
 }
 
 fn rand_seed() -> u64 {

@@ -105,42 +105,22 @@ pub async fn run(opts: VerifyOptions, a: Args) -> u8 {
     }
 }
 
-/// `mutants --schedules --sql`: the same, against the generated SQL mutants of the selection.
-pub async fn mutants_sql(
-    opts: VerifyOptions,
-    sel: fenceproof_scenarios::mutants_sql::Selection,
-    seed: u64,
-    budget: Duration,
-    require_kills: bool,
-) -> u8 {
-    crate::interruptible(async {
-        match schedules::mutants::search_sql(&opts, &sel, seed, budget).await {
-            Ok((km, dir)) => {
-                print!("{}", km.table());
-                println!("report: {}", dir.display());
-                if require_kills && km.killed() < km.rows.len() {
-                    exit::FAILED
-                } else {
-                    exit::OK
-                }
-            }
-            Err(e) => crate::harness_failed(e),
-        }
-    })
-    .await
+/// What `mutants --schedules` searches: the named mutants (some of them), or a selection of the
+/// generated SQL mutants.
+pub enum Target {
+    Named(Option<Vec<String>>),
+    Sql(fenceproof_scenarios::mutants_sql::Selection),
 }
 
-/// `mutants --schedules`: exit 0 when the search ran (survivors are reported, not failed: the
-/// search is bounded; the experiments' kill matrix is the gate), unless `require_kills`.
-pub async fn mutants(
-    opts: VerifyOptions,
-    only: Option<Vec<String>>,
-    seed: u64,
-    budget: Duration,
-    require_kills: bool,
-) -> u8 {
+/// `mutants --schedules [--sql]`: exit 0 when the search ran (survivors are reported, not failed:
+/// the search is bounded; the experiments' kill matrix is the gate), unless `require_kills`.
+pub async fn mutants(opts: VerifyOptions, target: Target, seed: u64, budget: Duration, require_kills: bool) -> u8 {
     crate::interruptible(async {
-        match schedules::mutants::search(&opts, only.as_deref(), seed, budget).await {
+        let searched = match &target {
+            Target::Named(only) => schedules::mutants::search(&opts, only.as_deref(), seed, budget).await,
+            Target::Sql(sel) => schedules::mutants::search_sql(&opts, sel, seed, budget).await,
+        };
+        match searched {
             Ok((km, dir)) => {
                 print!("{}", km.table());
                 println!("report: {}", dir.display());

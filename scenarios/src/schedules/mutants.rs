@@ -108,6 +108,61 @@ impl ScheduleKillMatrix {
     }
 }
 
+impl ScheduleKill {
+    /// The row of one mutant's search: killed when a schedule failed a check; an error of the
+    /// harness is an ERROR row (no verdict), never a kill.
+    fn of(
+        mutant: &str,
+        rule: &str,
+        started: Instant,
+        searched: Result<super::Summary, HarnessError>,
+        experiments: Option<Vec<String>>,
+    ) -> ScheduleKill {
+        let (summary, error) = match searched {
+            Ok(s) => (Some(s), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        let failure = summary.as_ref().and_then(|s| s.failure.as_ref());
+        ScheduleKill {
+            mutant: mutant.to_string(),
+            rule: rule.to_string(),
+            killed: failure.is_some(),
+            case: failure.map(|f| f.case),
+            failed_checks: failure
+                .map(|f| f.failed_checks.iter().map(|c| c.name.clone()).collect())
+                .unwrap_or_default(),
+            cases_played: summary.as_ref().map_or(0, |s| s.cases),
+            seconds: started.elapsed().as_secs_f64(),
+            experiments,
+            error,
+        }
+    }
+}
+
+/// The matrix of a finished search, saved as `<stem>.json` / `<stem>.md` in the run folder.
+fn finish(
+    session: &Session,
+    seed: u64,
+    budget: Duration,
+    rows: Vec<ScheduleKill>,
+    experiments_matrix: Option<PathBuf>,
+    stem: &str,
+) -> Result<(ScheduleKillMatrix, PathBuf), HarnessError> {
+    let km = ScheduleKillMatrix {
+        run_id: session.run.run_id.clone(),
+        seed: format!("{seed:#x}"),
+        budget_s: budget.as_secs(),
+        rows,
+        experiments_matrix,
+        duration_ms: session.elapsed_ms(),
+    };
+    let path = session.run.path.clone();
+    std::fs::write(path.join(format!("{stem}.json")), serde_json::to_string_pretty(&km).expect("json"))?;
+    std::fs::write(path.join(format!("{stem}.md")), km.markdown())?;
+    session.run.mark_latest()?;
+    Ok((km, path))
+}
+
 fn verdict(r: &ScheduleKill) -> &'static str {
     match (r.killed, &r.error) {
         (true, _) => "KILLED",
@@ -161,63 +216,21 @@ pub async fn search(
     for (i, (name, rule)) in mutants.iter().enumerate() {
         let started = Instant::now();
         let args = vec!["--mutant".to_string(), name.clone()];
-        let summary = match run(&mut session, Budget::time(budget), seed, &args, "", false, name).await {
-            Ok(s) => s,
-            Err(e) => {
-                // No verdict: an ERROR is not a kill; the search goes on with the next mutant.
-                eprintln!("[{}/{}] {name}: ERROR {e}", i + 1, mutants.len());
-                rows.push(ScheduleKill {
-                    mutant: name.clone(),
-                    rule: rule.clone(),
-                    killed: false,
-                    case: None,
-                    failed_checks: Vec::new(),
-                    cases_played: 0,
-                    seconds: started.elapsed().as_secs_f64(),
-                    experiments: known.as_ref().map(|(_, m)| m.get(name).cloned().unwrap_or_default()),
-                    error: Some(e.to_string()),
-                });
-                continue;
-            }
-        };
-        let row = ScheduleKill {
-            error: None,
-            mutant: name.clone(),
-            rule: rule.clone(),
-            killed: summary.failure.is_some(),
-            case: summary.failure.as_ref().map(|f| f.case),
-            failed_checks: summary
-                .failure
-                .as_ref()
-                .map(|f| f.failed_checks.iter().map(|c| c.name.clone()).collect())
-                .unwrap_or_default(),
-            cases_played: summary.cases,
-            seconds: started.elapsed().as_secs_f64(),
-            experiments: known.as_ref().map(|(_, m)| m.get(name).cloned().unwrap_or_default()),
-        };
+        let searched = run(&mut session, Budget::time(budget), seed, &args, "", false, name).await;
+        let experiments = known.as_ref().map(|(_, m)| m.get(name).cloned().unwrap_or_default());
+        let row = ScheduleKill::of(name, rule, started, searched, experiments);
         eprintln!(
-            "[{}/{}] {name}: {} after {} case(s), {:.0}s",
+            "[{}/{}] {name}: {} after {} case(s), {:.0}s{}",
             i + 1,
             mutants.len(),
-            if row.killed { "KILLED" } else { "survived" },
+            verdict(&row),
             row.cases_played,
-            row.seconds
+            row.seconds,
+            row.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
         );
         rows.push(row);
     }
-    let km = ScheduleKillMatrix {
-        run_id: session.run.run_id.clone(),
-        seed: format!("{seed:#x}"),
-        budget_s: budget.as_secs(),
-        rows,
-        experiments_matrix: known.map(|(p, _)| p),
-        duration_ms: session.elapsed_ms(),
-    };
-    let path = session.run.path.clone();
-    std::fs::write(path.join("schedules-mutants.json"), serde_json::to_string_pretty(&km).expect("json"))?;
-    std::fs::write(path.join("schedules-mutants.md"), km.markdown())?;
-    session.run.mark_latest()?;
-    Ok((km, path))
+    finish(&session, seed, budget, rows, known.map(|(p, _)| p), "schedules-mutants")
 }
 
 /// `mutants --schedules --sql`: the same search against the generated SQL mutants of the selection
@@ -253,48 +266,9 @@ pub async fn search_sql(
         if let Some(reason) = listed.get(&m.id) {
             rule = format!("{rule} (reviewed equivalent: {reason})");
         }
-        let row = match r {
-            Ok(summary) => ScheduleKill {
-                mutant: m.id.clone(),
-                rule,
-                killed: summary.failure.is_some(),
-                case: summary.failure.as_ref().map(|f| f.case),
-                failed_checks: summary
-                    .failure
-                    .as_ref()
-                    .map(|f| f.failed_checks.iter().map(|c| c.name.clone()).collect())
-                    .unwrap_or_default(),
-                cases_played: summary.cases,
-                seconds: started.elapsed().as_secs_f64(),
-                experiments: None,
-                error: None,
-            },
-            Err(e) => ScheduleKill {
-                mutant: m.id.clone(),
-                rule,
-                killed: false,
-                case: None,
-                failed_checks: Vec::new(),
-                cases_played: 0,
-                seconds: started.elapsed().as_secs_f64(),
-                experiments: None,
-                error: Some(e.to_string()),
-            },
-        };
+        let row = ScheduleKill::of(&m.id, &rule, started, r, None);
         eprintln!("[{}/{}] {}: {}", i + 1, mutants.len(), m.id, verdict(&row));
         rows.push(row);
     }
-    let km = ScheduleKillMatrix {
-        run_id: session.run.run_id.clone(),
-        seed: format!("{seed:#x}"),
-        budget_s: budget.as_secs(),
-        rows,
-        experiments_matrix: None,
-        duration_ms: session.elapsed_ms(),
-    };
-    let path = session.run.path.clone();
-    std::fs::write(path.join("schedules-mutants-sql.json"), serde_json::to_string_pretty(&km).expect("json"))?;
-    std::fs::write(path.join("schedules-mutants-sql.md"), km.markdown())?;
-    session.run.mark_latest()?;
-    Ok((km, path))
+    finish(&session, seed, budget, rows, None, "schedules-mutants-sql")
 }

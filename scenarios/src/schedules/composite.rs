@@ -276,64 +276,33 @@ impl Exec<'_> {
         sqlx::query("SET application_name = 'rogue-session'").execute(&mut conn).await?;
         sqlx::query("SET statement_timeout = '5s'").execute(&mut conn).await?;
         let checkpoint = json!({"rogue": n});
+        // (statement, owner, epoch): every forge but the result write is one call with forged terms.
         let transition = "SELECT fp_run_transition($1, $2, $3, $4, 'running', 'running', $5::jsonb, NULL, NULL, NULL, NULL, NULL, NULL, NULL)";
-        let r = match forge {
-            Forge::StaleEpochWrite => sqlx::query(transition)
-                .bind(self.run_id)
-                .bind(&owner)
-                .bind(l.epoch - 1)
-                .bind(rev)
-                .bind(&checkpoint)
-                .execute(&mut conn)
-                .await
-                .map(|r| r.rows_affected()),
-            Forge::ForeignOwnerWrite => sqlx::query(transition)
-                .bind(self.run_id)
-                .bind("worker-forged")
-                .bind(l.epoch)
-                .bind(rev)
-                .bind(&checkpoint)
-                .execute(&mut conn)
-                .await
-                .map(|r| r.rows_affected()),
-            Forge::StaleEpochRenew => sqlx::query("SELECT * FROM fp_lease_renew($1, $2, $3, 60000)")
-                .bind(self.run_id)
-                .bind(&owner)
-                .bind(l.epoch - 1)
-                .execute(&mut conn)
-                .await
-                .map(|r| r.rows_affected()),
-            Forge::StaleEpochRelease => sqlx::query("SELECT fp_lease_release($1, $2, $3)")
-                .bind(self.run_id)
-                .bind(&owner)
-                .bind(l.epoch - 1)
-                .execute(&mut conn)
-                .await
-                .map(|r| r.rows_affected()),
-            Forge::ForeignOwnerRenew => sqlx::query("SELECT * FROM fp_lease_renew($1, 'worker-forged', $2, 60000)")
-                .bind(self.run_id)
-                .bind(l.epoch)
-                .execute(&mut conn)
-                .await
-                .map(|r| r.rows_affected()),
-            Forge::ForeignOwnerRelease => sqlx::query("SELECT fp_lease_release($1, 'worker-forged', $2)")
-                .bind(self.run_id)
-                .bind(l.epoch)
-                .execute(&mut conn)
-                .await
-                .map(|r| r.rows_affected()),
+        let renew = "SELECT * FROM fp_lease_renew($1, $2, $3, 60000)";
+        let release = "SELECT fp_lease_release($1, $2, $3)";
+        let forged = "worker-forged";
+        let call = match forge {
+            Forge::StaleEpochWrite => Some((transition, owner.as_str(), l.epoch - 1)),
+            Forge::ForeignOwnerWrite => Some((transition, forged, l.epoch)),
+            Forge::StaleEpochRenew => Some((renew, owner.as_str(), l.epoch - 1)),
+            Forge::StaleEpochRelease => Some((release, owner.as_str(), l.epoch - 1)),
+            Forge::ForeignOwnerRenew => Some((renew, forged, l.epoch)),
+            Forge::ForeignOwnerRelease => Some((release, forged, l.epoch)),
             Forge::ExpiredRenew if l.live || l.owner.is_none() => {
                 conn.close().await?;
                 return Ok("the lease is live or free: no expired term to resurrect".into());
             }
-            Forge::ExpiredRenew => sqlx::query("SELECT * FROM fp_lease_renew($1, $2, $3, 60000)")
-                .bind(self.run_id)
-                .bind(&owner)
-                .bind(l.epoch)
-                .execute(&mut conn)
-                .await
-                .map(|r| r.rows_affected()),
-            Forge::ForeignResult => {
+            Forge::ExpiredRenew => Some((renew, owner.as_str(), l.epoch)),
+            Forge::ForeignResult => None,
+        };
+        let r = match call {
+            Some((sql, who, epoch)) => {
+                let q = sqlx::query(sql).bind(self.run_id).bind(who).bind(epoch);
+                // Only the transition takes the revision it names and a checkpoint.
+                let q = if sql == transition { q.bind(rev).bind(&checkpoint) } else { q };
+                q.execute(&mut conn).await.map(|r| r.rows_affected())
+            }
+            None => {
                 let op: Option<(String, i64, String)> = sqlx::query_as(
                     "SELECT operation_id, revision, request_digest FROM tool_operations
                       WHERE status IN ('dispatching', 'prepared') ORDER BY status LIMIT 1",

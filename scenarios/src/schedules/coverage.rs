@@ -144,8 +144,9 @@ impl Coverage {
         }
     }
 
-    /// Per rule of the catalogue: schedules that reached one of its situations (upper bound:
-    /// the largest count among them, since a schedule reaching two is counted once per situation).
+    /// Per rule of the catalogue: how many schedules reached one of its situations, counted as the
+    /// largest count among its situations (a lower bound: a schedule that reached two of them is
+    /// counted once, and schedules reaching different ones are not added up).
     pub fn per_rule(&self) -> Vec<(&'static str, u32)> {
         catalogue::RULES
             .iter()

@@ -11,10 +11,13 @@
 //!   matching fault point waits on it inside the database. The harness observes the wait through
 //!   `pg_stat_activity` / `pg_blocking_pids` and heals by releasing the lock.
 //! - [`clock::ServerClock`]: the database server's own clock, frozen or jumped with libfaketime.
+//! - [`proxy::Proxy`]: a wire-protocol proxy per worker: lost acknowledgements and requests, cuts,
+//!   latency, partitions and statement barriers between the worker and the server.
 //! - [`row_hold::RowHold`]: a protocol row rewritten to itself in an open transaction, so a statement
 //!   that touches it waits and re-checks its conditions when the harness commits.
 
 pub mod clock;
+pub mod proxy;
 pub mod row_hold;
 
 use std::time::Duration;

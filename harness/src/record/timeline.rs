@@ -47,6 +47,11 @@ impl Timeline {
         self.entries.lock().unwrap_or_else(|p| p.into_inner()).push(e);
     }
 
+    /// Milliseconds since the timeline started.
+    pub fn elapsed_ms(&self) -> f64 {
+        self.start.elapsed().as_secs_f64() * 1000.0
+    }
+
     pub fn entries(&self) -> Vec<Entry> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }

@@ -1,0 +1,531 @@
+//! A fault proxy for the PostgreSQL wire protocol, one per worker: the worker is handed the
+//! proxy's address instead of the server's (it needs no change), and the harness injects network
+//! faults between them that a process pause cannot show:
+//!
+//! - a **lost acknowledgement** ([`Proxy::lose_ack`]): the next transaction that runs a statement
+//!   matching a pattern commits on the server, and its reply is dropped and the connection closed;
+//! - a **lost request** ([`Proxy::lose_request`]): that transaction's COMMIT (or the autocommit
+//!   statement itself) never reaches the server, and the connection is closed;
+//! - a **cut inside a transaction** ([`Proxy::cut_in_transaction`]);
+//! - **latency** on every reply ([`Proxy::delay`]), with jitter;
+//! - a **partition** ([`Proxy::partition`]): every connection of the worker stalls in both
+//!   directions and new ones are not answered, while the process keeps running;
+//! - a **statement barrier** ([`Proxy::hold`]): a statement matching a pattern is held before it
+//!   reaches the server until the harness releases it, so a barrier needs no cooperation.
+//!
+//! Every fault is bounded (an armed fault has a deadline, a partition and a hold a maximum
+//! length), recorded in the timeline as it is injected, fires and heals, and healed when its
+//! handle or the proxy is dropped. The proxy lives inside the harness process: when the harness
+//! dies its connections die with it and nothing is left behind.
+//!
+//! Patterns are regular expressions matched against the statement's SQL reduced by
+//! [`frame::normalize`] (lower case, no quotes, single spaces); [`patterns`] holds the ones the
+//! experiments use.
+
+mod conn;
+pub mod frame;
+pub mod patterns;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+use serde::Serialize;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::error::{HarnessError, Result};
+use crate::record::timeline::Timeline;
+
+/// What an armed fault does to the transaction it picks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArmKind {
+    LoseAck,
+    LoseRequest,
+    CutInTransaction,
+}
+
+impl ArmKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            ArmKind::LoseAck => "lost acknowledgement",
+            ArmKind::LoseRequest => "lost request",
+            ArmKind::CutInTransaction => "cut inside a transaction",
+        }
+    }
+}
+
+struct Arm {
+    id: u64,
+    kind: ArmKind,
+    pattern: Regex,
+    until: Instant,
+}
+
+/// An armed fault that fired.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fired {
+    pub kind: ArmKind,
+    /// The connection (numbered by the proxy) it fired on.
+    pub connection: u64,
+    /// The statement that matched the pattern.
+    pub sql: String,
+    pub what: String,
+    /// Milliseconds since the experiment's timeline started.
+    pub at_ms: f64,
+}
+
+/// A statement the proxy saw a client send.
+#[derive(Debug, Clone, Serialize)]
+pub struct Seen {
+    pub connection: u64,
+    pub sql: String,
+    /// Milliseconds since the experiment's timeline started.
+    pub at_ms: f64,
+}
+
+struct HoldArm {
+    id: u64,
+    pattern: Regex,
+    until: Instant,
+    held: Option<(u64, String)>,
+    released: bool,
+}
+
+#[derive(Default)]
+struct State {
+    arm: Option<Arm>,
+    /// An arm taken by a connection that has not fired yet (it may come back: a rollback).
+    pending: Option<Arm>,
+    fired: Vec<(u64, Fired)>,
+    partition_until: Option<Instant>,
+    delay: Option<(Duration, Duration)>,
+    hold: Option<HoldArm>,
+    seen: Vec<Seen>,
+    next_id: u64,
+    jitter_seed: u64,
+}
+
+/// Kept, at most, so a long run cannot grow the log without bound.
+const SEEN_MAX: usize = 5000;
+
+pub(crate) struct Shared {
+    name: String,
+    upstream: SocketAddr,
+    timeline: Timeline,
+    state: Mutex<State>,
+    changed: watch::Sender<u64>,
+    cut: watch::Sender<u64>,
+}
+
+impl Shared {
+    fn st(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|v| *v += 1);
+    }
+
+    fn record(&self, action: &str, detail: serde_json::Value) {
+        self.timeline.record(&format!("proxy:{}", self.name), action, &self.name, detail);
+    }
+
+    fn cut_signal(&self) -> watch::Receiver<u64> {
+        self.cut.subscribe()
+    }
+
+    /// Wait while a partition lasts (never past its end).
+    async fn gate(&self) {
+        loop {
+            let mut rx = self.changed.subscribe();
+            let until = match self.st().partition_until {
+                Some(u) if Instant::now() < u => u,
+                _ => return,
+            };
+            let _ = tokio::time::timeout_at(until.into(), rx.changed()).await;
+        }
+    }
+
+    fn saw(&self, connection: u64, sql: &str) {
+        let at_ms = self.timeline_ms();
+        let mut st = self.st();
+        if st.seen.len() < SEEN_MAX {
+            st.seen.push(Seen { connection, sql: clip(sql), at_ms });
+        }
+    }
+
+    /// Take the armed fault when `sql` matches it (and it has not expired).
+    fn take_arm(&self, sql: &str) -> Option<(u64, ArmKind)> {
+        let n = frame::normalize(sql);
+        let mut st = self.st();
+        let a = st.arm.as_ref()?;
+        if Instant::now() > a.until || !a.pattern.is_match(&n) {
+            return None;
+        }
+        let a = st.arm.take()?;
+        let r = (a.id, a.kind);
+        st.pending = Some(a);
+        Some(r)
+    }
+
+    /// A picked transaction ended without the fault firing (it failed or rolled back): arm again.
+    fn rearm(&self, id: u64) {
+        let mut st = self.st();
+        if st.pending.as_ref().is_some_and(|a| a.id == id) && st.arm.is_none() {
+            st.arm = st.pending.take();
+        }
+    }
+
+    fn fire(&self, id: u64, kind: ArmKind, connection: u64, sql: &str, what: &str) {
+        let f = Fired { kind, connection, sql: clip(sql), what: what.to_string(), at_ms: self.timeline_ms() };
+        {
+            let mut st = self.st();
+            if st.pending.as_ref().is_some_and(|a| a.id == id) {
+                st.pending = None;
+            }
+            st.fired.push((id, f.clone()));
+        }
+        self.record(kind.as_str(), json!({"connection": connection, "statement": f.sql, "what": what}));
+        self.bump();
+    }
+
+    fn timeline_ms(&self) -> f64 {
+        self.timeline.elapsed_ms()
+    }
+
+    fn reply_delay(&self) -> Option<Duration> {
+        let mut st = self.st();
+        let (base, jitter) = st.delay?;
+        if jitter.is_zero() {
+            return Some(base);
+        }
+        // splitmix64: no need for cryptographic randomness, only for spread.
+        st.jitter_seed = st.jitter_seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = st.jitter_seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let extra = jitter.as_micros() as u64;
+        Some(base + Duration::from_micros(if extra == 0 { 0 } else { z % extra }))
+    }
+
+    /// Hold the statement when the barrier's pattern matches, until released or its end.
+    async fn hold_if_matched(&self, connection: u64, sql: &str) {
+        let n = frame::normalize(sql);
+        let (id, until) = {
+            let mut st = self.st();
+            let Some(h) = st.hold.as_mut() else { return };
+            if h.held.is_some() || h.released || Instant::now() > h.until || !h.pattern.is_match(&n) {
+                return;
+            }
+            h.held = Some((connection, clip(sql)));
+            (h.id, h.until)
+        };
+        self.record("statement held", json!({"connection": connection, "statement": clip(sql)}));
+        self.bump();
+        loop {
+            let mut rx = self.changed.subscribe();
+            let done = self.st().hold.as_ref().is_none_or(|h| h.id != id || h.released);
+            if done || Instant::now() >= until {
+                return;
+            }
+            let _ = tokio::time::timeout_at(until.into(), rx.changed()).await;
+        }
+    }
+}
+
+fn clip(sql: &str) -> String {
+    let n = frame::normalize(sql);
+    if n.len() > 300 {
+        let mut end = 300;
+        while !n.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}…", &n[..end])
+    } else {
+        n
+    }
+}
+
+fn pattern(p: &str) -> Result<Regex> {
+    Regex::new(p).map_err(|e| HarnessError::Other(format!("bad proxy pattern {p:?}: {e}")))
+}
+
+/// A worker's own proxy in front of the server.
+pub struct Proxy {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    url: String,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Listen on a fresh loopback port in front of the server `server_url` names; the worker is
+    /// handed [`Proxy::url`] (the same URL with the proxy's host and port).
+    pub async fn start(name: &str, server_url: &str, timeline: Timeline) -> Result<Proxy> {
+        let mut url = url::Url::parse(server_url)
+            .map_err(|e| HarnessError::Other(format!("the proxy needs a postgres:// URL with a host: {e}")))?;
+        let host = url.host_str().unwrap_or("localhost").to_string();
+        let port = url.port().unwrap_or(5432);
+        let upstream = tokio::net::lookup_host((host.as_str(), port))
+            .await?
+            .next()
+            .ok_or_else(|| HarnessError::Other(format!("the proxy cannot resolve {host}:{port}")))?;
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        url.set_host(Some("127.0.0.1")).map_err(|e| HarnessError::Other(e.to_string()))?;
+        url.set_port(Some(addr.port())).map_err(|_| HarnessError::Other("cannot set the proxy's port".into()))?;
+        let (changed, _) = watch::channel(0);
+        let (cut, _) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            name: name.to_string(),
+            upstream,
+            timeline,
+            state: Mutex::new(State { jitter_seed: u64::from(addr.port()), ..State::default() }),
+            changed,
+            cut,
+        });
+        let s = shared.clone();
+        let accept = tokio::spawn(async move {
+            let mut conns = tokio::task::JoinSet::new();
+            let mut next = 0u64;
+            loop {
+                tokio::select! {
+                    a = listener.accept() => {
+                        let Ok((sock, _)) = a else { continue };
+                        let _ = sock.set_nodelay(true);
+                        next += 1;
+                        let (s, id) = (s.clone(), next);
+                        conns.spawn(async move {
+                            if let Err(e) = conn::serve(sock, s.clone(), id).await {
+                                tracing::debug!(proxy = %s.name, connection = id, "proxied connection ended: {e}");
+                            }
+                        });
+                    }
+                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
+                }
+            }
+            // Dropping the JoinSet (when this task is aborted) aborts every connection.
+        });
+        shared.record("proxy started", json!({"listen": addr.to_string(), "server": upstream.to_string()}));
+        Ok(Proxy { shared, addr, url: url.to_string(), accept })
+    }
+
+    /// The URL the worker connects to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn arm(&self, kind: ArmKind, p: &str, within: Duration) -> Result<Armed> {
+        let pattern = pattern(p)?;
+        let mut st = self.shared.st();
+        st.next_id += 1;
+        let id = st.next_id;
+        st.arm = Some(Arm { id, kind, pattern, until: Instant::now() + within });
+        drop(st);
+        self.shared
+            .record(&format!("armed: {}", kind.as_str()), json!({"pattern": p, "within_ms": within.as_millis()}));
+        Ok(Armed { id, kind, shared: self.shared.clone() })
+    }
+
+    /// The next transaction (within `within`) that runs a statement matching `p` commits on the
+    /// server, and its acknowledgement is lost: the reply is dropped and the connection closed.
+    pub fn lose_ack(&self, p: &str, within: Duration) -> Result<Armed> {
+        self.arm(ArmKind::LoseAck, p, within)
+    }
+
+    /// The next transaction that runs a statement matching `p` never commits: its COMMIT (or the
+    /// autocommit statement itself) is dropped before the server sees it and the connection closed.
+    pub fn lose_request(&self, p: &str, within: Duration) -> Result<Armed> {
+        self.arm(ArmKind::LoseRequest, p, within)
+    }
+
+    /// The connection running a statement matching `p` inside a transaction is cut right after the
+    /// server answered it, with the transaction open (the server rolls it back).
+    pub fn cut_in_transaction(&self, p: &str, within: Duration) -> Result<Armed> {
+        self.arm(ArmKind::CutInTransaction, p, within)
+    }
+
+    /// Add `base` plus up to `jitter` to every reply (at each ReadyForQuery); `None` heals it.
+    pub fn delay(&self, d: Option<(Duration, Duration)>) {
+        self.shared.st().delay = d;
+        let detail = match d {
+            Some((b, j)) => json!({"base_ms": b.as_millis(), "jitter_ms": j.as_millis()}),
+            None => json!({}),
+        };
+        self.shared.record(if d.is_some() { "latency injected" } else { "latency healed" }, detail);
+    }
+
+    /// Cut the worker off from the server for at most `max`: every connection stalls in both
+    /// directions and new connections are held, while the process runs on. Healed by
+    /// [`Partition::heal`], on drop, or when `max` has passed.
+    pub fn partition(&self, max: Duration) -> Partition {
+        self.shared.st().partition_until = Some(Instant::now() + max);
+        self.shared.record("partition injected", json!({"max_ms": max.as_millis()}));
+        self.shared.bump();
+        Partition { shared: self.shared.clone(), healed: false }
+    }
+
+    /// Hold the first statement matching `p` before it reaches the server, for at most `max`.
+    pub fn hold(&self, p: &str, max: Duration) -> Result<Hold> {
+        let pattern = pattern(p)?;
+        let mut st = self.shared.st();
+        st.next_id += 1;
+        let id = st.next_id;
+        st.hold = Some(HoldArm { id, pattern, until: Instant::now() + max, held: None, released: false });
+        drop(st);
+        self.shared.record("barrier armed", json!({"pattern": p, "max_ms": max.as_millis()}));
+        Ok(Hold { id, shared: self.shared.clone(), released: false })
+    }
+
+    /// Close every connection now.
+    pub fn cut_all(&self) {
+        self.shared.cut.send_modify(|v| *v += 1);
+        self.shared.record("connections cut", json!({}));
+    }
+
+    /// The statements the worker sent, in order.
+    pub fn statements(&self) -> Vec<Seen> {
+        self.shared.st().seen.clone()
+    }
+
+    /// Heal every fault: disarm, end the partition, release the barrier, remove the latency.
+    pub fn heal_all(&self) {
+        let mut st = self.shared.st();
+        st.arm = None;
+        st.pending = None;
+        st.partition_until = None;
+        st.delay = None;
+        if let Some(h) = st.hold.as_mut() {
+            h.released = true;
+        }
+        drop(st);
+        self.shared.bump();
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.heal_all();
+        self.accept.abort();
+        self.shared.record("proxy stopped", json!({}));
+    }
+}
+
+/// An armed one-shot fault.
+pub struct Armed {
+    id: u64,
+    pub kind: ArmKind,
+    shared: Arc<Shared>,
+}
+
+impl Armed {
+    /// Wait (at most `timeout`) until the fault fired.
+    pub async fn fired(&self, timeout: Duration) -> Result<Fired> {
+        let until = Instant::now() + timeout;
+        loop {
+            let mut rx = self.shared.changed.subscribe();
+            if let Some((_, f)) = self.shared.st().fired.iter().find(|(id, _)| *id == self.id) {
+                return Ok(f.clone());
+            }
+            if Instant::now() >= until {
+                return Err(HarnessError::Timeout {
+                    what: format!("the armed {} to fire (no matching statement reached the proxy)", self.kind.as_str()),
+                    after_ms: timeout.as_millis(),
+                });
+            }
+            let _ = tokio::time::timeout_at(until.into(), rx.changed()).await;
+        }
+    }
+
+    /// Disarm, if it has not fired.
+    pub fn disarm(&self) {
+        let mut st = self.shared.st();
+        if st.arm.as_ref().is_some_and(|a| a.id == self.id) {
+            st.arm = None;
+        }
+    }
+}
+
+/// A partition, healed by [`Partition::heal`] or on drop.
+pub struct Partition {
+    shared: Arc<Shared>,
+    healed: bool,
+}
+
+impl Partition {
+    pub fn heal(mut self) {
+        self.do_heal();
+    }
+
+    fn do_heal(&mut self) {
+        if !self.healed {
+            self.healed = true;
+            self.shared.st().partition_until = None;
+            self.shared.record("partition healed", json!({}));
+            self.shared.bump();
+        }
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        self.do_heal();
+    }
+}
+
+/// A statement barrier; released by [`Hold::release`] or on drop.
+pub struct Hold {
+    id: u64,
+    shared: Arc<Shared>,
+    released: bool,
+}
+
+impl Hold {
+    /// Wait (at most `timeout`) until a matching statement is held; returns its connection and SQL.
+    pub async fn held(&self, timeout: Duration) -> Result<(u64, String)> {
+        let until = Instant::now() + timeout;
+        loop {
+            let mut rx = self.shared.changed.subscribe();
+            if let Some(h) = self.shared.st().hold.as_ref().filter(|h| h.id == self.id).and_then(|h| h.held.clone()) {
+                return Ok(h);
+            }
+            if Instant::now() >= until {
+                return Err(HarnessError::Timeout {
+                    what: "a statement matching the barrier's pattern to reach the proxy".into(),
+                    after_ms: timeout.as_millis(),
+                });
+            }
+            let _ = tokio::time::timeout_at(until.into(), rx.changed()).await;
+        }
+    }
+
+    pub fn release(mut self) {
+        self.do_release();
+    }
+
+    fn do_release(&mut self) {
+        if !self.released {
+            self.released = true;
+            if let Some(h) = self.shared.st().hold.as_mut().filter(|h| h.id == self.id) {
+                h.released = true;
+            }
+            self.shared.record("barrier released", json!({}));
+            self.shared.bump();
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.do_release();
+    }
+}

@@ -1,0 +1,39 @@
+//! The statements the experiments pick with the proxy, as patterns over normalized SQL (lower
+//! case, no quotes, single spaces). They name the protocol's tables and functions, not any one
+//! worker's statements: a worker writing through the `fp_*` functions and one writing the tables
+//! directly (with or without a schema) are both matched.
+
+/// A write of the run row: a protected transition (save, start, succeed, fail).
+pub const RUN_WRITE: &str = r"\bfp_run_transition\b|\bupdate (\w+\.)?agent_runs\b";
+
+/// A lease renewal, one lease or a batch.
+pub const LEASE_RENEW: &str = r"\bfp_lease_renew(_many)?\b|\bupdate (\w+\.)?worker_leases\b";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::proxy::frame::normalize;
+    use regex::Regex;
+
+    #[test]
+    fn patterns_match_both_write_paths_and_nothing_else() {
+        let run = Regex::new(RUN_WRITE).unwrap();
+        for s in [
+            "SELECT * FROM fp_run_transition($1, $2, $3)",
+            "UPDATE agent_runs SET revision = revision + 1",
+            "update \"fp_x\".\"agent_runs\" set status = $1",
+        ] {
+            assert!(run.is_match(&normalize(s)), "{s}");
+        }
+        for s in ["SELECT status FROM agent_runs", "UPDATE worker_leases SET x = 1", "SELECT fp_lease_renew($1)"] {
+            assert!(!run.is_match(&normalize(s)), "{s}");
+        }
+        let renew = Regex::new(LEASE_RENEW).unwrap();
+        for s in
+            ["SELECT fp_lease_renew($1,$2,$3,$4)", "select * from fp_lease_renew_many($1)", "UPDATE worker_leases SET"]
+        {
+            assert!(renew.is_match(&normalize(s)), "{s}");
+        }
+        assert!(!renew.is_match(&normalize("SELECT fp_lease_acquire($1)")));
+    }
+}

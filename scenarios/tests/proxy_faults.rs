@@ -1,0 +1,133 @@
+//! The wire-protocol fault proxy against a real server: every fault does what it says, judged
+//! by reading the table directly (not through the proxy), and every wait is bounded.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use fenceproof_harness::faults::proxy::Proxy;
+use fenceproof_harness::record::timeline::Timeline;
+use sqlx::{Connection, PgConnection, PgPool};
+
+const T: Duration = Duration::from_secs(10);
+
+async fn has(pool: &PgPool, x: i32) -> bool {
+    sqlx::query_scalar::<_, bool>("SELECT EXISTS (SELECT 1 FROM t WHERE x = $1)").bind(x).fetch_one(pool).await.unwrap()
+}
+
+async fn setup(c: &common::TestCluster) -> (PgPool, Proxy, Timeline) {
+    let (url, pool) = c.fresh_db("proxy-test").await;
+    sqlx::raw_sql("CREATE TABLE t (x int)").execute(&pool).await.unwrap();
+    let timeline = Timeline::new();
+    let proxy = Proxy::start("w", &url, timeline.clone()).await.unwrap();
+    (pool, proxy, timeline)
+}
+
+#[tokio::test]
+async fn proxy_faults_do_what_they_say_on_a_real_server() {
+    let c = common::TestCluster::start("proxy-faults").await;
+    let (pool, proxy, timeline) = setup(&c).await;
+    let connect = || async { PgConnection::connect(proxy.url()).await.expect("connects through the proxy") };
+
+    // Plain relay: extended and simple protocol both pass.
+    let mut conn = connect().await;
+    sqlx::query("INSERT INTO t VALUES ($1)").bind(0).execute(&mut conn).await.unwrap();
+    sqlx::raw_sql("INSERT INTO t VALUES (100)").execute(&mut conn).await.unwrap();
+    assert!(has(&pool, 0).await && has(&pool, 100).await);
+
+    // A lost acknowledgement of an autocommit write: the client sees an error, the row exists.
+    let armed = proxy.lose_ack(r"insert into t\b", T).unwrap();
+    let r = sqlx::query("INSERT INTO t VALUES ($1)").bind(1).execute(&mut conn).await;
+    assert!(r.is_err(), "the client must not get an answer: {r:?}");
+    assert!(!matches!(r, Err(sqlx::Error::Database(_))), "no server error either: {r:?}");
+    let fired = armed.fired(T).await.unwrap();
+    assert!(fired.sql.contains("insert into t"), "{fired:?}");
+    assert!(has(&pool, 1).await, "the write committed on the server");
+
+    // A lost acknowledgement of an explicit COMMIT.
+    let mut conn = connect().await;
+    let armed = proxy.lose_ack(r"insert into t\b", T).unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    sqlx::query("INSERT INTO t VALUES ($1)").bind(2).execute(&mut *tx).await.unwrap();
+    assert!(tx.commit().await.is_err(), "COMMIT's answer is lost");
+    armed.fired(T).await.unwrap();
+    assert!(has(&pool, 2).await, "the transaction committed on the server");
+
+    // A lost request, autocommit and in a transaction: nothing commits.
+    let mut conn = connect().await;
+    let armed = proxy.lose_request(r"insert into t\b", T).unwrap();
+    assert!(sqlx::raw_sql("INSERT INTO t VALUES (3)").execute(&mut conn).await.is_err());
+    armed.fired(T).await.unwrap();
+    let mut conn = connect().await;
+    let armed = proxy.lose_request(r"insert into t\b", T).unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    sqlx::query("INSERT INTO t VALUES ($1)").bind(4).execute(&mut *tx).await.unwrap();
+    assert!(tx.commit().await.is_err());
+    armed.fired(T).await.unwrap();
+    assert!(!has(&pool, 3).await && !has(&pool, 4).await, "a lost request never commits");
+
+    // A cut inside a transaction: the server rolls it back.
+    let mut conn = connect().await;
+    let armed = proxy.cut_in_transaction(r"insert into t\b", T).unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    assert!(sqlx::query("INSERT INTO t VALUES ($1)").bind(6).execute(&mut *tx).await.is_err());
+    drop(tx);
+    armed.fired(T).await.unwrap();
+    assert!(!has(&pool, 6).await);
+
+    // A statement barrier: held before the server sees it, released by the harness.
+    let mut conn = connect().await;
+    let hold = proxy.hold(r"insert into t\b", T).unwrap();
+    let writer =
+        tokio::spawn(async move { sqlx::query("INSERT INTO t VALUES (5)").execute(&mut conn).await.map(|_| ()) });
+    let (_, sql) = hold.held(T).await.unwrap();
+    assert!(sql.contains("values (5)"), "{sql}");
+    assert!(!has(&pool, 5).await, "a held statement has not reached the server");
+    hold.release();
+    tokio::time::timeout(T, writer).await.unwrap().unwrap().unwrap();
+    assert!(has(&pool, 5).await);
+
+    // Latency: every reply waits at least the base delay.
+    let mut conn = connect().await;
+    proxy.delay(Some((Duration::from_millis(150), Duration::from_millis(50))));
+    let t0 = Instant::now();
+    sqlx::raw_sql("SELECT 1").execute(&mut conn).await.unwrap();
+    assert!(t0.elapsed() >= Duration::from_millis(150), "{:?}", t0.elapsed());
+    proxy.delay(None);
+
+    // A partition: an open connection stalls, a new one is not answered; after the heal both work.
+    let partition = proxy.partition(T);
+    let stalled = tokio::time::timeout(Duration::from_millis(300), sqlx::raw_sql("SELECT 1").execute(&mut conn)).await;
+    assert!(stalled.is_err(), "a query across a partition gets no answer");
+    let fresh = tokio::time::timeout(Duration::from_millis(300), PgConnection::connect(proxy.url())).await;
+    assert!(fresh.is_err(), "a new connection across a partition is not answered");
+    partition.heal();
+    let mut again = connect().await;
+    sqlx::raw_sql("SELECT 1").execute(&mut again).await.unwrap();
+
+    // An armed fault that never matches says so, bounded.
+    let armed = proxy.lose_ack("no such statement", T).unwrap();
+    let e = armed.fired(Duration::from_millis(100)).await.unwrap_err().to_string();
+    assert!(e.contains("timed out"), "{e}");
+
+    // Every fault is in the timeline; the statement log holds what the client sent.
+    let actions: Vec<String> = timeline.entries().iter().map(|e| e.action.clone()).collect();
+    for want in
+        ["lost acknowledgement", "lost request", "cut inside a transaction", "statement held", "partition healed"]
+    {
+        assert!(actions.iter().any(|a| a == want), "{want} missing from {actions:?}");
+    }
+    assert!(proxy.statements().iter().any(|s| s.sql.contains("insert into t values ($1)")));
+}
+
+#[tokio::test]
+async fn a_partition_ends_by_itself_at_its_bound() {
+    let c = common::TestCluster::start("proxy-bound").await;
+    let (_pool, proxy, _t) = setup(&c).await;
+    let mut conn = PgConnection::connect(proxy.url()).await.unwrap();
+    let p = proxy.partition(Duration::from_millis(400));
+    let t0 = Instant::now();
+    tokio::time::timeout(T, sqlx::raw_sql("SELECT 1").execute(&mut conn)).await.unwrap().unwrap();
+    assert!(t0.elapsed() >= Duration::from_millis(300), "{:?}", t0.elapsed());
+    drop(p);
+}

@@ -51,10 +51,15 @@ where
         let end = match tokio::time::timeout(timeout, renew()).await {
             Ok(Ok(())) => continue,
             Ok(Err(e @ ProtocolError::LeaseLost { .. })) => HeartbeatEnd::Lost(e),
+            // MUTANT continue-after-unconfirmed-renewal: no answer (or a lost one) taken as
+            // "probably renewed".
+            Ok(Err(_)) | Err(_) if mutant::active(Mutant::ContinueAfterUnconfirmedRenewal) => continue,
             Ok(Err(e)) => HeartbeatEnd::Unconfirmed(e.to_string()),
-            // MUTANT continue-after-unconfirmed-renewal: no answer taken as "probably renewed".
-            Err(_) if mutant::active(Mutant::ContinueAfterUnconfirmedRenewal) => continue,
-            Err(_) => HeartbeatEnd::Unconfirmed(format!("renewal not confirmed within {timeout:?}")),
+            Err(_) => {
+                // The renewal was abandoned unanswered: it counts as unknown, like a lost reply.
+                crate::metrics::METRICS.renew_unconfirmed();
+                HeartbeatEnd::Unconfirmed(format!("renewal not confirmed within {timeout:?}"))
+            }
         };
         execution.cancel();
         return end;

@@ -176,6 +176,34 @@ pub async fn inspect(pool: &PgPool, run_id: Uuid) -> Result<Option<LeaseRow>, Pr
     Ok(row.map(|(owner, epoch, expires_at, live)| LeaseRow { run_id, owner, epoch, expires_at, live }))
 }
 
+/// The lease row as the primary has it now, read back after an outcome was left unknown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseNow {
+    pub owner: Option<String>,
+    pub epoch: i64,
+    /// Unexpired on the database clock.
+    pub live: bool,
+}
+
+/// Read the lease row back (owner, epoch, whether it is live on the database clock).
+pub async fn read_back(pool: &PgPool, run_id: Uuid) -> Result<LeaseNow, ProtocolError> {
+    let row: Option<(Option<String>, i64, bool)> = sqlx::query_as(
+        "SELECT owner, epoch, coalesce(expires_at > clock_timestamp(), false) FROM worker_leases WHERE run_id = $1",
+    )
+    .bind(run_id)
+    .fetch_optional(pool)
+    .await?;
+    let (owner, epoch, live) = row.ok_or(ProtocolError::RunNotFound(run_id))?;
+    Ok(LeaseNow { owner, epoch, live })
+}
+
+impl LeaseNow {
+    /// Whether `lease` is still the live term.
+    pub fn holds(&self, lease: &Lease) -> bool {
+        self.live && self.epoch == lease.epoch && self.owner.as_deref() == Some(lease.owner.as_str())
+    }
+}
+
 pub(crate) fn lost(lease: &Lease) -> ProtocolError {
     ProtocolError::LeaseLost { run_id: lease.run_id, owner: lease.owner.clone(), epoch: lease.epoch }
 }

@@ -108,6 +108,11 @@ impl Metrics {
         self.renew[i].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Count a renewal abandoned without an answer (its outcome is unknown).
+    pub fn renew_unconfirmed(&self) {
+        self.renew[2].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Count a batched renewal: `ok` leases renewed, `lost` not.
     pub fn renewed_many(&self, ok: usize, lost: usize) {
         self.renew[0].fetch_add(ok as u64, Ordering::Relaxed);

@@ -22,6 +22,9 @@ pub enum Mutant {
     ReconcilerMarksUnknownFailed,
     RescueByTime,
     ContinueAfterUnconfirmedRenewal,
+    RetryUnknownCommit,
+    UnknownAsSuccess,
+    FailAfterUnknown,
 }
 
 impl Mutant {
@@ -41,6 +44,9 @@ impl Mutant {
         Mutant::ReconcilerMarksUnknownFailed,
         Mutant::RescueByTime,
         Mutant::ContinueAfterUnconfirmedRenewal,
+        Mutant::RetryUnknownCommit,
+        Mutant::UnknownAsSuccess,
+        Mutant::FailAfterUnknown,
     ];
 
     pub fn name(self) -> &'static str {
@@ -60,6 +66,9 @@ impl Mutant {
             Mutant::ReconcilerMarksUnknownFailed => "reconciler-marks-unknown-failed",
             Mutant::RescueByTime => "rescue-by-time",
             Mutant::ContinueAfterUnconfirmedRenewal => "continue-after-unconfirmed-renewal",
+            Mutant::RetryUnknownCommit => "retry-unknown-commit",
+            Mutant::UnknownAsSuccess => "unknown-as-success",
+            Mutant::FailAfterUnknown => "fail-after-unknown",
         }
     }
 
@@ -85,8 +94,15 @@ impl Mutant {
             Mutant::ReconcilerMarksUnknownFailed => "unknown is never treated as failed (01, 09.3)",
             Mutant::RescueByTime => "completion is fenced, not just status-checked (job-queue style time rescue) (06)",
             Mutant::ContinueAfterUnconfirmedRenewal => {
-                "a renewal with no answer is not proof of renewal: cancel the execution, let the lease expire (07)"
+                "a renewal with no answer is not proof of renewal: cancel the execution, let the lease expire (05, 07)"
             }
+            Mutant::RetryUnknownCommit => {
+                "a commit whose outcome is unknown is read back, never retried as if it had not committed (06, 07)"
+            }
+            Mutant::UnknownAsSuccess => {
+                "a commit whose outcome is unknown is answered unknown and read back, never taken as success (06, 07)"
+            }
+            Mutant::FailAfterUnknown => "an unknown outcome is never turned into a failure write (01, 07)",
         }
     }
 

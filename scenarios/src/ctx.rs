@@ -73,10 +73,30 @@ impl Ctx {
         owner: &str,
         mut extra_args: Vec<String>,
     ) -> Result<WorkerProc, HarnessError> {
+        let url = self.worker_url(&mut extra_args);
+        self.spawn_worker_at(name, owner, &url, extra_args).await
+    }
+
+    /// Start a worker (fresh owner id) that reaches the server only through its own fault proxy.
+    pub async fn spawn_worker_proxied(
+        &self,
+        name: &str,
+        mut extra_args: Vec<String>,
+    ) -> Result<(WorkerProc, fenceproof_harness::faults::proxy::Proxy), HarnessError> {
+        let owner = format!("worker-{name}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let url = self.worker_url(&mut extra_args);
+        let proxy = fenceproof_harness::faults::proxy::Proxy::start(name, &url, self.timeline.clone()).await?;
+        let w = self.spawn_worker_at(name, &owner, proxy.url(), extra_args).await?;
+        Ok((w, proxy))
+    }
+
+    /// The URL a worker is given (the worker login on the fp_* path, or the owner's for a mutant,
+    /// whose direct write path needs table privileges), with the matching `--write-path`.
+    fn worker_url(&self, extra_args: &mut Vec<String>) -> String {
         // A mutant rewrites statements of the direct write path, which needs table privileges; the
         // reference worker runs as the worker role and can only call the fp_* functions.
         let mutant = self.worker_args.iter().any(|a| a == "--mutant" || a == "--sql-mutant");
-        let url = match (&self.worker_login, mutant) {
+        match (&self.worker_login, mutant) {
             (Some(login), false) => {
                 extra_args.extend(["--write-path".to_string(), "api".to_string()]);
                 login.clone()
@@ -85,8 +105,7 @@ impl Ctx {
                 extra_args.extend(["--write-path".to_string(), "direct".to_string()]);
                 self.db_url.clone()
             }
-        };
-        self.spawn_worker_at(name, owner, &url, extra_args).await
+        }
     }
 
     /// Start a worker connected to another database (e.g. a primary an experiment built itself).

@@ -15,6 +15,9 @@ pub mod frozen_clock;
 pub mod g_retry_isolation;
 pub mod h_failover;
 pub mod h_lease_params;
+pub mod i_lost_ack;
+pub mod j_partition;
+pub mod k_clock_jump;
 pub mod mutants;
 pub mod mutants_sql;
 pub mod outbox_setup;
@@ -85,6 +88,12 @@ pub fn all() -> Vec<Experiment> {
         x("H-async", h_failover::TITLE, |c| Box::pin(h_failover::run(c, ReplicationMode::Async))),
         x("H-sync", h_failover::TITLE, |c| Box::pin(h_failover::run(c, ReplicationMode::Sync))),
         x("H-lease", h_lease_params::TITLE, |c| Box::pin(h_lease_params::run(c))),
+        x("I-save", i_lost_ack::TITLE_SAVE, |c| Box::pin(i_lost_ack::save(c))),
+        x("I-terminal", i_lost_ack::TITLE_TERMINAL, |c| Box::pin(i_lost_ack::terminal(c))),
+        x("I-renew", i_lost_ack::TITLE_RENEW, |c| Box::pin(i_lost_ack::renew(c))),
+        x("J-partition", j_partition::TITLE, |c| Box::pin(j_partition::run(c))),
+        x("K-forward", k_clock_jump::TITLE_FORWARD, |c| Box::pin(k_clock_jump::forward(c))),
+        x("K-backward", k_clock_jump::TITLE_BACKWARD, |c| Box::pin(k_clock_jump::backward(c))),
         x("P-role", p_role_boundary::TITLE, |c| Box::pin(p_role_boundary::run(c))),
         x("P-secret", p_secret_masking::TITLE, |c| Box::pin(p_secret_masking::run(c))),
         x("P-api-lease", p_api::lease::TITLE, |c| Box::pin(p_api::lease::run(c))),

@@ -26,6 +26,9 @@ struct Held {
     ttl: Option<Ttl>,
     revision: Option<i64>,
     heartbeat_stop: Option<CancellationToken>,
+    /// A write whose COMMIT got no answer: nothing else is written until the lease and the run
+    /// have been read back from the primary.
+    unknown: Option<&'static str>,
 }
 
 /// Shared by every in-flight command of this process.
@@ -155,6 +158,7 @@ impl Session {
                         store.put(&intent.operation_id, s).map_err(|e| ProtocolError::InvalidIntent(e.to_string()))?;
                     }
                 }
+                self.settle_unknown(&l).await?;
                 let expected = expected_revision.or(self.held().revision).unwrap_or(0);
                 let checkpoint = json!({ "planned": step_id, "operation_id": intent.operation_id });
                 let (revision, reg) = outbox::plan_step(
@@ -198,6 +202,7 @@ impl Session {
             }
             Command::Advance { operation_id, expected_revision } => {
                 let (l, _) = self.lease_and_ttl()?;
+                self.settle_unknown(&l).await?;
                 let expected = expected_revision.or(self.held().revision).unwrap_or(0);
                 let checkpoint = json!({ "done": operation_id });
                 let revision = outbox::advance_on_result(
@@ -222,6 +227,7 @@ impl Session {
                 h.ttl = Some(ttl);
                 h.revision = Some(run.revision);
                 h.heartbeat_stop = Some(stop);
+                h.unknown = None;
                 Ok(None)
             }
             Command::Start { expected_revision } => {
@@ -266,9 +272,74 @@ impl Session {
         faults: &FaultPoints,
     ) -> Result<(), ProtocolError> {
         let (l, _) = self.lease_and_ttl()?;
+        self.settle_unknown(&l).await?;
         let expected = expected.or(self.held().revision).unwrap_or(0);
-        let revision = protected_transition(&self.pool, &l, expected, &t, faults, RetryBudget::default()).await?;
-        self.saw_revision(revision);
+        match protected_transition(&self.pool, &l, expected, &t, faults, RetryBudget::default()).await {
+            Ok(revision) => {
+                self.saw_revision(revision);
+                Ok(())
+            }
+            Err(e @ ProtocolError::OutcomeUnknown { .. }) => self.after_unknown(&l, expected, &t, faults, e).await,
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A transition's COMMIT got no answer: answer `outcome_unknown` and write nothing more until
+    /// [`Session::settle_unknown`] has read the truth back.
+    async fn after_unknown(
+        &self,
+        l: &Lease,
+        expected: i64,
+        t: &Transition,
+        faults: &FaultPoints,
+        e: ProtocolError,
+    ) -> Result<(), ProtocolError> {
+        // MUTANT retry-unknown-commit: the unknown commit is taken as "did not happen" and the
+        // write is redone at the run's current revision.
+        if mutant::active(Mutant::RetryUnknownCommit) {
+            let now = fenceproof_protocol::runs::read_run(&self.pool, l.run_id).await?.revision;
+            let r = protected_transition(&self.pool, l, now, t, faults, RetryBudget::default()).await?;
+            self.saw_revision(r);
+            return Ok(());
+        }
+        // MUTANT unknown-as-success: the unknown commit is taken as done, without a read-back.
+        if mutant::active(Mutant::UnknownAsSuccess) {
+            self.saw_revision(expected + 1);
+            return Ok(());
+        }
+        // MUTANT fail-after-unknown: an error handler that marks the run failed on any write error.
+        if mutant::active(Mutant::FailAfterUnknown) {
+            if let Ok(run) = fenceproof_protocol::runs::read_run(&self.pool, l.run_id).await {
+                let fail = Transition::fail(None);
+                let _ = protected_transition(
+                    &self.pool,
+                    l,
+                    run.revision,
+                    &fail,
+                    &FaultPoints::none(),
+                    RetryBudget::default(),
+                )
+                .await;
+            }
+        }
+        self.held().unknown = Some(t.name);
+        Err(e)
+    }
+
+    /// After an unknown outcome, before the next write: read owner, epoch and revision back from
+    /// the primary and continue from what really committed (or stop: the lease is no longer ours).
+    async fn settle_unknown(&self, l: &Lease) -> Result<(), ProtocolError> {
+        if self.held().unknown.is_none() {
+            return Ok(());
+        }
+        let now = lease::read_back(&self.pool, l.run_id).await?;
+        let run = fenceproof_protocol::runs::read_run(&self.pool, l.run_id).await?;
+        if !now.holds(l) {
+            return Err(ProtocolError::LeaseLost { run_id: l.run_id, owner: l.owner.clone(), epoch: l.epoch });
+        }
+        let mut h = self.held();
+        h.revision = Some(run.revision);
+        h.unknown = None;
         Ok(())
     }
 

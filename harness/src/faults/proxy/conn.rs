@@ -118,6 +118,12 @@ async fn client_to_server(
 fn on_statement(shared: &Shared, conn: &Mutex<ConnState>, id: u64, sql: &str) -> Step {
     let mut c = lock(conn);
     if let Some(d) = c.doom.clone() {
+        if d.kind != ArmKind::LoseRequest && frame::is_rollback(sql) {
+            // The picked transaction is rolled back by its client: nothing to lose; pick another.
+            c.doom = None;
+            shared.rearm(d.arm);
+            return Step::Forward;
+        }
         if d.kind == ArmKind::LoseRequest {
             if frame::is_commit(sql) {
                 shared.fire(

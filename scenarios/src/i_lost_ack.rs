@@ -1,0 +1,238 @@
+//! Experiment I — a lost acknowledgement (spec 05, 06, 07). The worker reaches the server only
+//! through its own wire-protocol proxy ([`fenceproof_harness::faults::proxy`]), which lets one
+//! transaction commit on the server and drops its reply (a lost acknowledgement), or drops its
+//! COMMIT before the server sees it (a lost request), and closes the connection either way. From
+//! the worker's side the two are the same failure: the outcome is unknown. The worker must answer
+//! `outcome_unknown` (never ok, never a failure), and before its next step read owner, epoch and
+//! revision back from the primary and continue from what really committed.
+//!
+//! - `I-save`: a save's acknowledgement is lost (it committed), then the next save; a save's
+//!   request is lost (it did not commit), then the next save. The oracle must show each
+//!   checkpoint committed at most once, at consecutive revisions, and the next saves continuing
+//!   from what committed.
+//! - `I-terminal`: `succeed` loses its request, then (asked again) its acknowledgement, then is
+//!   asked a third time: exactly one terminal write, `succeeded`, never `failed`.
+//! - `I-renew`: a heartbeat renewal commits but its reply is lost: it counts as unknown, the
+//!   execution is cancelled, and the worker commits nothing after it (no renewal, no write)
+//!   although the database would still accept its lease. The lease then expires and another
+//!   worker takes over.
+
+use fenceproof_harness::check::Check;
+use fenceproof_harness::faults::proxy::{patterns, Fired};
+use fenceproof_harness::record::{metrics, oracle};
+use fenceproof_harness::HarnessError;
+use fenceproof_protocol::runs;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::ctx::{outcome, require_ok, scrape, Ctx, STEP};
+
+pub const TITLE_SAVE: &str = "Lost acknowledgement of a save: committed or not, answered unknown, read back";
+pub const TITLE_TERMINAL: &str = "Lost acknowledgement of a terminal write: one terminal write, never failed";
+pub const TITLE_RENEW: &str = "Lost acknowledgement of a renewal: unconfirmed, cancelled, nothing commits after";
+
+/// The acquire of a worker whose heartbeat must stay out of the way (I-save, I-terminal).
+fn quiet_acquire(run_id: Uuid) -> Value {
+    json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 60_000, "heartbeat_ms": 20_000, "renew_timeout_ms": 5_000})
+}
+
+async fn new_run(ctx: &Ctx, task: &str) -> Result<Uuid, HarnessError> {
+    runs::create_run(&ctx.pool, task, json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))
+}
+
+/// The run's committed writes (agent_runs) by `owner`, in commit order: (revision, status, checkpoint).
+async fn run_writes(ctx: &Ctx, run_id: Uuid, owner: &str) -> Result<Vec<(i64, String, Value)>, HarnessError> {
+    Ok(ctx
+        .commits()
+        .await?
+        .into_iter()
+        .filter(|c| c.is_runs() && c.run_id == Some(run_id) && c.writer == owner && c.op == "UPDATE")
+        .map(|c| {
+            (
+                c.new_i64("revision").unwrap_or(-1),
+                c.new_str("status").unwrap_or("").to_string(),
+                c.new_field("checkpoint").cloned().unwrap_or(Value::Null),
+            )
+        })
+        .collect())
+}
+
+/// One line for the matrix: what the proxy did, and to which statement (its first words); a
+/// fault that never fired is an observation (the worker sent no matching write), not an error:
+/// the checks judge what committed either way.
+fn fired_note(f: &Option<Fired>) -> String {
+    let Some(f) = f else { return "the fault never fired: the worker sent no run write".into() };
+    let short: String = f.sql.chars().take(40).collect();
+    let what = match f.kind {
+        fenceproof_harness::faults::proxy::ArmKind::LoseAck => "committed, acknowledgement lost",
+        fenceproof_harness::faults::proxy::ArmKind::LoseRequest => "request lost, not committed",
+        fenceproof_harness::faults::proxy::ArmKind::CutInTransaction => "cut inside its transaction",
+    };
+    format!("{what} ({short}…)")
+}
+
+/// Send `cmd` with `armed` set, and return the answer and what the proxy did. The proxy fires
+/// before the worker can see the closed connection, so once the answer is in, a short wait
+/// suffices; the fault is disarmed afterwards either way.
+async fn through_fault(
+    a: &mut fenceproof_harness::procs::worker::WorkerProc,
+    armed: fenceproof_harness::faults::proxy::Armed,
+    cmd: Value,
+) -> Result<(Value, Option<Fired>), HarnessError> {
+    let ev = a.request(cmd, STEP).await?;
+    let fired = armed.fired(std::time::Duration::from_secs(2)).await.ok();
+    armed.disarm();
+    Ok((ev, fired))
+}
+
+pub async fn save(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let run_id = new_run(ctx, "task-i-save").await?;
+    let (mut a, proxy) = ctx.spawn_worker_proxied("a", vec![]).await?;
+    require_ok(&a.request(quiet_acquire(run_id), STEP).await?, "A acquire")?;
+    require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
+    require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1}}), STEP).await?, "A save 1")?;
+
+    // The acknowledgement of save 2 is lost: it committed.
+    let armed = proxy.lose_ack(patterns::RUN_WRITE, STEP)?;
+    let (ev2, f2) = through_fault(&mut a, armed, json!({"cmd": "save", "checkpoint": {"step": 2}})).await?;
+    ctx.note(format!("save 2: {}", fired_note(&f2)));
+    let ev3 = a.request(json!({"cmd": "save", "checkpoint": {"step": 3}}), STEP).await?;
+    // The request of save 4 is lost: it did not commit.
+    let armed = proxy.lose_request(patterns::RUN_WRITE, STEP)?;
+    let (ev4, f4) = through_fault(&mut a, armed, json!({"cmd": "save", "checkpoint": {"step": 4}})).await?;
+    ctx.note(format!("save 4: {}", fired_note(&f4)));
+    let ev5 = a.request(json!({"cmd": "save", "checkpoint": {"step": 5}}), STEP).await?;
+
+    let answers = [("save 2 (ack lost)", &ev2), ("save 3", &ev3), ("save 4 (request lost)", &ev4), ("save 5", &ev5)];
+    let said = answers.iter().map(|(l, e)| format!("{l}={}", outcome(e))).collect::<Vec<_>>().join(" ");
+    ctx.check(Check::expect(
+        "[commit.unknown-answered-unknown] a save whose COMMIT got no answer is answered outcome_unknown",
+        outcome(&ev2) == "outcome_unknown" && outcome(&ev4) == "outcome_unknown",
+        said.clone(),
+    ));
+    let writes = run_writes(ctx, run_id, &a.owner).await?;
+    let steps: Vec<(i64, Option<i64>)> = writes.iter().map(|(r, _, c)| (*r, c["step"].as_i64())).collect();
+    let saved: Vec<i64> = steps.iter().filter_map(|(_, s)| *s).collect();
+    ctx.check(Check::expect(
+        "[commit.unknown-read-back] after an unknown outcome the next save continues from what really committed (oracle)",
+        saved == [1, 2, 3, 5] && outcome(&ev3) == "ok" && outcome(&ev5) == "ok",
+        format!("checkpoints committed by A, in order: {saved:?} (expected [1, 2, 3, 5]: 2 committed, 4 did not); {said}"),
+    ));
+    let consecutive = steps.windows(2).all(|w| w[1].0 == w[0].0 + 1);
+    ctx.check(Check::expect(
+        "[commit.unknown-read-back] no checkpoint commits twice and no revision is skipped or reused (oracle)",
+        consecutive && saved.iter().collect::<std::collections::BTreeSet<_>>().len() == saved.len(),
+        format!("A's writes (revision, step): {steps:?}"),
+    ));
+    let end = oracle::run_state(&ctx.pool, run_id).await?;
+    ctx.check(Check::expect(
+        "[commit.unknown-not-failure] an unknown outcome never turns into a failure: the run is still running",
+        end.run["status"] == "running",
+        format!("run status {}", end.run["status"]),
+    ));
+    drop(proxy);
+    a.shutdown(STEP).await
+}
+
+pub async fn terminal(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let run_id = new_run(ctx, "task-i-terminal").await?;
+    let (mut a, proxy) = ctx.spawn_worker_proxied("a", vec![]).await?;
+    require_ok(&a.request(quiet_acquire(run_id), STEP).await?, "A acquire")?;
+    require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
+    require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1}}), STEP).await?, "A save")?;
+
+    let armed = proxy.lose_request(patterns::RUN_WRITE, STEP)?;
+    let (ev1, f1) = through_fault(&mut a, armed, json!({"cmd": "succeed"})).await?;
+    ctx.note(format!("succeed 1: {}", fired_note(&f1)));
+    let after_first = oracle::run_state(&ctx.pool, run_id).await?.run["status"].clone();
+    let armed = proxy.lose_ack(patterns::RUN_WRITE, STEP)?;
+    let (ev2, f2) = through_fault(&mut a, armed, json!({"cmd": "succeed"})).await?;
+    ctx.note(format!("succeed 2: {}", fired_note(&f2)));
+    let ev3 = a.request(json!({"cmd": "succeed"}), STEP).await?;
+
+    let said = format!(
+        "succeed (request lost)={}, succeed again (ack lost)={}, succeed a third time={}; status after the first: {after_first}",
+        outcome(&ev1),
+        outcome(&ev2),
+        outcome(&ev3)
+    );
+    ctx.check(Check::expect(
+        "[commit.unknown-answered-unknown] a terminal write whose COMMIT got no answer is answered outcome_unknown",
+        outcome(&ev1) == "outcome_unknown" && outcome(&ev2) == "outcome_unknown",
+        said.clone(),
+    ));
+    let writes = run_writes(ctx, run_id, &a.owner).await?;
+    let terminal: Vec<&(i64, String, Value)> = writes.iter().filter(|(_, s, _)| s != "running").collect();
+    ctx.check(Check::expect(
+        "[commit.unknown-not-failure] exactly one terminal write, succeeded, and never failed after an unknown outcome (oracle)",
+        terminal.len() == 1 && terminal[0].1 == "succeeded" && after_first == "running",
+        format!("A's terminal commits (revision, status): {:?}; {said}", terminal.iter().map(|(r, s, _)| (r, s)).collect::<Vec<_>>()),
+    ));
+    drop(proxy);
+    a.shutdown(STEP).await
+}
+
+/// A's lease in I-renew: long enough that a loaded machine renews in time, short enough to expire
+/// quickly once the worker has stopped renewing.
+const RENEW_TTL_MS: i64 = 1500;
+
+pub async fn renew(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let run_id = new_run(ctx, "task-i-renew").await?;
+    let (mut a, proxy) = ctx.spawn_worker_proxied("a", vec![]).await?;
+    require_ok(
+        &a.request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": RENEW_TTL_MS, "heartbeat_ms": 150, "renew_timeout_ms": 600}), STEP).await?,
+        "A acquire",
+    )?;
+    require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
+    let epoch_a = oracle::run_state(&ctx.pool, run_id).await?.lease["epoch"].as_i64().unwrap_or(-1);
+
+    // The heartbeat's next renewal commits; its reply is lost.
+    let armed = proxy.lose_ack(patterns::LEASE_RENEW, STEP)?;
+    let fired = armed.fired(STEP).await?;
+    ctx.note(format!("renewal: {}", fired_note(&Some(fired))));
+    let mark = ctx.oracle_mark().await?;
+    let cancelled = a
+        .wait_event("execution cancelled after the lost renewal reply", STEP, |e| e["event"] == "execution_cancelled")
+        .await;
+    ctx.check(Check::expect(
+        "[lease.renew-unknown-cancels] a renewal whose reply was lost cancels the execution",
+        cancelled.is_ok(),
+        match &cancelled {
+            Ok(_) => "execution_cancelled after the lost renewal reply".to_string(),
+            Err(e) => e.to_string(),
+        },
+    ));
+    // The lease must now run out: a worker that took the lost reply for a renewal keeps renewing.
+    let expired = ctx.wait_lease_expired(run_id).await;
+    let after: Vec<_> = ctx.commits().await?.into_iter().filter(|c| c.seq > mark && c.writer == a.owner).collect();
+    ctx.check(Check::expect(
+        "[lease.renew-unknown-cancels] after the lost renewal reply the worker commits nothing: no renewal, no write (oracle)",
+        after.is_empty() && expired.is_ok(),
+        format!(
+            "{} commits by A after #{mark}{}; lease expiry: {}",
+            after.len(),
+            after.first().map(|c| format!(" (first: {} #{})", c.table_name, c.seq)).unwrap_or_default(),
+            match &expired {
+                Ok(()) => "expired".to_string(),
+                Err(e) => e.to_string(),
+            }
+        ),
+    ));
+    let text = scrape(&mut a, &ctx.dir).await?;
+    let unknown = metrics::value(&text, "lease_renew_total{outcome=\"unknown\"}").unwrap_or(0.0);
+    ctx.check(Check::expect(
+        "A's metrics count the renewal with a lost reply as unknown",
+        unknown >= 1.0,
+        format!("lease_renew_total{{outcome=\"unknown\"}} {unknown}"),
+    ));
+
+    // Recovery: another worker takes over the expired lease and completes.
+    let mut b = ctx.spawn_worker("b", vec![]).await?;
+    let acq = b.request(quiet_acquire(run_id), STEP).await?;
+    require_ok(&acq, "B takeover")?;
+    ctx.check(Check::equal("B's takeover is A's epoch + 1", acq["epoch"].as_i64(), Some(epoch_a + 1)));
+    require_ok(&b.request(json!({"cmd": "succeed"}), STEP).await?, "B succeed")?;
+    drop(proxy);
+    a.shutdown(STEP).await?;
+    b.shutdown(STEP).await
+}

@@ -1,0 +1,114 @@
+//! Experiment J — a network partition (spec 05, 06). Worker A reaches the server only through
+//! its own proxy; the harness partitions it (every connection of A stalls in both directions and
+//! new ones go unanswered) while its process keeps running, for longer than its lease. A's
+//! heartbeat cannot confirm a renewal and must cancel the execution; the lease expires on the
+//! database clock; worker B (not partitioned) takes over and saves. The partition heals: A's
+//! stalled statements reach the server late, and the harness makes A attempt renew, save,
+//! succeed, fail and release. None of them may commit, and A's metrics must show the unknown
+//! renewal and the lost ones.
+
+use fenceproof_harness::check::Check;
+use fenceproof_harness::record::{metrics, oracle};
+use fenceproof_harness::HarnessError;
+use fenceproof_protocol::runs;
+use serde_json::json;
+
+use crate::ctx::{outcome, require_ok, scrape, Ctx, STEP};
+
+pub const TITLE: &str = "Partition: a running worker cut off past its TTL, takeover, heal, stale writes rejected";
+
+const A_TTL_MS: i64 = 800;
+
+pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let run_id =
+        runs::create_run(&ctx.pool, "task-j", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
+    let (mut a, proxy) = ctx.spawn_worker_proxied("a", vec![]).await?;
+    let acq = a
+        .request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": A_TTL_MS, "heartbeat_ms": 100, "renew_timeout_ms": 300}), STEP)
+        .await?;
+    require_ok(&acq, "A acquire")?;
+    let epoch_a = acq["epoch"].as_i64().unwrap_or(-1);
+    require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
+    require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1, "by": "a"}}), STEP).await?, "A save")?;
+
+    // Fault: A is cut off from the server; its process runs on.
+    let partition = proxy.partition(STEP * 2);
+    ctx.wait_lease_expired(run_id).await?;
+    let cancelled =
+        a.wait_event("execution cancelled during the partition", STEP, |e| e["event"] == "execution_cancelled").await;
+    ctx.check(Check::expect(
+        "[lease.renew-unknown-cancels] A's heartbeat cancels the execution when the partition leaves its renewal unanswered",
+        cancelled.is_ok(),
+        match &cancelled {
+            Ok(_) => "execution_cancelled while partitioned".to_string(),
+            Err(e) => e.to_string(),
+        },
+    ));
+
+    // B takes over and saves.
+    let mut b = ctx.spawn_worker("b", vec![]).await?;
+    let acq_b = b
+        .request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 120_000, "heartbeat_ms": 60_000, "renew_timeout_ms": 2000}), STEP)
+        .await?;
+    require_ok(&acq_b, "B takeover")?;
+    ctx.check(Check::equal("B's takeover is epoch A + 1", acq_b["epoch"].as_i64(), Some(epoch_a + 1)));
+    let takeover = ctx.oracle_mark().await?;
+    require_ok(&b.request(json!({"cmd": "save", "checkpoint": {"step": 2, "by": "b"}}), STEP).await?, "B save")?;
+    let before = oracle::run_state(&ctx.pool, run_id).await?;
+
+    // Heal: A's stalled statements flow again; then A tries everything.
+    partition.heal();
+    let current = before.run["revision"].as_i64().unwrap_or(-1);
+    let mut attempts = Vec::new();
+    for (label, cmd) in [
+        ("renew", json!({"cmd": "renew"})),
+        ("save@stale", json!({"cmd": "save", "checkpoint": {"step": 2, "by": "a (stale)"}})),
+        (
+            "save@current",
+            json!({"cmd": "save", "checkpoint": {"step": 3, "by": "a (stale)"}, "expected_revision": current}),
+        ),
+        ("succeed@current", json!({"cmd": "succeed", "expected_revision": current})),
+        ("fail@current", json!({"cmd": "fail", "expected_revision": current})),
+        ("release", json!({"cmd": "release"})),
+    ] {
+        let ev = a.request(cmd, STEP).await?;
+        attempts.push(format!("{label}={}", outcome(&ev)));
+    }
+    let after = oracle::run_state(&ctx.pool, run_id).await?;
+    let stale: Vec<_> = ctx.commits().await?.into_iter().filter(|c| c.seq > takeover && c.writer == a.owner).collect();
+    ctx.check(Check::expect(
+        "[lease.partition-stale-rejected] nothing A sends after the takeover commits, late or new (oracle)",
+        stale.is_empty(),
+        format!(
+            "{} commits by A after the takeover (#{takeover}){}; A was told: {}",
+            stale.len(),
+            stale.first().map(|c| format!(", first #{} on {}", c.seq, c.table_name)).unwrap_or_default(),
+            attempts.join(" ")
+        ),
+    ));
+    ctx.check(Check::expect(
+        "[lease.partition-stale-rejected] B's lease and the run are unchanged by the healed A (database rows)",
+        before.lease["epoch"] == after.lease["epoch"]
+            && before.lease["owner"] == after.lease["owner"]
+            && before.run["revision"] == after.run["revision"]
+            && before.run["status"] == after.run["status"],
+        format!("before: lease {} run {}; after: lease {} run {}", before.lease, before.run, after.lease, after.run),
+    ));
+    ctx.check(Check::expect(
+        "A is told no for every attempt after the heal (worker's word)",
+        attempts.iter().all(|s| !s.ends_with("=ok")),
+        attempts.join(" "),
+    ));
+    let text = scrape(&mut a, &ctx.dir).await?;
+    let unknown = metrics::value(&text, "lease_renew_total{outcome=\"unknown\"}").unwrap_or(0.0);
+    let lost = metrics::value(&text, "lease_renew_total{outcome=\"lost\"}").unwrap_or(0.0);
+    ctx.check(Check::expect(
+        "A's metrics show the unanswered renewal as unknown and the refused one as lost",
+        unknown >= 1.0 && lost >= 1.0,
+        format!("lease_renew_total{{outcome=\"unknown\"}} {unknown}, lease_renew_total{{outcome=\"lost\"}} {lost}"),
+    ));
+    require_ok(&b.request(json!({"cmd": "succeed"}), STEP).await?, "B succeed")?;
+    drop(proxy);
+    a.shutdown(STEP).await?;
+    b.shutdown(STEP).await
+}

@@ -179,11 +179,67 @@ pub fn quiet_windows_stay_quiet(rows: &[CommitRow], windows: &[QuietWindow]) -> 
 }
 
 /// Every history check.
+/// A worker ends a run only when told to: per owner, its commits that move the run to `succeeded`
+/// (or `failed`) are no more than the `succeed` (`fail`) commands the harness sent it, and no fewer
+/// than those it answered `ok`. A worker that writes a failure of its own (after an unknown
+/// outcome, a lost lease, an error), or claims a completion that never committed, fails this.
+pub fn terminal_writes_only_when_sent(rows: &[CommitRow], sent: &[SentWrite]) -> Check {
+    let name = "a worker ends a run only when it was told to";
+    let mut told: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    let mut said_ok: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for s in sent {
+        let status = match s.cmd.as_str() {
+            "succeed" => "succeeded",
+            "fail" => "failed",
+            _ => continue,
+        };
+        *told.entry((s.owner.as_str(), status)).or_default() += 1;
+        if s.outcome.as_deref() == Some("ok") {
+            *said_ok.entry((s.owner.as_str(), status)).or_default() += 1;
+        }
+    }
+    let owners: std::collections::BTreeSet<&str> = sent.iter().map(|s| s.owner.as_str()).collect();
+    let mut wrote: BTreeMap<(&str, &str), Vec<i64>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.is_runs() && r.op == "UPDATE" && owners.contains(r.writer.as_str())) {
+        let (Some(new), old) = (r.new_str("status"), r.old_str("status")) else { continue };
+        if matches!(new, "succeeded" | "failed") && old != Some(new) {
+            wrote.entry((r.writer.as_str(), new)).or_default().push(r.seq);
+        }
+    }
+    let mut bad = Vec::new();
+    for ((owner, status), seqs) in &wrote {
+        let n = told.get(&(*owner, *status)).copied().unwrap_or(0);
+        if seqs.len() > n {
+            bad.push(format!(
+                "{owner} wrote {status} {} times (oracle seq {seqs:?}) but was told to {n} times",
+                seqs.len()
+            ));
+        }
+    }
+    for ((owner, status), n) in &said_ok {
+        let did = wrote.get(&(*owner, *status)).map_or(0, Vec::len);
+        if did < *n {
+            bad.push(format!(
+                "{owner} answered ok to {n} command(s) to end the run {status}, but {did} such write(s) committed"
+            ));
+        }
+    }
+    if bad.is_empty() {
+        Check::pass(
+            name,
+            format!("{} terminal writes by workers, each one asked for", wrote.values().map(Vec::len).sum::<usize>()),
+        )
+    } else {
+        Check::fail(name, bad.join("; "))
+    }
+}
+
 pub fn all(rows: &[CommitRow], sent: &[SentWrite]) -> Vec<Check> {
     vec![
         writes_commit_at_the_revision_named(rows, sent),
         answers_agree_with_commits(rows, sent),
         checkpoints_stored_as_sent(rows, sent),
+        terminal_writes_only_when_sent(rows, sent),
     ]
 }
 
@@ -220,6 +276,36 @@ mod tests {
             checkpoint: json!({"mark": mark, "x": 1.5}),
             outcome: Some(outcome.into()),
         }
+    }
+
+    fn terminal(seq: i64, status: &str) -> CommitRow {
+        let mut r = update(seq, 4, "t", json!({}));
+        r.old_row = Some(json!({"revision": 4, "status": "running"}));
+        r.new_row = Some(json!({"revision": 5, "status": status}));
+        r
+    }
+
+    fn told(cmd: &str) -> SentWrite {
+        SentWrite { cmd: cmd.into(), expected_revision: None, checkpoint: Value::Null, ..sent("m", 0, "ok") }
+    }
+
+    #[test]
+    fn a_failure_nobody_asked_for_fails() {
+        let rows = vec![terminal(7, "failed")];
+        let c = terminal_writes_only_when_sent(&rows, &[sent("m1", 3, "ok")]);
+        assert!(!c.passed(), "{c:?}");
+        assert!(c.evidence.contains("wrote failed 1 times"), "{}", c.evidence);
+        assert!(terminal_writes_only_when_sent(&rows, &[told("fail")]).passed());
+        // A success asked for does not excuse a failure.
+        assert!(!terminal_writes_only_when_sent(&rows, &[told("succeed")]).passed());
+        // An ok with no completion behind it fails.
+        let mut claimed = told("succeed");
+        claimed.outcome = Some("ok".into());
+        assert!(!terminal_writes_only_when_sent(&[], &[claimed.clone()]).passed());
+        assert!(terminal_writes_only_when_sent(&[terminal(3, "succeeded")], &[claimed]).passed());
+        // Two completions for one command fail too.
+        let twice = vec![terminal(7, "succeeded"), terminal(9, "succeeded")];
+        assert!(!terminal_writes_only_when_sent(&twice, &[told("succeed")]).passed());
     }
 
     #[test]

@@ -14,7 +14,7 @@ use sqlx::Connection;
 
 use super::bodies;
 use super::exec::{ask, Exec, ANSWER};
-use super::ops::{Body, Forge, Point, Tool, ToolFault, WORKERS};
+use super::ops::{Body, Forge, LostWrite, Point, Tool, ToolFault, WORKERS};
 use crate::ctx::{data, outcome};
 
 /// How long a composite waits for a worker to reach a barrier or report on its heartbeat.
@@ -446,5 +446,48 @@ impl Exec<'_> {
         // execution is the harness's request, outside the window).
         let gave_up = self.tell(h, json!({"cmd": "release"}), None).await?;
         Ok(format!("w{h} took a 5 s term, server frozen ({verdict}), thawed; release: {gave_up}"))
+    }
+
+    /// The holder's write loses its COMMIT's answer in its proxy (committed with the acknowledgement
+    /// lost, or the request lost and nothing committed); then the holder saves again without
+    /// naming a revision. Judged by the history checks: a write commits at most once, an `ok` has
+    /// a commit, nothing ends the run unasked.
+    pub(super) async fn lost_answer(&mut self, ack: bool, what: LostWrite) -> Result<String, HarnessError> {
+        // A lost answer means something only for a write that can commit: on an ended run, the
+        // control plane first starts the task's next run.
+        let mut first = String::new();
+        if Self::terminal(&self.run_state().await?.0) {
+            first = format!("retry first: {}; ", self.retry().await?);
+        }
+        let Some(h) = self.make_holder(None).await? else { return Ok(format!("{first}no live holder could be made")) };
+        let pattern = fenceproof_harness::faults::proxy::patterns::RUN_WRITE;
+        let armed = match self.slots[h].proxy.as_ref() {
+            Some(p) if ack => p.lose_ack(pattern, ANSWER)?,
+            Some(p) => p.lose_request(pattern, ANSWER)?,
+            None => return Ok(format!("w{h} has no proxy")),
+        };
+        self.note_write(h, false).await?;
+        let got = match what {
+            LostWrite::Save => {
+                let n = self.counter + 1;
+                let (cmd, k) = self.save_cmd_believed(h, bodies::value(Body::Plain, n));
+                self.tell(h, cmd, Some(k)).await?
+            }
+            other => self.tell(h, json!({ "cmd": other.cmd() }), None).await?,
+        };
+        let fired = armed.fired(Duration::from_secs(2)).await.is_ok();
+        armed.disarm();
+        if fired {
+            self.reached.insert("commit-outcome-unknown");
+        }
+        let n = self.counter + 1;
+        let (cmd, k) = self.save_cmd_believed(h, bodies::value(Body::Plain, n));
+        let next = self.tell(h, cmd, Some(k)).await?;
+        Ok(format!(
+            "{first}w{h} {} with its {} lost{}: {got}; next save: {next}",
+            what.cmd(),
+            if ack { "acknowledgement" } else { "request" },
+            if fired { "" } else { " (the fault never fired: no run write went out)" }
+        ))
     }
 }

@@ -62,6 +62,11 @@ pub const SITUATIONS: &[Situation] = &[
         rules: &["lease.unconfirmed-renewal-cancels"],
     },
     Situation {
+        id: "commit-outcome-unknown",
+        what: "a write's COMMIT lost its answer (committed or not) and the holder went on",
+        rules: &["runs.unknown-commit-outcome", "runs.unknown-read-back", "runs.unknown-never-failure"],
+    },
+    Situation {
         id: "write-held-across-takeover",
         what: "a write was held inside its transaction while its lease expired and was taken over",
         rules: &["commit.valid-at-check", "lease.takeover-waits-for-validated-commit", "commit.lease-owner-epoch-live"],

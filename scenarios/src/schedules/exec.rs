@@ -34,6 +34,8 @@ pub(super) const TOOLS: &[&str] = &["idem", "detid", "opquery", "plain"];
 #[derive(Default)]
 pub(super) struct Slot {
     pub proc: Option<WorkerProc>,
+    /// The process's own wire-protocol proxy (a same-owner twin has none).
+    pub proxy: Option<fenceproof_harness::faults::proxy::Proxy>,
     pub paused: Option<Pause>,
     pub spawned: u32,
     /// The last revision this worker was told.
@@ -128,7 +130,10 @@ impl<'a> Exec<'a> {
             slot.spawned += 1;
             slot.known = 0;
             let name = format!("w{w}-{}", slot.spawned);
-            slot.proc = Some(self.ctx.spawn_worker(&name, vec![]).await?);
+            let (p, proxy) = self.ctx.spawn_worker_proxied(&name, vec![]).await?;
+            let slot = &mut self.slots[w];
+            slot.proc = Some(p);
+            slot.proxy = Some(proxy);
         }
         Ok(())
     }
@@ -183,6 +188,20 @@ impl<'a> Exec<'a> {
     /// Send `cmd` to worker `w`: wait for the answer when it runs, leave it queued when paused.
     pub(super) async fn tell(&mut self, w: usize, cmd: Value, write: Option<usize>) -> Result<String, HarnessError> {
         let paused = self.slots[w].paused.is_some();
+        // Completions and failures enter the history too: a worker may end a run only when told.
+        let write = match (write, cmd["cmd"].as_str()) {
+            (None, Some(c @ ("succeed" | "fail"))) if self.slots[w].proc.is_some() => {
+                self.sent.push(SentWrite {
+                    owner: self.owner(w).unwrap_or_default(),
+                    cmd: c.into(),
+                    expected_revision: cmd["expected_revision"].as_i64(),
+                    checkpoint: Value::Null,
+                    outcome: None,
+                });
+                Some(self.sent.len() - 1)
+            }
+            _ => write,
+        };
         let Some(id) = self.send(w, cmd, write).await? else { return Ok("no process".into()) };
         if paused {
             return Ok("queued while paused".into());
@@ -254,6 +273,21 @@ impl<'a> Exec<'a> {
             outcome: None,
         });
         (cmd, self.sent.len() - 1)
+    }
+
+    /// A save by slot `w` that names no revision (the worker uses what it believes), recorded in
+    /// the history; returns the command and its index.
+    pub(super) fn save_cmd_believed(&mut self, w: usize, body: Value) -> (Value, usize) {
+        let n = self.next();
+        let checkpoint = json!({"mark": format!("c{n}"), "step": n, "data": body});
+        self.sent.push(SentWrite {
+            owner: self.owner(w).unwrap_or_default(),
+            cmd: "save".into(),
+            expected_revision: None,
+            checkpoint: checkpoint.clone(),
+            outcome: None,
+        });
+        (json!({"cmd": "save", "checkpoint": checkpoint}), self.sent.len() - 1)
     }
 
     async fn acquire(&mut self, w: usize) -> Result<String, HarnessError> {
@@ -397,6 +431,7 @@ impl<'a> Exec<'a> {
                 format!("{} {}", outcome(&ev), data(&ev))
             }
             Op::Rogue { forge } => self.rogue(*forge).await?,
+            Op::LostAnswer { ack, what } => self.lost_answer(*ack, *what).await?,
         };
         self.log.push(format!("{} -> {what}", serde_json::to_string(op).expect("json")));
         Ok(())
@@ -485,7 +520,7 @@ impl<'a> Exec<'a> {
         }
     }
 
-    async fn retry(&mut self) -> Result<String, HarnessError> {
+    pub(super) async fn retry(&mut self) -> Result<String, HarnessError> {
         let (status, _) = self.run_state().await?;
         self.reached.insert(if Self::terminal(&status) { "retry-after-terminal" } else { "retry-while-live" });
         let ev = ask(&mut self.cp, json!({"cmd": "create_run", "task_id": self.task_id}), ANSWER).await?;

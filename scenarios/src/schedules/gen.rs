@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::ops::{Body, Forge, Op, Point, Rev, Tool, ToolFault, KINDS, WORKERS};
+use super::ops::{Body, Forge, LostWrite, Op, Point, Rev, Tool, ToolFault, KINDS, WORKERS};
 
 /// Shortest and longest schedule.
 pub const MIN_OPS: usize = 4;
@@ -137,6 +137,10 @@ fn op_of_kind(kind: &str, rng: &mut Rng) -> Op {
         "late_result" => Op::LateResult { kill: rng.coin(), cancel: rng.below(3) == 0, tool: rng.pick(&tools) },
         "reconcile" => Op::Reconcile,
         "advance" => Op::Advance { w },
+        "lost_answer" => Op::LostAnswer {
+            ack: rng.coin(),
+            what: rng.pick(&[LostWrite::Save, LostWrite::Save, LostWrite::Succeed, LostWrite::Fail]),
+        },
         "rogue" => Op::Rogue {
             forge: rng.pick(&[
                 Forge::StaleEpochWrite,

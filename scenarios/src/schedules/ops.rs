@@ -123,6 +123,25 @@ pub enum Forge {
     ForeignResult,
 }
 
+/// A write whose COMMIT loses its answer in [`Op::LostAnswer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LostWrite {
+    Save,
+    Succeed,
+    Fail,
+}
+
+impl LostWrite {
+    pub fn cmd(self) -> &'static str {
+        match self {
+            LostWrite::Save => "save",
+            LostWrite::Succeed => "succeed",
+            LostWrite::Fail => "fail",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Op {
@@ -254,6 +273,13 @@ pub enum Op {
     Rogue {
         forge: Forge,
     },
+    /// The holder's `what` goes through its own wire-protocol proxy with its COMMIT's answer lost:
+    /// committed with the acknowledgement dropped (`ack`), or never committed (the request
+    /// dropped). Then the holder saves again without naming a revision: from what it read back.
+    LostAnswer {
+        ack: bool,
+        what: LostWrite,
+    },
 }
 
 impl Op {
@@ -299,6 +325,7 @@ impl Op {
             Op::Reconcile => "reconcile",
             Op::Advance { .. } => "advance",
             Op::Rogue { .. } => "rogue",
+            Op::LostAnswer { .. } => "lost_answer",
         };
         KINDS.iter().position(|k| *k == name).expect("every kind is listed")
     }
@@ -334,4 +361,5 @@ pub const KINDS: &[&str] = &[
     "reconcile",
     "advance",
     "rogue",
+    "lost_answer",
 ];

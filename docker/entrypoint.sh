@@ -22,4 +22,15 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   fi
   "$BIN/pg_ctl" -D "$PGDATA" -m fast -w stop > /dev/null
 fi
+# The database clock fault: FP_FAKETIME is the clock's first setting (an offset such as +0, or an
+# absolute time); the harness rewrites /tmp/faketime with `docker exec` to move it.
+if [ -n "${FP_FAKETIME:-}" ]; then
+  lib=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
+  if [ ! -e "$lib" ]; then
+    echo "fenceproof image: FP_FAKETIME is set but this image has no libfaketime; rebuild it with just pg-image" >&2
+    exit 1
+  fi
+  printf '%s\n' "$FP_FAKETIME" > /tmp/faketime
+  export LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE=/tmp/faketime FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1
+fi
 exec "$BIN/postgres" -D "$PGDATA" -c listen_addresses='*' -k /tmp "$@"

@@ -22,8 +22,14 @@ copy() { # copy a file or tree to the same (resolved) path inside the root file 
 }
 for p in "$pg" /usr/share/postgresql/15 /usr/share/zoneinfo; do copy "$p"; done
 cp -L /bin/sh "$root/usr/bin/sh"
+# libfaketime, for the database clock fault (experiments K, P-api-clock, W-clock): the entrypoint
+# preloads it under the server when FP_FAKETIME is set.
+faketime=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
+extra=""
+if [ -e "$faketime" ]; then copy "$faketime"; extra="$faketime"; for u in mv; do cp -L "$(command -v $u)" "$root/usr/bin/$u"; extra="$extra $(command -v $u)"; done
+else echo "pg-image: $faketime not found (apt-get install libfaketime): the image gets no clock fault" >&2; fi
 # Every shared library the copied programs and modules load, at the same path.
-for f in "$pg"/bin/* "$pg"/lib/*.so /bin/sh; do
+for f in "$pg"/bin/* "$pg"/lib/*.so /bin/sh $extra; do
   ldd "$f" 2>/dev/null | awk '/=>/ { print $3 } /^\t\/.*ld-linux/ { print $1 }' || true
 done | sort -u | while read -r lib; do
   if [ -n "$lib" ] && [ -e "$lib" ]; then

@@ -4,6 +4,7 @@
 //! workers, dispatchers, barriers and the oracle all use that server. Leaving saves its oracle as
 //! the experiment's `oracle.json` and points the context back.
 
+use fenceproof_harness::db::container::ContainerDb;
 use fenceproof_harness::db::databases;
 use fenceproof_harness::db::native::NativeCluster;
 use fenceproof_harness::faults::clock::ServerClock;
@@ -12,9 +13,16 @@ use sqlx::PgPool;
 
 use crate::ctx::{Ctx, CONTROL};
 
+/// The experiment's own server: native, or a container of the session's image on the container
+/// backend (its image must carry libfaketime: `just pg-image`).
+enum ClockServer {
+    Native(NativeCluster),
+    Container(Box<ContainerDb>),
+}
+
 pub struct FrozenServer {
     pub clock: ServerClock,
-    server: NativeCluster,
+    server: ClockServer,
     pool: PgPool,
     saved: Option<(PgPool, String, Option<String>, String)>,
 }
@@ -23,17 +31,36 @@ impl FrozenServer {
     /// Start the server with its clock frozen at `at` (`YYYY-MM-DD hh:mm:ss`) and point `ctx` at a
     /// fresh database on it.
     pub async fn enter(ctx: &mut Ctx, at: &str) -> Result<FrozenServer, HarnessError> {
-        let Some(bin) = ctx.pg_bin.clone() else {
-            return Err(HarnessError::Other(format!(
-                "{} starts its own native server (the clock fault is that server's): no PostgreSQL binaries here",
-                ctx.id
-            )));
+        let log = ctx.dir.join("postgres-clock.log");
+        let (clock, server) = match (&ctx.container_image, ctx.pg_bin.clone()) {
+            (Some(image), _) => {
+                let env = vec![("FP_FAKETIME".to_string(), at.to_string())];
+                let c = ContainerDb::start_with_env(image, &log, Vec::new(), env).await.map_err(|e| {
+                    HarnessError::Other(format!(
+                        "{}: the clock fault needs libfaketime in the image {image} (fenceproof's own image has it: just pg-image): {e}",
+                        ctx.id
+                    ))
+                })?;
+                (ServerClock::in_container(&c.id), ClockServer::Container(Box::new(c)))
+            }
+            (None, Some(bin)) => {
+                let clock = ServerClock::create(&ctx.dir.join("clock"), at)?;
+                let n = NativeCluster::start_with_env(bin, &log, Vec::new(), clock.env()).await?;
+                (clock, ClockServer::Native(n))
+            }
+            (None, None) => {
+                return Err(HarnessError::Other(format!(
+                    "{} starts its own server (the clock fault is that server's): no PostgreSQL binaries here",
+                    ctx.id
+                )))
+            }
         };
-        let clock = ServerClock::create(&ctx.dir.join("clock"), at)?;
-        let server =
-            NativeCluster::start_with_env(bin, &ctx.dir.join("postgres-clock.log"), Vec::new(), clock.env()).await?;
-        databases::create_template(&server).await?;
-        let url = databases::create_from_template(&server, "clock").await?;
+        let backend: &dyn fenceproof_harness::db::Backend = match &server {
+            ClockServer::Native(n) => n,
+            ClockServer::Container(c) => c.as_ref(),
+        };
+        databases::create_template(backend).await?;
+        let url = databases::create_from_template(backend, "clock").await?;
         let pool = databases::pool(&url, CONTROL, 4).await?;
         if let Some(sql) = &ctx.sql_patch {
             sqlx::raw_sql(sql).execute(&pool).await?;
@@ -79,7 +106,9 @@ impl FrozenServer {
             std::fs::write(ctx.dir.join("oracle.json"), serde_json::to_string_pretty(rows).expect("json"))?;
         }
         self.pool.close().await;
-        drop(self.server);
+        if let ClockServer::Container(mut c) = self.server {
+            c.stop().await?;
+        }
         Ok(())
     }
 }

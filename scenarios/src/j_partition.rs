@@ -33,6 +33,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
     // Fault: A is cut off from the server; its process runs on.
     let partition = proxy.partition(STEP * 2);
+    let cut_at = std::time::Instant::now();
     ctx.wait_lease_expired(run_id).await?;
     let cancelled =
         a.wait_event("execution cancelled during the partition", STEP, |e| e["event"] == "execution_cancelled").await;
@@ -58,6 +59,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
     // Heal: A's stalled statements flow again; then A tries everything.
     partition.heal();
+    let cut_ms = cut_at.elapsed().as_millis();
     let current = before.run["revision"].as_i64().unwrap_or(-1);
     let mut attempts = Vec::new();
     for (label, cmd) in [
@@ -102,6 +104,12 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let text = scrape(&mut a, &ctx.dir).await?;
     let unknown = metrics::value(&text, "lease_renew_total{outcome=\"unknown\"}").unwrap_or(0.0);
     let lost = metrics::value(&text, "lease_renew_total{outcome=\"lost\"}").unwrap_or(0.0);
+    ctx.note(format!(
+        "A partitioned {cut_ms} ms (TTL {A_TTL_MS} ms); B took over epoch {}; A after the heal: {}; {} stale commits; renewals unknown {unknown}, lost {lost}",
+        epoch_a + 1,
+        attempts.join(" "),
+        stale.len()
+    ));
     ctx.check(Check::expect(
         "A's metrics show the unanswered renewal as unknown and the refused one as lost",
         unknown >= 1.0 && lost >= 1.0,

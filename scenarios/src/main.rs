@@ -112,8 +112,9 @@ enum Cmd {
         /// With --sql: list the generated mutants and exit.
         #[arg(long, requires = "sql")]
         list: bool,
-        /// With --sql: stop each mutant at its first FAIL (the P-api probes run first).
-        #[arg(long, requires = "sql")]
+        /// Stop each mutant at the first row that kills it (with --sql: its first FAIL, the P-api
+        /// probes running first); the kill matrix then names that row only. CI runs this.
+        #[arg(long)]
         first_kill: bool,
         /// Run the randomized schedules alone against each named mutant instead of the
         /// experiments, with a time budget per mutant.
@@ -536,7 +537,7 @@ async fn run(cli: Cli) -> u8 {
                 experiments.retain(|e| !e.id.starts_with("H-") && !e.id.starts_with("P-"));
             }
             interruptible(async {
-                match fenceproof_scenarios::mutants::run(&opts, experiments, mutants.as_deref()).await {
+                match fenceproof_scenarios::mutants::run(&opts, experiments, mutants.as_deref(), first_kill).await {
                     Ok((km, dir)) => {
                         print!("{}", km.table());
                         println!("report: {}", dir.display());

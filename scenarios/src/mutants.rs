@@ -87,13 +87,15 @@ impl KillMatrix {
         let _ = writeln!(s, "| mutant | {} | verdict |", self.experiments.join(" | "));
         let _ = writeln!(s, "|---|{}---|", "---|".repeat(self.experiments.len()));
         for r in &self.rows {
-            let cells: Vec<&str> = r
-                .verdicts
+            // A row not run (stopped at the first kill with --first-kill) is a dash.
+            let cells: Vec<&str> = self
+                .experiments
                 .iter()
-                .map(|(_, o)| match o {
-                    Outcome::Pass => "·",
-                    Outcome::Fail => "killed",
-                    Outcome::Error => "killed (error)",
+                .map(|e| match r.verdicts.iter().find(|(id, _)| id == e).map(|(_, o)| o) {
+                    Some(Outcome::Pass) => "·",
+                    Some(Outcome::Fail) => "killed",
+                    Some(Outcome::Error) => "killed (error)",
+                    None => "–",
                 })
                 .collect();
             let _ = writeln!(
@@ -139,6 +141,7 @@ pub async fn run(
     opts: &VerifyOptions,
     experiments: Vec<Experiment>,
     only: Option<&[String]>,
+    first_kill: bool,
 ) -> Result<(KillMatrix, PathBuf), HarnessError> {
     let mut mutants = list(&opts.worker_bin)?;
     if let Some(only) = only {
@@ -158,9 +161,21 @@ pub async fn run(
     );
     let mut rows = Vec::new();
     for (i, (name, rule)) in mutants.iter().enumerate() {
-        let m =
-            session.matrix(&format!("mutant-{name}"), &experiments, &["--mutant".to_string(), name.clone()]).await?;
-        let verdicts: Vec<(String, Outcome)> = m.results.iter().map(|r| (r.id.clone(), r.outcome)).collect();
+        let (label, args) = (format!("mutant-{name}"), ["--mutant".to_string(), name.clone()]);
+        let mut verdicts: Vec<(String, Outcome)> = Vec::new();
+        if first_kill {
+            // One row at a time, stopping at the first that kills (the rows after it are not run).
+            for exp in &experiments {
+                let one = session.matrix(&label, std::slice::from_ref(exp), &args).await?;
+                verdicts.extend(one.results.iter().map(|r| (r.id.clone(), r.outcome)));
+                if verdicts.iter().any(|(_, o)| *o != Outcome::Pass) {
+                    break;
+                }
+            }
+        } else {
+            let m = session.matrix(&label, &experiments, &args).await?;
+            verdicts = m.results.iter().map(|r| (r.id.clone(), r.outcome)).collect();
+        }
         let killed = verdicts.iter().any(|(_, o)| *o != Outcome::Pass);
         let row = MutantRow { mutant: name.clone(), rule: rule.clone(), verdicts, killed };
         eprintln!(

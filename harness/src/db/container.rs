@@ -131,11 +131,24 @@ impl ContainerDb {
 
     /// Start `image` with extra server settings (`-c name=value`).
     pub async fn start_with(image: &str, log: &Path, extra: Vec<(String, String)>) -> Result<ContainerDb> {
+        ContainerDb::start_with_env(image, log, extra, Vec::new()).await
+    }
+
+    /// Start `image` with extra server settings and extra environment variables (`FP_FAKETIME`:
+    /// the clock fault of fenceproof's own image, see `docker/entrypoint.sh`).
+    pub async fn start_with_env(
+        image: &str,
+        log: &Path,
+        extra: Vec<(String, String)>,
+        env: Vec<(String, String)>,
+    ) -> Result<ContainerDb> {
         preflight(image)?;
         let (name, tag) = split_image(image);
-        let container = Postgres::default()
-            .with_name(name)
-            .with_tag(tag)
+        let mut image_spec = Postgres::default().with_name(name).with_tag(tag);
+        for (k, v) in env {
+            image_spec = image_spec.with_env_var(k, v);
+        }
+        let container = image_spec
             .with_label(PID_LABEL, std::process::id().to_string())
             // A throwaway server: initdb need not fsync every file it writes.
             .with_env_var("POSTGRES_INITDB_ARGS", "--no-sync")

@@ -13,10 +13,13 @@ use crate::error::{HarnessError, Result};
 /// Where Debian puts the preload library.
 pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
-/// A clock file for one server.
+/// A clock file for one server: on this machine, or inside a container of fenceproof's image
+/// (`/tmp/faketime`, written there by its entrypoint from `FP_FAKETIME`).
 #[derive(Debug, Clone)]
 pub struct ServerClock {
     pub file: PathBuf,
+    /// The container whose clock this is, when it is one.
+    pub container: Option<String>,
 }
 
 impl ServerClock {
@@ -30,12 +33,17 @@ impl ServerClock {
         std::fs::create_dir_all(dir)?;
         // Absolute: the server reads it from its own working directory (its data folder).
         let file = std::fs::canonicalize(dir)?.join("faketime");
-        let clock = ServerClock { file };
+        let clock = ServerClock { file, container: None };
         clock.set(initial)?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
         std::fs::set_permissions(&clock.file, std::fs::Permissions::from_mode(0o644))?;
         Ok(clock)
+    }
+
+    /// The clock of container `id` (started with `FP_FAKETIME`).
+    pub fn in_container(id: &str) -> ServerClock {
+        ServerClock { file: PathBuf::from("/tmp/faketime"), container: Some(id.to_string()) }
     }
 
     /// The environment the server must start with.
@@ -52,6 +60,21 @@ impl ServerClock {
     /// or `-30m` offsets it from the real time. Written to a temporary file and renamed, so the
     /// server never reads half a line.
     pub fn set(&self, spec: &str) -> Result<()> {
+        if let Some(id) = &self.container {
+            // Bounded: `timeout` kills a docker exec that hangs.
+            let out = std::process::Command::new("timeout")
+                .args(["10", "docker", "exec", id, "sh", "-c"])
+                .arg(r#"printf '%s\n' "$1" > /tmp/faketime.new && mv /tmp/faketime.new /tmp/faketime"#)
+                .args(["sh", spec])
+                .output()?;
+            if !out.status.success() {
+                return Err(HarnessError::Other(format!(
+                    "setting the container's clock to {spec}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+            return Ok(());
+        }
         let tmp = self.file.with_extension("new");
         std::fs::write(&tmp, format!("{spec}\n"))?;
         use std::os::unix::fs::PermissionsExt;

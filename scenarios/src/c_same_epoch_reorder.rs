@@ -2,15 +2,19 @@
 //! flight together inside one worker. Both transactions are held on a barrier the harness holds in
 //! the database (seen waiting through pg_blocking_pids), then released at once. Exactly one may
 //! commit, and the revision may rise by one only.
+//!
+//! With `verify --barriers proxy` the worker needs no `faults` support: its own wire-protocol proxy
+//! holds the first statement of each protected write before the server sees it, and releases both.
 
 use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::faults::proxy::{patterns, Hold};
 use fenceproof_harness::faults::DbBarrier;
 use fenceproof_harness::record::oracle;
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::ctx::{outcome, require_ok, Barriers, Ctx, CONTROL, STEP};
 
 pub const TITLE: &str = "Same-epoch reorder: two concurrent saves with one expected revision";
 
@@ -19,27 +23,54 @@ const BARRIER_KEY: i64 = 0x0C0C;
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let run_id =
         runs::create_run(&ctx.pool, "task-c", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
-    let mut w = ctx.spawn_worker("w", vec![]).await?;
+    let (mut w, proxy) = match ctx.barriers {
+        Barriers::Proxy => ctx.spawn_worker_proxied("w", vec![]).await.map(|(w, p)| (w, Some(p)))?,
+        Barriers::Worker => (ctx.spawn_worker("w", vec![]).await?, None),
+    };
     require_ok(&w.request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 10_000, "heartbeat_ms": 1000, "renew_timeout_ms": 2000}), STEP).await?, "acquire")?;
     require_ok(&w.request(json!({"cmd": "start"}), STEP).await?, "start")?;
     let rev0 = oracle::run_state(&ctx.pool, run_id).await?.run["revision"].as_i64().unwrap_or(-1);
     let mark = ctx.oracle_mark().await?;
 
-    // Fault: both saves wait inside their transactions on the harness's barrier.
-    let barrier = DbBarrier::hold(&ctx.db_url, BARRIER_KEY).await?;
-    ctx.timeline.record("harness", "barrier_hold", "database", json!({"key": BARRIER_KEY}));
-    let faults = json!({"barriers": [{"point": "after_begin", "key": BARRIER_KEY}]});
-    let id1 = w
-        .send(json!({"cmd": "save", "checkpoint": {"writer": "first"}, "expected_revision": rev0, "faults": faults}))
-        .await?;
-    let id2 = w
-        .send(json!({"cmd": "save", "checkpoint": {"writer": "second"}, "expected_revision": rev0, "faults": faults}))
-        .await?;
-    let blocked = barrier.wait_blocked(&ctx.pool, &[w.owner.clone()], 2, STEP).await?;
-    ctx.timeline.record("harness", "observed", "database", json!({"blocked_on_barrier": blocked}));
-    ctx.check(Check::equal("both saves in flight inside the database before release", blocked.len(), 2));
-    barrier.release().await?;
-    ctx.timeline.record("harness", "barrier_release", "database", json!({"key": BARRIER_KEY}));
+    // Fault: both saves wait inside their transactions on the harness's barrier (or, with the
+    // proxy, before their first protected statement reaches the server).
+    enum Held {
+        Db(DbBarrier),
+        Proxy(Hold),
+    }
+    let (held, faults) = match &proxy {
+        Some(p) => (Held::Proxy(p.hold_n(patterns::PROTECTED_ENTRY, 2, STEP)?), None),
+        None => {
+            let barrier = DbBarrier::hold(&ctx.db_url, BARRIER_KEY).await?;
+            ctx.timeline.record("harness", "barrier_hold", "database", json!({"key": BARRIER_KEY}));
+            (Held::Db(barrier), Some(json!({"barriers": [{"point": "after_begin", "key": BARRIER_KEY}]})))
+        }
+    };
+    let save = |writer: &str| {
+        let mut c = json!({"cmd": "save", "checkpoint": {"writer": writer}, "expected_revision": rev0});
+        if let Some(f) = &faults {
+            c["faults"] = f.clone();
+        }
+        c
+    };
+    let id1 = w.send(save("first")).await?;
+    let id2 = w.send(save("second")).await?;
+    let blocked: Vec<String> = match held {
+        Held::Db(barrier) => {
+            let pids = barrier.wait_blocked(&ctx.pool, &[w.owner.clone()], 2, STEP).await?;
+            ctx.timeline.record("harness", "observed", "database", json!({"blocked_on_barrier": pids}));
+            ctx.check(Check::equal("both saves in flight inside the database before release", pids.len(), 2));
+            barrier.release().await?;
+            ctx.timeline.record("harness", "barrier_release", "database", json!({"key": BARRIER_KEY}));
+            pids.iter().map(|p| format!("in-db pid {p}")).collect()
+        }
+        Held::Proxy(hold) => {
+            let held = hold.held_n(2, STEP).await?;
+            ctx.check(Check::equal("both saves in flight, held by the proxy before release", held.len(), 2));
+            hold.release();
+            held.iter().map(|h| format!("proxy connection {}", h.connection)).collect()
+        }
+    };
 
     let r1 = w.reply(id1, STEP).await?;
     let r2 = w.reply(id2, STEP).await?;
@@ -68,7 +99,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     ));
     ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     ctx.note(format!(
-        "2 saves held in-db (pids {blocked:?}) then raced: {}; revision {rev0}→{rev1}; winner {}",
+        "2 saves held ({}) then raced: {}; revision {rev0}→{rev1}; winner {}",
+        blocked.join(", "),
         outcomes.join("+"),
         winner.unwrap_or_else(|| "none".into())
     ));

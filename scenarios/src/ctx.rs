@@ -52,10 +52,32 @@ pub struct Ctx {
     /// The SQL the session runs in every fresh database (a generated mutant of an fp_* function);
     /// an experiment that builds a database of its own must run it there too.
     pub sql_patch: Option<String>,
+    /// How C and D hold a worker's transactions.
+    pub barriers: Barriers,
     /// Checks accumulated by the experiment.
     pub checks: Vec<Check>,
     /// Key observations for the matrix row.
     pub notes: Vec<String>,
+}
+
+/// How experiments C and D hold a worker's transactions at a point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Barriers {
+    /// The worker's own `faults` field: it takes a harness-held advisory lock at the named point.
+    #[default]
+    Worker,
+    /// The harness's wire-protocol proxy holds the statement: no cooperation from the worker.
+    Proxy,
+}
+
+impl Barriers {
+    pub fn parse(s: &str) -> Option<Barriers> {
+        match s {
+            "worker" => Some(Barriers::Worker),
+            "proxy" => Some(Barriers::Proxy),
+            _ => None,
+        }
+    }
 }
 
 impl Ctx {

@@ -3,15 +3,22 @@
 //! While A waits, its lease expires on the database clock and worker B tries to take over. B must be
 //! seen waiting on A's backend (pg_blocking_pids) and may proceed only after A's transaction ends:
 //! takeover and commit get a deterministic serial order (spec section 06).
+//!
+//! With `verify --barriers proxy` the worker needs no `faults` support: its proxy holds the run
+//! update that follows the lease check inside A's transaction. A worker whose protected write is
+//! one statement (the fenced function, autocommit) has no point between validation and commit that
+//! anything outside the server could hold; the row then says so and passes: the race inside the
+//! function is judged by the P-api-commit probes.
 
 use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::faults::proxy::Hold;
 use fenceproof_harness::faults::DbBarrier;
 use fenceproof_harness::record::oracle;
 use fenceproof_harness::{wait, HarnessError};
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::ctx::{outcome, require_ok, Barriers, Ctx, CONTROL, STEP};
 
 pub const TITLE: &str = "Race after validation: takeover waits for the validated transaction";
 
@@ -20,7 +27,10 @@ const BARRIER_KEY: i64 = 0x0D0D;
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let run_id =
         runs::create_run(&ctx.pool, "task-d", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
-    let mut a = ctx.spawn_worker("a", vec![]).await?;
+    let (mut a, proxy) = match ctx.barriers {
+        Barriers::Proxy => ctx.spawn_worker_proxied("a", vec![]).await.map(|(w, p)| (w, Some(p)))?,
+        Barriers::Worker => (ctx.spawn_worker("a", vec![]).await?, None),
+    };
     // A's heartbeat is slower than its TTL: the lease will lapse while A is held.
     let acq = a.request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 400, "heartbeat_ms": 60_000, "renew_timeout_ms": 1000}), STEP).await?;
     require_ok(&acq, "A acquire")?;
@@ -28,12 +38,54 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
 
     // Fault: A validates the lease, then waits on the barrier holding the lease row lock.
-    let barrier = DbBarrier::hold(&ctx.db_url, BARRIER_KEY).await?;
-    ctx.timeline.record("harness", "barrier_hold", "database", json!({"key": BARRIER_KEY}));
-    let faults = json!({"barriers": [{"point": "after_lease_validated", "key": BARRIER_KEY}]});
-    let save_a = a.send(json!({"cmd": "save", "checkpoint": {"by": "a"}, "faults": faults})).await?;
-    let a_pids = barrier.wait_blocked(&ctx.pool, &[a.owner.clone()], 1, STEP).await?;
-    let a_pid = a_pids[0];
+    enum Held {
+        Db(DbBarrier),
+        Proxy(Hold),
+    }
+    let (held, a_pid, save_a) = match &proxy {
+        None => {
+            let barrier = DbBarrier::hold(&ctx.db_url, BARRIER_KEY).await?;
+            ctx.timeline.record("harness", "barrier_hold", "database", json!({"key": BARRIER_KEY}));
+            let faults = json!({"barriers": [{"point": "after_lease_validated", "key": BARRIER_KEY}]});
+            let save_a = a.send(json!({"cmd": "save", "checkpoint": {"by": "a"}, "faults": faults})).await?;
+            let a_pids = barrier.wait_blocked(&ctx.pool, &[a.owner.clone()], 1, STEP).await?;
+            (Held::Db(barrier), a_pids[0], save_a)
+        }
+        Some(p) => {
+            let hold = p.hold(fenceproof_harness::faults::proxy::patterns::RUN_WRITE, STEP)?;
+            let save_a = a.send(json!({"cmd": "save", "checkpoint": {"by": "a"}})).await?;
+            let h = hold.held_n(1, STEP).await?.remove(0);
+            if !h.in_transaction {
+                hold.release();
+                let ra = a.reply(save_a, STEP).await?;
+                ctx.check(Check::expect(
+                    "A's protected write is one statement: nothing outside the server can come between its validation and its commit",
+                    outcome(&ra) == "ok",
+                    format!("A's save ran as one autocommit statement ({}): {}", h.sql.chars().take(60).collect::<String>(), outcome(&ra)),
+                ));
+                ctx.note("the protected write is one statement (autocommit): no point to hold between validation and commit outside the server; P-api-commit judges the race inside the function");
+                a.shutdown(STEP).await?;
+                return Ok(());
+            }
+            // A's transaction has checked the lease and holds its row; find its backend.
+            let owner = a.owner.clone();
+            let pool = ctx.pool.clone();
+            let pid = wait::until("A's held transaction to show as idle in transaction", STEP, || {
+                let (pool, owner) = (pool.clone(), owner.clone());
+                async move {
+                    let pid: Option<i32> = sqlx::query_scalar(
+                        "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle in transaction' LIMIT 1",
+                    )
+                    .bind(&owner)
+                    .fetch_optional(&pool)
+                    .await?;
+                    Ok(pid)
+                }
+            })
+            .await?;
+            (Held::Proxy(hold), pid, save_a)
+        }
+    };
     ctx.timeline.record("harness", "observed", "database", json!({"a_held_after_validation": a_pid}));
 
     ctx.wait_lease_expired(run_id).await?;
@@ -80,8 +132,13 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         },
     ));
 
-    barrier.release().await?;
-    ctx.timeline.record("harness", "barrier_release", "database", json!({"key": BARRIER_KEY}));
+    match held {
+        Held::Db(barrier) => {
+            barrier.release().await?;
+            ctx.timeline.record("harness", "barrier_release", "database", json!({"key": BARRIER_KEY}));
+        }
+        Held::Proxy(hold) => hold.release(),
+    }
     let ra = a.reply(save_a, STEP).await?;
     let rb = match early.take() {
         Some(ev) => ev,

@@ -92,6 +92,11 @@ enum Cmd {
         /// Run the whole selection N times on one server; any verdict that changes is a flake.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
         repeat: u32,
+        /// How C and D hold a worker's transactions: `worker` (its `faults` field, the default) or
+        /// `proxy` (the harness's wire-protocol proxy holds the statements; for a worker that
+        /// does not implement `faults`).
+        #[arg(long, default_value = "worker", value_parser = ["worker", "proxy"])]
+        barriers: String,
     },
     /// Run the experiments against every named broken variant of the worker and print which
     /// experiments kill which mutant.
@@ -561,7 +566,9 @@ async fn run(cli: Cli) -> u8 {
             quiet,
             json,
             repeat,
+            barriers,
         } => {
+            let barriers = fenceproof_scenarios::ctx::Barriers::parse(&barriers).unwrap_or_default();
             if let Err(msg) = cli::input::check(worker_bin.as_deref(), database_url.as_deref())
                 .and_then(|()| cli::input::reports_dir(&reports_dir))
             {
@@ -622,7 +629,7 @@ async fn run(cli: Cli) -> u8 {
                 tools_bin: runner::default_tools_bin(),
             };
             interruptible(async {
-                match runner::verify(&opts, experiments, repeat).await {
+                match runner::verify_with(&opts, experiments, repeat, barriers).await {
                     Ok((matrix, flakes, dir)) => {
                         if json {
                             println!("{}", serde_json::to_string_pretty(&matrix).expect("json"));

@@ -107,6 +107,8 @@ pub struct Session {
     /// SQL run in every fresh experiment database right after it is cloned (a generated mutant of
     /// an fp_* function, `CREATE OR REPLACE FUNCTION ...`); `None` for the protocol as migrated.
     pub sql_patch: Option<String>,
+    /// How C and D hold their transactions: the worker's `faults` field, or the fault proxy.
+    pub barriers: crate::ctx::Barriers,
 }
 
 impl Session {
@@ -194,6 +196,7 @@ impl Session {
             t0,
             databases: 0,
             sql_patch: None,
+            barriers: crate::ctx::Barriers::Worker,
         })
     }
 
@@ -354,6 +357,7 @@ impl Session {
             oracle_schema,
             contract: self.contract.clone(),
             sql_patch: self.sql_patch.clone(),
+            barriers: self.barriers,
             checks: Vec::new(),
             notes: Vec::new(),
         })
@@ -479,7 +483,18 @@ pub async fn verify(
     experiments: Vec<Experiment>,
     repeat: u32,
 ) -> Result<(Matrix, Vec<String>, PathBuf), HarnessError> {
+    verify_with(opts, experiments, repeat, crate::ctx::Barriers::Worker).await
+}
+
+/// [`verify`], with C and D holding transactions the way `barriers` says.
+pub async fn verify_with(
+    opts: &VerifyOptions,
+    experiments: Vec<Experiment>,
+    repeat: u32,
+    barriers: crate::ctx::Barriers,
+) -> Result<(Matrix, Vec<String>, PathBuf), HarnessError> {
     let mut session = Session::start(opts).await?;
+    session.barriers = barriers;
     // The worker must answer its first command before the matrix spends time on it.
     let url = match &session.server {
         Server::Native(c) => c.url_for("postgres"),

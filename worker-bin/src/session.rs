@@ -20,6 +20,25 @@ use crate::adapter::FakeTools;
 use crate::commands::Command;
 use crate::events::{Event, EventSink};
 
+/// With `FENCEPROOF_IGNORE_FAULTS=1` in its environment the reference worker behaves like a worker
+/// that never implemented the harness's `faults` field (the barriers inside its transactions), so
+/// that `fenceproof verify --barriers proxy` can be shown to need no cooperation.
+fn without_faults(cmd: Command) -> Command {
+    static IGNORE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*IGNORE.get_or_init(|| std::env::var("FENCEPROOF_IGNORE_FAULTS").is_ok_and(|v| v == "1")) {
+        return cmd;
+    }
+    match cmd {
+        Command::Save { checkpoint, expected_revision, .. } => {
+            Command::Save { checkpoint, expected_revision, faults: FaultPoints::none() }
+        }
+        Command::Dispatch { claim_ttl_ms, call_timeout_ms, limit, .. } => {
+            Command::Dispatch { claim_ttl_ms, call_timeout_ms, limit, faults: FaultPoints::none() }
+        }
+        other => other,
+    }
+}
+
 #[derive(Default)]
 struct Held {
     lease: Option<Lease>,
@@ -143,6 +162,7 @@ impl Session {
     }
 
     async fn run(self: &Arc<Self>, cmd: Command) -> Result<Option<Value>, ProtocolError> {
+        let cmd = without_faults(cmd);
         match cmd {
             Command::Plan { step_id, tool, request, effect_version, expected_revision } => {
                 let (l, _) = self.lease_and_ttl()?;

@@ -104,7 +104,8 @@ async fn client_to_server(
         };
         if let Some(sql) = sql {
             shared.saw(id, &sql);
-            shared.hold_if_matched(id, &sql).await;
+            let in_tx = lock(conn).in_tx;
+            shared.hold_if_matched(id, &sql, in_tx).await;
             if let Step::Close = on_statement(shared, conn, id, &sql) {
                 return Ok(());
             }

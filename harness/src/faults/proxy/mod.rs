@@ -91,8 +91,20 @@ struct HoldArm {
     id: u64,
     pattern: Regex,
     until: Instant,
-    held: Option<(u64, String)>,
+    /// How many statements it holds at most.
+    limit: usize,
+    held: Vec<HeldStatement>,
     released: bool,
+}
+
+/// A statement a barrier holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldStatement {
+    pub connection: u64,
+    pub sql: String,
+    /// It came inside an open transaction (after BEGIN and at least one answered statement);
+    /// false for an autocommit statement, whose whole transaction is the statement.
+    pub in_transaction: bool,
 }
 
 #[derive(Default)]
@@ -214,15 +226,15 @@ impl Shared {
     }
 
     /// Hold the statement when the barrier's pattern matches, until released or its end.
-    async fn hold_if_matched(&self, connection: u64, sql: &str) {
+    async fn hold_if_matched(&self, connection: u64, sql: &str, in_transaction: bool) {
         let n = frame::normalize(sql);
         let (id, until) = {
             let mut st = self.st();
             let Some(h) = st.hold.as_mut() else { return };
-            if h.held.is_some() || h.released || Instant::now() > h.until || !h.pattern.is_match(&n) {
+            if h.held.len() >= h.limit || h.released || Instant::now() > h.until || !h.pattern.is_match(&n) {
                 return;
             }
-            h.held = Some((connection, clip(sql)));
+            h.held.push(HeldStatement { connection, sql: clip(sql), in_transaction });
             (h.id, h.until)
         };
         self.record("statement held", json!({"connection": connection, "statement": clip(sql)}));
@@ -376,11 +388,17 @@ impl Proxy {
 
     /// Hold the first statement matching `p` before it reaches the server, for at most `max`.
     pub fn hold(&self, p: &str, max: Duration) -> Result<Hold> {
+        self.hold_n(p, 1, max)
+    }
+
+    /// Hold the first `limit` statements matching `p` (on any of the worker's connections) before
+    /// they reach the server, all until one release, for at most `max`.
+    pub fn hold_n(&self, p: &str, limit: usize, max: Duration) -> Result<Hold> {
         let pattern = pattern(p)?;
         let mut st = self.shared.st();
         st.next_id += 1;
         let id = st.next_id;
-        st.hold = Some(HoldArm { id, pattern, until: Instant::now() + max, held: None, released: false });
+        st.hold = Some(HoldArm { id, pattern, until: Instant::now() + max, limit, held: Vec::new(), released: false });
         drop(st);
         self.shared.record("barrier armed", json!({"pattern": p, "max_ms": max.as_millis()}));
         Ok(Hold { id, shared: self.shared.clone(), released: false })
@@ -492,11 +510,23 @@ pub struct Hold {
 impl Hold {
     /// Wait (at most `timeout`) until a matching statement is held; returns its connection and SQL.
     pub async fn held(&self, timeout: Duration) -> Result<(u64, String)> {
+        let h = self.held_n(1, timeout).await?.remove(0);
+        Ok((h.connection, h.sql))
+    }
+
+    /// The statements held so far.
+    pub fn holding(&self) -> Vec<HeldStatement> {
+        self.shared.st().hold.as_ref().filter(|h| h.id == self.id).map(|h| h.held.clone()).unwrap_or_default()
+    }
+
+    /// Wait (at most `timeout`) until `n` matching statements are held.
+    pub async fn held_n(&self, n: usize, timeout: Duration) -> Result<Vec<HeldStatement>> {
         let until = Instant::now() + timeout;
         loop {
             let mut rx = self.shared.changed.subscribe();
-            if let Some(h) = self.shared.st().hold.as_ref().filter(|h| h.id == self.id).and_then(|h| h.held.clone()) {
-                return Ok(h);
+            let now = self.holding();
+            if now.len() >= n {
+                return Ok(now);
             }
             if Instant::now() >= until {
                 return Err(HarnessError::Timeout {

@@ -6,6 +6,10 @@
 /// A write of the run row: a protected transition (save, start, succeed, fail).
 pub const RUN_WRITE: &str = r"\bfp_run_transition\b|\bupdate (\w+\.)?agent_runs\b";
 
+/// The first statement of a protected write: the fenced function, the lease row lock the direct
+/// path takes first, or the run update of a worker that locks nothing before it.
+pub const PROTECTED_ENTRY: &str = r"\bfp_run_transition\b|\bfrom (\w+\.)?worker_leases\b.*\bfor (no key )?(update|share)\b|\bupdate (\w+\.)?agent_runs\b";
+
 /// A lease renewal, one lease or a batch.
 pub const LEASE_RENEW: &str = r"\bfp_lease_renew(_many)?\b|\bupdate (\w+\.)?worker_leases\b";
 
@@ -35,5 +39,14 @@ mod tests {
             assert!(renew.is_match(&normalize(s)), "{s}");
         }
         assert!(!renew.is_match(&normalize("SELECT fp_lease_acquire($1)")));
+        let entry = Regex::new(PROTECTED_ENTRY).unwrap();
+        for s in [
+            "SELECT owner, epoch FROM worker_leases WHERE run_id = $1 FOR UPDATE",
+            "select * from fp_run_transition($1)",
+            "UPDATE agent_runs SET revision = revision + 1",
+        ] {
+            assert!(entry.is_match(&normalize(s)), "{s}");
+        }
+        assert!(!entry.is_match(&normalize("SELECT owner FROM worker_leases WHERE run_id = $1")));
     }
 }

@@ -7,13 +7,13 @@
 //! succeed, fail and release. None of them may commit, and A's metrics must show the unknown
 //! renewal and the lost ones.
 
-use fenceproof_harness::check::Check;
+use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::record::{metrics, oracle};
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::ctx::{outcome, require_ok, scrape, Ctx, STEP};
+use crate::ctx::{outcome, require_ok, scrape, Ctx, CONTROL, STEP};
 
 pub const TITLE: &str = "Partition: a running worker cut off past its TTL, takeover, heal, stale writes rejected";
 
@@ -118,5 +118,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     require_ok(&b.request(json!({"cmd": "succeed"}), STEP).await?, "B succeed")?;
     drop(proxy);
     a.shutdown(STEP).await?;
-    b.shutdown(STEP).await
+    b.shutdown(STEP).await?;
+    let rows = ctx.commits().await?;
+    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
+    Ok(())
 }

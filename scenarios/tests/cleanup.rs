@@ -107,6 +107,25 @@ fn ctrl_c_in_the_middle_stops_everything() {
     assert!(marked[0].contains("SIGINT"), "{}", marked[0]);
 }
 
+/// Ctrl-C while a worker is partitioned by its proxy (B appears only once A's lease has expired
+/// behind the partition): the proxy dies with the harness and nothing is left running.
+#[test]
+fn ctrl_c_during_a_partition_stops_everything() {
+    let reports = reports_dir("cleanup_partition");
+    let mut child = start(&reports, &["--only", "J-partition"]);
+    worker_a(&reports);
+    poll("worker b to start (A is partitioned)", Duration::from_secs(30), || {
+        processes_with(&reports.display().to_string())
+            .into_iter()
+            .find(|(_, c)| c.contains("fenceproof-worker") && c.contains("--owner worker-b-"))
+    });
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(130));
+    let left = leftovers(child.id(), &reports);
+    assert!(left.is_empty(), "left running after Ctrl-C during a partition: {left:?}");
+}
+
 /// A `--reports-dir` that cannot be made is named in one line (exit 2), and stderr carries no
 /// colour codes when it is not a terminal.
 #[test]

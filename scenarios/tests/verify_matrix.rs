@@ -46,6 +46,12 @@ async fn every_experiment_passes_and_leaves_a_report() {
             "H-async",
             "H-sync",
             "H-lease",
+            "I-save",
+            "I-terminal",
+            "I-renew",
+            "J-partition",
+            "K-forward",
+            "K-backward",
             "P-role",
             "P-secret",
             "P-api-lease",
@@ -92,6 +98,6 @@ async fn every_experiment_passes_and_leaves_a_report() {
     let latest = std::fs::read_link(reports.join("latest")).unwrap();
     assert_eq!(reports.join(latest), dir);
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
-    assert!(junit.contains("tests=\"30\" failures=\"0\" errors=\"0\""), "{junit}");
+    assert!(junit.contains("tests=\"36\" failures=\"0\" errors=\"0\""), "{junit}");
     assert_eq!(registry::live_count(), 0, "children still registered after the run");
 }

@@ -70,6 +70,7 @@ const STORED_AS_SENT: &str = "a committed checkpoint is exactly what was sent";
 const ANSWERS_AGREE: &str = "a write answered ok committed, a write answered with a refusal did not";
 const EFFECTS_REGISTERED: &str = "every remote effect carries a registered operation_id and its request";
 const QUIET: &str = "nothing commits while only a stale process of an owner acts";
+const TERMINAL_TOLD: &str = "a worker ends a run only when it was told to";
 const SETTLED_AGREE: &str = "a settled operation's status agrees with the tools' ledger";
 const EPOCHS: &str = "lease epochs only rise, by one per takeover";
 const TAKEOVERS: &str = "takeovers only of free or expired leases";
@@ -240,7 +241,7 @@ pub const RULES: &[Rule] = &[
         id: "runs.no-terminal-without-lease",
         section: "07",
         statement: "a worker that lost its lease writes no terminal state (neither failed nor succeeded)",
-        checkers: &[TERMINAL_HOLDER, "the only terminal write is B's completion, after A's attempts"],
+        checkers: &[TERMINAL_HOLDER, "the only terminal write is B's completion, after A's attempts", TERMINAL_TOLD],
         experiments: ALL_JUDGED,
     },
     Rule {
@@ -261,7 +262,7 @@ pub const RULES: &[Rule] = &[
         id: "runs.unknown-never-failure",
         section: "01, 07",
         statement: "an unknown outcome is never turned into a failure write, nor followed by a second terminal write",
-        checkers: &["[commit.unknown-not-failure]*"],
+        checkers: &["[commit.unknown-not-failure]*", TERMINAL_TOLD],
         experiments: &["I-save", "I-terminal"],
     },
     Rule {

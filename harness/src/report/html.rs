@@ -62,18 +62,22 @@ fn timeline_svg(dir: &Path) -> Option<String> {
             }
         }
         match action {
-            "sigstop" | "freeze" => bands.push(Band { lane: target, from: at, to: None }),
-            "sigcont" | "thaw" => {
+            // A partition by the worker's proxy is drawn like a pause: the process runs, but nothing
+            // it sends reaches the server.
+            "sigstop" | "freeze" | "partition injected" => bands.push(Band { lane: target, from: at, to: None }),
+            "sigcont" | "thaw" | "partition healed" => {
                 if let Some(b) = bands.iter_mut().rev().find(|b| b.lane == target && b.to.is_none()) {
                     b.to = Some(at);
                 }
             }
             "stopped" | "exited" => {}
             _ => {
+                let proxy = e["actor"].as_str().is_some_and(|a| a.starts_with("proxy:"));
                 let kind = match action {
                     "sigkill" | "fence" => "kill",
                     "command" => "command",
                     "spawn" => "spawn",
+                    _ if proxy => "network",
                     _ => "harness",
                 };
                 let what = if action == "command" {
@@ -221,7 +225,7 @@ fn section(r: &ExperimentResult, run_dir: &Path) -> String {
     );
     if let Some(svg) = timeline_svg(&dir) {
         s.push_str(&svg);
-        s.push_str("<p class=\"legend\"><span class=\"k commit\">■</span> commit seen by the oracle (eN: new epoch) <span class=\"k ok\">●</span> answer ok <span class=\"k rejected\">●</span> rejected / unknown <span class=\"k command\">●</span> harness command <span class=\"k pause\">▬</span> paused <span class=\"k kill\">✕</span> killed / fenced <span class=\"k effect\">▲</span> real side effect (tools' ledger)</p>");
+        s.push_str("<p class=\"legend\"><span class=\"k commit\">■</span> commit seen by the oracle (eN: new epoch) <span class=\"k ok\">●</span> answer ok <span class=\"k rejected\">●</span> rejected / unknown <span class=\"k command\">●</span> harness command <span class=\"k pause\">▬</span> paused or partitioned <span class=\"k network\">●</span> network fault (the worker's proxy) <span class=\"k kill\">✕</span> killed / fenced <span class=\"k effect\">▲</span> real side effect (tools' ledger)</p>");
     }
     if let Some(e) = &r.error {
         let _ = write!(s, "<p class=\"error\">error: {}</p>", esc(e));
@@ -312,9 +316,9 @@ table.matrix{border-collapse:collapse;margin:12px 0}table.matrix td,table.matrix
 .v.pass{color:#0a0;font-weight:bold}.v.fail{color:#c00;font-weight:bold}.v.error{color:#c60;font-weight:bold}\
 section{border-top:1px solid #ddd;margin-top:18px;padding-top:6px}.title{color:#555;margin:0}\
 svg.timeline{background:#fafafa;border:1px solid #eee}line.lane{stroke:#ddd}text.lane{font-size:11px;fill:#333}text.axis{font-size:10px;fill:#888}\
-rect.commit{fill:#1a7f37}circle.ok{fill:#2da44e}circle.rejected{fill:#cf222e}circle.command{fill:#0969da}circle.spawn{fill:#999}circle.harness{fill:#8250df}\
+rect.commit{fill:#1a7f37}circle.ok{fill:#2da44e}circle.rejected{fill:#cf222e}circle.command{fill:#0969da}circle.spawn{fill:#999}circle.harness{fill:#8250df}circle.network{fill:#e16f24}\
 rect.pause{fill:#bbb;opacity:.6}text.kill{fill:#cf222e;font-size:14px;font-weight:bold}polygon.effect{fill:#d4a72c}text.epoch{font-size:10px;fill:#1a7f37}\
-.legend{font-size:12px;color:#555}.k.commit{color:#1a7f37}.k.ok{color:#2da44e}.k.rejected{color:#cf222e}.k.command{color:#0969da}.k.pause{color:#999}.k.kill{color:#cf222e}.k.effect{color:#d4a72c}\
+.legend{font-size:12px;color:#555}.k.commit{color:#1a7f37}.k.ok{color:#2da44e}.k.rejected{color:#cf222e}.k.command{color:#0969da}.k.pause{color:#999}.k.kill{color:#cf222e}.k.effect{color:#d4a72c}.k.network{color:#e16f24}\
 ul.checks{font-size:13px}a.rule{font-size:11px;color:#36c;margin-left:4px}ul.rules{font-size:12px}li.pass::marker{content:'✓ ';color:#0a0}li.fail{color:#c00}li.fail::marker{content:'✗ '}.files{font-size:12px;color:#555}.error{color:#c60}";
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::ctx::{outcome, require_ok, scrape, Ctx, CONTROL, STEP};
+use crate::ctx::{outcome, require_ok, scrape, stale_attempts, Ctx, CONTROL, STEP};
 
 pub const TITLE: &str = "Old owner resumes: SIGSTOP, lease expiry, takeover, SIGCONT";
 pub const TITLE_FREEZE: &str = "Old owner resumes: cgroup freeze (as docker pause), lease expiry, takeover, thaw";
@@ -89,21 +89,7 @@ pub async fn run(ctx: &mut Ctx, same_owner: bool, kind: PauseKind) -> Result<(),
     // run's current revision (as a stale worker that re-read the row would), so that only the
     // lease check stands between it and B's state.
     let current = before.run["revision"].as_i64().unwrap_or(-1);
-    let mut attempts = Vec::new();
-    for (label, cmd) in [
-        ("renew", json!({"cmd": "renew"})),
-        ("save@stale", json!({"cmd": "save", "checkpoint": {"step": 2, "by": "a (stale)"}})),
-        (
-            "save@current",
-            json!({"cmd": "save", "checkpoint": {"step": 3, "by": "a (stale)"}, "expected_revision": current}),
-        ),
-        ("succeed@current", json!({"cmd": "succeed", "expected_revision": current})),
-        ("fail@current", json!({"cmd": "fail", "expected_revision": current})),
-        ("release", json!({"cmd": "release"})),
-    ] {
-        let ev = a.request(cmd, STEP).await?;
-        attempts.push((label, outcome(&ev).to_string()));
-    }
+    let attempts = stale_attempts(&mut a, current).await?;
     let after = oracle::run_state(&ctx.pool, run_id).await?;
     let window_end = ctx.oracle_mark().await?;
     // A's own metrics must show the rejections (section 12).

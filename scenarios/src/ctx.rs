@@ -10,6 +10,7 @@ use fenceproof_harness::procs::worker::{WorkerProc, WorkerSpec};
 use fenceproof_harness::record::timeline::Timeline;
 use fenceproof_harness::wait;
 use fenceproof_harness::HarnessError;
+use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -60,6 +61,27 @@ pub struct Ctx {
     pub notes: Vec<String>,
 }
 
+/// A worker whose term is over tries everything anyway: renew, save at the revision it knows and
+/// at the run's `current` one (as a stale worker that re-read the row would, so that only the lease
+/// check stands between it and the new holder's state), succeed, fail, release. Returns each
+/// attempt with the outcome it was told.
+pub async fn stale_attempts(w: &mut WorkerProc, current: i64) -> Result<Vec<(&'static str, String)>, HarnessError> {
+    let by = format!("{} (stale)", w.name);
+    let mut attempts = Vec::new();
+    for (label, cmd) in [
+        ("renew", json!({"cmd": "renew"})),
+        ("save@stale", json!({"cmd": "save", "checkpoint": {"step": 2, "by": by}})),
+        ("save@current", json!({"cmd": "save", "checkpoint": {"step": 3, "by": by}, "expected_revision": current})),
+        ("succeed@current", json!({"cmd": "succeed", "expected_revision": current})),
+        ("fail@current", json!({"cmd": "fail", "expected_revision": current})),
+        ("release", json!({"cmd": "release"})),
+    ] {
+        let ev = w.request(cmd, STEP).await?;
+        attempts.push((label, outcome(&ev).to_string()));
+    }
+    Ok(attempts)
+}
+
 /// How experiments C and D hold a worker's transactions at a point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Barriers {
@@ -81,6 +103,13 @@ impl Barriers {
 }
 
 impl Ctx {
+    /// Judge the global invariants (`check::invariants`) over every commit of the experiment.
+    pub async fn judge_invariants(&mut self) -> Result<(), HarnessError> {
+        let rows = self.commits().await?;
+        self.checks.extend(fenceproof_harness::check::invariants::all(&rows, &[CONTROL]));
+        Ok(())
+    }
+
     /// Start a worker process named `name` with a fresh owner id.
     pub async fn spawn_worker(&self, name: &str, extra_args: Vec<String>) -> Result<WorkerProc, HarnessError> {
         let owner = format!("worker-{name}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);

@@ -18,7 +18,7 @@
 //!   although the database would still accept its lease. The lease then expires and another
 //!   worker takes over.
 
-use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::check::Check;
 use fenceproof_harness::faults::proxy::{patterns, Fired};
 use fenceproof_harness::record::{metrics, oracle};
 use fenceproof_harness::HarnessError;
@@ -26,7 +26,7 @@ use fenceproof_protocol::runs;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::ctx::{outcome, require_ok, scrape, Ctx, CONTROL, STEP};
+use crate::ctx::{outcome, require_ok, scrape, Ctx, STEP};
 
 pub const TITLE_SAVE: &str = "Lost acknowledgement of a save: committed or not, answered unknown, read back";
 pub const TITLE_TERMINAL: &str = "Lost acknowledgement of a terminal write: one terminal write, never failed";
@@ -142,9 +142,7 @@ pub async fn save(ctx: &mut Ctx) -> Result<(), HarnessError> {
     ));
     drop(proxy);
     a.shutdown(STEP).await?;
-    let rows = ctx.commits().await?;
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
-    Ok(())
+    ctx.judge_invariants().await
 }
 
 pub async fn terminal(ctx: &mut Ctx) -> Result<(), HarnessError> {
@@ -188,9 +186,7 @@ pub async fn terminal(ctx: &mut Ctx) -> Result<(), HarnessError> {
     ));
     drop(proxy);
     a.shutdown(STEP).await?;
-    let rows = ctx.commits().await?;
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
-    Ok(())
+    ctx.judge_invariants().await
 }
 
 /// A's lease in I-renew: long enough that a loaded machine renews in time, short enough to expire
@@ -256,7 +252,5 @@ pub async fn renew(ctx: &mut Ctx) -> Result<(), HarnessError> {
     drop(proxy);
     a.shutdown(STEP).await?;
     b.shutdown(STEP).await?;
-    let rows = ctx.commits().await?;
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
-    Ok(())
+    ctx.judge_invariants().await
 }

@@ -7,13 +7,13 @@
 //! succeed, fail and release. None of them may commit, and A's metrics must show the unknown
 //! renewal and the lost ones.
 
-use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::check::Check;
 use fenceproof_harness::record::{metrics, oracle};
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::ctx::{outcome, require_ok, scrape, Ctx, CONTROL, STEP};
+use crate::ctx::{require_ok, scrape, stale_attempts, Ctx, STEP};
 
 pub const TITLE: &str = "Partition: a running worker cut off past its TTL, takeover, heal, stale writes rejected";
 
@@ -61,21 +61,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     partition.heal();
     let cut_ms = cut_at.elapsed().as_millis();
     let current = before.run["revision"].as_i64().unwrap_or(-1);
-    let mut attempts = Vec::new();
-    for (label, cmd) in [
-        ("renew", json!({"cmd": "renew"})),
-        ("save@stale", json!({"cmd": "save", "checkpoint": {"step": 2, "by": "a (stale)"}})),
-        (
-            "save@current",
-            json!({"cmd": "save", "checkpoint": {"step": 3, "by": "a (stale)"}, "expected_revision": current}),
-        ),
-        ("succeed@current", json!({"cmd": "succeed", "expected_revision": current})),
-        ("fail@current", json!({"cmd": "fail", "expected_revision": current})),
-        ("release", json!({"cmd": "release"})),
-    ] {
-        let ev = a.request(cmd, STEP).await?;
-        attempts.push(format!("{label}={}", outcome(&ev)));
-    }
+    let attempts: Vec<String> =
+        stale_attempts(&mut a, current).await?.into_iter().map(|(l, o)| format!("{l}={o}")).collect();
     let after = oracle::run_state(&ctx.pool, run_id).await?;
     let stale: Vec<_> = ctx.commits().await?.into_iter().filter(|c| c.seq > takeover && c.writer == a.owner).collect();
     ctx.check(Check::expect(
@@ -119,7 +106,5 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     drop(proxy);
     a.shutdown(STEP).await?;
     b.shutdown(STEP).await?;
-    let rows = ctx.commits().await?;
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
-    Ok(())
+    ctx.judge_invariants().await
 }

@@ -13,13 +13,13 @@
 
 use std::time::Instant;
 
-use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::check::Check;
 use fenceproof_harness::record::oracle;
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::ctx::{outcome, require_ok, Ctx, STEP};
 use crate::frozen_clock::FrozenServer;
 
 pub const TITLE_FORWARD: &str = "Database clock jumps forward past the TTL: early takeover reported, no stale write";
@@ -101,9 +101,7 @@ async fn forward_on(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), HarnessE
     require_ok(&b.request(json!({"cmd": "succeed"}), STEP).await?, "B succeed")?;
     a.shutdown(STEP).await?;
     b.shutdown(STEP).await?;
-    let rows = ctx.commits().await?;
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
-    Ok(())
+    ctx.judge_invariants().await
 }
 
 pub async fn backward(ctx: &mut Ctx) -> Result<(), HarnessError> {
@@ -167,7 +165,5 @@ async fn backward_on(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), Harness
     ctx.check(Check::equal("B's takeover is A's epoch + 1", acq_b["epoch"].as_i64(), Some(epoch_a + 1)));
     require_ok(&b.request(json!({"cmd": "succeed"}), STEP).await?, "B succeed")?;
     b.shutdown(STEP).await?;
-    let rows = ctx.commits().await?;
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
-    Ok(())
+    ctx.judge_invariants().await
 }

@@ -1,6 +1,8 @@
-//! A database server of an experiment's own whose clock is frozen where the harness says (see
-//! [`fenceproof_harness::faults::clock`]), migrated like the session's template (and patched with
-//! the session's SQL mutant, if any). While it is entered, the experiment's context points at it:
+//! A database server of an experiment's own whose clock the harness sets (see
+//! [`fenceproof_harness::faults::clock`]): frozen at an absolute time, or running with an offset
+//! (`+0`, then jumped). Native, or on the container backend a container of the session's image
+//! (which must carry libfaketime: `just pg-image`). Migrated like the session's template (and
+//! patched with the session's SQL mutant, if any). While it is entered, the experiment's context points at it:
 //! workers, dispatchers, barriers and the oracle all use that server. Leaving saves its oracle as
 //! the experiment's `oracle.json` and points the context back.
 

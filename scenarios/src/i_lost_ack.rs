@@ -205,7 +205,12 @@ pub async fn renew(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
     // The heartbeat's next renewal commits; its reply is lost.
     let armed = proxy.lose_ack(patterns::LEASE_RENEW, STEP)?;
-    let fired = armed.fired(STEP).await?;
+    // A worker that never renews the lease it holds is broken, not the harness: a FAIL of the
+    // legal-step rule rather than an ERROR.
+    let fired = armed.fired(STEP).await.map_err(|_| HarnessError::StepRefused {
+        step: format!("A's heartbeat renewal (every 150 ms of a {RENEW_TTL_MS} ms lease)"),
+        answer: format!("no renewal reached the database within {} s", STEP.as_secs()),
+    })?;
     ctx.note(format!("renewal: {}", fired_note(&Some(fired))));
     let mark = ctx.oracle_mark().await?;
     let cancelled = a

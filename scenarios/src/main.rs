@@ -538,7 +538,8 @@ async fn run(cli: Cli) -> u8 {
             }
             if only.is_none() {
                 // H judges the deployment, not the protocol's rules, and P the role boundary, which a
-                // mutant (it needs table privileges) runs outside by construction: mutants run A-G.
+                // mutant (it needs table privileges) runs outside by construction: mutants run A-G,
+                // I-K and W-*.
                 experiments.retain(|e| !e.id.starts_with("H-") && !e.id.starts_with("P-"));
             }
             interruptible(async {

@@ -110,14 +110,13 @@ async fn proxy_faults_do_what_they_say_on_a_real_server() {
     let e = armed.fired(Duration::from_millis(100)).await.unwrap_err().to_string();
     assert!(e.contains("timed out"), "{e}");
 
-    // Every fault is in the timeline; the statement log holds what the client sent.
+    // Every fault is in the timeline.
     let actions: Vec<String> = timeline.entries().iter().map(|e| e.action.clone()).collect();
     for want in
         ["lost acknowledgement", "lost request", "cut inside a transaction", "statement held", "partition healed"]
     {
         assert!(actions.iter().any(|a| a == want), "{want} missing from {actions:?}");
     }
-    assert!(proxy.statements().iter().any(|s| s.sql.contains("insert into t values ($1)")));
 }
 
 #[tokio::test]

@@ -4,7 +4,8 @@
 //! time freezes `clock_timestamp()` at that instant, which makes the protocol's boundary instants
 //! exact: a lease whose `expires_at` equals the clock at the check, a claim due at that very
 //! microsecond. A relative offset (`+1h`, `-30m`) jumps it forward or back. Healed by dropping the
-//! server (the clock is its own, never the machine's).
+//! server (the clock is its own, never the machine's). In a container of fenceproof's image the
+//! file is the container's `/tmp/faketime`, rewritten with a bounded `docker exec`.
 
 use std::path::{Path, PathBuf};
 

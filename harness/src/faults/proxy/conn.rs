@@ -43,7 +43,6 @@ enum Step {
 }
 
 pub(super) async fn serve(client: TcpStream, shared: Arc<Shared>, id: u64) -> std::io::Result<()> {
-    let mut cut = shared.cut_signal();
     let (mut cr, mut cw) = client.into_split();
     let startup = loop {
         let s = frame::read_startup(&mut cr).await?;
@@ -66,7 +65,6 @@ pub(super) async fn serve(client: TcpStream, shared: Arc<Shared>, id: u64) -> st
     tokio::select! {
         r = client_to_server(&mut cr, &mut sw, &shared, &conn, id) => r,
         r = server_to_client(&mut sr, &mut cw, &shared, &conn, id) => r,
-        _ = cut.changed() => Ok(()),
     }
 }
 
@@ -103,7 +101,6 @@ async fn client_to_server(
             }
         };
         if let Some(sql) = sql {
-            shared.saw(id, &sql);
             let in_tx = lock(conn).in_tx;
             shared.hold_if_matched(id, &sql, in_tx).await;
             if let Step::Close = on_statement(shared, conn, id, &sql) {

@@ -10,8 +10,9 @@
 //! - **latency** on every reply ([`Proxy::delay`]), with jitter;
 //! - a **partition** ([`Proxy::partition`]): every connection of the worker stalls in both
 //!   directions and new ones are not answered, while the process keeps running;
-//! - a **statement barrier** ([`Proxy::hold`]): a statement matching a pattern is held before it
-//!   reaches the server until the harness releases it, so a barrier needs no cooperation.
+//! - a **statement barrier** ([`Proxy::hold`], [`Proxy::hold_n`]): statements matching a pattern
+//!   are held before they reach the server until the harness releases them, so a barrier needs no
+//!   cooperation from the worker.
 //!
 //! Every fault is bounded (an armed fault has a deadline, a partition and a hold a maximum
 //! length), recorded in the timeline as it is injected, fires and heals, and healed when its
@@ -78,15 +79,6 @@ pub struct Fired {
     pub at_ms: f64,
 }
 
-/// A statement the proxy saw a client send.
-#[derive(Debug, Clone, Serialize)]
-pub struct Seen {
-    pub connection: u64,
-    pub sql: String,
-    /// Milliseconds since the experiment's timeline started.
-    pub at_ms: f64,
-}
-
 struct HoldArm {
     id: u64,
     pattern: Regex,
@@ -102,8 +94,8 @@ struct HoldArm {
 pub struct HeldStatement {
     pub connection: u64,
     pub sql: String,
-    /// It came inside an open transaction (after BEGIN and at least one answered statement);
-    /// false for an autocommit statement, whose whole transaction is the statement.
+    /// It came inside an open transaction (the connection's last ReadyForQuery said so); false
+    /// for an autocommit statement, whose whole transaction is the statement.
     pub in_transaction: bool,
 }
 
@@ -116,13 +108,9 @@ struct State {
     partition_until: Option<Instant>,
     delay: Option<(Duration, Duration)>,
     hold: Option<HoldArm>,
-    seen: Vec<Seen>,
     next_id: u64,
     jitter_seed: u64,
 }
-
-/// Kept, at most, so a long run cannot grow the log without bound.
-const SEEN_MAX: usize = 5000;
 
 pub(crate) struct Shared {
     name: String,
@@ -130,7 +118,6 @@ pub(crate) struct Shared {
     timeline: Timeline,
     state: Mutex<State>,
     changed: watch::Sender<u64>,
-    cut: watch::Sender<u64>,
 }
 
 impl Shared {
@@ -146,10 +133,6 @@ impl Shared {
         self.timeline.record(&format!("proxy:{}", self.name), action, &self.name, detail);
     }
 
-    fn cut_signal(&self) -> watch::Receiver<u64> {
-        self.cut.subscribe()
-    }
-
     /// Wait while a partition lasts (never past its end).
     async fn gate(&self) {
         loop {
@@ -159,14 +142,6 @@ impl Shared {
                 _ => return,
             };
             let _ = tokio::time::timeout_at(until.into(), rx.changed()).await;
-        }
-    }
-
-    fn saw(&self, connection: u64, sql: &str) {
-        let at_ms = self.timeline_ms();
-        let mut st = self.st();
-        if st.seen.len() < SEEN_MAX {
-            st.seen.push(Seen { connection, sql: clip(sql), at_ms });
         }
     }
 
@@ -270,7 +245,6 @@ fn pattern(p: &str) -> Result<Regex> {
 /// A worker's own proxy in front of the server.
 pub struct Proxy {
     shared: Arc<Shared>,
-    addr: SocketAddr,
     url: String,
     accept: tokio::task::JoinHandle<()>,
 }
@@ -292,14 +266,12 @@ impl Proxy {
         url.set_host(Some("127.0.0.1")).map_err(|e| HarnessError::Other(e.to_string()))?;
         url.set_port(Some(addr.port())).map_err(|_| HarnessError::Other("cannot set the proxy's port".into()))?;
         let (changed, _) = watch::channel(0);
-        let (cut, _) = watch::channel(0);
         let shared = Arc::new(Shared {
             name: name.to_string(),
             upstream,
             timeline,
             state: Mutex::new(State { jitter_seed: u64::from(addr.port()), ..State::default() }),
             changed,
-            cut,
         });
         let s = shared.clone();
         let accept = tokio::spawn(async move {
@@ -324,16 +296,12 @@ impl Proxy {
             // Dropping the JoinSet (when this task is aborted) aborts every connection.
         });
         shared.record("proxy started", json!({"listen": addr.to_string(), "server": upstream.to_string()}));
-        Ok(Proxy { shared, addr, url: url.to_string(), accept })
+        Ok(Proxy { shared, url: url.to_string(), accept })
     }
 
     /// The URL the worker connects to.
     pub fn url(&self) -> &str {
         &self.url
-    }
-
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
     }
 
     fn arm(&self, kind: ArmKind, p: &str, within: Duration) -> Result<Armed> {
@@ -402,17 +370,6 @@ impl Proxy {
         drop(st);
         self.shared.record("barrier armed", json!({"pattern": p, "max_ms": max.as_millis()}));
         Ok(Hold { id, shared: self.shared.clone(), released: false })
-    }
-
-    /// Close every connection now.
-    pub fn cut_all(&self) {
-        self.shared.cut.send_modify(|v| *v += 1);
-        self.shared.record("connections cut", json!({}));
-    }
-
-    /// The statements the worker sent, in order.
-    pub fn statements(&self) -> Vec<Seen> {
-        self.shared.st().seen.clone()
     }
 
     /// Heal every fault: disarm, end the partition, release the barrier, remove the latency.

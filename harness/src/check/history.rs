@@ -42,8 +42,11 @@ fn committed_marks(rows: &[CommitRow]) -> BTreeMap<String, Vec<&CommitRow>> {
     for r in rows.iter().filter(|r| r.is_runs() && r.op == "UPDATE") {
         let new_mark = r.new_field("checkpoint").and_then(|c| c.get("mark")).and_then(Value::as_str);
         let old_mark = r.old_field("checkpoint").and_then(|c| c.get("mark")).and_then(Value::as_str);
-        // A later write that keeps the checkpoint (a start, a completion) is not this write.
-        if let Some(mark) = new_mark.filter(|m| Some(*m) != old_mark) {
+        // A later write that keeps the checkpoint and moves the status (a start, a completion) is
+        // not this write; one that keeps both is this write again (a save redone after its
+        // acknowledgement was lost, say), and counts as a second commit of it.
+        let same_status = r.old_str("status") == r.new_str("status");
+        if let Some(mark) = new_mark.filter(|m| Some(*m) != old_mark || same_status) {
             m.entry(mark.to_string()).or_default().push(r);
         }
     }
@@ -321,6 +324,30 @@ mod tests {
     fn a_write_committed_twice_fails() {
         let rows = vec![update(1, 3, "m1", json!({"x": 1.5})), update(2, 4, "m1", json!({"x": 1.5}))];
         assert!(!writes_commit_at_the_revision_named(&rows, &[sent("m1", 3, "ok")]).passed());
+    }
+
+    #[test]
+    fn a_save_redone_over_its_own_commit_fails() {
+        // The first commit of m1 moved the checkpoint; the redo finds m1 already there and keeps it,
+        // bumping only the revision: the same write, committed twice.
+        let mut first = update(1, 3, "m1", json!({"x": 1.5}));
+        first.old_row = Some(json!({"revision": 3, "status": "running", "checkpoint": {"mark": "before"}}));
+        first.new_row = Some(json!({"revision": 4, "status": "running", "checkpoint": {"mark": "m1", "x": 1.5}}));
+        let mut redo = first.clone();
+        redo.seq = 2;
+        redo.old_row = first.new_row.clone();
+        redo.new_row = Some(json!({"revision": 5, "status": "running", "checkpoint": {"mark": "m1", "x": 1.5}}));
+        let once = writes_commit_at_the_revision_named(&[first.clone()], &[sent("m1", 3, "outcome_unknown")]);
+        assert!(once.passed(), "{once:?}");
+        let c = writes_commit_at_the_revision_named(&[first.clone(), redo], &[sent("m1", 3, "outcome_unknown")]);
+        assert!(!c.passed(), "{c:?}");
+        assert!(c.evidence.contains("committed 2 times"), "{}", c.evidence);
+        // A completion that keeps the checkpoint is not the save again.
+        let mut done = first.clone();
+        done.seq = 2;
+        done.old_row = first.new_row.clone();
+        done.new_row = Some(json!({"revision": 5, "status": "succeeded", "checkpoint": {"mark": "m1", "x": 1.5}}));
+        assert!(writes_commit_at_the_revision_named(&[first, done], &[sent("m1", 3, "ok")]).passed());
     }
 
     #[test]

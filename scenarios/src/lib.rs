@@ -7,6 +7,7 @@ pub mod b_database_freeze;
 pub mod b_old_owner_resumes;
 pub mod bench;
 pub mod c_same_epoch_reorder;
+pub mod conformance;
 pub mod ctx;
 pub mod d_race_after_validation;
 pub mod e_remote_success_then_crash;

@@ -97,6 +97,25 @@ enum Cmd {
         /// does not implement `faults`).
         #[arg(long, default_value = "worker", value_parser = ["worker", "proxy"])]
         barriers: String,
+        /// Go straight to the matrix with a worker that is not the reference, without running
+        /// `conformance` first (by default its deviations stop the run before the matrix).
+        #[arg(long)]
+        skip_conformance: bool,
+    },
+    /// Exercise each command and role of the worker contract once on a fresh database and report
+    /// every deviation precisely (seconds; run it before the matrix on a new worker).
+    Conformance {
+        /// The worker program to check (defaults to fenceproof-worker beside this program).
+        #[arg(long)]
+        worker_bin: Option<PathBuf>,
+        /// Only these probes (comma-separated: flags, lease, barriers, outbox, control, script, sync_rep).
+        #[arg(long, value_delimiter = ',')]
+        only: Option<Vec<String>>,
+        /// Print every point checked, not only the deviations.
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        server: ServerArgs,
     },
     /// Run the experiments against every named broken variant of the worker and print which
     /// experiments kill which mutant.
@@ -439,6 +458,26 @@ async fn run(cli: Cli) -> u8 {
             .await
         }
         Cmd::Rules { json } => cli::rules::run(json),
+        Cmd::Conformance { worker_bin, only, all, server: ServerArgs { pg_bin, reports_dir, backend, pg_image } } => {
+            if let Err(msg) =
+                cli::input::check(worker_bin.as_deref(), None).and_then(|()| cli::input::reports_dir(&reports_dir))
+            {
+                eprintln!("fenceproof: {msg}");
+                return exit::USAGE;
+            }
+            let opts = VerifyOptions {
+                backend: ServerArgs::choice(backend.as_deref(), None),
+                pg_image: ServerArgs::image(pg_image, None),
+                pg_bin,
+                contract: None,
+                contract_path: None,
+                database_url: None,
+                reports_dir,
+                worker_bin: worker_bin.unwrap_or_else(runner::default_worker_bin),
+                tools_bin: runner::default_tools_bin(),
+            };
+            interruptible(cli::conformance::run(&opts, only.as_deref(), all)).await
+        }
         Cmd::Merge { dirs, out } => cli::merge::run(&dirs, &out),
         Cmd::Mutants {
             worker_bin,
@@ -568,6 +607,7 @@ async fn run(cli: Cli) -> u8 {
             json,
             repeat,
             barriers,
+            skip_conformance,
         } => {
             let barriers = fenceproof_scenarios::ctx::Barriers::parse(&barriers).unwrap_or_default();
             if let Err(msg) = cli::input::check(worker_bin.as_deref(), database_url.as_deref())
@@ -630,6 +670,17 @@ async fn run(cli: Cli) -> u8 {
                 tools_bin: runner::default_tools_bin(),
             };
             interruptible(async {
+                if opts.worker_bin != runner::default_worker_bin() && !skip_conformance {
+                    match cli::conformance::gate(&opts).await {
+                        Ok(None) => {}
+                        Ok(Some(report)) => {
+                            print!("{report}");
+                            eprintln!("fenceproof: the worker deviates from the worker contract (above); fix it before the matrix, or run verify with --skip-conformance");
+                            return exit::FAILED;
+                        }
+                        Err(e) => return harness_failed(e),
+                    }
+                }
                 match runner::verify_with(&opts, experiments, repeat, barriers).await {
                     Ok((matrix, flakes, dir)) => {
                         if json {

@@ -16,6 +16,7 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
 use crate::error::{HarnessError, Result};
+use crate::procs::event_schema;
 
 /// The longest line a worker may print on stdout (one JSON event).
 pub const MAX_LINE: usize = 1 << 20;
@@ -88,6 +89,10 @@ pub struct WorkerProc {
     pub history: Vec<Value>,
     next_id: u64,
     timeline: Timeline,
+    /// The name of each command sent, by id (to name the command an event answers).
+    sent: std::collections::HashMap<u64, String>,
+    /// The first event that broke the worker contract: every later wait fails with it.
+    violation: Option<String>,
 }
 
 impl WorkerProc {
@@ -165,6 +170,8 @@ impl WorkerProc {
             history: Vec::new(),
             next_id: 1,
             timeline,
+            sent: std::collections::HashMap::new(),
+            violation: None,
         })
     }
 
@@ -173,6 +180,13 @@ impl WorkerProc {
         let id = self.next_id;
         self.next_id += 1;
         cmd["id"] = json!(id);
+        if let Some(v) = event_schema::command_violation(&cmd) {
+            return Err(
+                self.err(&format!("the harness built a command outside the worker contract ({v}): {}", redacted(&cmd)))
+            );
+        }
+        let name = cmd["cmd"].as_str().unwrap_or_default().to_string();
+        self.sent.insert(id, name);
         self.timeline.record("harness", "command", &self.name, redacted(&cmd));
         let mut line = serde_json::to_string(&cmd).expect("json");
         line.push('\n');
@@ -197,6 +211,9 @@ impl WorkerProc {
 
     /// Wait for the first event matching `pred` (earlier unmatched events stay in the backlog).
     pub async fn wait_event(&mut self, what: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Result<Value> {
+        if let Some(v) = &self.violation {
+            return Err(self.err(v));
+        }
         if let Some(i) = self.backlog.iter().position(&pred) {
             return Ok(self.backlog.remove(i));
         }
@@ -215,6 +232,9 @@ impl WorkerProc {
                         return Err(self.err(ev["detail"].as_str().unwrap_or("broke the language")));
                     }
                     self.remember(&ev);
+                    if let Some(v) = &self.violation {
+                        return Err(self.err(v));
+                    }
                     if pred(&ev) {
                         return Ok(ev);
                     }
@@ -231,12 +251,49 @@ impl WorkerProc {
         }
     }
 
-    /// Keep `ev` in the history (the newest MAX_HISTORY events).
+    /// Keep `ev` in the history (the newest MAX_HISTORY events), and judge it against the worker
+    /// contract: the first event that breaks it is kept as this worker's violation.
     fn remember(&mut self, ev: &Value) {
+        if self.violation.is_none() {
+            self.violation = self.contract_violation(ev);
+            if let Some(v) = &self.violation {
+                self.timeline.record(
+                    &format!("worker:{}", self.name),
+                    "contract_violation",
+                    &self.name,
+                    json!({ "detail": v }),
+                );
+            }
+        }
         if self.history.len() >= MAX_HISTORY {
             self.history.drain(..MAX_HISTORY / 2);
         }
         self.history.push(ev.clone());
+    }
+
+    /// What is wrong with `ev` under the worker contract: its schema, and that an answer is named
+    /// after the command it answers. Names the field and the command.
+    fn contract_violation(&self, ev: &Value) -> Option<String> {
+        if ev["event"] == "unparsed" {
+            let line: String = ev["line"].as_str().unwrap_or_default().chars().take(200).collect();
+            return Some(format!("printed a line that is not JSON, breaking the worker contract: {line}"));
+        }
+        let answers = ev["id"].as_u64().and_then(|id| self.sent.get(&id).map(|c| (id, c.as_str())));
+        let of = match answers {
+            Some((id, cmd)) => format!("its answer to command {id} `{cmd}`"),
+            None => format!("its event `{}`", ev["event"].as_str().unwrap_or("?")),
+        };
+        let shown: String = ev.to_string().chars().take(300).collect();
+        if let Some(v) = event_schema::event_violation(ev) {
+            return Some(format!("{of} breaks the worker contract (v{}) at {v}: {shown}", event_schema::VERSION));
+        }
+        match answers {
+            Some((_, cmd)) if ev["event"] != cmd && ev["event"] != "bad_command" => Some(format!(
+                "{of} breaks the worker contract (v{}) at field /event: an answer is named after its command, `{cmd}`: {shown}",
+                event_schema::VERSION
+            )),
+            _ => None,
+        }
     }
 
     /// Without waiting: the first already-received event matching `pred`, if any.

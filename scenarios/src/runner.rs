@@ -486,6 +486,17 @@ pub async fn verify(
     verify_with(opts, experiments, repeat, crate::ctx::Barriers::Worker).await
 }
 
+/// Start the session's worker once and require an answer to its first command (see
+/// [`crate::preflight`]).
+pub async fn preflight(session: &Session, opts: &VerifyOptions) -> Result<(), HarnessError> {
+    let url = match &session.server {
+        Server::Native(c) => c.url_for("postgres"),
+        Server::Container(c) => c.url_for("postgres"),
+        Server::External(_) => opts.database_url.clone().unwrap_or_default(),
+    };
+    crate::preflight::check_worker(&session.worker_bin, &url, &session.run.path.join("preflight")).await
+}
+
 /// [`verify`], with C and D holding transactions the way `barriers` says.
 pub async fn verify_with(
     opts: &VerifyOptions,
@@ -496,12 +507,7 @@ pub async fn verify_with(
     let mut session = Session::start(opts).await?;
     session.barriers = barriers;
     // The worker must answer its first command before the matrix spends time on it.
-    let url = match &session.server {
-        Server::Native(c) => c.url_for("postgres"),
-        Server::Container(c) => c.url_for("postgres"),
-        Server::External(_) => opts.database_url.clone().unwrap_or_default(),
-    };
-    crate::preflight::check_worker(&session.worker_bin, &url, &session.run.path.join("preflight")).await?;
+    preflight(&session, opts).await?;
     let repeat = repeat.max(1);
     let mut rounds = Vec::new();
     for i in 1..=repeat {

@@ -376,6 +376,10 @@ impl WorkerProc {
             }
         }
         self.timeline.record("harness", "exited", &self.name, json!({ "code": status.code() }));
+        // Events nobody waited for are judged too (a scripted worker is only waited on to exit).
+        if let Some(v) = &self.violation {
+            return Err(self.err(v));
+        }
         Ok(status.code())
     }
 

@@ -5,7 +5,7 @@
 use fenceproof_harness::report::exit;
 use fenceproof_harness::HarnessError;
 use fenceproof_scenarios::conformance::{self, Report, PROBES};
-use fenceproof_scenarios::runner::{Session, VerifyOptions};
+use fenceproof_scenarios::runner::{self, Session, VerifyOptions};
 
 /// Run the probes (all, or those in `only`) and print the report; `all` prints kept points too.
 pub async fn run(opts: &VerifyOptions, only: Option<&[String]>, all: bool) -> u8 {
@@ -33,6 +33,11 @@ pub async fn run(opts: &VerifyOptions, only: Option<&[String]>, all: bool) -> u8
 
 async fn probe(opts: &VerifyOptions, only: Option<&[String]>) -> Result<(Report, std::path::PathBuf), HarnessError> {
     let mut session = Session::start(opts).await?;
+    // A worker that cannot even answer its first command gets the preflight's one line (exit 3).
+    if let Err(e) = runner::preflight(&session, opts).await {
+        session.finish().await?;
+        return Err(e);
+    }
     let report = conformance::run(&mut session, only).await;
     let dir = session.run.path.clone();
     session.finish().await?;

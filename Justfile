@@ -88,10 +88,20 @@ list: build
 test: build
     cargo test --workspace
 
-# Formatting and lints, as CI runs them.
+# Formatting and lints, as CI runs them: the Rust code, the Python example worker (pyflakes), the
+# contract's JSON Schema against its metaschema, and the CI examples against GitHub's and GitLab's
+# published schemas (check-jsonschema ships them; setup.sh installs both tools).
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --quiet -- -D warnings
+    python3 -m pyflakes examples/python-worker/worker.py
+    check-jsonschema --check-metaschema contract/worker-protocol.v1.schema.json
+    check-jsonschema --builtin-schema vendor.github-workflows examples/ci/github-actions.yml
+    check-jsonschema --builtin-schema vendor.gitlab-ci examples/ci/gitlab-ci.yml
+
+# The worker contract, command by command, against a worker (`just conformance --worker-bin PATH`).
+conformance *ARGS: build
+    ./target/debug/fenceproof conformance {{ARGS}}
 
 # Remove old run folders, keeping the newest five.
 clean-reports:

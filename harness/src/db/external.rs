@@ -84,10 +84,11 @@ impl ExternalDb {
         Ok(ExternalDb { url: url.to_string(), version: format!("PostgreSQL {version}"), role, database })
     }
 
-    /// The URL with `search_path` set to `schema`.
+    /// The URL with `search_path` set to `schema`, in libpq's own form (`options=-csearch_path=…`,
+    /// percent-encoded), so a worker in any language with any libpq-compatible driver can use it.
     pub fn url_in(&self, schema: &str) -> String {
         let sep = if self.url.contains('?') { '&' } else { '?' };
-        format!("{}{sep}options[search_path]={schema}", self.url)
+        format!("{}{sep}options=-csearch_path%3D{schema}", self.url)
     }
 
     /// A pool whose sessions use `search_path` = `path`.

@@ -245,6 +245,39 @@ fn a_cancelled_synchronous_wait_must_be_outcome_unknown() {
 }
 
 #[test]
+fn foreign_operation_must_be_named_so() {
+    deviates(
+        "foreign",
+        "outbox",
+        &[("            if outcome == \"run_not_found\":\n", "            if outcome == \"foreign_operation\":\n                outcome = \"not_found\"\n            if outcome == \"run_not_found\":\n")],
+        &["advance on another run's operation answered `not_found`", "expected `foreign_operation`"],
+    );
+}
+
+#[test]
+fn a_detid_reconciler_must_find_the_resource_by_its_name() {
+    deviates(
+        "detid-name",
+        "outbox",
+        &[(r#"name = op["request_body"].get("name") if"#, r#"name = op["request_body"].get("id") if"#)],
+        &["reconcile of the unknown detid operation answered data", "request has no deterministic id"],
+    );
+}
+
+#[test]
+fn reconcile_must_answer_its_three_lists() {
+    deviates(
+        "reconcile-shape",
+        "outbox",
+        &[(
+            r#"out["converged"].append([op["operation_id"], status])"#,
+            r#"out["converged"].append({"op": op["operation_id"], "status": status})"#,
+        )],
+        &["`reconcile`", "/data/converged/0"],
+    );
+}
+
+#[test]
 fn the_worker_must_create_its_secrets_dir() {
     deviates(
         "secrets-dir",

@@ -159,6 +159,41 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
             && entry["outcome"] == "succeeded",
         format!("dispatch answered `{}` with data {}", outcome(&d), data(&d)),
     );
+
+    // A dispatcher killed after its remote call on a deterministic-id tool: once its claim expires
+    // the reconciler moves it to unknown, finds the resource by the request's `name` and converges.
+    let name = format!("conf-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let plan3 =
+        w2.request(json!({"cmd": "plan", "step_id": "book", "tool": "detid", "request": {"name": name}}), STEP).await?;
+    let op3 = data(&plan3)["operation_id"].as_str().unwrap_or_default().to_string();
+    let mut doomed = ctx.spawn_dispatcher("doomed", &tools).await?;
+    let barrier = DbBarrier::hold(&ctx.db_url, KEY).await?;
+    doomed
+        .send(json!({"cmd": "dispatch", "claim_ttl_ms": 300,
+                     "faults": {"barriers": [{"point": "before_result_write", "key": KEY}]}}))
+        .await?;
+    let held = barrier.wait_blocked(&ctx.pool, &[doomed.owner.clone()], 1, STEP).await;
+    doomed.kill().await?;
+    barrier.release().await?;
+    if held.is_ok() {
+        ctx.wait_claim_expired(&op3).await?;
+        let rec = w.request(json!({"cmd": "reconcile"}), STEP).await?;
+        let marked = data(&rec)["marked_unknown"].as_array().cloned().unwrap_or_default();
+        let converged = data(&rec)["converged"].as_array().cloned().unwrap_or_default();
+        p.expect(
+            "reconcile moves an expired claim to unknown and reports it in data.marked_unknown",
+            marked.contains(&json!(op3)),
+            format!("reconcile after the claim expired answered `{}` with data {}", outcome(&rec), data(&rec)),
+        );
+        p.expect(
+            "reconcile finds a deterministic-id resource by the request's `name` and converges the operation",
+            converged.contains(&json!([op3, "succeeded"])),
+            format!("reconcile of the unknown detid operation answered data {}", data(&rec)),
+        );
+        let entries = ledger::entries(&tools.ledger)?;
+        let n = ledger::created_for(&entries, &op3).len();
+        p.expect("the detid resource exists once", n == 1, format!("{n} creations for {op3}"));
+    }
     w.shutdown(STEP).await?;
     w2.shutdown(STEP).await?;
     Ok(())

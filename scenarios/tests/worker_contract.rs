@@ -269,11 +269,8 @@ fn reconcile_must_answer_its_three_lists() {
     deviates(
         "reconcile-shape",
         "outbox",
-        &[(
-            r#"out["converged"].append([op["operation_id"], status])"#,
-            r#"out["converged"].append({"op": op["operation_id"], "status": status})"#,
-        )],
-        &["`reconcile`", "/data/converged/0"],
+        &[(r#"out["marked_unknown"].append(op)"#, r#"out["marked_unknown"].append({"op": op})"#)],
+        &["`reconcile`", "/data/marked_unknown/0"],
     );
 }
 
@@ -311,4 +308,19 @@ fn an_event_outside_the_schema_is_an_error_naming_the_field() {
     let row = stdout.lines().find(|l| l.starts_with("A ")).unwrap_or_default();
     assert!(row.contains("ERROR"), "{stdout}");
     assert!(stdout.contains("at field /revision"), "the error names the field:\n{stdout}");
+}
+
+#[test]
+fn an_advisory_point_is_reported_but_does_not_fail() {
+    let w = deviant(
+        "advice",
+        &[(
+            r#"report.append({"operation_id": op, "tool": tool, "outcome": status, "detail": detail})"#,
+            r#"report.append({"operation_id": op, "outcome": status, "detail": detail})"#,
+        )],
+    );
+    let (code, text) = conformance(&w, "outbox");
+    assert_eq!(code, Some(0), "advice never fails conformance:\n{text}");
+    assert!(text.lines().any(|l| l.contains("advice") && l.contains("has tool null")), "{text}");
+    assert!(text.contains("1 advisory point not kept"), "{text}");
 }

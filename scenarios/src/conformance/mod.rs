@@ -32,6 +32,10 @@ pub struct Point {
     pub rule: String,
     /// `None` when the worker kept it; else what it did instead.
     pub deviation: Option<String>,
+    /// A point no experiment relies on (the contract's letter, a field nobody reads): its
+    /// deviation is advice, printed but never failing conformance or stopping `verify`.
+    #[serde(default)]
+    pub advisory: bool,
 }
 
 /// The points one probe collected.
@@ -52,7 +56,16 @@ impl Points {
             probe: self.probe.clone(),
             rule: rule.into(),
             deviation: (!ok).then(|| deviation.into()),
+            advisory: false,
         });
+    }
+
+    /// An advisory point (see [`Point::advisory`]).
+    pub fn advise(&mut self, rule: impl Into<String>, ok: bool, deviation: impl Into<String>) {
+        self.expect(rule, ok, deviation);
+        if let Some(p) = self.list.last_mut() {
+            p.advisory = true;
+        }
     }
 
     /// The answer `ev` to `what` must carry outcome `want`.
@@ -156,8 +169,14 @@ pub struct Report {
 }
 
 impl Report {
+    /// The deviations that count: a broken point some experiment or rule relies on.
     pub fn deviations(&self) -> impl Iterator<Item = &Point> {
-        self.points.iter().filter(|p| p.deviation.is_some())
+        self.points.iter().filter(|p| p.deviation.is_some() && !p.advisory)
+    }
+
+    /// Advisory points the worker did not keep.
+    pub fn advice(&self) -> impl Iterator<Item = &Point> {
+        self.points.iter().filter(|p| p.deviation.is_some() && p.advisory)
     }
 
     /// The report as printed: one line per point, deviations first in their probe's order.
@@ -168,6 +187,7 @@ impl Report {
         );
         for p in &self.points {
             match &p.deviation {
+                Some(d) if p.advisory => s.push_str(&format!("  advice    {:<9} {d}\n", p.probe)),
                 Some(d) => s.push_str(&format!("  DEVIATES  {:<9} {d}\n", p.probe)),
                 None if all => s.push_str(&format!("  ok        {:<9} {}\n", p.probe, p.rule)),
                 None => {}
@@ -177,11 +197,17 @@ impl Report {
             s.push_str(&format!("  note      {n}\n"));
         }
         let bad = self.deviations().count();
+        let advice = self.advice().count();
         s.push_str(&format!(
-            "{} of {} contract points kept, {bad} deviation{} in {:.1}s\n",
-            self.points.len() - bad,
+            "{} of {} contract points kept, {bad} deviation{}{} in {:.1}s\n",
+            self.points.len() - bad - advice,
             self.points.len(),
             if bad == 1 { "" } else { "s" },
+            if advice > 0 {
+                format!(" ({advice} advisory point{} not kept)", if advice == 1 { "" } else { "s" })
+            } else {
+                String::new()
+            },
             self.duration_ms as f64 / 1000.0
         ));
         s

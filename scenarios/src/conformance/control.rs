@@ -50,7 +50,13 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
         format!("create_run committed {} change(s) of {tables:?} in {} transaction(s)", rows.len(), xids.len()),
     );
     let live = cp.request(json!({"cmd": "create_run", "task_id": task}), STEP).await?;
+    p.expect(
+        "create_run while the task's active run is live is refused",
+        outcome(&live) != "ok",
+        "create_run while the task's active run is live answered `ok`",
+    );
     p.outcome("create_run while the task's active run is live", &live, "active_run_live");
+    p.advisory_last();
 
     // A prepared operation on the run, then cancel.
     let mut w = ctx.spawn_worker("w", vec![]).await?;

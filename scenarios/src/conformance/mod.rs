@@ -60,6 +60,13 @@ impl Points {
         });
     }
 
+    /// Make the point just added advisory (see [`Point::advisory`]).
+    pub fn advisory_last(&mut self) {
+        if let Some(p) = self.list.last_mut() {
+            p.advisory = true;
+        }
+    }
+
     /// An advisory point (see [`Point::advisory`]).
     pub fn advise(&mut self, rule: impl Into<String>, ok: bool, deviation: impl Into<String>) {
         self.expect(rule, ok, deviation);

@@ -122,10 +122,16 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
     // The reconciler: an unknown operation of an idempotent tool converges by a retry with the same key.
     let rec = w.request(json!({"cmd": "reconcile"}), STEP).await?;
     let converged = data(&rec)["converged"].as_array().cloned().unwrap_or_default();
+    let status = ctx.operation(&want_op).await?["status"].clone();
     p.expect(
-        "reconcile retries an unknown idempotent operation with its operation_id and reports it in data.converged",
-        outcome(&rec) == "ok" && converged.contains(&json!([want_op, "succeeded"])),
-        format!("reconcile answered `{}` with data {}", outcome(&rec), data(&rec)),
+        "reconcile retries an unknown idempotent operation with its operation_id and converges it to succeeded",
+        outcome(&rec) == "ok" && status == "succeeded",
+        format!("reconcile answered `{}` with data {}; the operation is then {status}", outcome(&rec), data(&rec)),
+    );
+    p.advise(
+        "reconcile reports what it converged in data.converged as [operation_id, status] pairs",
+        converged.contains(&json!([want_op, "succeeded"])),
+        format!("reconcile converged {want_op} and answered data.converged {}", data(&rec)["converged"]),
     );
     let entries = ledger::entries(&tools.ledger)?;
     let n = ledger::created_for(&entries, &want_op).len();
@@ -187,10 +193,19 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
             marked.contains(&json!(op3)),
             format!("reconcile after the claim expired answered `{}` with data {}", outcome(&rec), data(&rec)),
         );
+        let status = ctx.operation(&op3).await?["status"].clone();
         p.expect(
             "reconcile finds a deterministic-id resource by the request's `name` and converges the operation",
+            status == "succeeded",
+            format!(
+                "reconcile of the unknown detid operation answered data {}; the operation is then {status}",
+                data(&rec)
+            ),
+        );
+        p.advise(
+            "reconcile reports the converged detid operation in data.converged",
             converged.contains(&json!([op3, "succeeded"])),
-            format!("reconcile of the unknown detid operation answered data {}", data(&rec)),
+            format!("data.converged {}", data(&rec)["converged"]),
         );
         let entries = ledger::entries(&tools.ledger)?;
         let n = ledger::created_for(&entries, &op3).len();

@@ -19,6 +19,7 @@ pub mod h_lease_params;
 pub mod i_lost_ack;
 pub mod j_partition;
 pub mod k_clock_jump;
+pub mod l_rollout;
 pub mod mutants;
 pub mod mutants_sql;
 pub mod outbox_setup;
@@ -95,6 +96,7 @@ pub fn all() -> Vec<Experiment> {
         x("J-partition", j_partition::TITLE, |c| Box::pin(j_partition::run(c))),
         x("K-forward", k_clock_jump::TITLE_FORWARD, |c| Box::pin(k_clock_jump::forward(c))),
         x("K-backward", k_clock_jump::TITLE_BACKWARD, |c| Box::pin(k_clock_jump::backward(c))),
+        x("L-rollout", l_rollout::TITLE, |c| Box::pin(l_rollout::run(c))),
         x("P-role", p_role_boundary::TITLE, |c| Box::pin(p_role_boundary::run(c))),
         x("P-secret", p_secret_masking::TITLE, |c| Box::pin(p_secret_masking::run(c))),
         x("P-api-lease", p_api::lease::TITLE, |c| Box::pin(p_api::lease::run(c))),

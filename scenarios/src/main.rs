@@ -250,6 +250,19 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// List every role that can still write the protocol's tables directly, around the fp_*
+    /// functions (read-only; exit 1 when a role other than the owner or a superuser can).
+    Writers {
+        /// The database to inspect.
+        #[arg(long)]
+        database_url: String,
+        /// The schema holding the protocol's tables (default: the connection's current schema).
+        #[arg(long)]
+        schema: Option<String>,
+        /// Print the list as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Join shard folders of `mutants --sql` into one kill matrix.
     Merge {
         /// Run folders, each holding a mutants-sql.json.
@@ -458,6 +471,7 @@ async fn run(cli: Cli) -> u8 {
             .await
         }
         Cmd::Rules { json } => cli::rules::run(json),
+        Cmd::Writers { database_url, schema, json } => cli::writers::run(&database_url, schema.as_deref(), json).await,
         Cmd::Conformance { worker_bin, only, all, server: ServerArgs { pg_bin, reports_dir, backend, pg_image } } => {
             if let Err(msg) =
                 cli::input::check(worker_bin.as_deref(), None).and_then(|()| cli::input::reports_dir(&reports_dir))
@@ -645,6 +659,10 @@ async fn run(cli: Cli) -> u8 {
                 if experiments.len() < before {
                     eprintln!("fenceproof: H needs a primary + standby it can fence and promote; against --database-url it runs only with a contract's [failover] hooks");
                 }
+            }
+            if database_url.is_some() && experiments.iter().any(|e| e.id == "L-rollout") {
+                experiments.retain(|e| e.id != "L-rollout");
+                eprintln!("fenceproof: L-rollout creates and drops a legacy login, which the harness does only in its own clusters; skipped against --database-url (`fenceproof writers` inspects your database read-only)");
             }
             if database_url.is_some() && experiments.iter().any(|e| e.id == "P-role") {
                 experiments.retain(|e| e.id != "P-role");

@@ -26,6 +26,7 @@ pub struct Rule {
 
 const ALL_JUDGED: &[&str] = &[
     "A",
+    "L-rollout",
     "B-sigstop",
     "B-freeze",
     "B-dbfreeze",
@@ -442,6 +443,18 @@ pub const RULES: &[Rule] = &[
         statement: "lease and write outcomes are counted by reason (lost renewals, rejected writes, unknown operations)",
         checkers: &["A's metrics count the rejected stale writes and the lost renewals", "the reconciler's metrics count the operation it moved to unknown"],
         experiments: &["B-sigstop", "B-freeze", "B-same-owner", "E-idem", "E-detid", "E-opquery", "E-plain", "E-idem-pause"],
+    },
+    Rule {
+        id: "rollout.revoke-direct-writes",
+        section: "13",
+        statement: "while old workers still write the tables directly they bypass fencing; once their table-write privileges are revoked they are refused and every rule holds",
+        checkers: &[
+            "coexisting phase, the known risk of §13: the legacy writer's direct UPDATE commits around the lease",
+            "the inspection lists the legacy role as a direct writer while it keeps its grants",
+            "after the revoke no role but the owner and superusers can write the protocol's tables directly",
+            "after the revoke the legacy writer's UPDATE is refused with 42501",
+        ],
+        experiments: &["L-rollout"],
     },
     // Liveness: the protocol must allow what it allows.
     Rule {

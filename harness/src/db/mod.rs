@@ -11,6 +11,7 @@ pub mod docker;
 pub mod external;
 pub mod native;
 pub mod pgbin;
+pub mod writers;
 
 /// A running PostgreSQL server under the harness's control.
 pub trait Backend: Send + Sync {

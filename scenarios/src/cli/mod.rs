@@ -6,3 +6,4 @@ pub mod merge;
 pub mod mutants_sql;
 pub mod rules;
 pub mod schedules;
+pub mod writers;

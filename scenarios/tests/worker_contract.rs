@@ -334,3 +334,26 @@ fn an_advisory_point_is_reported_but_does_not_fail() {
     assert!(text.lines().any(|l| l.contains("advice") && l.contains("has tool null")), "{text}");
     assert!(text.contains("1 advisory point not kept"), "{text}");
 }
+
+#[test]
+fn the_heartbeat_must_renew_every_heartbeat_ms() {
+    deviates(
+        "slow-heartbeat",
+        "lease",
+        &[("while not stop.wait(every_ms / 1000.0):", "while not stop.wait(every_ms * 100 / 1000.0):")],
+        &["the lease's expiry did not move within 3 s"],
+    );
+}
+
+#[test]
+fn a_renewal_must_extend_the_lease_by_ttl_ms() {
+    deviates(
+        "ttl-units",
+        "lease",
+        &[(
+            "                row = conn.execute(\"SELECT expires_at FROM fp_lease_renew(%s::uuid, %s, %s, %s)\",\n                                   (lease[0], self.owner, lease[1], ttl_ms)).fetchone()",
+            "                row = conn.execute(\"SELECT expires_at FROM fp_lease_renew(%s::uuid, %s, %s, %s)\",\n                                   (lease[0], self.owner, lease[1], ttl_ms // 1000)).fetchone()",
+        )],
+        &["after a renewal with ttl_ms 60000 the lease had"],
+    );
+}

@@ -33,6 +33,36 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
         acq["epoch"] == 1,
         format!("acquire answered epoch {}; expected 1", acq["epoch"]),
     );
+    // The heartbeat renews: the expiry moves on, every heartbeat_ms, to ttl_ms past the database's now.
+    let expiry = || async {
+        let (left_ms, at): (f64, chrono::DateTime<chrono::Utc>) = sqlx::query_as(
+            "SELECT extract(epoch FROM expires_at - clock_timestamp())::float8 * 1000, expires_at
+               FROM worker_leases WHERE run_id = $1",
+        )
+        .bind(run_id)
+        .fetch_one(&ctx.pool)
+        .await?;
+        Ok::<_, HarnessError>((left_ms, at))
+    };
+    let (_, first) = expiry().await?;
+    let renewed =
+        fenceproof_harness::wait::until("the heartbeat to renew the lease", Duration::from_secs(3), || async {
+            let (left, at) = expiry().await?;
+            Ok((at != first).then_some(left))
+        })
+        .await;
+    p.expect(
+        "the heartbeat renews the lease every heartbeat_ms (150 ms here)",
+        renewed.is_ok(),
+        "the lease's expiry did not move within 3 s of an acquire with heartbeat_ms 150",
+    );
+    if let Ok(left) = renewed {
+        p.expect(
+            "a renewal sets the expiry ttl_ms past the database's clock",
+            (55_000.0..=60_500.0).contains(&left),
+            format!("after a renewal with ttl_ms 60000 the lease had {left:.0} ms left"),
+        );
+    }
     let held = b.request(acquire(run_id), STEP).await?;
     p.outcome("acquire while another term holds the lease", &held, "busy");
     let missing = b.request(acquire(uuid::Uuid::new_v4()), STEP).await?;

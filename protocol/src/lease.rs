@@ -29,10 +29,11 @@ pub async fn acquire(pool: &PgPool, run_id: Uuid, owner: &str, ttl: Ttl) -> Resu
     // The previous holder, for workflow_takeover_duration_seconds (informational only).
     let previous = inspect(pool, run_id).await.ok().flatten();
     let r = crate::notices::durable("acquire", run_id, async {
-        // MUTANT takeover-without-expiry: a held, live lease can be taken over.
+        // MUTANT takeover-without-expiry / trust-prefilter-lock: a held, live lease can be taken over
+        // (for the latter, whoever passed the pre-filter takes the lease).
         let sql = if write_path::api() {
             "SELECT epoch, expires_at FROM fp_lease_acquire($1, $2, $3)".to_string()
-        } else if mutant::active(Mutant::TakeoverWithoutExpiry) {
+        } else if mutant::active(Mutant::TakeoverWithoutExpiry) || mutant::active(Mutant::TrustPrefilterLock) {
             sql::LEASE_ACQUIRE.replace("(owner IS NULL OR expires_at <= clock_timestamp())", "true")
         } else {
             sql::stmt("lease_acquire", sql::LEASE_ACQUIRE).into_owned()

@@ -25,6 +25,7 @@ pub enum Mutant {
     RetryUnknownCommit,
     UnknownAsSuccess,
     FailAfterUnknown,
+    TrustPrefilterLock,
 }
 
 impl Mutant {
@@ -47,6 +48,7 @@ impl Mutant {
         Mutant::RetryUnknownCommit,
         Mutant::UnknownAsSuccess,
         Mutant::FailAfterUnknown,
+        Mutant::TrustPrefilterLock,
     ];
 
     pub fn name(self) -> &'static str {
@@ -69,6 +71,7 @@ impl Mutant {
             Mutant::RetryUnknownCommit => "retry-unknown-commit",
             Mutant::UnknownAsSuccess => "unknown-as-success",
             Mutant::FailAfterUnknown => "fail-after-unknown",
+            Mutant::TrustPrefilterLock => "trust-prefilter-lock",
         }
     }
 
@@ -103,6 +106,9 @@ impl Mutant {
                 "a commit whose outcome is unknown is answered unknown and read back, never taken as success (06, 07)"
             }
             Mutant::FailAfterUnknown => "an unknown outcome is never turned into a failure write (01, 07)",
+            Mutant::TrustPrefilterLock => {
+                "a lock outside the database (Redis SET NX PX) is a pre-filter: writes and takeovers stay fenced by the PostgreSQL lease (03)"
+            }
         }
     }
 

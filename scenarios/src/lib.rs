@@ -20,6 +20,7 @@ pub mod i_lost_ack;
 pub mod j_partition;
 pub mod k_clock_jump;
 pub mod l_rollout;
+pub mod m_redis_prefilter;
 pub mod mutants;
 pub mod mutants_sql;
 pub mod outbox_setup;
@@ -97,6 +98,12 @@ pub fn all() -> Vec<Experiment> {
         x("K-forward", k_clock_jump::TITLE_FORWARD, |c| Box::pin(k_clock_jump::forward(c))),
         x("K-backward", k_clock_jump::TITLE_BACKWARD, |c| Box::pin(k_clock_jump::backward(c))),
         x("L-rollout", l_rollout::TITLE, |c| Box::pin(l_rollout::run(c))),
+        x("M-redis-expiry", m_redis_prefilter::TITLE_EXPIRY, |c| {
+            Box::pin(m_redis_prefilter::run(c, m_redis_prefilter::Loss::Expiry))
+        }),
+        x("M-redis-restart", m_redis_prefilter::TITLE_RESTART, |c| {
+            Box::pin(m_redis_prefilter::run(c, m_redis_prefilter::Loss::Restart))
+        }),
         x("P-role", p_role_boundary::TITLE, |c| Box::pin(p_role_boundary::run(c))),
         x("P-secret", p_secret_masking::TITLE, |c| Box::pin(p_secret_masking::run(c))),
         x("P-api-lease", p_api::lease::TITLE, |c| Box::pin(p_api::lease::run(c))),

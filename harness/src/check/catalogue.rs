@@ -27,6 +27,8 @@ pub struct Rule {
 const ALL_JUDGED: &[&str] = &[
     "A",
     "L-rollout",
+    "M-redis-expiry",
+    "M-redis-restart",
     "B-sigstop",
     "B-freeze",
     "B-dbfreeze",
@@ -455,6 +457,17 @@ pub const RULES: &[Rule] = &[
             "after the revoke the legacy writer's UPDATE is refused with 42501",
         ],
         experiments: &["L-rollout"],
+    },
+    Rule {
+        id: "prefilter.not-a-boundary",
+        section: "03",
+        statement: "a Redis lock (SET NX PX, compare-token renew and release) is a contention pre-filter only; when it is lost or wrongly granted, PostgreSQL's protected-write rules still reject the stale holder",
+        checkers: &[
+            "[prefilter.not-a-boundary] nothing A writes after B's takeover commits: PostgreSQL fences what the pre-filter could not (oracle)",
+            "[prefilter.not-a-boundary] B's lease and the run are unchanged by the resumed A (database rows)",
+            "A's compare-token renew and release are refused: the key stays B's",
+        ],
+        experiments: &["M-redis-expiry", "M-redis-restart"],
     },
     // Liveness: the protocol must allow what it allows.
     Rule {

@@ -6,6 +6,7 @@
 
 pub mod event_schema;
 pub mod freezer;
+pub mod redis;
 pub mod registry;
 pub mod signals;
 pub mod spawn;

@@ -1,0 +1,156 @@
+//! Experiment M — the Redis pre-filter fails; PostgreSQL's fencing holds (spec §03: a Redis lock
+//! taken with `SET key token NX PX`, renewed and released by compare-token, is a contention
+//! pre-filter, never a safety boundary; the protected-write rules must hold regardless).
+//!
+//! A real redis-server of the experiment's own (loopback, no persistence). The harness is the
+//! scheduler that uses the pre-filter: a worker is sent to a run only while the scheduler holds the
+//! run's Redis key under that worker's token. A holds the key and the run's PostgreSQL lease and
+//! saves; B is kept out by the key. Then the key is lost while A is SIGSTOPped:
+//! - `M-redis-expiry`: the key's own TTL runs out during the pause;
+//! - `M-redis-restart`: Redis restarts without persistence and forgets it.
+//!
+//! Once A's lease has expired on the database clock, B takes the key and the lease (epoch + 1) and
+//! saves. A is SIGCONTed still believing it holds the key: two workers now believe it. A's
+//! compare-token renew and release are refused by Redis (the key is B's), and everything A then
+//! does — renew, save at its stale and at the current revision, succeed, fail, release — is refused
+//! by PostgreSQL: nothing of A commits after B's takeover. The mutant `trust-prefilter-lock` (the
+//! pre-filter as the boundary: writes without the lease check, takeovers without expiry) is killed.
+
+use fenceproof_harness::check::Check;
+use fenceproof_harness::procs::redis::RedisServer;
+use fenceproof_harness::record::oracle;
+use fenceproof_harness::HarnessError;
+use fenceproof_protocol::runs;
+use serde_json::json;
+
+use crate::ctx::{require_ok, stale_attempts, Ctx, STEP};
+
+pub const TITLE_EXPIRY: &str = "Redis pre-filter: the lock expires while its holder is paused; PostgreSQL fences";
+pub const TITLE_RESTART: &str =
+    "Redis pre-filter: Redis restarts without persistence and forgets the lock; PostgreSQL fences";
+
+/// How the pre-filter loses A's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loss {
+    Expiry,
+    Restart,
+}
+
+const A_TTL_MS: i64 = 600;
+/// The Redis key's TTL: longer than the lease's, as a pre-filter's usually is.
+const KEY_TTL_MS: u64 = 1500;
+
+pub async fn run(ctx: &mut Ctx, loss: Loss) -> Result<(), HarnessError> {
+    let mut redis = RedisServer::start(&ctx.dir, &ctx.timeline).await?;
+    let lock = redis.lock();
+    let run_id =
+        runs::create_run(&ctx.pool, "task-m", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
+    let key = format!("fenceproof:run:{run_id}");
+    let (token_a, token_b) = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
+
+    // A holds the key and the lease, and works.
+    let mut a = ctx.spawn_worker("a", vec![]).await?;
+    let got = lock.acquire(&key, &token_a, KEY_TTL_MS).await?;
+    ctx.check(Check::expect("A takes the pre-filter key (SET NX PX)", got, format!("SET {key} NX PX: {got}")));
+    let acq = a
+        .request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": A_TTL_MS, "heartbeat_ms": 100, "renew_timeout_ms": 300}), STEP)
+        .await?;
+    require_ok(&acq, "A acquire")?;
+    let epoch_a = acq["epoch"].as_i64().unwrap_or(-1);
+    require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
+    require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1, "by": "a"}}), STEP).await?, "A save")?;
+    let kept_out = !lock.acquire(&key, &token_b, 30_000).await?;
+    ctx.check(Check::expect(
+        "while A holds the key the pre-filter keeps B out",
+        kept_out,
+        format!("B's SET NX while A holds the key: {}", if kept_out { "refused" } else { "granted" }),
+    ));
+
+    // Fault: A is paused and the key is lost.
+    let pause = a.pause().await?;
+    match loss {
+        Loss::Expiry => {
+            let lock2 = lock.clone();
+            let key2 = key.clone();
+            fenceproof_harness::wait::until("the pre-filter key to expire", STEP, || {
+                let (lock, key) = (lock2.clone(), key2.clone());
+                async move { Ok(lock.holder(&key).await?.is_none().then_some(())) }
+            })
+            .await?;
+        }
+        Loss::Restart => redis.restart().await?,
+    }
+    ctx.timeline.record("harness", "prefilter_lost", "redis", json!({ "how": format!("{loss:?}"), "key": key }));
+    ctx.wait_lease_expired(run_id).await?;
+
+    // B passes the pre-filter and takes over.
+    let got_b = lock.acquire(&key, &token_b, 30_000).await?;
+    ctx.check(Check::expect(
+        "once the key is lost the pre-filter admits B although A never released it (two believe they hold it)",
+        got_b,
+        format!("B's SET NX after the loss ({loss:?}): {got_b}"),
+    ));
+    let mut b = ctx.spawn_worker("b", vec![]).await?;
+    let acq_b = b
+        .request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 120_000, "heartbeat_ms": 60_000, "renew_timeout_ms": 2000}), STEP)
+        .await?;
+    require_ok(&acq_b, "B takeover")?;
+    ctx.check(Check::equal("B's takeover is A's epoch + 1", acq_b["epoch"].as_i64(), Some(epoch_a + 1)));
+    require_ok(&b.request(json!({"cmd": "save", "checkpoint": {"step": 2, "by": "b"}}), STEP).await?, "B save")?;
+    let takeover = ctx.oracle_mark().await?;
+    let before = oracle::run_state(&ctx.pool, run_id).await?;
+
+    // Heal: A resumes, believing it holds the key; Redis's compare-token refuses its renew and
+    // release, and PostgreSQL refuses everything it writes.
+    pause.heal().await?;
+    let renewed = lock.renew(&key, &token_a, KEY_TTL_MS).await?;
+    let released = lock.release(&key, &token_a).await?;
+    let holder = lock.holder(&key).await?;
+    ctx.check(Check::expect(
+        "A's compare-token renew and release are refused: the key stays B's",
+        !renewed && !released && holder.as_deref() == Some(token_b.as_str()),
+        format!(
+            "renew {renewed}, release {released}, key now held by {}",
+            if holder.as_deref() == Some(&token_b) { "B" } else { "someone else" }
+        ),
+    ));
+    let current = before.run["revision"].as_i64().unwrap_or(-1);
+    let attempts: Vec<String> =
+        stale_attempts(&mut a, current).await?.into_iter().map(|(l, o)| format!("{l}={o}")).collect();
+    let stale: Vec<_> = ctx.commits().await?.into_iter().filter(|c| c.seq > takeover && c.writer == a.owner).collect();
+    ctx.check(Check::expect(
+        "[prefilter.not-a-boundary] nothing A writes after B's takeover commits: PostgreSQL fences what the pre-filter could not (oracle)",
+        stale.is_empty(),
+        format!(
+            "{} commits by A after the takeover (#{takeover}){}; A was told: {}",
+            stale.len(),
+            stale.first().map(|c| format!(", first #{} on {}", c.seq, c.table_name)).unwrap_or_default(),
+            attempts.join(" ")
+        ),
+    ));
+    let after = oracle::run_state(&ctx.pool, run_id).await?;
+    ctx.check(Check::expect(
+        "[prefilter.not-a-boundary] B's lease and the run are unchanged by the resumed A (database rows)",
+        before.lease["epoch"] == after.lease["epoch"]
+            && before.lease["owner"] == after.lease["owner"]
+            && before.run["revision"] == after.run["revision"]
+            && before.run["status"] == after.run["status"],
+        format!("before: lease {} run {}; after: lease {} run {}", before.lease, before.run, after.lease, after.run),
+    ));
+    require_ok(&b.request(json!({"cmd": "succeed"}), STEP).await?, "B succeed")?;
+    let freed = lock.release(&key, &token_b).await?;
+    ctx.note(format!(
+        "key lost by {}; B took key and lease (epoch {}); A resumed: redis renew/release refused, {}; {} stale commits; B released its key: {freed}",
+        match loss {
+            Loss::Expiry => "expiry during A's pause",
+            Loss::Restart => "a Redis restart without persistence",
+        },
+        epoch_a + 1,
+        attempts.join(" "),
+        stale.len()
+    ));
+    a.shutdown(STEP).await?;
+    b.shutdown(STEP).await?;
+    drop(redis);
+    ctx.judge_invariants().await
+}

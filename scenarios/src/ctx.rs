@@ -82,6 +82,15 @@ pub async fn stale_attempts(w: &mut WorkerProc, current: i64) -> Result<Vec<(&'s
     Ok(attempts)
 }
 
+/// The names of the two checks [`Ctx::judge_stale_after_takeover`] makes (each row words them for
+/// its own story and rule).
+pub struct StaleChecks<'a> {
+    /// Nothing the stale worker sends after the takeover commits (judged by the oracle).
+    pub nothing_commits: &'a str,
+    /// The current term's lease and the run are unchanged (judged by the rows).
+    pub rows_unchanged: &'a str,
+}
+
 /// How experiments C and D hold a worker's transactions at a point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Barriers {
@@ -257,6 +266,49 @@ impl Ctx {
         let run =
             self.dir.parent().and_then(|p| p.file_name()).map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
         format!("{run}/{}", self.id)
+    }
+
+    /// A stale worker `w` tries everything after a takeover (see [`stale_attempts`]; `before` is
+    /// the run and lease right after the takeover, at oracle mark `takeover`): judge that nothing of
+    /// it committed and that the current term's lease and the run are unchanged. Returns its
+    /// attempts as `label=outcome` and how many of its commits came after the takeover.
+    pub async fn judge_stale_after_takeover(
+        &mut self,
+        w: &mut WorkerProc,
+        run_id: Uuid,
+        takeover: i64,
+        before: &fenceproof_harness::record::oracle::RunState,
+        names: StaleChecks<'_>,
+    ) -> Result<(Vec<String>, usize), HarnessError> {
+        let current = before.run["revision"].as_i64().unwrap_or(-1);
+        let attempts: Vec<String> =
+            stale_attempts(w, current).await?.into_iter().map(|(l, o)| format!("{l}={o}")).collect();
+        let stale: Vec<_> =
+            self.commits().await?.into_iter().filter(|c| c.seq > takeover && c.writer == w.owner).collect();
+        self.check(Check::expect(
+            names.nothing_commits,
+            stale.is_empty(),
+            format!(
+                "{} commits by {} after the takeover (#{takeover}){}; it was told: {}",
+                stale.len(),
+                w.name,
+                stale.first().map(|c| format!(", first #{} on {}", c.seq, c.table_name)).unwrap_or_default(),
+                attempts.join(" ")
+            ),
+        ));
+        let after = fenceproof_harness::record::oracle::run_state(&self.pool, run_id).await?;
+        self.check(Check::expect(
+            names.rows_unchanged,
+            before.lease["epoch"] == after.lease["epoch"]
+                && before.lease["owner"] == after.lease["owner"]
+                && before.run["revision"] == after.run["revision"]
+                && before.run["status"] == after.run["status"],
+            format!(
+                "before: lease {} run {}; after: lease {} run {}",
+                before.lease, before.run, after.lease, after.run
+            ),
+        ));
+        Ok((attempts, stale.len()))
     }
 
     pub fn check(&mut self, c: Check) {

@@ -13,7 +13,7 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::ctx::{require_ok, scrape, stale_attempts, Ctx, STEP};
+use crate::ctx::{require_ok, scrape, Ctx, StaleChecks, STEP};
 
 pub const TITLE: &str = "Partition: a running worker cut off past its TTL, takeover, heal, stale writes rejected";
 
@@ -60,29 +60,18 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     // Heal: A's stalled statements flow again; then A tries everything.
     partition.heal();
     let cut_ms = cut_at.elapsed().as_millis();
-    let current = before.run["revision"].as_i64().unwrap_or(-1);
-    let attempts: Vec<String> =
-        stale_attempts(&mut a, current).await?.into_iter().map(|(l, o)| format!("{l}={o}")).collect();
-    let after = oracle::run_state(&ctx.pool, run_id).await?;
-    let stale: Vec<_> = ctx.commits().await?.into_iter().filter(|c| c.seq > takeover && c.writer == a.owner).collect();
-    ctx.check(Check::expect(
-        "[lease.partition-stale-rejected] nothing A sends after the takeover commits, late or new (oracle)",
-        stale.is_empty(),
-        format!(
-            "{} commits by A after the takeover (#{takeover}){}; A was told: {}",
-            stale.len(),
-            stale.first().map(|c| format!(", first #{} on {}", c.seq, c.table_name)).unwrap_or_default(),
-            attempts.join(" ")
-        ),
-    ));
-    ctx.check(Check::expect(
-        "[lease.partition-stale-rejected] B's lease and the run are unchanged by the healed A (database rows)",
-        before.lease["epoch"] == after.lease["epoch"]
-            && before.lease["owner"] == after.lease["owner"]
-            && before.run["revision"] == after.run["revision"]
-            && before.run["status"] == after.run["status"],
-        format!("before: lease {} run {}; after: lease {} run {}", before.lease, before.run, after.lease, after.run),
-    ));
+    let (attempts, stale) = ctx
+        .judge_stale_after_takeover(
+            &mut a,
+            run_id,
+            takeover,
+            &before,
+            StaleChecks {
+                nothing_commits: "[lease.partition-stale-rejected] nothing A sends after the takeover commits, late or new (oracle)",
+                rows_unchanged: "[lease.partition-stale-rejected] B's lease and the run are unchanged by the healed A (database rows)",
+            },
+        )
+        .await?;
     ctx.check(Check::expect(
         "A is told no for every attempt after the heal (worker's word)",
         attempts.iter().all(|s| !s.ends_with("=ok")),
@@ -95,7 +84,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         "A partitioned {cut_ms} ms (TTL {A_TTL_MS} ms); B took over epoch {}; A after the heal: {}; {} stale commits; renewals unknown {unknown}, lost {lost}",
         epoch_a + 1,
         attempts.join(" "),
-        stale.len()
+        stale
     ));
     ctx.check(Check::expect(
         "A's metrics show the unanswered renewal as unknown and the refused one as lost",

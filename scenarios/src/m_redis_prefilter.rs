@@ -23,7 +23,7 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::ctx::{require_ok, stale_attempts, Ctx, STEP};
+use crate::ctx::{require_ok, Ctx, StaleChecks, STEP};
 
 pub const TITLE_EXPIRY: &str = "Redis pre-filter: the lock expires while its holder is paused; PostgreSQL fences";
 pub const TITLE_RESTART: &str =
@@ -114,29 +114,18 @@ pub async fn run(ctx: &mut Ctx, loss: Loss) -> Result<(), HarnessError> {
             if holder.as_deref() == Some(&token_b) { "B" } else { "someone else" }
         ),
     ));
-    let current = before.run["revision"].as_i64().unwrap_or(-1);
-    let attempts: Vec<String> =
-        stale_attempts(&mut a, current).await?.into_iter().map(|(l, o)| format!("{l}={o}")).collect();
-    let stale: Vec<_> = ctx.commits().await?.into_iter().filter(|c| c.seq > takeover && c.writer == a.owner).collect();
-    ctx.check(Check::expect(
-        "[prefilter.not-a-boundary] nothing A writes after B's takeover commits: PostgreSQL fences what the pre-filter could not (oracle)",
-        stale.is_empty(),
-        format!(
-            "{} commits by A after the takeover (#{takeover}){}; A was told: {}",
-            stale.len(),
-            stale.first().map(|c| format!(", first #{} on {}", c.seq, c.table_name)).unwrap_or_default(),
-            attempts.join(" ")
-        ),
-    ));
-    let after = oracle::run_state(&ctx.pool, run_id).await?;
-    ctx.check(Check::expect(
-        "[prefilter.not-a-boundary] B's lease and the run are unchanged by the resumed A (database rows)",
-        before.lease["epoch"] == after.lease["epoch"]
-            && before.lease["owner"] == after.lease["owner"]
-            && before.run["revision"] == after.run["revision"]
-            && before.run["status"] == after.run["status"],
-        format!("before: lease {} run {}; after: lease {} run {}", before.lease, before.run, after.lease, after.run),
-    ));
+    let (attempts, stale) = ctx
+        .judge_stale_after_takeover(
+            &mut a,
+            run_id,
+            takeover,
+            &before,
+            StaleChecks {
+                nothing_commits: "[prefilter.not-a-boundary] nothing A writes after B's takeover commits: PostgreSQL fences what the pre-filter could not (oracle)",
+                rows_unchanged: "[prefilter.not-a-boundary] B's lease and the run are unchanged by the resumed A (database rows)",
+            },
+        )
+        .await?;
     require_ok(&b.request(json!({"cmd": "succeed"}), STEP).await?, "B succeed")?;
     let freed = lock.release(&key, &token_b).await?;
     ctx.note(format!(
@@ -147,7 +136,7 @@ pub async fn run(ctx: &mut Ctx, loss: Loss) -> Result<(), HarnessError> {
         },
         epoch_a + 1,
         attempts.join(" "),
-        stale.len()
+        stale
     ));
     a.shutdown(STEP).await?;
     b.shutdown(STEP).await?;

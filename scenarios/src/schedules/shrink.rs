@@ -1,7 +1,9 @@
 //! Shrinking a failing schedule: remove chunks of operations, halving the chunk size down to one
 //! (delta debugging), then single operations until none can go, keeping a candidate only when it
-//! still fails. Every operation can be removed because composites resolve their roles when they
-//! run. Bounded by [`MAX_PLAYS`] replays.
+//! still fails, and fails again when played a second time: a reduction that fails once in a while
+//! (a race the smaller schedule only sometimes wins) would make the saved schedule a flaky replay,
+//! so it is kept out. Every operation can be removed because composites resolve their roles when
+//! they run. Bounded by [`MAX_PLAYS`] replays.
 
 use fenceproof_harness::HarnessError;
 
@@ -37,8 +39,15 @@ pub async fn shrink(
             let p = play(session, &format!("{label}-shrink-{plays}"), &candidate, worker_args).await?;
             if p.failed.is_empty() {
                 i = end;
+                continue;
+            }
+            plays += 1;
+            let again = play(session, &format!("{label}-shrink-{plays}"), &candidate, worker_args).await?;
+            if again.failed.is_empty() {
+                eprintln!("  shrink {plays}: {} operations failed once, not twice: kept out", candidate.len());
+                i = end;
             } else {
-                eprintln!("  shrink {plays}: {} operations still fail", candidate.len());
+                eprintln!("  shrink {plays}: {} operations still fail (twice)", candidate.len());
                 best = (candidate, p);
                 removed = true;
             }

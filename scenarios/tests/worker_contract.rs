@@ -39,7 +39,8 @@ fn deviant(name: &str, edits: &[(&str, &str)]) -> PathBuf {
 
 /// `fenceproof conformance --only PROBE` on `worker`: exit code and stdout + stderr.
 fn conformance(worker: &Path, probe: &str) -> (Option<i32>, String) {
-    let dir = worker.parent().unwrap();
+    // Output goes under the test's own folder, never beside the example in the source tree.
+    let dir = &tmp(&format!("conformance-{}", worker.parent().and_then(|p| p.file_name()).unwrap().to_string_lossy()));
     let mut cmd = Command::new(FENCEPROOF);
     cmd.args(["conformance", "--only", probe, "--worker-bin"])
         .arg(worker)

@@ -20,6 +20,8 @@
 //! - [`metrics`]: the section-12 metrics in Prometheus text format (no ids as labels);
 //! - [`notices`]: a success that came with "committed locally, might not be replicated" is an
 //!   unknown outcome (the synchronous-replication cancel trap);
+//! - [`restore`]: the operator's recovery after a restore from an old backup (epochs raised above
+//!   anything handed out since, the ledger settled from the remote history, forks reported);
 //! - [`mutant`]: named broken variants, reachable only in a build with the `mutants` feature;
 //! - [`faults`]: named fault points where a harness can hold a transaction on a database barrier;
 //! - [`secrets`]: secret fields of request bodies are masked to references before the ledger sees them;
@@ -37,6 +39,7 @@ pub mod mutant;
 pub mod notices;
 pub mod operation;
 pub mod outbox;
+pub mod restore;
 pub mod retry;
 pub mod runs;
 pub mod secrets;

@@ -26,6 +26,7 @@ pub enum Mutant {
     UnknownAsSuccess,
     FailAfterUnknown,
     TrustPrefilterLock,
+    RestoreSkipsRecovery,
 }
 
 impl Mutant {
@@ -49,6 +50,7 @@ impl Mutant {
         Mutant::UnknownAsSuccess,
         Mutant::FailAfterUnknown,
         Mutant::TrustPrefilterLock,
+        Mutant::RestoreSkipsRecovery,
     ];
 
     pub fn name(self) -> &'static str {
@@ -72,6 +74,7 @@ impl Mutant {
             Mutant::UnknownAsSuccess => "unknown-as-success",
             Mutant::FailAfterUnknown => "fail-after-unknown",
             Mutant::TrustPrefilterLock => "trust-prefilter-lock",
+            Mutant::RestoreSkipsRecovery => "restore-skips-recovery",
         }
     }
 
@@ -109,6 +112,21 @@ impl Mutant {
             Mutant::TrustPrefilterLock => {
                 "a lock outside the database (Redis SET NX PX) is a pre-filter: writes and takeovers stay fenced by the PostgreSQL lease (03)"
             }
+            Mutant::RestoreSkipsRecovery => {
+                "after a restore from an old backup, epochs, the ledger and remote forks are resolved before dispatch resumes (10)"
+            }
+        }
+    }
+
+    /// The experiment that exercises an operator-side mutant, whose broken step is one the harness
+    /// performs as the operator (it reads `--mutant` from the worker's arguments); `None` for the
+    /// mutants of worker code. The randomized schedules have no such operator step, and `mutants
+    /// --first-kill` tries this experiment first.
+    pub fn operator_experiment(self) -> Option<&'static str> {
+        match self {
+            // MUTANT restore-skips-recovery: the operator reopens a restored database as it is.
+            Mutant::RestoreSkipsRecovery => Some("N-restore"),
+            _ => None,
         }
     }
 

@@ -23,6 +23,7 @@ pub mod l_rollout;
 pub mod m_redis_prefilter;
 pub mod mutants;
 pub mod mutants_sql;
+pub mod n_restore;
 pub mod outbox_setup;
 pub mod p_api;
 pub mod p_role_boundary;
@@ -104,6 +105,7 @@ pub fn all() -> Vec<Experiment> {
         x("M-redis-restart", m_redis_prefilter::TITLE_RESTART, |c| {
             Box::pin(m_redis_prefilter::run(c, m_redis_prefilter::Loss::Restart))
         }),
+        x("N-restore", n_restore::TITLE, |c| Box::pin(n_restore::run(c))),
         x("P-role", p_role_boundary::TITLE, |c| Box::pin(p_role_boundary::run(c))),
         x("P-secret", p_secret_masking::TITLE, |c| Box::pin(p_secret_masking::run(c))),
         x("P-api-lease", p_api::lease::TITLE, |c| Box::pin(p_api::lease::run(c))),

@@ -664,6 +664,10 @@ async fn run(cli: Cli) -> u8 {
                 experiments.retain(|e| e.id != "L-rollout");
                 eprintln!("fenceproof: L-rollout creates and drops a legacy login, which the harness does only in its own clusters; skipped against --database-url (`fenceproof writers` inspects your database read-only)");
             }
+            if database_url.is_some() && experiments.iter().any(|e| e.id == "N-restore") {
+                experiments.retain(|e| e.id != "N-restore");
+                eprintln!("fenceproof: N-restore backs up and restores a server of its own, which says nothing about your database; skipped against --database-url");
+            }
             if database_url.is_some() && experiments.iter().any(|e| e.id == "P-role") {
                 experiments.retain(|e| e.id != "P-role");
                 eprintln!("fenceproof: P-role needs a login in the fenceproof_worker role, which the harness creates only in its own clusters; skipped against --database-url");

@@ -165,7 +165,11 @@ pub async fn run(
         let mut verdicts: Vec<(String, Outcome)> = Vec::new();
         if first_kill {
             // One row at a time, stopping at the first that kills (the rows after it are not run).
-            for exp in &experiments {
+            // An operator-side mutant is tried first in the experiment of its operator step.
+            let first = fenceproof_protocol::mutant::Mutant::parse(name).and_then(|m| m.operator_experiment());
+            let mut order: Vec<&Experiment> = experiments.iter().collect();
+            order.sort_by_key(|e| Some(e.id) != first);
+            for exp in order {
                 let one = session.matrix(&label, std::slice::from_ref(exp), &args).await?;
                 verdicts.extend(one.results.iter().map(|r| (r.id.clone(), r.outcome)));
                 if verdicts.iter().any(|(_, o)| *o != Outcome::Pass) {

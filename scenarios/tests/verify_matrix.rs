@@ -55,6 +55,7 @@ async fn every_experiment_passes_and_leaves_a_report() {
             "L-rollout",
             "M-redis-expiry",
             "M-redis-restart",
+            "N-restore",
             "P-role",
             "P-secret",
             "P-api-lease",

@@ -29,6 +29,7 @@ const ALL_JUDGED: &[&str] = &[
     "L-rollout",
     "M-redis-expiry",
     "M-redis-restart",
+    "N-restore",
     "B-sigstop",
     "B-freeze",
     "B-dbfreeze",
@@ -468,6 +469,19 @@ pub const RULES: &[Rule] = &[
             "A's compare-token renew and release are refused: the key stays B's",
         ],
         experiments: &["M-redis-expiry", "M-redis-restart"],
+    },
+    Rule {
+        id: "restore.recover-before-dispatch",
+        section: "10",
+        statement: "after a restore from an old backup, stale workers are fenced (every later epoch above any handed out before), the ledger is settled from the remote history and forks are reported, before dispatch resumes",
+        checkers: &[
+            super::restore::HELD,
+            super::restore::EPOCHS_ABOVE,
+            super::restore::STALE_SILENT,
+            super::restore::REMOTE_RECONCILED,
+            "one operation_id, at most one real side effect (plain)",
+        ],
+        experiments: &["N-restore"],
     },
     // Liveness: the protocol must allow what it allows.
     Rule {

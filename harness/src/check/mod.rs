@@ -6,13 +6,14 @@
 //! spec's rules with the checks that judge them, and [`equivalents`] the reviewed list of generated
 //! SQL mutants no correct check can observe. [`history`] judges the harness's own client history (what it
 //! sent, what the worker answered) against the oracle, and [`remote`] the operation ledger against
-//! the tools' ledger.
+//! the tools' ledger. [`restore`] judges a restore from an old backup (history before and after it).
 
 pub mod catalogue;
 pub mod equivalents;
 pub mod history;
 pub mod invariants;
 pub mod remote;
+pub mod restore;
 pub mod transitions;
 
 use serde::Serialize;

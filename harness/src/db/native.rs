@@ -6,7 +6,6 @@
 //! (fast, then SIGKILL of its whole group) and remove the folder. The server log goes to a file the
 //! caller names, normally inside the run's report folder.
 
-use std::fs::File;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -97,14 +96,47 @@ impl NativeCluster {
             extra: primary.extra.clone(),
             env: primary.env.clone(),
         };
-        let mut cmd = Command::new(standby.bin.tool("pg_basebackup"));
+        primary.base_backup_into(&standby.data(), run_as).await?;
+        std::fs::write(standby.data().join("standby.signal"), "")?;
+        let conninfo = format!(
+            "\nprimary_conninfo = 'host=127.0.0.1 port={} user={SUPERUSER} application_name={name}'\n",
+            primary.port
+        );
+        let auto = standby.data().join("postgresql.auto.conf");
+        let mut conf = std::fs::read_to_string(&auto).unwrap_or_default();
+        conf.push_str(&conninfo);
+        std::fs::write(&auto, conf)?;
+        if let Some(u) = run_as {
+            for f in ["standby.signal", "postgresql.auto.conf"] {
+                let _ = nix::unistd::chown(&standby.data().join(f), Some(u.uid), Some(u.gid));
+            }
+        }
+        standby.port = free_port()?;
+        standby.spawn(run_as, log)?;
+        standby.wait_ready(log).await?;
+        Ok(standby)
+    }
+
+    /// Take a base backup of this running server (pg_basebackup, WAL streamed along, fast
+    /// checkpoint) into a folder of its own; [`NativeCluster::restore`] puts it back.
+    pub async fn base_backup(&self) -> Result<PathBuf> {
+        let run_as = unprivileged_user()?;
+        let root = make_root(run_as)?;
+        registry::register_dir(root.clone());
+        let data = root.join("data");
+        self.base_backup_into(&data, run_as).await?;
+        Ok(data)
+    }
+
+    async fn base_backup_into(&self, dest: &Path, run_as: Option<RunAs>) -> Result<()> {
+        let mut cmd = Command::new(self.bin.tool("pg_basebackup"));
         cmd.arg("-D")
-            .arg(standby.data())
+            .arg(dest)
             .args([
                 "-h",
                 "127.0.0.1",
                 "-p",
-                &primary.port.to_string(),
+                &self.port.to_string(),
                 "-U",
                 SUPERUSER,
                 "-X",
@@ -125,24 +157,50 @@ impl NativeCluster {
                 text.lines().last().unwrap_or("no output")
             )));
         }
-        std::fs::write(standby.data().join("standby.signal"), "")?;
-        let conninfo = format!(
-            "\nprimary_conninfo = 'host=127.0.0.1 port={} user={SUPERUSER} application_name={name}'\n",
-            primary.port
-        );
-        let auto = standby.data().join("postgresql.auto.conf");
-        let mut conf = std::fs::read_to_string(&auto).unwrap_or_default();
-        conf.push_str(&conninfo);
-        std::fs::write(&auto, conf)?;
-        if let Some(u) = run_as {
-            for f in ["standby.signal", "postgresql.auto.conf"] {
-                let _ = nix::unistd::chown(&standby.data().join(f), Some(u.uid), Some(u.gid));
-            }
+        Ok(())
+    }
+
+    /// Restore this server from `backup` (a folder [`NativeCluster::base_backup`] made): shut the
+    /// server down (fast), replace its data folder with a copy of the backup, and start it again
+    /// on the same port. With `hold`, it listens only on its private socket folder, so no client
+    /// that connects over TCP (every worker) can reach it until [`NativeCluster::reopen`].
+    pub async fn restore(&mut self, backup: &Path, log: &Path, hold: bool) -> Result<()> {
+        let run_as = unprivileged_user()?;
+        self.shutdown_server();
+        let data = self.data();
+        std::fs::remove_dir_all(&data)?;
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(backup)
+            .arg(&data)
+            .status()
+            .map_err(|e| HarnessError::ServerStart(format!("cannot copy the backup: {e}")))?;
+        if !status.success() {
+            return Err(HarnessError::ServerStart(format!("copying the backup failed ({status})")));
         }
-        standby.port = free_port()?;
-        standby.spawn(run_as, log)?;
-        standby.wait_ready(log).await?;
-        Ok(standby)
+        self.spawn_listening(run_as, log, if hold { "" } else { "127.0.0.1" })?;
+        self.wait_ready_at(log, if hold { self.socket_url_for("postgres") } else { self.url_for("postgres") }).await
+    }
+
+    /// Remove a backup folder made by [`NativeCluster::base_backup`].
+    pub fn discard_backup(backup: &Path) {
+        if let Some(root) = backup.parent() {
+            let _ = std::fs::remove_dir_all(root);
+            registry::unregister_dir(root);
+        }
+    }
+
+    /// Restart the server listening on its TCP port again (after a held [`NativeCluster::restore`]).
+    pub async fn reopen(&mut self, log: &Path) -> Result<()> {
+        let run_as = unprivileged_user()?;
+        self.shutdown_server();
+        self.spawn_listening(run_as, log, "127.0.0.1")?;
+        self.wait_ready(log).await
+    }
+
+    /// The superuser's URL for `dbname` through the private socket folder (reachable while held).
+    pub fn socket_url_for(&self, dbname: &str) -> String {
+        format!("postgres://{SUPERUSER}@localhost/{dbname}?host={}&port={}", self.root.display(), self.port)
     }
 
     /// Promote this standby to a primary and wait until it accepts writes.
@@ -194,7 +252,11 @@ impl NativeCluster {
     }
 
     fn spawn(&mut self, run_as: Option<RunAs>, log: &Path) -> Result<()> {
-        let logf = File::create(log)?;
+        self.spawn_listening(run_as, log, "127.0.0.1")
+    }
+
+    fn spawn_listening(&mut self, run_as: Option<RunAs>, log: &Path, listen: &str) -> Result<()> {
+        let logf = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
         let mut cmd = Command::new(self.bin.tool("postgres"));
         cmd.arg("-D")
             .arg(self.data())
@@ -202,7 +264,8 @@ impl NativeCluster {
             .arg(self.port.to_string())
             .arg("-k")
             .arg(&self.root)
-            .args(["-c", "listen_addresses=127.0.0.1"]);
+            .arg("-c")
+            .arg(format!("listen_addresses={listen}"));
         for (k, v) in SERVER_SETTINGS {
             cmd.arg("-c").arg(format!("{k}={v}"));
         }
@@ -220,8 +283,12 @@ impl NativeCluster {
     }
 
     async fn wait_ready(&mut self, log: &Path) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(30);
         let url = self.url_for("postgres");
+        self.wait_ready_at(log, url).await
+    }
+
+    async fn wait_ready_at(&mut self, log: &Path, url: String) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
@@ -270,6 +337,15 @@ impl NativeCluster {
     /// Shut the server down (fast shutdown, then SIGKILL of the group after 10 s) and remove the
     /// cluster folder. Idempotent.
     pub fn stop(&mut self) {
+        self.shutdown_server();
+        if self.root.exists() {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+        registry::unregister_dir(&self.root);
+    }
+
+    /// Shut the server down (fast, then SIGKILL of the group after 10 s), keeping its folder.
+    fn shutdown_server(&mut self) {
         if let Some(mut child) = self.child.take() {
             let pid = Pid::from_raw(child.id() as i32);
             // Backends a test may have stopped (SIGSTOP) cannot take part in a shutdown: note them
@@ -293,10 +369,6 @@ impl NativeCluster {
             let _ = child.wait();
             registry::unregister(pid);
         }
-        if self.root.exists() {
-            let _ = std::fs::remove_dir_all(&self.root);
-        }
-        registry::unregister_dir(&self.root);
     }
 }
 

@@ -1,0 +1,253 @@
+//! Experiment N-restore — a restore from an old backup while workers from after the backup still run
+//! (spec §10: before dispatch resumes, resolve stale workers, epochs, the ledger and remote forks).
+//!
+//! The harness builds a server of its own. Worker A acquires the run (epoch 1), saves and plans
+//! `op1`; then a base backup is taken (pg_basebackup). After the backup, A is SIGSTOPped; once its
+//! lease expires B takes over (epoch 2), saves, and a dispatcher really executes `op1`; B plans and
+//! the dispatcher executes `op2`. The tools' ledger holds both side effects; the database knows B's
+//! term. The oracle is read out, and the server is restored to the backup: epoch 1, `op1` prepared,
+//! `op2` unknown to it, while A (paused) and B (live) still believe in their terms.
+//!
+//! Hold: the restored server listens only on its private socket, so no worker reaches it. The
+//! operator's recovery (`protocol::restore::recover`) runs there: every lease freed with its epoch
+//! raised above anything handed out since the backup, `op1` settled from the remote history, `op2`
+//! reported as a fork. Then the server listens again and the story resumes: C acquires and saves, A
+//! is SIGCONTed and both A and B try everything; a fresh dispatcher runs; C succeeds.
+//!
+//! Judged from the oracle (before and after the restore), the restored ledger and the tools'
+//! ledger: no worker commits during the hold; every term after the restore is above every epoch
+//! handed out before it; nothing of A or B commits after it; every remote side effect is settled or
+//! reported before dispatch resumes; no side effect is created twice; the global invariants hold
+//! over the history after the recovery. The operator mutant `restore-skips-recovery` reopens the
+//! restored database as it is.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fenceproof_harness::check::{invariants, restore, Check};
+use fenceproof_harness::db::databases;
+use fenceproof_harness::db::native::NativeCluster;
+use fenceproof_harness::record::{ledger, oracle};
+use fenceproof_harness::{wait, HarnessError};
+use fenceproof_protocol::mutant::Mutant;
+use fenceproof_protocol::restore::{recover, RemoteHistory, RestoreReport, DEFAULT_EPOCH_MARGIN};
+use fenceproof_protocol::runs;
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::ctx::{data, outcome, require_ok, stale_attempts, Ctx, CONTROL, STEP};
+
+pub const TITLE: &str = "Restore from an old backup while workers from after it still run (§10)";
+
+/// The tool every side effect goes through: it does not deduplicate, so a second dispatch of the
+/// same intent is a second real resource.
+const TOOL: &str = "plain";
+
+/// Whether the session runs the operator mutant that skips the recovery.
+fn skips_recovery(ctx: &Ctx) -> bool {
+    ctx.worker_args.windows(2).any(|w| w[0] == "--mutant" && w[1] == Mutant::RestoreSkipsRecovery.name())
+}
+
+pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let Some(bin) = ctx.pg_bin.clone() else {
+        return Err(HarnessError::Other(
+            "N-restore builds, backs up and restores a server of its own from the machine's PostgreSQL binaries; none found (--pg-bin)".into(),
+        ));
+    };
+    let log = ctx.dir.join("server-n.log");
+    let mut server = NativeCluster::start(bin, &log).await?;
+    let mut backup = None;
+    let r = story(ctx, &mut server, &log, &mut backup).await;
+    server.stop();
+    if let Some(b) = backup {
+        NativeCluster::discard_backup(&b);
+    }
+    r
+}
+
+async fn story(
+    ctx: &mut Ctx,
+    server: &mut NativeCluster,
+    log: &std::path::Path,
+    backup_dir: &mut Option<std::path::PathBuf>,
+) -> Result<(), HarnessError> {
+    databases::create_template(&*server).await?;
+    let url = databases::create_from_template(&*server, "n").await?;
+    let pool = databases::pool(&url, CONTROL, 4).await?;
+    if let Some(patch) = &ctx.sql_patch {
+        sqlx::raw_sql(patch).execute(&pool).await?;
+    }
+    let tools = ctx.spawn_tools().await?;
+    let fast = || vec!["--acquire-timeout-ms".to_string(), "1500".to_string()];
+    let with_tools = || [fast(), vec!["--tools-addr".to_string(), tools.addr.to_string()]].concat();
+    let owner = |n: &str| format!("worker-{n}-{}", &Uuid::new_v4().simple().to_string()[..8]);
+    let run_id = runs::create_run(&pool, "task-n", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
+
+    // Before the backup: A's term, a checkpoint and an intent.
+    let mut a = ctx.spawn_worker_at("a", &owner("a"), &url, fast()).await?;
+    let acquire_a =
+        json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 3000, "heartbeat_ms": 1000, "renew_timeout_ms": 1000});
+    require_ok(&a.request(acquire_a, STEP).await?, "A acquire")?;
+    require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
+    require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"by": "a"}}), STEP).await?, "A save")?;
+    let plan1 = a.request(json!({"cmd": "plan", "step_id": "s1", "tool": TOOL, "request": {"n": 1}}), STEP).await?;
+    require_ok(&plan1, "A plan op1")?;
+    let op1 = data(&plan1)["operation_id"].as_str().unwrap_or_default().to_string();
+
+    let backup = server.base_backup().await?;
+    *backup_dir = Some(backup.clone());
+    ctx.timeline.record("harness", "base_backup", "database", json!({"epoch": 1, "op1": op1}));
+
+    // After the backup: A paused, B's term, both intents really executed.
+    let paused = a.pause().await?;
+    wait_lease_expired(&pool, run_id).await?;
+    let mut b = ctx.spawn_worker_at("b", &owner("b"), &url, fast()).await?;
+    let acquire_b =
+        json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 60_000, "heartbeat_ms": 30_000, "renew_timeout_ms": 2000});
+    require_ok(&b.request(acquire_b, STEP).await?, "B acquire")?;
+    require_ok(&b.request(json!({"cmd": "save", "checkpoint": {"by": "b"}}), STEP).await?, "B save")?;
+    let mut d = ctx.spawn_worker_at("d", &owner("d"), &url, with_tools()).await?;
+    require_ok(&d.request(json!({"cmd": "dispatch", "claim_ttl_ms": 30_000}), STEP).await?, "dispatch op1")?;
+    let plan2 = b.request(json!({"cmd": "plan", "step_id": "s2", "tool": TOOL, "request": {"n": 2}}), STEP).await?;
+    require_ok(&plan2, "B plan op2")?;
+    let op2 = data(&plan2)["operation_id"].as_str().unwrap_or_default().to_string();
+    require_ok(&d.request(json!({"cmd": "dispatch", "claim_ttl_ms": 30_000}), STEP).await?, "dispatch op2")?;
+    d.shutdown(STEP).await?;
+    let executed: BTreeSet<String> = ledger::entries(&tools.ledger)?
+        .iter()
+        .filter(|e| e["kind"] == "created")
+        .filter_map(|e| e["operation_id"].as_str().map(str::to_string))
+        .collect();
+    ctx.check(Check::expect(
+        "both intents were really executed after the backup (tools' ledger)",
+        executed.contains(&op1) && executed.contains(&op2),
+        format!("executed: {executed:?}"),
+    ));
+    let before = oracle::commits(&pool).await?;
+    std::fs::write(ctx.dir.join("oracle-before-restore.json"), serde_json::to_string_pretty(&before).expect("json"))?;
+    pool.close().await;
+
+    // Fault: the server is restored to the backup, held from the workers.
+    server.restore(&backup, log, true).await?;
+    ctx.timeline.record("harness", "restore", "database", json!({"hold": true}));
+    let held = databases::pool(&server.socket_url_for("n"), CONTROL, 2).await?;
+    let restored_mark = max_seq(&held).await?;
+    let report = if skips_recovery(ctx) {
+        ctx.note("operator mutant: the restored database reopens without the recovery");
+        RestoreReport::default()
+    } else {
+        let remote = remote_history(&ledger::entries(&tools.ledger)?);
+        let report = recover(&held, &remote, DEFAULT_EPOCH_MARGIN)
+            .await
+            .map_err(|e| HarnessError::Other(format!("the recovery failed: {e}")))?;
+        std::fs::write(ctx.dir.join("restore-report.json"), serde_json::to_string_pretty(&report).expect("json"))?;
+        report
+    };
+    ctx.timeline.record("harness", "recovered", "database", json!({"report": report}));
+    let recovered_mark = max_seq(&held).await?;
+    let hold_rows: Vec<_> = oracle::commits(&held)
+        .await?
+        .into_iter()
+        .filter(|c| c.seq > restored_mark && c.seq <= recovered_mark)
+        .collect();
+    held.close().await;
+
+    // Heal: the server listens again; dispatch resumes.
+    server.reopen(log).await?;
+    ctx.timeline.record("harness", "reopen", "database", json!({}));
+    let pool = databases::pool(&url, CONTROL, 4).await?;
+    let at_reopen: BTreeMap<String, String> =
+        sqlx::query_as::<_, (String, String)>("SELECT operation_id, status FROM tool_operations")
+            .fetch_all(&pool)
+            .await?
+            .into_iter()
+            .collect();
+    let mut c = ctx.spawn_worker_at("c", &owner("c"), &url, fast()).await?;
+    let acquire_c =
+        json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 60_000, "heartbeat_ms": 30_000, "renew_timeout_ms": 2000});
+    require_ok(&c.request(acquire_c, STEP).await?, "C acquire after the restore")?;
+    require_ok(&c.request(json!({"cmd": "save", "checkpoint": {"by": "c"}}), STEP).await?, "C save")?;
+    let current: i64 =
+        sqlx::query_scalar("SELECT revision FROM agent_runs WHERE run_id = $1").bind(run_id).fetch_one(&pool).await?;
+    a.resume(paused).await?;
+    let mut told = Vec::new();
+    for w in [&mut a, &mut b] {
+        let attempts = stale_attempts(w, current).await?;
+        told.push(format!(
+            "{}: {}",
+            w.name,
+            attempts.iter().map(|(l, o)| format!("{l}={o}")).collect::<Vec<_>>().join(" ")
+        ));
+    }
+    let mut d2 = ctx.spawn_worker_at("d2", &owner("d2"), &url, with_tools()).await?;
+    let dispatched = d2.request(json!({"cmd": "dispatch", "claim_ttl_ms": 30_000}), STEP).await?;
+    require_ok(&dispatched, "dispatch after the restore")?;
+    d2.shutdown(STEP).await?;
+    let done = c.request(json!({"cmd": "succeed"}), STEP).await?;
+    require_ok(&done, "C succeed")?;
+    require_ok(&c.request(json!({"cmd": "release"}), STEP).await?, "C release")?;
+    c.shutdown(STEP).await?;
+    let stale = vec![a.owner.clone(), b.owner.clone()];
+    a.shutdown(STEP).await?;
+    b.shutdown(STEP).await?;
+
+    // Checks.
+    let restored_history = oracle::commits(&pool).await?;
+    std::fs::write(
+        ctx.dir.join("oracle-after-restore.json"),
+        serde_json::to_string_pretty(&restored_history).expect("json"),
+    )?;
+    let after: Vec<_> = restored_history.into_iter().filter(|r| r.seq > recovered_mark).collect();
+    ctx.check(restore::dispatch_held(&hold_rows, &[CONTROL]));
+    ctx.check(restore::epochs_above_before(&before, &after, &[CONTROL]));
+    ctx.check(restore::stale_writers_silent(&after, &stale));
+    ctx.check(restore::remote_reconciled(&executed, &at_reopen, &report.forks));
+    let entries = ledger::entries(&tools.ledger)?;
+    ctx.check(invariants::one_effect_per_operation(&entries, &[TOOL]));
+    ctx.checks.extend(invariants::all(&after, &[CONTROL]));
+    let lease: (i64, Option<String>) = sqlx::query_as("SELECT epoch, owner FROM worker_leases WHERE run_id = $1")
+        .bind(run_id)
+        .fetch_one(&pool)
+        .await?;
+    pool.close().await;
+    ctx.note(format!(
+        "restored to epoch 1 with op1 prepared; recovery: floor {}, {} corrected, forks {}; C ended at epoch {}; {}; dispatch after: {}",
+        report.epoch_floor,
+        report.corrected.len(),
+        report.forks.len(),
+        lease.0,
+        told.join("; "),
+        outcome(&dispatched)
+    ));
+    Ok(())
+}
+
+/// The remote history as the tools' own ledger tells it.
+fn remote_history(entries: &[serde_json::Value]) -> RemoteHistory {
+    let mut h = RemoteHistory::default();
+    for e in entries.iter().filter(|e| e["kind"] == "created") {
+        if let Some(op) = e["operation_id"].as_str() {
+            let id = e["resource_id"].as_str().unwrap_or_default().to_string();
+            h.executed.entry(op.to_string()).or_insert((id, json!({"tool": e["tool"], "at": e["at"]})));
+        }
+    }
+    h
+}
+
+async fn max_seq(pool: &PgPool) -> Result<i64, HarnessError> {
+    Ok(sqlx::query_scalar(&format!("SELECT coalesce(max(seq), 0) FROM {}.commits", oracle::DEFAULT_SCHEMA))
+        .fetch_one(pool)
+        .await?)
+}
+
+async fn wait_lease_expired(pool: &PgPool, run_id: Uuid) -> Result<(), HarnessError> {
+    wait::until("A's lease to expire on the database clock", STEP, || async move {
+        let done: bool =
+            sqlx::query_scalar("SELECT expires_at <= clock_timestamp() FROM worker_leases WHERE run_id = $1")
+                .bind(run_id)
+                .fetch_one(pool)
+                .await?;
+        Ok(done.then_some(()))
+    })
+    .await
+}

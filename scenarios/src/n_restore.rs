@@ -1,14 +1,16 @@
 //! Experiment N-restore — a restore from an old backup while workers from after the backup still run
 //! (spec §10: before dispatch resumes, resolve stale workers, epochs, the ledger and remote forks).
 //!
-//! The harness builds a server of its own. Worker A acquires the run (epoch 1), saves and plans
+//! The harness builds a server of its own, in the session's backend (a native cluster, or a
+//! container whose restored data folder is bind-mounted into a new container on the same port). Worker A acquires the run (epoch 1), saves and plans
 //! `op1`; then a base backup is taken (pg_basebackup). After the backup, A is SIGSTOPped; once its
 //! lease expires B takes over (epoch 2), saves, and a dispatcher really executes `op1`; B plans and
 //! the dispatcher executes `op2`. The tools' ledger holds both side effects; the database knows B's
 //! term. The oracle is read out, and the server is restored to the backup: epoch 1, `op1` prepared,
 //! `op2` unknown to it, while A (paused) and B (live) still believe in their terms.
 //!
-//! Hold: the restored server listens only on its private socket, so no worker reaches it. The
+//! Hold: the restored server admits no worker (natively it listens only on its private socket; in a
+//! container its pg_hba admits only the operator's login). The
 //! operator's recovery (`protocol::restore::recover`) runs there: every lease freed with its epoch
 //! raised above anything handed out since the backup, `op1` settled from the remote history, `op2`
 //! reported as a fork. Then the server listens again and the story resumes: C acquires and saves, A
@@ -25,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fenceproof_harness::check::{invariants, restore, Check};
 use fenceproof_harness::db::databases;
-use fenceproof_harness::db::native::NativeCluster;
+use fenceproof_harness::db::restorable::Restorable;
 use fenceproof_harness::record::{ledger, oracle};
 use fenceproof_harness::{wait, HarnessError};
 use fenceproof_protocol::mutant::Mutant;
@@ -49,30 +51,24 @@ fn skips_recovery(ctx: &Ctx) -> bool {
 }
 
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
-    let Some(bin) = ctx.pg_bin.clone() else {
-        return Err(HarnessError::Other(
-            "N-restore builds, backs up and restores a server of its own from the machine's PostgreSQL binaries; none found (--pg-bin)".into(),
-        ));
-    };
     let log = ctx.dir.join("server-n.log");
-    let mut server = NativeCluster::start(bin, &log).await?;
-    let mut backup = None;
-    let r = story(ctx, &mut server, &log, &mut backup).await;
-    server.stop();
-    if let Some(b) = backup {
-        NativeCluster::discard_backup(&b);
-    }
+    let mut server = match (&ctx.container_image, ctx.pg_bin.clone()) {
+        (Some(image), _) => Restorable::start_container(image, &log).await?,
+        (None, Some(bin)) => Restorable::start_native(bin, &log).await?,
+        (None, None) => {
+            return Err(HarnessError::Other(
+                "N-restore builds, backs up and restores a server of its own from the machine's PostgreSQL binaries; none found (--pg-bin)".into(),
+            ))
+        }
+    };
+    let r = story(ctx, &mut server).await;
+    server.stop().await;
     r
 }
 
-async fn story(
-    ctx: &mut Ctx,
-    server: &mut NativeCluster,
-    log: &std::path::Path,
-    backup_dir: &mut Option<std::path::PathBuf>,
-) -> Result<(), HarnessError> {
-    databases::create_template(&*server).await?;
-    let url = databases::create_from_template(&*server, "n").await?;
+async fn story(ctx: &mut Ctx, server: &mut Restorable) -> Result<(), HarnessError> {
+    databases::create_template(server.backend()?).await?;
+    let url = databases::create_from_template(server.backend()?, "n").await?;
     let pool = databases::pool(&url, CONTROL, 4).await?;
     if let Some(patch) = &ctx.sql_patch {
         sqlx::raw_sql(patch).execute(&pool).await?;
@@ -94,8 +90,7 @@ async fn story(
     require_ok(&plan1, "A plan op1")?;
     let op1 = data(&plan1)["operation_id"].as_str().unwrap_or_default().to_string();
 
-    let backup = server.base_backup().await?;
-    *backup_dir = Some(backup.clone());
+    server.base_backup().await?;
     ctx.timeline.record("harness", "base_backup", "database", json!({"epoch": 1, "op1": op1}));
 
     // After the backup: A paused, B's term, both intents really executed.
@@ -128,9 +123,9 @@ async fn story(
     pool.close().await;
 
     // Fault: the server is restored to the backup, held from the workers.
-    server.restore(&backup, log, true).await?;
+    let operator_url = server.restore_held("n").await?;
     ctx.timeline.record("harness", "restore", "database", json!({"hold": true}));
-    let held = databases::pool(&server.socket_url_for("n"), CONTROL, 2).await?;
+    let held = databases::pool(&operator_url, CONTROL, 2).await?;
     let restored_mark = max_seq(&held).await?;
     let report = if skips_recovery(ctx) {
         ctx.note("operator mutant: the restored database reopens without the recovery");
@@ -153,7 +148,7 @@ async fn story(
     held.close().await;
 
     // Heal: the server listens again; dispatch resumes.
-    server.reopen(log).await?;
+    server.reopen(&operator_url).await?;
     ctx.timeline.record("harness", "reopen", "database", json!({}));
     let pool = databases::pool(&url, CONTROL, 4).await?;
     let at_reopen: BTreeMap<String, String> =

@@ -81,13 +81,13 @@ fn experiments_pass_in_a_container_and_nothing_is_left_behind() {
             "--pg-image",
             IMAGE,
             "--only",
-            "A,B-freeze,E-idem,P-role,I-save,J-partition,K-forward,L-rollout,M-redis-restart",
+            "A,B-freeze,E-idem,P-role,I-save,J-partition,K-forward,L-rollout,M-redis-restart,N-restore",
         ],
         &reports,
     );
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
-    assert!(stdout.contains("container backend") && stdout.contains("9/9 experiments passed"), "{stdout}");
+    assert!(stdout.contains("container backend") && stdout.contains("10/10 experiments passed"), "{stdout}");
     let run = std::fs::read_link(reports.join("latest")).map(|l| reports.join(l)).unwrap();
     let log = std::fs::read_to_string(run.join("postgres.log")).unwrap();
     assert!(log.contains("database system is ready to accept connections"), "the container's log is kept");

@@ -142,14 +142,33 @@ impl ContainerDb {
         extra: Vec<(String, String)>,
         env: Vec<(String, String)>,
     ) -> Result<ContainerDb> {
+        ContainerDb::start_inner(image, log, extra, env, None).await
+    }
+
+    /// Start `image` published on the fixed host port `port`, so that a server restored later
+    /// ([`ContainerDb::start_on_data`]) can take the same address.
+    pub async fn start_at_port(image: &str, log: &Path, port: u16) -> Result<ContainerDb> {
+        ContainerDb::start_inner(image, log, Vec::new(), Vec::new(), Some(port)).await
+    }
+
+    async fn start_inner(
+        image: &str,
+        log: &Path,
+        extra: Vec<(String, String)>,
+        env: Vec<(String, String)>,
+        port: Option<u16>,
+    ) -> Result<ContainerDb> {
         preflight(image)?;
         let (name, tag) = split_image(image);
         let mut image_spec = Postgres::default().with_name(name).with_tag(tag);
         for (k, v) in env {
             image_spec = image_spec.with_env_var(k, v);
         }
-        let container = image_spec
-            .with_label(PID_LABEL, std::process::id().to_string())
+        let mut request = image_spec.with_label(PID_LABEL, std::process::id().to_string());
+        if let Some(port) = port {
+            request = request.with_mapped_port(port, 5432.tcp());
+        }
+        let container = request
             // A throwaway server: initdb need not fsync every file it writes.
             .with_env_var("POSTGRES_INITDB_ARGS", "--no-sync")
             // Without TZ, initdb guesses the zone by probing every file of the zoneinfo database:
@@ -207,6 +226,42 @@ impl ContainerDb {
             .await
             .map_err(|e| HarnessError::Container(format!("starting a standby of {}: {e}", primary.id)))?;
         ContainerDb::adopt(Handle::Standby(container), &primary.image, log).await
+    }
+
+    /// Take a base backup of this server inside its container (pg_basebackup over its local
+    /// socket, WAL streamed along) and copy it to the host folder `dest`, owned by the image's
+    /// postgres user (uid 999, as in the official image and ours).
+    pub async fn base_backup_to(&self, dest: &Path) -> Result<()> {
+        docker::exec_sh(
+            &self.id,
+            "postgres",
+            "rm -rf /tmp/fp-backup; pg_basebackup -h /tmp -U postgres -D /tmp/fp-backup -X stream -c fast --no-sync",
+        )
+        .await?;
+        let from = format!("{}:/tmp/fp-backup", self.id);
+        docker::run(&["cp", &from, &dest.display().to_string()]).await?;
+        own_by_postgres(dest)
+    }
+
+    /// Start `image` on the host folder `data` (a restored backup) bind-mounted as its data
+    /// folder, published on host port `port`; returns once it accepts connections.
+    pub async fn start_on_data(image: &str, data: &Path, port: u16, log: &Path) -> Result<ContainerDb> {
+        preflight(image)?;
+        own_by_postgres(data)?;
+        let (image_name, tag) = split_image(image);
+        let container = GenericImage::new(image_name, tag)
+            .with_wait_for(WaitFor::message_on_stderr("database system is ready to accept connections"))
+            .with_exposed_port(5432.tcp())
+            .with_mapped_port(port, 5432.tcp())
+            .with_mount(testcontainers::core::Mount::bind_mount(data.display().to_string(), "/var/lib/postgresql/data"))
+            .with_env_var("POSTGRES_PASSWORD", "postgres")
+            .with_label(PID_LABEL, std::process::id().to_string())
+            .with_cmd(server_options(&[]))
+            .with_startup_timeout(STARTUP_TIMEOUT)
+            .start()
+            .await
+            .map_err(|e| HarnessError::Container(format!("starting {image} on a restored data folder: {e}")))?;
+        ContainerDb::adopt(Handle::Standby(container), image, log).await
     }
 
     async fn adopt(handle: Handle, image: &str, log: &Path) -> Result<ContainerDb> {
@@ -282,6 +337,21 @@ pub fn preflight(image: &str) -> Result<()> {
 }
 
 /// The harness's server settings plus `extra`, as server options.
+/// Hand a host folder to the image's postgres user (uid and gid 999), mode 0700 at its top.
+fn own_by_postgres(dir: &Path) -> Result<()> {
+    let status = std::process::Command::new("chown")
+        .args(["-R", "999:999"])
+        .arg(dir)
+        .status()
+        .map_err(|e| HarnessError::Container(format!("chown {}: {e}", dir.display())))?;
+    if !status.success() {
+        return Err(HarnessError::Container(format!("chown {} failed ({status})", dir.display())));
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    Ok(())
+}
+
 fn server_options(extra: &[(String, String)]) -> Vec<String> {
     let mut cmd = Vec::new();
     let all = SERVER_SETTINGS.iter().map(|(k, v)| (k.to_string(), v.to_string())).chain(extra.iter().cloned());

@@ -3,7 +3,8 @@
 //! A [`Backend`] is a running server the harness can reach with an admin URL. The native backend
 //! ([`native::NativeCluster`]) is a throwaway cluster started from the machine's own binaries.
 //! [`databases`] prepares a migrated template with the oracle installed and clones a fresh
-//! database from it for each experiment, so experiment order never matters.
+//! database from it for each experiment, so experiment order never matters. [`restorable`] is a
+//! server of either kind that can be backed up and restored (experiment N).
 
 pub mod container;
 pub mod databases;
@@ -11,6 +12,7 @@ pub mod docker;
 pub mod external;
 pub mod native;
 pub mod pgbin;
+pub mod restorable;
 pub mod writers;
 
 /// A running PostgreSQL server under the harness's control.

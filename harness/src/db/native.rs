@@ -452,7 +452,7 @@ pub fn stale_roots(tmp: &Path) -> Vec<PathBuf> {
     swept
 }
 
-fn free_port() -> Result<u16> {
+pub fn free_port() -> Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
 }

@@ -47,7 +47,23 @@ fn bench_runs_every_workload_and_writes_its_report() {
     // Writes through the fp_* functions really happened: the lease table saw updates.
     let renewal = phases.iter().find(|p| p["group"] == "renewal").unwrap();
     assert!(renewal["tables"]["worker_leases"]["n_tup_upd"].as_i64().unwrap() > 0, "{renewal}");
-    assert_eq!(bench["pgbench"].as_array().unwrap().len(), 2, "pgbench ran beside our driver");
+    let pgbench = bench["pgbench"].as_array().unwrap();
+    assert_eq!(pgbench.iter().filter(|p| p["group"] == "driver").count(), 2, "pgbench ran beside our driver");
+    // Driver-neutral capacity: every fp_* call and its references as pgbench scripts, and each one
+    // really wrote its rows (table statistics, not pgbench's word).
+    let neutral: Vec<&serde_json::Value> = pgbench.iter().filter(|p| p["group"] != "driver").collect();
+    assert_eq!(neutral.len(), 9, "{neutral:?}");
+    for p in neutral {
+        let tx = p["result"]["transactions"].as_i64().unwrap();
+        let want = tx * p["units_per_tx"].as_i64().unwrap();
+        assert!(tx > 0, "{} / {} ran no transaction", p["group"], p["name"]);
+        assert!(
+            p["rows_updated"].as_i64().unwrap() >= want,
+            "{} / {} wrote fewer rows than {want}: {p}",
+            p["group"],
+            p["name"]
+        );
+    }
     assert_eq!(bench["goals"].as_array().unwrap().len(), 7, "{}", bench["goals"]);
     assert!(bench["sizing"].as_str().unwrap().contains("2000 active runs at a 400 ms heartbeat need 5000 renewals/s"));
     for f in ["bench.md", "throughput-vs-clients.svg", "p99-vs-clients.svg", "growth.svg"] {

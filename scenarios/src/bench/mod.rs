@@ -7,10 +7,12 @@
 //! - [`workloads`]: the data and the SQL of every workload;
 //! - [`dbstats`]: WAL, HOT updates, dead tuples, autovacuum and sampled lock waits per phase;
 //! - [`pgbench`]: the reference driver;
+//! - [`neutral`]: driver-neutral capacity, the `fp_*` calls and their references as pgbench scripts;
 //! - [`report`]: bench.json, bench.md, SVG plots, the terminal summary and the sizing answer.
 
 pub mod dbstats;
 pub mod driver;
+pub mod neutral;
 pub mod pgbench;
 pub mod report;
 pub mod workloads;
@@ -92,6 +94,9 @@ pub struct Phase {
     pub wal_bytes_per_unit: f64,
     pub commits: i64,
     pub tables: BTreeMap<String, dbstats::TableStats>,
+    /// CPU seconds (user + system) of this process during a closed-loop phase: the client's own
+    /// cost (0 for open-loop phases).
+    pub client_cpu_s: f64,
 }
 
 impl Phase {
@@ -103,9 +108,22 @@ impl Phase {
 /// A pgbench phase.
 #[derive(Debug, Clone, Serialize)]
 pub struct PgbenchPhase {
+    /// `driver` (identical SQL, against our driver) or `neutral-*` (see [`neutral`]).
+    pub group: String,
     pub name: String,
     pub clients: usize,
+    /// Units (renewed leases, claimed operations) per pgbench transaction.
+    pub units_per_tx: u64,
     pub result: pgbench::PgbenchResult,
+    /// Rows the phase updated, from the server's table statistics (pgbench does not look at what a
+    /// statement returned: this is the evidence that the fenced calls really wrote).
+    pub rows_updated: i64,
+}
+
+impl PgbenchPhase {
+    pub fn units_per_s(&self) -> f64 {
+        self.result.tps * self.units_per_tx as f64
+    }
 }
 
 /// Everything one `fenceproof bench` measured.
@@ -181,8 +199,48 @@ impl Bench {
         sqlx::query("CHECKPOINT").execute(&self.admin).await?;
         let before = dbstats::snapshot(&self.admin).await?;
         let sampler = dbstats::LockSampler::start(self.admin.clone(), Duration::from_millis(10));
+        let cpu0 = pgbench::cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_SELF);
         let sample = driver::closed_loop(&pool, clients, duration, max_units, max_units.is_some(), op).await;
-        self.finish(group, name, clients, size, pool, before, sampler, sample).await
+        let cpu = pgbench::cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_SELF) - cpu0;
+        let mut phase = self.finish(group, name, clients, size, pool, before, sampler, sample).await?;
+        phase.client_cpu_s = cpu;
+        if let Some(last) = self.phases.last_mut() {
+            last.client_cpu_s = cpu;
+        }
+        Ok(phase)
+    }
+
+    /// Run one pgbench phase of `script` (after a checkpoint, as every phase), as the worker
+    /// login when the script is ours.
+    async fn pgbench_phase(
+        &mut self,
+        pgbench_bin: &std::path::Path,
+        dir: &std::path::Path,
+        script: neutral::Script,
+        clients: usize,
+        load: pgbench::Load,
+    ) -> Result<(), HarnessError> {
+        self.progress.step(&format!("{}: {} ({clients} clients)", script.group, script.name));
+        let file = dir.join(format!("pgbench-{}-{}.sql", script.group, self.pgbench.len()));
+        std::fs::write(&file, &script.sql)?;
+        sqlx::query("CHECKPOINT").execute(&self.admin).await?;
+        let before = dbstats::snapshot(&self.admin).await?;
+        let url = if script.as_worker { &self.worker_url } else { &self.admin_url };
+        let result = pgbench::run(pgbench_bin, url, &file, clients, load).map_err(HarnessError::Other)?;
+        if let Some(w) = dbstats::settle(&self.admin, "pgbench", Duration::from_secs(60)).await {
+            eprintln!("fenceproof: after {} / {}: {w}", script.group, script.name);
+        }
+        let after = dbstats::snapshot(&self.admin).await?;
+        let rows_updated = dbstats::table_deltas(&before, &after).values().map(|t| t.n_tup_upd).sum();
+        self.pgbench.push(PgbenchPhase {
+            group: script.group.into(),
+            name: script.name,
+            clients,
+            units_per_tx: script.units_per_tx,
+            result,
+            rows_updated,
+        });
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -229,6 +287,7 @@ impl Bench {
             wal_bytes_per_unit: (after.wal_bytes - before.wal_bytes) as f64 / s.units.max(1) as f64,
             commits: after.xact_commit - before.xact_commit,
             tables: dbstats::table_deltas(&before, &after),
+            client_cpu_s: 0.0,
         };
         if let Some(e) = &phase.first_error {
             eprintln!("\r\x1b[2Kfenceproof bench: {group}/{name}: {} errors, first: {e}", phase.errors);
@@ -240,7 +299,7 @@ impl Bench {
 
 /// The number of phases a run with `o` performs (for the progress bar).
 fn phase_count(o: &BenchOptions) -> usize {
-    4 + 2 + 2 + 1 + 4 + 2 + 3 * o.load_clients.len() + 3 * o.growth.len() + 2
+    4 + 2 + 2 + 1 + 4 + 2 + 9 + 3 * o.load_clients.len() + 3 * o.growth.len() + 2
 }
 
 /// Run the whole benchmark; returns the run and its folder.
@@ -304,10 +363,14 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
         )
         .await?;
         b.progress.step("driver: pgbench, same SQL");
-        let pg = pgbench::run(&pgbench_bin, &admin_url, &script, c, slice).map_err(HarnessError::Other)?;
+        let pg = pgbench::run(&pgbench_bin, &admin_url, &script, c, pgbench::Load::For(slice))
+            .map_err(HarnessError::Other)?;
         b.pgbench.push(PgbenchPhase {
+            group: "driver".into(),
             name: "pgbench: UPDATE bench_raw by primary key".into(),
             clients: c,
+            units_per_tx: 1,
+            rows_updated: 0,
             result: pg,
         });
     }
@@ -414,6 +477,21 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
             }
         })
         .await?;
+    }
+
+    // 5b. Driver-neutral capacity: the same fp_* calls, their raw rows and the physical reference,
+    //     driven by pgbench (see `neutral`); the sizing answer is computed from these.
+    let commit_ids: Vec<Uuid> = runs.iter().map(|(l, _)| l.run_id).collect();
+    neutral::prepare_ids(&admin, opts.size, &commit_ids).await?;
+    let mut scripts = neutral::renewal(opts.size, opts.workers, opts.renew_batch);
+    scripts.extend(neutral::commit());
+    for s in scripts {
+        b.pgbench_phase(&pgbench_bin, &run_dir.path, s, c, pgbench::Load::For(d)).await?;
+    }
+    for s in neutral::claim(kc, opts.size, opts.dispatchers) {
+        workloads::prepared_backlog(&admin, opts.size).await?;
+        let load = pgbench::Load::Transactions(s.transactions_per_client.unwrap_or(1));
+        b.pgbench_phase(&pgbench_bin, &run_dir.path, s, opts.dispatchers, load).await?;
     }
 
     // 6. Load curves: throughput and latency against the number of clients.

@@ -11,6 +11,27 @@ pub struct PgbenchResult {
     pub tps: f64,
     pub latency_avg_ms: f64,
     pub transactions: u64,
+    /// CPU seconds pgbench itself used (user + system), from the kernel's accounting of the child.
+    #[serde(default)]
+    pub client_cpu_s: f64,
+}
+
+/// How long pgbench runs: for a duration, or a fixed number of transactions per client.
+#[derive(Debug, Clone, Copy)]
+pub enum Load {
+    For(Duration),
+    Transactions(u64),
+}
+
+/// CPU seconds (user + system) of `who` so far.
+pub fn cpu_seconds(who: nix::sys::resource::UsageWho) -> f64 {
+    match nix::sys::resource::getrusage(who) {
+        Ok(u) => {
+            let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+            t(u.user_time()) + t(u.system_time())
+        }
+        Err(_) => 0.0,
+    }
 }
 
 /// Find pgbench beside the server binaries, else on PATH.
@@ -23,29 +44,31 @@ pub fn locate(pg_bin_dir: Option<&Path>) -> Option<PathBuf> {
 
 /// Run `script` with `clients` clients for `duration` (whole seconds, at least 1) against `url`'s
 /// host, port, user and database, with prepared statements (as our driver uses).
-pub fn run(
-    pgbench: &Path,
-    url: &str,
-    script: &Path,
-    clients: usize,
-    duration: Duration,
-) -> Result<PgbenchResult, String> {
+pub fn run(pgbench: &Path, url: &str, script: &Path, clients: usize, load: Load) -> Result<PgbenchResult, String> {
     let u = url::Url::parse(url).map_err(|e| format!("bad URL: {e}"))?;
-    let secs = duration.as_secs().max(1);
     let threads = clients.clamp(1, 2);
+    let amount = match load {
+        Load::For(d) => ["-T".to_string(), d.as_secs().max(1).to_string()],
+        Load::Transactions(t) => ["-t".to_string(), t.max(1).to_string()],
+    };
+    let cpu0 = cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_CHILDREN);
     let out = Command::new(pgbench)
         .args(["-n", "-M", "prepared", "-c", &clients.to_string(), "-j", &threads.to_string()])
-        .args(["-T", &secs.to_string(), "-f"])
+        .args(amount)
+        .arg("-f")
         .arg(script)
         .args(["-h", u.host_str().unwrap_or("127.0.0.1"), "-p", &u.port().unwrap_or(5432).to_string()])
         .args(["-U", u.username(), u.path().trim_start_matches('/')])
         .output()
         .map_err(|e| format!("cannot run {}: {e}", pgbench.display()))?;
+    let client_cpu_s = cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_CHILDREN) - cpu0;
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     if !out.status.success() {
         return Err(format!("pgbench failed: {}{}", text, String::from_utf8_lossy(&out.stderr)));
     }
-    parse(&text).ok_or_else(|| format!("cannot read pgbench's output: {text}"))
+    let mut r = parse(&text).ok_or_else(|| format!("cannot read pgbench's output: {text}"))?;
+    r.client_cpu_s = client_cpu_s;
+    Ok(r)
 }
 
 /// Read tps, average latency and the transaction count from pgbench's summary.
@@ -65,7 +88,12 @@ pub fn parse(text: &str) -> Option<PgbenchResult> {
         .next()?
         .parse()
         .ok()?;
-    Some(PgbenchResult { tps: value_after("tps")?, latency_avg_ms: value_after("latency average")?, transactions })
+    Some(PgbenchResult {
+        tps: value_after("tps")?,
+        latency_avg_ms: value_after("latency average")?,
+        transactions,
+        client_cpu_s: 0.0,
+    })
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
-use super::{BenchRun, Phase};
+use super::{BenchRun, PgbenchPhase, Phase};
 
 /// A progress bar on stderr, only on a terminal (and not with FENCEPROOF_QUIET).
 pub struct Progress {
@@ -57,15 +57,17 @@ pub fn goals(run: &BenchRun) -> Vec<Goal> {
         g.push(Goal { goal: goal.into(), measured, holds });
     };
     let ours: Vec<&Phase> = run.phases.iter().filter(|p| p.group == "driver").collect();
-    if !ours.is_empty() && !run.pgbench.is_empty() {
+    let theirs: Vec<&PgbenchPhase> = run.pgbench.iter().filter(|p| p.group == "driver").collect();
+    if !ours.is_empty() && !theirs.is_empty() {
         let ours_rate = ours.iter().map(|p| p.units_per_s).sum::<f64>() / ours.len() as f64;
-        let pg_rate = run.pgbench.iter().map(|p| p.result.tps).sum::<f64>() / run.pgbench.len() as f64;
+        let pg_rate = theirs.iter().map(|p| p.result.tps).sum::<f64>() / theirs.len() as f64;
         let r = ours_rate / pg_rate.max(1e-9);
         add(
             "driver overhead: our driver ≥ 0.9× pgbench on identical SQL",
             format!(
-                "{ours_rate:.0}/s vs pgbench {pg_rate:.0}/s = {r:.2}× (mean of {} alternating rounds each)",
-                ours.len()
+                "{ours_rate:.0}/s vs pgbench {pg_rate:.0}/s = {r:.2}× (mean of {} alternating rounds each); {}",
+                ours.len(),
+                driver_cpu(run)
             ),
             r >= 0.9,
         );
@@ -86,19 +88,24 @@ pub fn goals(run: &BenchRun) -> Vec<Goal> {
             holds,
         );
     }
-    if let (Some(ours), Some(spec), Some(raw)) =
-        (find(run, "commit", "ours: protected transition (fp"), find(run, "commit", "spec"), find(run, "commit", "raw"))
+    if let (Some(ours), Some(spec)) =
+        (find(run, "commit", "ours: protected transition (fp"), find(run, "commit", "spec"))
     {
-        let (rs, rr) = (ours.units_per_s / spec.units_per_s.max(1e-9), ours.units_per_s / raw.units_per_s.max(1e-9));
+        let rs = ours.units_per_s / spec.units_per_s.max(1e-9);
         add(
             "protected commit ≥ the spec's 5-round-trip transaction",
             format!("{:.0} vs {:.0}/s = {rs:.2}×", ours.units_per_s, spec.units_per_s),
             rs >= 1.0,
         );
+    }
+    if let (Some(ours), Some(physical)) =
+        (find_pg(run, "neutral-commit", "pgbench: protected"), find_pg(run, "neutral-commit", "pgbench physical"))
+    {
+        let r = ours.units_per_s() / physical.units_per_s().max(1e-9);
         add(
-            "protected commit ≥ 0.5× the raw single-row UPDATE",
-            format!("{:.0} vs {:.0}/s = {rr:.2}×", ours.units_per_s, raw.units_per_s),
-            rr >= 0.5,
+            "protocol overhead (pgbench both): the protected commit ≥ 0.9× its physical two-write transaction",
+            format!("{:.0} vs {:.0}/s = {r:.2}×", ours.units_per_s(), physical.units_per_s()),
+            r >= 0.9,
         );
     }
     if let (Some(ours), Some(bare)) = (find(run, "claim", "ours"), find(run, "claim", "raw")) {
@@ -130,28 +137,100 @@ pub fn goals(run: &BenchRun) -> Vec<Goal> {
     g
 }
 
-/// The sizing answer for the contract's N active runs at heartbeat H.
+/// The sizing answer for the contract's N active runs at heartbeat H, from the driver-neutral
+/// capacity (pgbench calling the same fp_* functions); our own driver is reported beside it.
 pub fn sizing(run: &BenchRun) -> String {
     let n = run.options["active_runs"].as_u64().unwrap_or(0);
     let h_ms = run.options["heartbeat_ms"].as_u64().unwrap_or(1).max(1);
     let timeout_ms = run.options["renewal_timeout_ms"].as_u64().unwrap_or(h_ms);
     let need = n as f64 * 1000.0 / h_ms as f64;
-    let per_lease = find(run, "renewal", "ours").map(|p| p.units_per_s).unwrap_or(0.0);
-    let batched = find(run, "renewal-batched", "ours").map(|p| p.units_per_s).unwrap_or(0.0);
+    let rate = |p: Option<&PgbenchPhase>| p.map(PgbenchPhase::units_per_s).unwrap_or(0.0);
+    let per_lease = rate(find_pg(run, "neutral-renewal", "pgbench: fp_lease_renew per lease"));
+    let batched = rate(find_pg(run, "neutral-renewal-batched", "pgbench: fp_lease_renew_many"));
+    let ours_per_lease = find(run, "renewal", "ours").map(|p| p.units_per_s).unwrap_or(0.0);
+    let ours_batched = find(run, "renewal-batched", "ours").map(|p| p.units_per_s).unwrap_or(0.0);
     let Some(s) = find(run, "sustain-contract", "") else { return "no sustained phase was measured".into() };
     let holds = s.units_per_s >= need * 0.98 && s.errors == 0 && s.p99_ms < timeout_ms as f64;
     format!(
         "{n} active runs at a {h_ms} ms heartbeat need {need:.0} renewals/s. Sustained with batched renewal: \
-         {:.0}/s, p99 {:.1} ms (renewal timeout {timeout_ms} ms): {}. Capacity measured here: {:.0}/s per lease \
-         ({:.1}× headroom), {:.0}/s batched ({:.1}× headroom).",
+         {:.0}/s, p99 {:.1} ms (renewal timeout {timeout_ms} ms): {}. The database's capacity, driver-neutral \
+         (pgbench calling fp_lease_renew / fp_lease_renew_many): {per_lease:.0}/s per lease ({:.1}× headroom), \
+         {batched:.0}/s batched ({:.1}× headroom). What a Rust worker on sqlx reaches end to end (our driver, \
+         same calls): {ours_per_lease:.0}/s per lease, {ours_batched:.0}/s batched.",
         s.units_per_s,
         s.p99_ms,
         if holds { "this database holds it" } else { "this database does NOT hold it" },
-        per_lease,
         per_lease / need.max(1e-9),
-        batched,
-        batched / need.max(1e-9)
+        batched / need.max(1e-9),
     )
+}
+
+/// The first pgbench phase of `group` whose name starts with `prefix`.
+pub fn find_pg<'a>(run: &'a BenchRun, group: &str, prefix: &str) -> Option<&'a PgbenchPhase> {
+    run.pgbench.iter().find(|p| p.group == group && p.name.starts_with(prefix))
+}
+
+/// Client CPU per statement on identical SQL: our process during its driver rounds, pgbench's own
+/// (the kernel's accounting of the child). On a small machine the client shares the cores with the
+/// server, so a client that costs more CPU per statement leaves the server less.
+pub fn driver_cpu(run: &BenchRun) -> String {
+    let ours: Vec<&Phase> = run.phases.iter().filter(|p| p.group == "driver").collect();
+    let theirs: Vec<&PgbenchPhase> = run.pgbench.iter().filter(|p| p.group == "driver").collect();
+    let per = |cpu: f64, n: f64| if n > 0.0 { cpu / n * 1e6 } else { 0.0 };
+    let ours_us = per(ours.iter().map(|p| p.client_cpu_s).sum(), ours.iter().map(|p| p.units as f64).sum());
+    let theirs_us = per(
+        theirs.iter().map(|p| p.result.client_cpu_s).sum(),
+        theirs.iter().map(|p| p.result.transactions as f64).sum(),
+    );
+    format!(
+        "client CPU per statement: ours {ours_us:.1} µs, pgbench {theirs_us:.1} µs ({:.1}×)",
+        ours_us / theirs_us.max(1e-9)
+    )
+}
+
+/// The driver-neutral references, as lines of the report: each fp_* workload against its raw and
+/// physical references (pgbench both), and our driver against pgbench on the same call.
+pub fn references(run: &BenchRun) -> Vec<String> {
+    let mut out = Vec::new();
+    let pairs = [
+        ("neutral-renewal", "pgbench: fp_lease_renew", "pgbench raw", "renewal per lease vs raw UPDATE"),
+        (
+            "neutral-renewal-batched",
+            "pgbench: fp_lease_renew_many",
+            "pgbench raw",
+            "batched renewal vs raw batched UPDATE",
+        ),
+        ("neutral-commit", "pgbench: protected", "pgbench physical", "protected commit vs its physical two writes"),
+        ("neutral-commit", "pgbench: protected", "pgbench raw", "protected commit vs a single-row UPDATE"),
+        ("neutral-claim", "pgbench: fp_claim", "pgbench raw", "claim vs bare SKIP LOCKED"),
+    ];
+    for (group, ours, reference, what) in pairs {
+        if let (Some(o), Some(r)) = (find_pg(run, group, ours), find_pg(run, group, reference)) {
+            out.push(format!(
+                "{what}: {:.0} vs {:.0}/s = {:.2}× (pgbench both)",
+                o.units_per_s(),
+                r.units_per_s(),
+                o.units_per_s() / r.units_per_s().max(1e-9)
+            ));
+        }
+    }
+    let ends = [
+        ("renewal", "ours per lease", "neutral-renewal", "pgbench: fp_lease_renew", "renewal per lease"),
+        ("renewal-batched", "ours", "neutral-renewal-batched", "pgbench: fp_lease_renew_many", "batched renewal"),
+        ("commit", "ours: protected transition (fp", "neutral-commit", "pgbench: protected", "protected commit"),
+        ("claim", "ours", "neutral-claim", "pgbench: fp_claim", "claim"),
+    ];
+    for (g, prefix, pg_group, pg_prefix, what) in ends {
+        if let (Some(o), Some(p)) = (find(run, g, prefix), find_pg(run, pg_group, pg_prefix)) {
+            out.push(format!(
+                "{what}, our driver end to end vs pgbench on the same call: {:.0} vs {:.0}/s = {:.2}×",
+                o.units_per_s,
+                p.units_per_s(),
+                o.units_per_s / p.units_per_s().max(1e-9)
+            ));
+        }
+    }
+    out
 }
 
 /// The first phase of `group` whose name starts with `prefix`.
@@ -169,15 +248,23 @@ pub fn summary(run: &BenchRun, dir: &Path) -> String {
         let _ = writeln!(s, "{:<18} {:<58} {:>10.0} {:>8.2} {:>8.2}", p.group, name, p.units_per_s, p.p50_ms, p.p99_ms);
     }
     for pg in &run.pgbench {
+        let name: String = pg.name.chars().take(58).collect();
         let _ = writeln!(
             s,
             "{:<18} {:<58} {:>10.0} {:>8.2} {:>8}",
-            "driver", pg.name, pg.result.tps, pg.result.latency_avg_ms, "-"
+            pg.group.chars().take(18).collect::<String>(),
+            name,
+            pg.units_per_s(),
+            pg.result.latency_avg_ms,
+            "-"
         );
     }
     let _ = writeln!(s);
     for g in goals(run) {
         let _ = writeln!(s, "{} {}: {}", if g.holds { "HOLDS" } else { "MISS " }, g.goal, g.measured);
+    }
+    for r in references(run) {
+        let _ = writeln!(s, "      {r}");
     }
     let _ = writeln!(s, "\nsizing: {}", sizing(run));
     let _ = writeln!(s, "report: {}/bench.md ({:.0} s)", dir.display(), run.duration_s);
@@ -253,7 +340,18 @@ fn markdown(run: &BenchRun) -> String {
     for g in goals(run) {
         let _ = writeln!(s, "| {} | {} | {} |", if g.holds { "holds" } else { "**miss**" }, g.goal, g.measured);
     }
-    let _ = writeln!(s, "\n## Sizing\n\n{}\n", sizing(run));
+    let _ = writeln!(s, "\n## Driver-neutral references\n");
+    for r in references(run) {
+        let _ = writeln!(s, "- {r}");
+    }
+    let _ = writeln!(
+        s,
+        "\nThe protected commit against a single-row UPDATE is not a like-for-like pair: the commit also \
+         locks the lease row (a second tuple written, in a second table and index), validates it and \
+         compares the revision, inside a PL/pgSQL call. Its physical reference does the same two writes \
+         with no checks; the ratio to it is the protocol's own overhead.\n"
+    );
+    let _ = writeln!(s, "## Sizing\n\n{}\n", sizing(run));
     let _ = writeln!(s, "## Phases\n");
     let _ = writeln!(
         s,
@@ -296,8 +394,15 @@ fn markdown(run: &BenchRun) -> String {
     for pg in &run.pgbench {
         let _ = writeln!(
             s,
-            "\npgbench ({} clients, prepared): {:.0} tps, latency average {:.3} ms, {} transactions.",
-            pg.clients, pg.result.tps, pg.result.latency_avg_ms, pg.result.transactions
+            "\npgbench {} / {} ({} clients, prepared): {:.0} tps ({:.0} units/s), latency average {:.3} ms, {} transactions, client CPU {:.2} s.",
+            pg.group,
+            pg.name,
+            pg.clients,
+            pg.result.tps,
+            pg.units_per_s(),
+            pg.result.latency_avg_ms,
+            pg.result.transactions,
+            pg.result.client_cpu_s
         );
     }
     let _ = writeln!(

@@ -1,0 +1,187 @@
+//! Driver-neutral capacity: every database-side workload as a pgbench custom script calling the
+//! same `fp_*` function with the same arguments as the reference worker, beside its raw script
+//! (the same rows, no fencing) and, for the protected commit, the physical reference: the two row
+//! writes the commit needs (the lease row lock and the run update) in one statement with no checks.
+//! pgbench is C over libpq: its rates are the database's, not our client's, and they are what the
+//! sizing answer is computed from.
+//!
+//! Ids are drawn inside the scripts from two lookup tables the harness fills before the phase:
+//! `bench_lease_ids` (g = 1..N over the held leases, owner `bench-w<g mod W>`) and
+//! `bench_commit_ids` (one run per pgbench client, `:client_id`). Ours and raw read the same
+//! lookup, so the lookup's cost is on both sides of every ratio.
+
+use sqlx::PgPool;
+
+/// One neutral script: its group (`neutral-renewal` …), name, SQL, units per transaction, and
+/// whether it runs as the worker login (ours) or the owner (raw).
+pub struct Script {
+    pub group: &'static str,
+    pub name: String,
+    pub sql: String,
+    pub units_per_tx: u64,
+    pub as_worker: bool,
+    /// Run a fixed number of transactions per client instead of for a duration (a claim drains
+    /// its backlog; a drained backlog would be measured as free no-op claims).
+    pub transactions_per_client: Option<u64>,
+}
+
+/// Fill the lookup tables: `leases` in g order (owner `bench-w<g mod workers>`, as
+/// `workloads::leases_up_to` made them) and the commit runs, one per client.
+pub async fn prepare_ids(admin: &PgPool, leases: u64, commit_runs: &[uuid::Uuid]) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql(&format!(
+        "DROP TABLE IF EXISTS bench_lease_ids, bench_commit_ids;
+         CREATE TABLE bench_lease_ids (g bigint PRIMARY KEY, run_id uuid NOT NULL, owner text NOT NULL, epoch bigint NOT NULL);
+         INSERT INTO bench_lease_ids
+              SELECT substr(r.task_id, 9)::bigint, l.run_id, l.owner, l.epoch
+                FROM worker_leases l JOIN agent_runs r USING (run_id)
+               WHERE r.task_id LIKE 'bench-l-%' AND substr(r.task_id, 9)::bigint <= {leases};
+         CREATE TABLE bench_commit_ids (client int PRIMARY KEY, run_id uuid NOT NULL, owner text NOT NULL);
+         GRANT SELECT ON bench_lease_ids, bench_commit_ids TO fenceproof_worker;"
+    ))
+    .execute(admin)
+    .await?;
+    for (i, run) in commit_runs.iter().enumerate() {
+        sqlx::query("INSERT INTO bench_commit_ids VALUES ($1, $2, $3)")
+            .bind(i as i32)
+            .bind(run)
+            .bind(format!("bench-c{i}"))
+            .execute(admin)
+            .await?;
+    }
+    sqlx::query("ANALYZE bench_lease_ids, bench_commit_ids").execute(admin).await?;
+    Ok(())
+}
+
+const TTL_MS: u64 = 600_000;
+const RAW_RENEW_SET: &str =
+    "SET expires_at = clock_timestamp() + interval '10 minutes', updated_at = clock_timestamp()";
+const CHECKPOINT: &str = r#"'{"step": 1}'::jsonb"#;
+
+/// The renewal scripts: per lease, and batched (`k` leases of one owner per statement), over `n`
+/// leases owned by `workers` owners.
+pub fn renewal(n: u64, workers: usize, k: usize) -> Vec<Script> {
+    let w = workers.max(1) as u64;
+    let per_owner = n / w;
+    let k = (k as u64).min(per_owner.saturating_sub(1)).max(1);
+    // The leases g = w + W*j, j = s .. s+k-1, all of owner bench-w<w> and all <= n; each client
+    // renews the leases of one owner (client mod W), as a worker renews its own, like our driver.
+    let pick = format!(
+        "\\set w :client_id % {w}\n\\set s random(1, {last_s})\n",
+        last_s = per_owner.saturating_sub(k).max(1)
+    );
+    let batch = format!("SELECT run_id FROM bench_lease_ids WHERE g IN (SELECT :w + {w} * j FROM generate_series(:s, :s + {k} - 1) j) ORDER BY g");
+    vec![
+        Script {
+            group: "neutral-renewal",
+            name: "pgbench: fp_lease_renew per lease".into(),
+            sql: format!(
+                "\\set g random(1, {n})\nSELECT fp_lease_renew(b.run_id, b.owner, b.epoch, {TTL_MS}) FROM bench_lease_ids b WHERE b.g = :g;\n"
+            ),
+            units_per_tx: 1,
+            as_worker: true,
+            transactions_per_client: None,
+        },
+        Script {
+            group: "neutral-renewal",
+            name: "pgbench raw: UPDATE worker_leases by primary key".into(),
+            sql: format!(
+                "\\set g random(1, {n})\nUPDATE worker_leases l {RAW_RENEW_SET} FROM bench_lease_ids b WHERE b.g = :g AND l.run_id = b.run_id;\n"
+            ),
+            units_per_tx: 1,
+            as_worker: false,
+            transactions_per_client: None,
+        },
+        Script {
+            group: "neutral-renewal-batched",
+            name: format!("pgbench: fp_lease_renew_many, batch of {k}"),
+            sql: format!(
+                "{pick}SELECT count(*) FROM fp_lease_renew_many('bench-w' || :w, ARRAY({batch}), array_fill(1::bigint, ARRAY[{k}]), {TTL_MS});\n"
+            ),
+            units_per_tx: k,
+            as_worker: true,
+            transactions_per_client: None,
+        },
+        Script {
+            group: "neutral-renewal-batched",
+            name: format!("pgbench raw: UPDATE … WHERE run_id = ANY(batch of {k})"),
+            sql: format!("{pick}UPDATE worker_leases {RAW_RENEW_SET} WHERE run_id = ANY(ARRAY({batch}));\n"),
+            units_per_tx: k,
+            as_worker: false,
+            transactions_per_client: None,
+        },
+    ]
+}
+
+/// The protected commit (a checkpoint save through `fp_run_transition`), the physical reference
+/// (lease row lock + run update, no checks, one statement) and the raw single-row UPDATE; each
+/// pgbench client writes its own run.
+pub fn commit() -> Vec<Script> {
+    let mine = "FROM bench_commit_ids b WHERE b.client = :client_id";
+    vec![
+        Script {
+            group: "neutral-commit",
+            name: "pgbench: protected transition (fp_run_transition)".into(),
+            sql: format!(
+                "SELECT t.outcome FROM bench_commit_ids b,
+  LATERAL fp_run_transition(b.run_id, b.owner, 1, (SELECT r.revision FROM agent_runs r WHERE r.run_id = b.run_id),
+                            'running', 'running', {CHECKPOINT}, NULL, NULL, NULL, NULL, NULL, NULL, NULL) t
+ WHERE b.client = :client_id;\n"
+            ),
+            units_per_tx: 1,
+            as_worker: true,
+            transactions_per_client: None,
+        },
+        Script {
+            group: "neutral-commit",
+            name: "pgbench physical: lease row lock + run UPDATE, no checks".into(),
+            sql: format!(
+                "WITH l AS (SELECT l.run_id FROM worker_leases l, bench_commit_ids b
+                      WHERE b.client = :client_id AND l.run_id = b.run_id FOR UPDATE OF l)
+UPDATE agent_runs r SET checkpoint = {CHECKPOINT}, revision = r.revision + 1, updated_at = clock_timestamp()
+  FROM l WHERE r.run_id = l.run_id;\n"
+            ),
+            units_per_tx: 1,
+            as_worker: false,
+            transactions_per_client: None,
+        },
+        Script {
+            group: "neutral-commit",
+            name: "pgbench raw: UPDATE agent_runs by primary key".into(),
+            sql: format!(
+                "UPDATE agent_runs r SET checkpoint = {CHECKPOINT}, revision = r.revision + 1, updated_at = clock_timestamp()
+  {mine} AND r.run_id = b.run_id;\n"
+            ),
+            units_per_tx: 1,
+            as_worker: false,
+            transactions_per_client: None,
+        },
+    ]
+}
+
+/// The claim, `k` per statement, ours and bare, each draining half of a `size` backlog.
+pub fn claim(k: i64, size: u64, clients: usize) -> Vec<Script> {
+    let per_client = (size / 2 / (k.max(1) as u64 * clients.max(1) as u64)).max(1);
+    vec![
+        Script {
+            group: "neutral-claim",
+            name: format!("pgbench: fp_claim, {k} per claim"),
+            sql: format!("SELECT count(*) FROM fp_claim('bench-d' || :client_id, {TTL_MS}, {k});\n"),
+            units_per_tx: k as u64,
+            as_worker: true,
+            transactions_per_client: Some(per_client),
+        },
+        Script {
+            group: "neutral-claim",
+            name: format!("pgbench raw: bare FOR UPDATE SKIP LOCKED, {k} per claim"),
+            sql: format!(
+                "WITH c AS (SELECT operation_id FROM tool_operations WHERE status = 'prepared'
+             ORDER BY updated_at LIMIT {k} FOR UPDATE SKIP LOCKED)
+UPDATE tool_operations o SET status = 'dispatching', dispatch_owner = 'bench-d' || :client_id
+  FROM c WHERE o.operation_id = c.operation_id;\n"
+            ),
+            units_per_tx: k as u64,
+            as_worker: false,
+            transactions_per_client: Some(per_client),
+        },
+    ]
+}

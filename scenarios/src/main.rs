@@ -223,6 +223,10 @@ enum Cmd {
         /// Active leases and prepared backlog of the main phases.
         #[arg(long, default_value_t = 10_000)]
         size: u64,
+        /// Only the driver-overhead phases (our driver and pgbench on identical SQL), e.g. to profile
+        /// the driver under callgrind.
+        #[arg(long)]
+        driver_only: bool,
         /// Sizes of the growth phases (comma-separated; up to 1000000).
         #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000")]
         growth: Vec<u64>,
@@ -317,6 +321,7 @@ async fn run(cli: Cli) -> u8 {
             claim_batch,
             size,
             growth,
+            driver_only,
             load_clients,
             contract,
             runs,
@@ -361,6 +366,7 @@ async fn run(cli: Cli) -> u8 {
                 claim_batch: claim_batch as i64,
                 size: size.clamp(100, 1_000_000),
                 growth,
+                driver_only,
                 load_clients,
                 active_runs: runs.or(contract.as_ref().map(|c| c.load.active_runs)).unwrap_or(30_000),
                 heartbeat: std::time::Duration::from_millis(heartbeat_ms.unwrap_or(lease.heartbeat_ms as u64).max(1)),

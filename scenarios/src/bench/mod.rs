@@ -60,6 +60,8 @@ pub struct BenchOptions {
     /// Active leases / prepared backlog of the main phases, and the growth sizes.
     pub size: u64,
     pub growth: Vec<u64>,
+    /// Only the driver-overhead phases.
+    pub driver_only: bool,
     /// Client counts of the load curves.
     pub load_clients: Vec<usize>,
     /// The contract to size: N active runs at heartbeat H.
@@ -135,7 +137,18 @@ pub struct BenchRun {
     pub options: serde_json::Value,
     pub phases: Vec<Phase>,
     pub pgbench: Vec<PgbenchPhase>,
+    /// Wall time spent growing the data to each growth size.
+    pub growth_setup: Vec<GrowthSetup>,
     pub duration_s: f64,
+}
+
+/// The wall time one growth step took to prepare: growing the active leases (tasks, runs and
+/// leases inserted, then vacuumed) and making the prepared backlog (twice: one per index variant).
+#[derive(Debug, Clone, Serialize)]
+pub struct GrowthSetup {
+    pub size: u64,
+    pub leases_s: f64,
+    pub backlog_s: f64,
 }
 
 /// The server settings a benchmark runs with: durable commits, as production would.
@@ -375,6 +388,10 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
         });
     }
 
+    if opts.driver_only {
+        return finish_run(&opts, b, run_dir, settings, bin.version(), t0, Vec::new(), admin, cluster).await;
+    }
+
     // 2. Renewal, per lease and batched, at the main size.
     let leases = Arc::new(workloads::leases_up_to(&admin, opts.size, opts.workers).await?);
     workloads::vacuum(&admin, "VACUUM (FULL, ANALYZE) worker_leases").await?;
@@ -511,8 +528,12 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
 
     // 7. Growth: renewal over more active leases, claim over a larger backlog, with our schema
     //    and with only the spec's index.
+    let mut growth_setup = Vec::new();
     for &size in &opts.growth {
+        let t = Instant::now();
         let all = Arc::new(workloads::leases_up_to(&admin, size, opts.workers).await?);
+        let leases_s = t.elapsed().as_secs_f64();
+        let mut backlog_s = 0.0;
         let sized: Arc<Vec<HeldLease>> = Arc::new(all[..(size as usize).min(all.len())].to_vec());
         b.closed("growth-renewal", "ours per lease", true, c, size, half, None, move |cl, seq, pool| {
             workloads::renew_ours(pool, sized[workloads::pick(cl, seq, sized.len())].clone())
@@ -522,7 +543,9 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
             if spec_only {
                 sqlx::query("DROP INDEX tool_operations_prepared_idx").execute(&admin).await?;
             }
+            let t = Instant::now();
             workloads::prepared_backlog(&admin, size).await?;
+            backlog_s += t.elapsed().as_secs_f64();
             let group = if spec_only { "growth-claim-spec-index" } else { "growth-claim" };
             let name = if spec_only { "ours, only the spec's index" } else { "ours, default schema" };
             b.closed(group, name, true, opts.dispatchers, size, half, Some(size / 2), move |cl, _, pool| {
@@ -537,6 +560,7 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
                 .await?;
             }
         }
+        growth_setup.push(GrowthSetup { size, leases_s, backlog_s });
     }
 
     // 8. Sustained renewal: M workers renew all their leases every heartbeat, in one statement
@@ -581,6 +605,23 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
         .await;
         b.finish(label, &name, groups.len(), n, pool, before, sampler, sample).await?;
     }
+    finish_run(&opts, b, run_dir, settings, bin.version(), t0, growth_setup, admin, cluster).await
+}
+
+/// Stop the load, the server, and save the report.
+#[allow(clippy::too_many_arguments)]
+async fn finish_run(
+    opts: &BenchOptions,
+    b: Bench,
+    run_dir: RunDir,
+    settings: BTreeMap<String, String>,
+    server_version: String,
+    t0: Instant,
+    growth_setup: Vec<GrowthSetup>,
+    admin: PgPool,
+    cluster: NativeCluster,
+) -> Result<(BenchRun, PathBuf), HarnessError> {
+    let mut b = b;
     b.progress.done();
     write_path::choose(WritePath::Direct);
     admin.close().await;
@@ -588,7 +629,7 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
 
     let run = BenchRun {
         run_id: run_dir.run_id.clone(),
-        server_version: bin.version(),
+        server_version,
         settings,
         options: serde_json::json!({
             "duration_s": opts.duration.as_secs_f64(), "clients": opts.clients, "workers": opts.workers,
@@ -599,6 +640,7 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
         }),
         phases: b.phases,
         pgbench: b.pgbench,
+        growth_setup,
         duration_s: t0.elapsed().as_secs_f64(),
     };
     report::save(&run, &run_dir.path)?;

@@ -130,6 +130,7 @@ pub fn goals(run: &BenchRun) -> Vec<Goal> {
                 first.size,
                 spec.map(|s| format!("; with only the spec's index: {:.0}/s at {}", s.units_per_s, s.size))
                     .unwrap_or_default()
+                    + &growth_wall(run)
             ),
             r >= 0.5,
         );
@@ -163,6 +164,19 @@ pub fn sizing(run: &BenchRun) -> String {
         per_lease / need.max(1e-9),
         batched / need.max(1e-9),
     )
+}
+
+/// The growth steps' setup wall time, as "; setup: 1000 in 0.1 s, …".
+fn growth_wall(run: &BenchRun) -> String {
+    if run.growth_setup.is_empty() {
+        return String::new();
+    }
+    let steps: Vec<String> = run
+        .growth_setup
+        .iter()
+        .map(|g| format!("{} in {:.1} s", g.size, g.leases_s + g.backlog_s))
+        .collect();
+    format!("; growing the data took: {}", steps.join(", "))
 }
 
 /// The first pgbench phase of `group` whose name starts with `prefix`.

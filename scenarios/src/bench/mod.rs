@@ -499,7 +499,7 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
     // 5b. Driver-neutral capacity: the same fp_* calls, their raw rows and the physical reference,
     //     driven by pgbench (see `neutral`); the sizing answer is computed from these.
     let commit_ids: Vec<Uuid> = runs.iter().map(|(l, _)| l.run_id).collect();
-    neutral::prepare_ids(&admin, opts.size, &commit_ids).await?;
+    neutral::prepare_ids(&admin, &commit_ids).await?;
     let mut scripts = neutral::renewal(opts.size, opts.workers, opts.renew_batch);
     scripts.extend(neutral::commit());
     for s in scripts {

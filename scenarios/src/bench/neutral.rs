@@ -5,10 +5,10 @@
 //! pgbench is C over libpq: its rates are the database's, not our client's, and they are what the
 //! sizing answer is computed from.
 //!
-//! Ids are drawn inside the scripts from two lookup tables the harness fills before the phase:
-//! `bench_lease_ids` (g = 1..N over the held leases, owner `bench-w<g mod W>`) and
-//! `bench_commit_ids` (one run per pgbench client, `:client_id`). Ours and raw read the same
-//! lookup, so the lookup's cost is on both sides of every ratio.
+//! Ids are drawn inside the scripts: lease g (1..N) is run `md5('bench-l-' || g)::uuid` of owner
+//! `bench-w<g mod W>` at epoch 1 (as `workloads::leases_up_to` made it), so a renewal names its
+//! leases with no lookup; each pgbench client commits to its own run, read from the small
+//! `bench_commit_ids` table (`:client_id`), on every side of the commit's ratios alike.
 
 use sqlx::PgPool;
 
@@ -25,19 +25,13 @@ pub struct Script {
     pub transactions_per_client: Option<u64>,
 }
 
-/// Fill the lookup tables: `leases` in g order (owner `bench-w<g mod workers>`, as
-/// `workloads::leases_up_to` made them) and the commit runs, one per client.
-pub async fn prepare_ids(admin: &PgPool, leases: u64, commit_runs: &[uuid::Uuid]) -> Result<(), sqlx::Error> {
-    sqlx::raw_sql(&format!(
-        "DROP TABLE IF EXISTS bench_lease_ids, bench_commit_ids;
-         CREATE TABLE bench_lease_ids (g bigint PRIMARY KEY, run_id uuid NOT NULL, owner text NOT NULL, epoch bigint NOT NULL);
-         INSERT INTO bench_lease_ids
-              SELECT substr(r.task_id, 9)::bigint, l.run_id, l.owner, l.epoch
-                FROM worker_leases l JOIN agent_runs r USING (run_id)
-               WHERE r.task_id LIKE 'bench-l-%' AND substr(r.task_id, 9)::bigint <= {leases};
+/// Fill the commit runs' lookup table, one run per pgbench client.
+pub async fn prepare_ids(admin: &PgPool, commit_runs: &[uuid::Uuid]) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql(
+        "DROP TABLE IF EXISTS bench_commit_ids;
          CREATE TABLE bench_commit_ids (client int PRIMARY KEY, run_id uuid NOT NULL, owner text NOT NULL);
-         GRANT SELECT ON bench_lease_ids, bench_commit_ids TO fenceproof_worker;"
-    ))
+         GRANT SELECT ON bench_commit_ids TO fenceproof_worker;",
+    )
     .execute(admin)
     .await?;
     for (i, run) in commit_runs.iter().enumerate() {
@@ -48,7 +42,7 @@ pub async fn prepare_ids(admin: &PgPool, leases: u64, commit_runs: &[uuid::Uuid]
             .execute(admin)
             .await?;
     }
-    sqlx::query("ANALYZE bench_lease_ids, bench_commit_ids").execute(admin).await?;
+    sqlx::query("ANALYZE bench_commit_ids").execute(admin).await?;
     Ok(())
 }
 
@@ -65,17 +59,16 @@ pub fn renewal(n: u64, workers: usize, k: usize) -> Vec<Script> {
     let k = (k as u64).min(per_owner.saturating_sub(1)).max(1);
     // The leases g = w + W*j, j = s .. s+k-1, all of owner bench-w<w> and all <= n; each client
     // renews the leases of one owner (client mod W), as a worker renews its own, like our driver.
-    let pick = format!(
-        "\\set w :client_id % {w}\n\\set s random(1, {last_s})\n",
-        last_s = per_owner.saturating_sub(k).max(1)
-    );
-    let batch = format!("SELECT run_id FROM bench_lease_ids WHERE g IN (SELECT :w + {w} * j FROM generate_series(:s, :s + {k} - 1) j) ORDER BY g");
+    let pick =
+        format!("\\set w :client_id % {w}\n\\set s random(1, {last_s})\n", last_s = per_owner.saturating_sub(k).max(1));
+    let batch = format!("SELECT md5('bench-l-' || (:w + {w} * j))::uuid FROM generate_series(:s, :s + {k} - 1) j");
+    let lease = "md5('bench-l-' || :g)::uuid";
     vec![
         Script {
             group: "neutral-renewal",
             name: "pgbench: fp_lease_renew per lease".into(),
             sql: format!(
-                "\\set g random(1, {n})\nSELECT fp_lease_renew(b.run_id, b.owner, b.epoch, {TTL_MS}) FROM bench_lease_ids b WHERE b.g = :g;\n"
+                "\\set g random(1, {n})\nSELECT fp_lease_renew({lease}, 'bench-w' || (:g % {w}), 1, {TTL_MS});\n"
             ),
             units_per_tx: 1,
             as_worker: true,
@@ -85,7 +78,7 @@ pub fn renewal(n: u64, workers: usize, k: usize) -> Vec<Script> {
             group: "neutral-renewal",
             name: "pgbench raw: UPDATE worker_leases by primary key".into(),
             sql: format!(
-                "\\set g random(1, {n})\nUPDATE worker_leases l {RAW_RENEW_SET} FROM bench_lease_ids b WHERE b.g = :g AND l.run_id = b.run_id;\n"
+                "\\set g random(1, {n})\nUPDATE worker_leases {RAW_RENEW_SET} WHERE run_id = {lease};\n"
             ),
             units_per_tx: 1,
             as_worker: false,

@@ -171,11 +171,8 @@ fn growth_wall(run: &BenchRun) -> String {
     if run.growth_setup.is_empty() {
         return String::new();
     }
-    let steps: Vec<String> = run
-        .growth_setup
-        .iter()
-        .map(|g| format!("{} in {:.1} s", g.size, g.leases_s + g.backlog_s))
-        .collect();
+    let steps: Vec<String> =
+        run.growth_setup.iter().map(|g| format!("{} in {:.1} s", g.size, g.leases_s + g.backlog_s)).collect();
     format!("; growing the data took: {}", steps.join(", "))
 }
 

@@ -41,7 +41,8 @@ pub async fn create_raw_table(admin: &PgPool) -> Result<(), sqlx::Error> {
 }
 
 /// Grow the held leases (with their tasks and running runs) to `total`, owners spread over
-/// `workers`; returns every held lease.
+/// `workers`; returns every held lease. Lease g's run_id is `md5('bench-l-' || g)::uuid` and its
+/// owner `bench-w<g mod workers>`, so a pgbench script can name any lease without a lookup.
 pub async fn leases_up_to(admin: &PgPool, total: u64, workers: usize) -> Result<Vec<HeldLease>, sqlx::Error> {
     let have: i64 =
         sqlx::query_scalar("SELECT count(*) FROM agent_tasks WHERE task_id LIKE 'bench-l-%'").fetch_one(admin).await?;
@@ -50,7 +51,7 @@ pub async fn leases_up_to(admin: &PgPool, total: u64, workers: usize) -> Result<
             "BEGIN;
              INSERT INTO agent_tasks (task_id) SELECT 'bench-l-' || g FROM generate_series({from}, {to}) g;
              INSERT INTO agent_runs (run_id, task_id, status)
-                  SELECT gen_random_uuid(), 'bench-l-' || g, 'running' FROM generate_series({from}, {to}) g;
+                  SELECT md5('bench-l-' || g)::uuid, 'bench-l-' || g, 'running' FROM generate_series({from}, {to}) g;
              INSERT INTO worker_leases (run_id, owner, epoch, expires_at)
                   SELECT r.run_id, 'bench-w' || (substr(r.task_id, 9)::bigint % {workers}), 1,
                          clock_timestamp() + interval '1 day'

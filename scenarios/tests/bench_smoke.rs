@@ -24,6 +24,7 @@ fn bench_runs_every_workload_and_writes_its_report() {
     let groups: std::collections::BTreeSet<&str> = phases.iter().filter_map(|p| p["group"].as_str()).collect();
     for g in [
         "driver",
+        "driver-pool",
         "renewal",
         "renewal-batched",
         "fillfactor",

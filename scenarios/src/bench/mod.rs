@@ -312,7 +312,7 @@ impl Bench {
 
 /// The number of phases a run with `o` performs (for the progress bar).
 fn phase_count(o: &BenchOptions) -> usize {
-    4 + 2 + 2 + 1 + 4 + 2 + 9 + 3 * o.load_clients.len() + 3 * o.growth.len() + 2
+    6 + 2 + 2 + 1 + 4 + 2 + 9 + 3 * o.load_clients.len() + 3 * o.growth.len() + 2
 }
 
 /// Run the whole benchmark; returns the run and its folder.
@@ -361,10 +361,31 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
     let script = run_dir.path.join("pgbench-raw-update.sql");
     std::fs::write(&script, workloads::RAW_UPDATE_PGBENCH)?;
     let slice = Duration::from_secs((d.as_secs_f64() / 2.0).round().max(1.0) as u64);
+    // The load generator holds one connection per client (as pgbench does); the same statement
+    // through a pool acquire per statement (as the protocol crate's calls go) is measured beside it.
+    let held = Arc::new(workloads::held_connections(&admin_url, c).await?);
     for _ in 0..2 {
+        let conns = held.clone();
         b.closed(
             "driver",
-            "our driver: UPDATE bench_raw by primary key",
+            "our driver: UPDATE bench_raw by primary key, one held connection per client",
+            false,
+            c,
+            workloads::RAW_ROWS as u64,
+            slice,
+            None,
+            move |cl, seq, _pool| {
+                let conns = conns.clone();
+                async move {
+                    let id = 1 + workloads::pick(cl, seq, workloads::RAW_ROWS as usize) as i32;
+                    workloads::raw_update_held(&conns[cl], id).await
+                }
+            },
+        )
+        .await?;
+        b.closed(
+            "driver-pool",
+            "our driver: UPDATE bench_raw by primary key, a pool acquire per statement",
             false,
             c,
             workloads::RAW_ROWS as u64,

@@ -62,12 +62,17 @@ pub fn goals(run: &BenchRun) -> Vec<Goal> {
         let ours_rate = ours.iter().map(|p| p.units_per_s).sum::<f64>() / ours.len() as f64;
         let pg_rate = theirs.iter().map(|p| p.result.tps).sum::<f64>() / theirs.len() as f64;
         let r = ours_rate / pg_rate.max(1e-9);
+        let pooled: Vec<&Phase> = run.phases.iter().filter(|p| p.group == "driver-pool").collect();
+        let pooled_rate = pooled.iter().map(|p| p.units_per_s).sum::<f64>() / pooled.len().max(1) as f64;
         add(
             "driver overhead: our driver ≥ 0.9× pgbench on identical SQL",
             format!(
-                "{ours_rate:.0}/s vs pgbench {pg_rate:.0}/s = {r:.2}× (mean of {} alternating rounds each); {}",
+                "{ours_rate:.0}/s (one held connection per client) vs pgbench {pg_rate:.0}/s = {r:.2}× (mean of {} \
+                 alternating rounds each); {}; through a pool acquire per statement {pooled_rate:.0}/s = {:.2}×, {}",
                 ours.len(),
-                driver_cpu(run)
+                driver_cpu(run, "driver"),
+                pooled_rate / pg_rate.max(1e-9),
+                driver_cpu(run, "driver-pool"),
             ),
             r >= 0.9,
         );
@@ -184,8 +189,8 @@ pub fn find_pg<'a>(run: &'a BenchRun, group: &str, prefix: &str) -> Option<&'a P
 /// Client CPU per statement on identical SQL: our process during its driver rounds, pgbench's own
 /// (the kernel's accounting of the child). On a small machine the client shares the cores with the
 /// server, so a client that costs more CPU per statement leaves the server less.
-pub fn driver_cpu(run: &BenchRun) -> String {
-    let ours: Vec<&Phase> = run.phases.iter().filter(|p| p.group == "driver").collect();
+pub fn driver_cpu(run: &BenchRun, group: &str) -> String {
+    let ours: Vec<&Phase> = run.phases.iter().filter(|p| p.group == group).collect();
     let theirs: Vec<&PgbenchPhase> = run.pgbench.iter().filter(|p| p.group == "driver").collect();
     let per = |cpu: f64, n: f64| if n > 0.0 { cpu / n * 1e6 } else { 0.0 };
     let ours_us = per(ours.iter().map(|p| p.client_cpu_s).sum(), ours.iter().map(|p| p.units as f64).sum());

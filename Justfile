@@ -94,10 +94,15 @@ test: build
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --quiet -- -D warnings
-    python3 -m pyflakes examples/python-worker/worker.py
+    python3 -m pyflakes examples/python-worker/worker.py audit/adapters/*.py
     check-jsonschema --check-metaschema contract/worker-protocol.v1.schema.json
     check-jsonschema --builtin-schema vendor.github-workflows examples/ci/github-actions.yml
     check-jsonschema --builtin-schema vendor.gitlab-ci examples/ci/gitlab-ci.yml
+
+# Audit real job queues (procrastinate, pgqueuer, chancy; the reference protocol as the control) with
+# the stale-worker faults; the table in reports/<run>/audit.md and index.html (e.g. `just audit --library chancy`).
+audit *ARGS: build
+    ./target/debug/fenceproof audit {{ARGS}}
 
 # The worker contract, command by command, against a worker (`just conformance --worker-bin PATH`).
 conformance *ARGS: build

@@ -98,6 +98,16 @@ if ! command -v chromium-headless-shell >/dev/null 2>&1 && ! command -v chromium
   fi
 fi
 
+# The job queues `fenceproof audit` runs (procrastinate, pgqueuer, chancy), pinned in
+# audit/requirements.txt, in a project-local environment (.audit/venv, not committed).
+if ! .audit/venv/bin/python -c "import procrastinate, pgqueuer, chancy, psycopg" >/dev/null 2>&1 \
+   || ! cmp -s audit/requirements.txt .audit/venv/requirements.installed; then
+  say "installing the audited job queues into .audit/venv (audit/requirements.txt)"
+  python3 -m venv .audit/venv
+  .audit/venv/bin/python -m pip install --quiet --disable-pip-version-check -r audit/requirements.txt
+  cp audit/requirements.txt .audit/venv/requirements.installed
+fi
+
 if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then
   say "creating the unprivileged user 'postgres' for throwaway clusters"
   useradd --system --no-create-home --shell /usr/sbin/nologin postgres

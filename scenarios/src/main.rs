@@ -267,6 +267,35 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Audit real job queues (procrastinate, pgqueuer, chancy) with the stale-worker faults, beside
+    /// the reference protocol as the control; prints the audit table (exit 0 unless the control fails
+    /// or a cell errs; `--strict`: any FAIL is exit 1).
+    Audit {
+        /// Only these libraries (comma-separated: reference, procrastinate, pgqueuer, chancy).
+        #[arg(long, value_delimiter = ',')]
+        library: Option<Vec<String>>,
+        /// Only these experiments (comma-separated, e.g. pause-early-success,kill-control).
+        #[arg(long, value_delimiter = ',')]
+        only: Option<Vec<String>>,
+        /// The Python with the pinned libraries (scripts/setup.sh makes .audit/venv).
+        #[arg(long, default_value = cli::audit::DEFAULT_PYTHON)]
+        python: PathBuf,
+        /// The adapters folder.
+        #[arg(long, default_value = cli::audit::DEFAULT_ADAPTERS)]
+        adapters: PathBuf,
+        /// Folder with the PostgreSQL server binaries (initdb, postgres).
+        #[arg(long)]
+        pg_bin: Option<PathBuf>,
+        /// Where run folders are written.
+        #[arg(long, default_value = "reports")]
+        reports_dir: PathBuf,
+        /// Print the results as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Exit 1 when any library fails a check, not only the control.
+        #[arg(long)]
+        strict: bool,
+    },
     /// Join shard folders of `mutants --sql` into one kill matrix.
     Merge {
         /// Run folders, each holding a mutants-sql.json.
@@ -477,6 +506,20 @@ async fn run(cli: Cli) -> u8 {
             .await
         }
         Cmd::Rules { json } => cli::rules::run(json),
+        Cmd::Audit { library, only, python, adapters, pg_bin, reports_dir, json, strict } => {
+            let args = cli::audit::Args {
+                libraries: library,
+                only,
+                python,
+                adapters,
+                pg_bin,
+                reports_dir,
+                tools_bin: runner::default_tools_bin(),
+                json,
+                strict,
+            };
+            interruptible(cli::audit::run(args)).await
+        }
         Cmd::Writers { database_url, schema, json } => cli::writers::run(&database_url, schema.as_deref(), json).await,
         Cmd::Conformance { worker_bin, only, all, server: ServerArgs { pg_bin, reports_dir, backend, pg_image } } => {
             if let Err(msg) =

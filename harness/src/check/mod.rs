@@ -8,6 +8,7 @@
 //! sent, what the worker answered) against the oracle, and [`remote`] the operation ledger against
 //! the tools' ledger. [`restore`] judges a restore from an old backup (history before and after it).
 
+pub mod audit;
 pub mod catalogue;
 pub mod equivalents;
 pub mod history;

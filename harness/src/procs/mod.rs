@@ -4,6 +4,7 @@
 //! carries a parent-death signal (so it dies with the harness even on SIGKILL), and is entered in
 //! the [`registry`] so a panic or Ctrl-C still kills it.
 
+pub mod adapter;
 pub mod event_schema;
 pub mod freezer;
 pub mod redis;

@@ -1,0 +1,102 @@
+"""What every audit adapter shares: its command line, the job body and the events it prints.
+
+An adapter is one small file per job-queue library. The harness runs it as separate processes:
+
+    adapter setup   --dsn DSN                 install the library's schema
+    adapter enqueue --dsn DSN                 enqueue the one audited job
+    adapter worker  --dsn DSN --name A ...    run the library's own worker until stopped
+
+Every database session of a process carries application_name = $PGAPPNAME (set by the harness,
+read by libpq), so the harness's commit triggers tell the writers apart. The job body is the same
+for every library: it records START with the fake tools (an fsynced ledger the harness reads),
+waits until the harness opens this worker's gate (a file), records END, then ends as the worker was
+told: success, fail (a final failure) or retry (the library's own retry request).
+
+Events go to stdout as JSON lines. They are secondary evidence: the verdicts come from the tools'
+ledger and the commit triggers.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.request
+import uuid
+
+GATE_TIMEOUT_S = 120.0
+
+# The worker's arguments, for libraries that import the job function by its module path (a second
+# module object, so it cannot see the adapter's own globals).
+ARGS = None
+
+
+class FailJob(Exception):
+    """The job body failing for good (outcome `fail`)."""
+
+
+class RetryJob(Exception):
+    """The job body asking its library to run it again (outcome `retry`)."""
+
+
+def emit(event, **fields):
+    fields["event"] = event
+    fields["pid"] = os.getpid()
+    fields["at"] = time.time()
+    sys.stdout.write(json.dumps(fields, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def parse(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("setup", "enqueue", "worker"):
+        s = sub.add_parser(name)
+        s.add_argument("--dsn", required=True)
+        s.add_argument("--outcome", choices=("success", "fail", "retry"), default="success",
+                       help="how the first worker's execution ends (enqueue: a library may shape the job for it)")
+        if name == "worker":
+            s.add_argument("--name", required=True)
+            s.add_argument("--tools", required=True, help="HOST:PORT of the fake tools")
+            s.add_argument("--gates", required=True, help="folder of the gate files")
+            s.add_argument("--stall-s", type=float, default=2.0,
+                           help="the library's stall threshold (heartbeat age) in seconds")
+            s.add_argument("--recover", action="store_true",
+                           help="also run the library's stall recovery in this process")
+    return p.parse_args(argv)
+
+
+def record(tools, job, worker, phase):
+    """One real side effect: a `plain` resource with the fake tools, fsynced before the answer."""
+    body = {
+        "operation_id": "audit/%s/%s/%s/%s" % (job, worker, phase, uuid.uuid4().hex[:8]),
+        "request": {"job": str(job), "worker": worker, "phase": phase, "pid": os.getpid()},
+    }
+    req = urllib.request.Request("http://%s/tools/plain/create" % tools, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        if r.status not in (200, 201):
+            raise RuntimeError("fake tools answered %s" % r.status)
+
+
+def wait_gate(gates, worker):
+    path = os.path.join(gates, worker)
+    deadline = time.monotonic() + GATE_TIMEOUT_S
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise RuntimeError("gate %s never opened" % path)
+        time.sleep(0.02)
+
+
+def body(args, job):
+    """The job's work, blocking: call it from a thread in an async library. Raises FailJob or
+    RetryJob when the worker was told to end that way."""
+    emit("start", job=str(job), worker=args.name)
+    record(args.tools, job, args.name, "start")
+    wait_gate(args.gates, args.name)
+    record(args.tools, job, args.name, "end")
+    emit("end", job=str(job), worker=args.name, outcome=args.outcome)
+    if args.outcome == "fail":
+        raise FailJob("the audit told %s to fail" % args.name)
+    if args.outcome == "retry":
+        raise RetryJob("the audit told %s to retry" % args.name)

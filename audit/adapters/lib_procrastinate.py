@@ -1,0 +1,64 @@
+"""procrastinate 3.10.0, configured as its documentation says.
+
+Stall recovery: workers send heartbeats (here every 0.5 s, `update_heartbeat_interval`); the
+documented recipe for stalled jobs is a periodic task that calls `job_manager.get_stalled_jobs()`
+and `job_manager.retry_job()` for each. The recipe runs here as a loop in the recovering worker's
+process every 0.25 s with `seconds_since_heartbeat` = the audit's stall threshold (a cron periodic
+task has one-second granularity at best; the calls are the same).
+Outcomes: success returns; fail raises an exception the task's retry strategy does not retry;
+retry raises one it does (`RetryStrategy(retry_exceptions=...)`).
+"""
+
+import asyncio
+import sys
+
+import procrastinate
+
+import common
+
+QUEUE = "audit"
+
+
+def make_app(dsn):
+    return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
+
+
+def register(app, args):
+    retry = procrastinate.RetryStrategy(max_attempts=5, retry_exceptions={common.RetryJob})
+
+    @app.task(name="audit_job", queue=QUEUE, pass_context=True, retry=retry)
+    async def audit_job(context):
+        await asyncio.to_thread(common.body, args, context.job.id)
+
+    return audit_job
+
+
+async def recover(app, stall_s):
+    while True:
+        for job in await app.job_manager.get_stalled_jobs(seconds_since_heartbeat=stall_s):
+            common.emit("recovered", job=str(job.id))
+            await app.job_manager.retry_job(job)
+        await asyncio.sleep(0.25)
+
+
+async def main(args):
+    app = make_app(args.dsn)
+    task = register(app, args)
+    async with app.open_async():
+        if args.cmd == "setup":
+            await app.schema_manager.apply_schema_async()
+            common.emit("setup")
+        elif args.cmd == "enqueue":
+            common.emit("enqueued", job=str(await task.defer_async()))
+        else:
+            recovery = asyncio.create_task(recover(app, args.stall_s)) if args.recover else None
+            common.emit("ready", worker=args.name)
+            await app.run_worker_async(queues=[QUEUE], concurrency=1, name=args.name,
+                                       update_heartbeat_interval=0.5, stalled_worker_timeout=args.stall_s,
+                                       fetch_job_polling_interval=0.2)
+            if recovery:
+                recovery.cancel()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(common.parse(sys.argv[1:])))

@@ -1,0 +1,342 @@
+//! Checkers of a job queue under a stale worker (`fenceproof audit`), one per property, judged from
+//! evidence the library does not control: the fake tools' ledger (each execution's START and END,
+//! fsynced before the job body goes on), the commit triggers on the library's job table (which
+//! process's change committed, and when) and the harness's own pauses and kills.
+//!
+//! The story every history tells: worker `stalled` took the job and was paused (or killed); the
+//! library's stall recovery handed the job to worker `taker`; then the stalled worker came back (or
+//! not). The checks say what the library let through.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::Check;
+
+pub const STALE_WRITE: &str =
+    "no change of the job's state by the stalled worker commits after the takeover (commit triggers)";
+pub const CONCURRENT: &str =
+    "no execution starts while another live (not paused, not killed) execution of the job runs (tools' ledger)";
+pub const CURRENT_OUTCOME: &str =
+    "the current worker's own outcome commits and stands: nobody else's write replaces it (commit triggers)";
+
+/// One execution of the job body, from the tools' ledger.
+#[derive(Debug, Clone, Serialize)]
+pub struct Execution {
+    pub worker: String,
+    pub start: DateTime<Utc>,
+    pub end: Option<DateTime<Utc>>,
+}
+
+/// One committed change of the job's row.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobWrite {
+    pub seq: i64,
+    /// The worker whose process committed it, or the session's application_name for anyone else.
+    pub writer: String,
+    pub at: DateTime<Utc>,
+    pub op: String,
+    pub status_before: Option<String>,
+    /// `None` when the row was deleted.
+    pub status_after: Option<String>,
+}
+
+impl JobWrite {
+    fn changes_state(&self) -> bool {
+        self.op == "DELETE" || self.status_before != self.status_after
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "#{} {} by {} at {}: {} -> {}",
+            self.seq,
+            self.op,
+            self.writer,
+            self.at.format("%H:%M:%S%.3f"),
+            self.status_before.as_deref().unwrap_or("-"),
+            self.status_after.as_deref().unwrap_or("(deleted)")
+        )
+    }
+}
+
+/// A window in which the harness held a worker: paused (SIGSTOP or a frozen cgroup) until `to`, or
+/// killed (`to` = `None`: it never came back).
+#[derive(Debug, Clone, Serialize)]
+pub struct Hold {
+    pub worker: String,
+    pub from: DateTime<Utc>,
+    pub to: Option<DateTime<Utc>>,
+}
+
+/// What success looks like in the library's job table.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub enum Success {
+    /// The row stays, with this status.
+    Status(&'static str),
+    /// The row is deleted (the outcome goes to a log table).
+    Deleted,
+}
+
+/// Everything one audit experiment observed.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditHistory {
+    pub stalled: String,
+    pub taker: String,
+    pub executions: Vec<Execution>,
+    pub writes: Vec<JobWrite>,
+    pub holds: Vec<Hold>,
+    /// Status values that mean "a worker has claimed the job and runs it".
+    pub claimed: Vec<String>,
+    pub success: Success,
+}
+
+impl AuditHistory {
+    /// When the job passed to the taker: its first committed change of the job row.
+    pub fn takeover_at(&self) -> Option<DateTime<Utc>> {
+        self.writes.iter().filter(|w| w.writer == self.taker).map(|w| w.at).min()
+    }
+
+    /// How many times the job body ran (a START in the tools' ledger).
+    pub fn executions_count(&self) -> usize {
+        self.executions.len()
+    }
+
+    fn held_at(&self, worker: &str, t: DateTime<Utc>) -> bool {
+        self.holds.iter().any(|h| h.worker == worker && h.from <= t && h.to.map(|to| t < to).unwrap_or(true))
+    }
+
+    fn is_fresh_claim(&self, w: &JobWrite) -> bool {
+        let claimed = |s: &Option<String>| s.as_ref().map(|s| self.claimed.contains(s)).unwrap_or(false);
+        !claimed(&w.status_before) && claimed(&w.status_after)
+    }
+}
+
+/// Every change the stalled worker committed after the takeover, except a fresh claim (a new
+/// execution, judged by [`concurrent_executions`]). Writes that leave the status as it was (a
+/// heartbeat) are named in the evidence but are not a failure of this property.
+pub fn stale_write(h: &AuditHistory) -> Check {
+    let Some(takeover) = h.takeover_at() else {
+        return Check::fail(
+            STALE_WRITE,
+            format!("{} never committed a change of the job: no takeover to judge", h.taker),
+        );
+    };
+    let late: Vec<&JobWrite> = h.writes.iter().filter(|w| w.writer == h.stalled && w.at > takeover).collect();
+    let (state, touch): (Vec<&JobWrite>, Vec<&JobWrite>) =
+        late.into_iter().filter(|w| !h.is_fresh_claim(w)).partition(|w| w.changes_state());
+    let touches = if touch.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; status-preserving writes also accepted: {}",
+            touch.iter().map(|w| w.describe()).collect::<Vec<_>>().join("; ")
+        )
+    };
+    if state.is_empty() {
+        Check::pass(
+            STALE_WRITE,
+            format!(
+                "takeover by {} at {}; no state change by {} after it{touches}",
+                h.taker,
+                takeover.format("%H:%M:%S%.3f"),
+                h.stalled
+            ),
+        )
+    } else {
+        Check::fail(
+            STALE_WRITE,
+            format!(
+                "takeover by {} at {}; then accepted from {}: {}{touches}",
+                h.taker,
+                takeover.format("%H:%M:%S%.3f"),
+                h.stalled,
+                state.iter().map(|w| w.describe()).collect::<Vec<_>>().join("; ")
+            ),
+        )
+    }
+}
+
+/// An execution that starts while another one runs whose worker the harness was not holding.
+/// (The taker starting while the stalled worker is paused is the takeover itself, not a failure.)
+pub fn concurrent_executions(h: &AuditHistory) -> Check {
+    let mut bad = Vec::new();
+    for (i, e) in h.executions.iter().enumerate() {
+        for o in &h.executions[..i] {
+            let running = o.start <= e.start && o.end.map(|end| end > e.start).unwrap_or(true);
+            if running && !h.held_at(&o.worker, e.start) {
+                bad.push(format!(
+                    "{}'s execution started at {} while {}'s (started {}) ran unpaused",
+                    e.worker,
+                    e.start.format("%H:%M:%S%.3f"),
+                    o.worker,
+                    o.start.format("%H:%M:%S%.3f")
+                ));
+            }
+        }
+    }
+    let seen = h
+        .executions
+        .iter()
+        .map(|e| format!("{} {}", e.worker, e.start.format("%H:%M:%S%.3f")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if bad.is_empty() {
+        Check::pass(CONCURRENT, format!("{} execution(s): {seen}", h.executions.len()))
+    } else {
+        Check::fail(CONCURRENT, bad.join("; "))
+    }
+}
+
+/// The taker's own outcome write (its success) committed, and no later write by anyone else
+/// changed the job's state.
+pub fn current_outcome(h: &AuditHistory) -> Check {
+    let own = h.writes.iter().rev().find(|w| {
+        w.writer == h.taker
+            && match h.success {
+                Success::Status(s) => w.status_after.as_deref() == Some(s) && w.status_before.as_deref() != Some(s),
+                Success::Deleted => w.op == "DELETE",
+            }
+    });
+    let Some(own) = own else {
+        let last = h.writes.iter().rev().find(|w| w.changes_state()).map(|w| w.describe()).unwrap_or("none".into());
+        return Check::fail(
+            CURRENT_OUTCOME,
+            format!("{}'s success never committed; the job's last state change: {last}", h.taker),
+        );
+    };
+    let after: Vec<String> = h
+        .writes
+        .iter()
+        .filter(|w| w.seq > own.seq && w.writer != h.taker && w.changes_state())
+        .map(|w| w.describe())
+        .collect();
+    if after.is_empty() {
+        Check::pass(CURRENT_OUTCOME, format!("{} stands", own.describe()))
+    } else {
+        Check::fail(CURRENT_OUTCOME, format!("{} replaced by {}", own.describe(), after.join("; ")))
+    }
+}
+
+/// All three, in the report's order.
+pub fn judge(h: &AuditHistory) -> Vec<Check> {
+    vec![stale_write(h), concurrent_executions(h), current_outcome(h)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: u32) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-12-01T12:00:00Z").unwrap().with_timezone(&Utc)
+            + chrono::Duration::seconds(s.into())
+    }
+
+    fn w(seq: i64, writer: &str, at: u32, before: Option<&str>, after: Option<&str>) -> JobWrite {
+        let op = if after.is_none() { "DELETE" } else { "UPDATE" };
+        JobWrite {
+            seq,
+            writer: writer.into(),
+            at: t(at),
+            op: op.into(),
+            status_before: before.map(Into::into),
+            status_after: after.map(Into::into),
+        }
+    }
+
+    fn ex(worker: &str, start: u32, end: Option<u32>) -> Execution {
+        Execution { worker: worker.into(), start: t(start), end: end.map(t) }
+    }
+
+    /// A paused at 1..5; B takes over at 3 and succeeds at 8; A comes back at 5.
+    fn fenced() -> AuditHistory {
+        AuditHistory {
+            stalled: "A".into(),
+            taker: "B".into(),
+            executions: vec![ex("A", 0, Some(6)), ex("B", 3, Some(8))],
+            writes: vec![
+                w(1, "A", 0, Some("todo"), Some("doing")),
+                w(2, "recovery", 2, Some("doing"), Some("todo")),
+                w(3, "B", 3, Some("todo"), Some("doing")),
+                w(4, "B", 8, Some("doing"), Some("succeeded")),
+            ],
+            holds: vec![Hold { worker: "A".into(), from: t(1), to: Some(t(5)) }],
+            claimed: vec!["doing".into()],
+            success: Success::Status("succeeded"),
+        }
+    }
+
+    #[test]
+    fn a_fenced_history_passes_every_check() {
+        let h = fenced();
+        assert!(judge(&h).iter().all(|c| c.passed()), "{:?}", judge(&h));
+        assert_eq!(h.executions_count(), 2);
+    }
+
+    #[test]
+    fn a_stale_completion_while_the_taker_runs_fails_and_loses_the_takers_outcome() {
+        let mut h = fenced();
+        h.writes.insert(3, w(5, "A", 6, Some("doing"), Some("succeeded")));
+        h.writes.retain(|x| x.seq != 4); // the taker's own completion is then refused
+        assert!(!stale_write(&h).passed());
+        assert!(!current_outcome(&h).passed());
+        assert!(concurrent_executions(&h).passed());
+    }
+
+    #[test]
+    fn a_stale_write_after_the_takers_success_replaces_it() {
+        let mut h = fenced();
+        h.writes.push(w(5, "A", 9, Some("succeeded"), Some("failed")));
+        assert!(!stale_write(&h).passed());
+        let c = current_outcome(&h);
+        assert!(!c.passed() && c.evidence.contains("replaced"), "{c:?}");
+    }
+
+    #[test]
+    fn a_stale_retry_that_starts_a_third_execution_is_concurrent() {
+        let mut h = fenced();
+        h.writes.insert(3, w(5, "A", 6, Some("doing"), Some("todo")));
+        h.writes.insert(4, w(6, "A", 6, Some("todo"), Some("doing")));
+        h.executions.push(ex("A", 6, Some(7)));
+        assert!(!stale_write(&h).passed(), "the retry itself is a stale state change");
+        let c = concurrent_executions(&h);
+        assert!(!c.passed() && c.evidence.contains("ran unpaused"), "{c:?}");
+    }
+
+    #[test]
+    fn a_heartbeat_after_the_takeover_is_named_but_not_a_state_change() {
+        let mut h = fenced();
+        h.writes.insert(3, w(5, "A", 6, Some("doing"), Some("doing")));
+        let c = stale_write(&h);
+        assert!(c.passed() && c.evidence.contains("status-preserving"), "{c:?}");
+    }
+
+    #[test]
+    fn a_deleted_row_is_the_success_of_a_deleting_library() {
+        let mut h = fenced();
+        h.success = Success::Deleted;
+        h.writes.retain(|x| x.seq != 4);
+        h.writes.push(w(4, "A", 6, Some("doing"), None));
+        assert!(!current_outcome(&h).passed(), "the stalled worker deleted the row, not the taker");
+        assert!(!stale_write(&h).passed());
+        h.writes.retain(|x| x.seq != 4);
+        h.writes.push(w(4, "B", 8, Some("doing"), None));
+        assert!(current_outcome(&h).passed() && stale_write(&h).passed());
+    }
+
+    #[test]
+    fn an_execution_beside_a_killed_worker_is_not_concurrent() {
+        let mut h = fenced();
+        h.executions[0].end = None;
+        h.holds = vec![Hold { worker: "A".into(), from: t(1), to: None }];
+        assert!(concurrent_executions(&h).passed());
+        h.holds.clear();
+        assert!(!concurrent_executions(&h).passed(), "nobody held A: B started beside a live execution");
+    }
+
+    #[test]
+    fn no_takeover_is_a_failure_named_as_such() {
+        let mut h = fenced();
+        h.writes.retain(|x| x.writer != "B");
+        let c = stale_write(&h);
+        assert!(!c.passed() && c.evidence.contains("no takeover"), "{c:?}");
+    }
+}

@@ -1,0 +1,405 @@
+//! One library under one audit experiment: a fresh database, the library's schema, the commit
+//! triggers on its job table, the fake tools, one job; worker A takes it and is held; the
+//! library's recovery gives it to worker B; A comes back (or not); then the checks, from the tools'
+//! ledger and the commit triggers only. Every wait is bounded; a step that does not happen in time
+//! ends the cell in ERROR naming it, and every process of the cell is stopped either way.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use fenceproof_harness::check::audit::{self, AuditHistory, Execution, Hold, JobWrite};
+use fenceproof_harness::check::Check;
+use fenceproof_harness::db::{databases, Backend};
+use fenceproof_harness::procs::adapter::{Adapter, AdapterWorker, WorkerSpec};
+use fenceproof_harness::procs::freezer::Frozen;
+use fenceproof_harness::procs::signals;
+use fenceproof_harness::procs::tools::ToolsProc;
+use fenceproof_harness::record::audit_commits::{self, AuditCommit};
+use fenceproof_harness::record::ledger;
+use fenceproof_harness::record::timeline::Timeline;
+use fenceproof_harness::{wait, HarnessError};
+
+use super::experiments::{AuditExperiment, HoldKind, Resume};
+use super::libraries::Library;
+
+/// How long the library's recovery may take to hand the job to B.
+const TAKEOVER: Duration = Duration::from_secs(60);
+/// How long a step that needs no recovery may take (a START, an END after the gate opened).
+const STEP: Duration = Duration::from_secs(30);
+/// How long the harness watches for a write it expects may come (a stale write, an outcome): the
+/// window only bounds how long it looks; a write that lands later is still in the commit log and
+/// judged, and nothing fails because a window passed.
+const SETTLE: Duration = Duration::from_secs(3);
+
+/// What the cell needs from its surroundings.
+pub struct Env<'a> {
+    pub backend: &'a dyn Backend,
+    pub python: &'a Path,
+    pub adapters: &'a Path,
+    pub tools_bin: &'a Path,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum CellVerdict {
+    Pass,
+    Fail,
+    Error,
+}
+
+impl CellVerdict {
+    pub fn word(self) -> &'static str {
+        match self {
+            CellVerdict::Pass => "PASS",
+            CellVerdict::Fail => "FAIL",
+            CellVerdict::Error => "ERROR",
+        }
+    }
+}
+
+/// The outcome of one cell, with its evidence.
+#[derive(Debug, Clone, Serialize)]
+pub struct CellResult {
+    pub library: String,
+    pub version: String,
+    pub experiment: String,
+    pub control: bool,
+    pub verdict: CellVerdict,
+    /// How many times the job body ran (tools' ledger).
+    pub executions: usize,
+    pub checks: Vec<Check>,
+    pub error: Option<String>,
+    pub duration_ms: u128,
+    /// The cell's folder, relative to the run folder.
+    pub evidence: String,
+    pub reproduce: String,
+    pub history: Option<AuditHistory>,
+    pub timeline: Vec<fenceproof_harness::record::timeline::Entry>,
+}
+
+impl CellResult {
+    /// The check named `name`, when it was judged.
+    pub fn check(&self, name: &str) -> Option<&Check> {
+        self.checks.iter().find(|c| c.name == name)
+    }
+}
+
+fn app_name(worker: &str) -> String {
+    format!("fp-audit-{worker}")
+}
+
+/// Run one cell; its evidence goes to `dir`.
+pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path, index: usize) -> CellResult {
+    let started = Instant::now();
+    let timeline = Timeline::new();
+    let mut state = Cell { workers: Vec::new(), holds: Vec::new(), frozen: None, tools: None };
+    let outcome = drive(env, lib, exp, dir, index, &timeline, &mut state).await;
+    for w in &mut state.workers {
+        w.stop(Duration::from_secs(5)).await;
+    }
+    if let Some(f) = state.frozen.take() {
+        let _ = f.thaw().await;
+    }
+    drop(state.tools.take());
+    let reproduce = format!("fenceproof audit --library {} --only {}", lib.name, exp.id);
+    let evidence = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let (verdict, checks, error, history) = match outcome {
+        Ok(history) => {
+            let checks = audit::judge(&history);
+            let verdict = if checks.iter().all(Check::passed) { CellVerdict::Pass } else { CellVerdict::Fail };
+            (verdict, checks, None, Some(history))
+        }
+        Err(e) => (CellVerdict::Error, Vec::new(), Some(e.to_string()), None),
+    };
+    let result = CellResult {
+        library: lib.name.into(),
+        version: lib.version.into(),
+        experiment: exp.id.into(),
+        control: lib.control,
+        verdict,
+        executions: history.as_ref().map(AuditHistory::executions_count).unwrap_or(0),
+        checks,
+        error,
+        duration_ms: started.elapsed().as_millis(),
+        evidence,
+        reproduce,
+        history,
+        timeline: timeline.entries(),
+    };
+    let _ = std::fs::write(dir.join("cell.json"), serde_json::to_string_pretty(&result).unwrap_or_default());
+    let _ = timeline.save(&dir.join("timeline.json"));
+    result
+}
+
+/// What has to be cleaned up whatever happens.
+struct Cell {
+    workers: Vec<AdapterWorker>,
+    holds: Vec<Hold>,
+    frozen: Option<Frozen>,
+    tools: Option<ToolsProc>,
+}
+
+/// START/END entries of the tools' ledger: (worker, phase, at).
+fn ledger_marks(path: &Path) -> Result<Vec<(String, String, DateTime<Utc>)>, HarnessError> {
+    let mut out = Vec::new();
+    for e in ledger::entries(path)? {
+        if e["kind"] != "created" {
+            continue;
+        }
+        // The tools keep the request as `body`; `at` is Unix seconds (a decimal string).
+        let r = &e["body"];
+        let (Some(w), Some(p), Some(at)) = (r["worker"].as_str(), r["phase"].as_str(), e["at"].as_str()) else {
+            continue;
+        };
+        let Ok(secs) = at.parse::<f64>() else { continue };
+        if let Some(at) = DateTime::from_timestamp_micros((secs * 1e6).round() as i64) {
+            out.push((w.to_string(), p.to_string(), at));
+        }
+    }
+    Ok(out)
+}
+
+fn count(marks: &[(String, String, DateTime<Utc>)], worker: &str, phase: &str) -> usize {
+    marks.iter().filter(|(w, p, _)| w == worker && p == phase).count()
+}
+
+async fn wait_mark(
+    ledger: &Path,
+    worker: &str,
+    phase: &str,
+    n: usize,
+    bound: Duration,
+    what: &str,
+) -> Result<(), HarnessError> {
+    wait::until(what, bound, || async move { Ok((count(&ledger_marks(ledger)?, worker, phase) >= n).then_some(())) })
+        .await
+}
+
+/// Watch (at most `SETTLE`) for a commit by `worker` after commit `after_seq` that changes the
+/// job's state (a status change or a delete: a heartbeat is not what the harness waits for).
+async fn settle(pool: &sqlx::PgPool, status: &str, worker: &str, after_seq: i64) -> Result<bool, HarnessError> {
+    let app = app_name(worker);
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM fenceproof_audit.commits WHERE writer = $1 AND seq > $2
+                AND (op = 'DELETE' OR old_row->>$3 IS DISTINCT FROM new_row->>$3)",
+        )
+        .bind(&app)
+        .bind(after_seq)
+        .bind(status)
+        .fetch_one(pool)
+        .await?;
+        if n > 0 {
+            return Ok(true);
+        }
+        if Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(wait::POLL_EVERY * 5).await;
+    }
+}
+
+async fn last_seq(pool: &sqlx::PgPool) -> Result<i64, HarnessError> {
+    Ok(sqlx::query_scalar("SELECT coalesce(max(seq), 0) FROM fenceproof_audit.commits").fetch_one(pool).await?)
+}
+
+fn open_gate(gates: &Path, worker: &str, timeline: &Timeline) -> Result<(), HarnessError> {
+    std::fs::write(gates.join(worker), b"open")?;
+    timeline.record("harness", "open_gate", worker, json!({}));
+    Ok(())
+}
+
+async fn create_database(env: &Env<'_>, lib: &Library, name: &str) -> Result<String, HarnessError> {
+    if lib.protocol_schema {
+        return databases::create_from_template(env.backend, name).await;
+    }
+    let admin = databases::pool(&env.backend.url_for("postgres"), "fenceproof-harness", 1).await?;
+    sqlx::query(&format!("CREATE DATABASE \"{name}\"")).execute(&admin).await?;
+    admin.close().await;
+    Ok(env.backend.url_for(name))
+}
+
+async fn drive(
+    env: &Env<'_>,
+    lib: &Library,
+    exp: &AuditExperiment,
+    dir: &Path,
+    index: usize,
+    timeline: &Timeline,
+    cell: &mut Cell,
+) -> Result<AuditHistory, HarnessError> {
+    let adapter = Adapter { python: env.python.to_path_buf(), script: env.adapters.join(lib.adapter) };
+    let db = format!("audit_{index}_{}", lib.name);
+    let url = create_database(env, lib, &db).await?;
+    let pool = databases::pool(&url, "fenceproof-harness", 2).await?;
+    adapter.once("setup", &url, &[], &app_name("setup"), Duration::from_secs(120)).await?;
+    audit_commits::install(&pool, lib.table).await?;
+    timeline.record("harness", "setup", lib.name, json!({"database": db, "table": lib.table}));
+
+    let tools = ToolsProc::spawn(env.tools_bin, dir, timeline).await?;
+    let tools_addr = tools.addr.to_string();
+    let ledger_path: PathBuf = tools.ledger.clone();
+    cell.tools = Some(tools);
+    let enq = adapter
+        .once("enqueue", &url, &["--outcome", exp.outcome], &app_name("enqueue"), Duration::from_secs(60))
+        .await?;
+    let job = enq.iter().find(|e| e["event"] == "enqueued").map(|e| e["job"].clone()).unwrap_or(Value::Null);
+    timeline.record("harness", "enqueue", lib.name, json!({"job": job}));
+
+    let gates = dir.join("gates");
+    std::fs::create_dir_all(&gates)?;
+    let spec = |name: &'static str, outcome: &'static str, recover: bool| WorkerSpec {
+        name,
+        app_name: if name == "A" { "fp-audit-A" } else { "fp-audit-B" },
+        dsn: &url,
+        tools: &tools_addr,
+        gates: &gates,
+        outcome,
+        stall_s: lib.stall_s,
+        recover,
+    };
+
+    // A takes the job and starts it.
+    cell.workers.push(adapter.spawn_worker(&spec("A", exp.outcome, false), dir, timeline)?);
+    let a_pid = cell.workers[0].pid;
+    wait_mark(&ledger_path, "A", "start", 1, STEP, "A's execution to start (its START in the tools' ledger)")
+        .await
+        .map_err(|e| with_last_words(e, &cell.workers[0]))?;
+
+    // The fault: A held past the stall threshold.
+    let held_from = Utc::now();
+    match exp.hold {
+        HoldKind::Sigstop => signals::pause(a_pid).await?,
+        HoldKind::Freeze => cell.frozen = Some(Frozen::freeze(a_pid).await?),
+        HoldKind::Kill => cell.workers[0].kill().await,
+    }
+    cell.holds.push(Hold { worker: "A".into(), from: held_from, to: None });
+    timeline.record("harness", "hold", "A", json!({"how": format!("{:?}", exp.hold)}));
+
+    // B, with the library's stall recovery, takes the job over.
+    cell.workers.push(adapter.spawn_worker(&spec("B", "success", true), dir, timeline)?);
+    wait_mark(&ledger_path, "B", "start", 1, TAKEOVER, "the library's recovery to hand the job to B (B's START)")
+        .await
+        .map_err(|e| with_last_words(e, &cell.workers[1]))?;
+    timeline.record("harness", "observed", "takeover", json!({"by": "B"}));
+
+    match exp.resume {
+        Resume::Early => {
+            bring_back(exp, cell, timeline).await?;
+            let mark = last_seq(&pool).await?;
+            open_gate(&gates, "A", timeline)?;
+            wait_mark(&ledger_path, "A", "end", 1, STEP, "A's execution to end after it came back").await?;
+            settle(&pool, lib.status_column, "A", mark).await?;
+            finish_b(&pool, lib.status_column, &gates, &ledger_path, timeline).await?;
+        }
+        Resume::Late => {
+            finish_b(&pool, lib.status_column, &gates, &ledger_path, timeline).await?;
+            bring_back(exp, cell, timeline).await?;
+            let mark = last_seq(&pool).await?;
+            open_gate(&gates, "A", timeline)?;
+            wait_mark(&ledger_path, "A", "end", 1, STEP, "A's execution to end after it came back").await?;
+            settle(&pool, lib.status_column, "A", mark).await?;
+        }
+        Resume::Never => finish_b(&pool, lib.status_column, &gates, &ledger_path, timeline).await?,
+    }
+    // A last look: anything the libraries do on their own after the outcomes (a retried job
+    // picked up again) lands now; it is judged like everything else.
+    let mark = last_seq(&pool).await?;
+    settle(&pool, lib.status_column, "A", mark).await?;
+    timeline.record("harness", "stop", "workers", json!({}));
+    for w in &mut cell.workers {
+        w.stop(Duration::from_secs(5)).await;
+    }
+    let commits = audit_commits::read(&pool).await?;
+    pool.close().await;
+    std::fs::write(dir.join("commits.json"), serde_json::to_string_pretty(&commits).unwrap_or_default())?;
+    Ok(history(lib, &ledger_marks(&ledger_path)?, &commits, &cell.holds))
+}
+
+/// B's gate opens; wait for its END and (at most the settle window) for its outcome to commit.
+async fn finish_b(
+    pool: &sqlx::PgPool,
+    status: &str,
+    gates: &Path,
+    ledger_path: &Path,
+    timeline: &Timeline,
+) -> Result<(), HarnessError> {
+    let mark = last_seq(pool).await?;
+    open_gate(gates, "B", timeline)?;
+    wait_mark(ledger_path, "B", "end", 1, STEP, "B's execution to end after its gate opened").await?;
+    settle(pool, status, "B", mark).await?;
+    Ok(())
+}
+
+/// Resume or thaw A, and close its hold window.
+async fn bring_back(exp: &AuditExperiment, cell: &mut Cell, timeline: &Timeline) -> Result<(), HarnessError> {
+    match exp.hold {
+        HoldKind::Sigstop => signals::resume(cell.workers[0].pid).await?,
+        HoldKind::Freeze => {
+            if let Some(f) = cell.frozen.take() {
+                f.thaw().await?;
+            }
+        }
+        HoldKind::Kill => return Ok(()),
+    }
+    if let Some(h) = cell.holds.last_mut() {
+        h.to = Some(Utc::now());
+    }
+    timeline.record("harness", "resume", "A", json!({}));
+    Ok(())
+}
+
+fn with_last_words(e: HarnessError, w: &AdapterWorker) -> HarnessError {
+    let words = w.last_words();
+    if words.is_empty() {
+        e
+    } else {
+        HarnessError::Other(format!("{e}; {}'s stderr ends: {words}", w.name))
+    }
+}
+
+/// The library-neutral history the checkers judge.
+pub fn history(
+    lib: &Library,
+    marks: &[(String, String, DateTime<Utc>)],
+    commits: &[AuditCommit],
+    holds: &[Hold],
+) -> AuditHistory {
+    let mut executions: Vec<Execution> = Vec::new();
+    for (w, phase, at) in marks {
+        match phase.as_str() {
+            "start" => executions.push(Execution { worker: w.clone(), start: *at, end: None }),
+            "end" => {
+                if let Some(e) = executions.iter_mut().rev().find(|e| &e.worker == w && e.end.is_none()) {
+                    e.end = Some(*at);
+                }
+            }
+            _ => {}
+        }
+    }
+    let status = |row: &Option<Value>| row.as_ref().and_then(|r| r[lib.status_column].as_str()).map(str::to_string);
+    let writes = commits
+        .iter()
+        .map(|c| JobWrite {
+            seq: c.seq,
+            writer: c.writer.strip_prefix("fp-audit-").unwrap_or(&c.writer).to_string(),
+            at: c.committed_at,
+            op: c.op.clone(),
+            status_before: status(&c.old_row),
+            status_after: status(&c.new_row),
+        })
+        .collect();
+    AuditHistory {
+        stalled: "A".into(),
+        taker: "B".into(),
+        executions,
+        writes,
+        holds: holds.to_vec(),
+        claimed: lib.claimed.iter().map(|s| s.to_string()).collect(),
+        success: lib.success,
+    }
+}

@@ -1,0 +1,102 @@
+//! The audit's fixed experiments. Each: worker A takes the one job and starts it (its START is in
+//! the tools' ledger); the harness holds A past the library's stall threshold; the library's own
+//! recovery hands the job to worker B (B's START); then A comes back early (while B still runs),
+//! late (after B's outcome committed) or never (killed: the control of the fault), and A's
+//! execution ends as the experiment says.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldKind {
+    /// SIGSTOP, then SIGCONT.
+    Sigstop,
+    /// The process's cgroup frozen, then thawed (nothing of it runs, not even signal handlers).
+    Freeze,
+    /// SIGKILL: it never comes back.
+    Kill,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// While B still runs the job.
+    Early,
+    /// After B's outcome has committed.
+    Late,
+    /// Never (A was killed).
+    Never,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct AuditExperiment {
+    pub id: &'static str,
+    pub hold: HoldKind,
+    pub resume: Resume,
+    /// How A's execution ends when it comes back: success, fail or retry.
+    pub outcome: &'static str,
+    pub title: &'static str,
+}
+
+pub const EXPERIMENTS: &[AuditExperiment] = &[
+    AuditExperiment {
+        id: "pause-early-success",
+        hold: HoldKind::Sigstop,
+        resume: Resume::Early,
+        outcome: "success",
+        title: "A paused (SIGSTOP), B takes over, A resumes while B runs and completes",
+    },
+    AuditExperiment {
+        id: "pause-early-fail",
+        hold: HoldKind::Sigstop,
+        resume: Resume::Early,
+        outcome: "fail",
+        title: "A paused, B takes over, A resumes while B runs and fails the job",
+    },
+    AuditExperiment {
+        id: "pause-early-retry",
+        hold: HoldKind::Sigstop,
+        resume: Resume::Early,
+        outcome: "retry",
+        title: "A paused, B takes over, A resumes while B runs and asks for a retry",
+    },
+    AuditExperiment {
+        id: "pause-late-success",
+        hold: HoldKind::Sigstop,
+        resume: Resume::Late,
+        outcome: "success",
+        title: "A paused, B takes over and completes, then A resumes and completes",
+    },
+    AuditExperiment {
+        id: "pause-late-fail",
+        hold: HoldKind::Sigstop,
+        resume: Resume::Late,
+        outcome: "fail",
+        title: "A paused, B takes over and completes, then A resumes and fails the job",
+    },
+    AuditExperiment {
+        id: "freeze-early-success",
+        hold: HoldKind::Freeze,
+        resume: Resume::Early,
+        outcome: "success",
+        title: "A frozen (cgroup freezer), B takes over, A thawed while B runs and completes",
+    },
+    AuditExperiment {
+        id: "kill-control",
+        hold: HoldKind::Kill,
+        resume: Resume::Never,
+        outcome: "success",
+        title: "A killed (SIGKILL) instead of paused, B takes over and completes: the fault's control",
+    },
+];
+
+/// The experiments named in `ids` (all when `None`), or the unknown id.
+pub fn select(ids: Option<&[String]>) -> Result<Vec<AuditExperiment>, String> {
+    let Some(ids) = ids else { return Ok(EXPERIMENTS.to_vec()) };
+    ids.iter()
+        .map(|id| {
+            EXPERIMENTS.iter().find(|e| e.id == id.as_str()).copied().ok_or_else(|| {
+                format!(
+                    "unknown audit experiment {id:?}; known: {}",
+                    EXPERIMENTS.iter().map(|e| e.id).collect::<Vec<_>>().join(", ")
+                )
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,16 @@
+//! `fenceproof audit`: the stale-worker experiments run against real PostgreSQL job queues, each as
+//! real worker processes of the library on the harness's own server, judged by the same kind of
+//! oracles as the matrix (the fake tools' ledger counts executions; commit triggers on the
+//! library's job table say whose write committed, and when). The reference protocol runs in the
+//! same table as the control.
+//!
+//! - [`libraries`]: the table of libraries (adding one is an adapter file and a line there);
+//! - [`experiments`]: the fixed set of experiments (how the first worker is held, when it comes
+//!   back, how its execution ends);
+//! - [`cell`]: one library under one experiment, from a fresh database to its checks;
+//! - [`report`]: the audit table in the terminal, JSON, Markdown and HTML.
+
+pub mod cell;
+pub mod experiments;
+pub mod libraries;
+pub mod report;

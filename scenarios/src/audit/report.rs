@@ -1,0 +1,186 @@
+//! The audit table: one row per library and experiment, with the three checks, how many times the
+//! job body ran, and where the evidence is; as text for the terminal, JSON, Markdown and an HTML
+//! page whose cells open their checks' evidence and the harness's timeline (A held, B's takeover,
+//! A back, every committed write of the job row).
+
+use std::fmt::Write as _;
+
+use fenceproof_harness::check::audit::{CONCURRENT, CURRENT_OUTCOME, STALE_WRITE};
+
+use super::cell::{CellResult, CellVerdict};
+use super::experiments::EXPERIMENTS;
+use super::libraries::LIBRARIES;
+
+/// The three checks' short column names, in order.
+const COLUMNS: &[(&str, &str)] = &[
+    (STALE_WRITE, "stale write accepted"),
+    (CONCURRENT, "concurrent executions"),
+    (CURRENT_OUTCOME, "current outcome lost"),
+];
+
+/// A check's cell: "no" when it passed, "YES" when it failed (the column names a failure), "-"
+/// when it was not judged.
+fn mark(r: &CellResult, check: &str) -> &'static str {
+    match r.check(check) {
+        Some(c) if c.passed() => "no",
+        Some(_) => "YES",
+        None => "-",
+    }
+}
+
+fn duplicate(r: &CellResult) -> String {
+    match (r.verdict, r.executions) {
+        (CellVerdict::Error, _) => "-".into(),
+        (_, n) if n > 1 => format!("yes ({n})"),
+        (_, n) => format!("no ({n})"),
+    }
+}
+
+/// The table as Markdown (also what the terminal shows).
+pub fn markdown(results: &[CellResult]) -> String {
+    let mut s = String::new();
+    s.push_str("| library | experiment | verdict | body ran twice | stale write accepted | concurrent executions | current outcome lost | evidence |\n");
+    s.push_str("|---|---|---|---|---|---|---|---|\n");
+    for r in results {
+        let _ = writeln!(
+            s,
+            "| {} {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.library,
+            if r.control { "(control)" } else { r.version.as_str() },
+            r.experiment,
+            r.verdict.word(),
+            duplicate(r),
+            mark(r, STALE_WRITE),
+            mark(r, CONCURRENT),
+            mark(r, CURRENT_OUTCOME),
+            r.evidence
+        );
+    }
+    s
+}
+
+/// What went wrong, cell by cell: each failed check's evidence, each error, and how to reproduce.
+pub fn findings(results: &[CellResult]) -> String {
+    let mut s = String::new();
+    for r in results.iter().filter(|r| r.verdict != CellVerdict::Pass) {
+        let _ = writeln!(s, "{} {} / {}:", r.verdict.word(), r.library, r.experiment);
+        if let Some(e) = &r.error {
+            let _ = writeln!(s, "  error: {e}");
+        }
+        for c in r.checks.iter().filter(|c| !c.passed()) {
+            let _ = writeln!(s, "  {}: {}", c.name, c.evidence);
+        }
+        let _ = writeln!(s, "  evidence: {}/  reproduce: {}", r.evidence, r.reproduce);
+    }
+    s
+}
+
+/// How each library was configured (versions, stall recovery, what guards its completion).
+pub fn settings_markdown(names: &[&str]) -> String {
+    let mut s = String::from(
+        "| library | version | stall recovery as configured | completion guarded by |\n|---|---|---|---|\n",
+    );
+    for l in LIBRARIES.iter().filter(|l| names.contains(&l.name)) {
+        let _ = writeln!(s, "| {} | {} | {} | {} |", l.name, l.version, l.recovery, l.completion_guard);
+    }
+    s
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// The HTML page: the table, then each cell's checks, writes and timeline.
+pub fn html(results: &[CellResult], title: &str) -> String {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<!doctype html><meta charset=utf-8><title>{t}</title><style>body{{font:14px system-ui;margin:2em}}\
+         table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}\
+         .PASS{{background:#dfd}}.FAIL{{background:#fdd}}.ERROR{{background:#ffd}}.YES{{color:#b00;font-weight:bold}}\
+         pre{{background:#f6f6f6;padding:6px;white-space:pre-wrap}}</style><h1>{t}</h1>",
+        t = esc(title)
+    );
+    s.push_str("<table><tr><th>library</th><th>experiment</th><th>verdict</th><th>body ran twice</th>");
+    for (_, col) in COLUMNS {
+        let _ = write!(s, "<th>{col}</th>");
+    }
+    s.push_str("</tr>");
+    for (i, r) in results.iter().enumerate() {
+        let _ = write!(
+            s,
+            "<tr><td>{} {}</td><td><a href=\"#c{i}\">{}</a></td><td class={v}>{v}</td><td>{}</td>",
+            esc(&r.library),
+            esc(if r.control { "(control)" } else { &r.version }),
+            esc(&r.experiment),
+            esc(&duplicate(r)),
+            v = r.verdict.word()
+        );
+        for (check, _) in COLUMNS {
+            let m = mark(r, check);
+            let _ = write!(s, "<td class={m}>{m}</td>");
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</table>");
+    for (i, r) in results.iter().enumerate() {
+        let title = EXPERIMENTS.iter().find(|e| e.id == r.experiment).map(|e| e.title).unwrap_or("");
+        let _ = write!(
+            s,
+            "<h2 id=c{i}>{} / {} <span class={v}>{v}</span></h2><p>{}</p><p>evidence: <a href=\"{e}/\">{e}/</a> \
+             (cell.json, commits.json, tools-ledger.jsonl, timeline.json, adapter-*.log) · reproduce: <code>{}</code></p>",
+            esc(&r.library),
+            esc(&r.experiment),
+            esc(title),
+            esc(&r.reproduce),
+            v = r.verdict.word(),
+            e = esc(&r.evidence)
+        );
+        if let Some(e) = &r.error {
+            let _ = write!(s, "<pre>error: {}</pre>", esc(e));
+        }
+        for c in &r.checks {
+            let _ = write!(
+                s,
+                "<p><b>{}</b> {}</p><pre>{}</pre>",
+                if c.passed() { "pass" } else { "FAIL" },
+                esc(&c.name),
+                esc(&c.evidence)
+            );
+        }
+        // One timeline: the harness's steps, the executions and the committed writes, by wall clock.
+        let mut lines: Vec<(String, String)> = r
+            .timeline
+            .iter()
+            .map(|e| (e.wall.format("%H:%M:%S%.3f").to_string(), format!("harness {} {}", e.action, e.target)))
+            .collect();
+        if let Some(h) = &r.history {
+            for e in &h.executions {
+                lines.push((e.start.format("%H:%M:%S%.3f").to_string(), format!("{} START (tools' ledger)", e.worker)));
+                if let Some(end) = e.end {
+                    lines.push((end.format("%H:%M:%S%.3f").to_string(), format!("{} END (tools' ledger)", e.worker)));
+                }
+            }
+            for w in &h.writes {
+                lines.push((
+                    w.at.format("%H:%M:%S%.3f").to_string(),
+                    format!(
+                        "commit #{} {} by {}: {} -> {}",
+                        w.seq,
+                        w.op,
+                        w.writer,
+                        w.status_before.as_deref().unwrap_or("-"),
+                        w.status_after.as_deref().unwrap_or("(deleted)")
+                    ),
+                ));
+            }
+        }
+        lines.sort();
+        s.push_str("<pre>");
+        for (t, what) in lines {
+            let _ = writeln!(s, "{t}  {}", esc(&what));
+        }
+        s.push_str("</pre>");
+    }
+    s
+}

@@ -1,0 +1,102 @@
+//! `fenceproof audit` end to end on a real library: procrastinate (installed by scripts/setup.sh
+//! into .audit/venv) and the reference protocol as the control, under the stale completion and the
+//! kill control. The verdicts come from the tools' ledger and the commit triggers; what is asserted
+//! is what those oracles must show for each, and that nothing of the audit is left running.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const FENCEPROOF: &str = env!("CARGO_BIN_EXE_fenceproof");
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn audit(args: &[&str], reports: &Path) -> std::process::Output {
+    let python = root().join(".audit/venv/bin/python");
+    assert!(
+        python.is_file(),
+        "{} is missing: run `bash scripts/setup.sh` (it installs the audited libraries)",
+        python.display()
+    );
+    Command::new(FENCEPROOF)
+        .arg("audit")
+        .args(args)
+        .arg("--python")
+        .arg(&python)
+        .arg("--adapters")
+        .arg(root().join("audit/adapters"))
+        .arg("--reports-dir")
+        .arg(reports)
+        .arg("--json")
+        .output()
+        .unwrap()
+}
+
+fn cell<'a>(cells: &'a [serde_json::Value], lib: &str, exp: &str) -> &'a serde_json::Value {
+    cells
+        .iter()
+        .find(|c| c["library"] == lib && c["experiment"] == exp)
+        .unwrap_or_else(|| panic!("no cell {lib}/{exp}"))
+}
+
+fn failed(c: &serde_json::Value) -> Vec<String> {
+    c["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["verdict"] != "Pass")
+        .map(|k| k["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn procrastinate_accepts_a_stale_completion_the_reference_refuses_it() {
+    let reports = Path::new(env!("CARGO_TARGET_TMPDIR")).join("audit_cli");
+    let out = audit(&["--library", "reference,procrastinate", "--only", "pause-early-success,kill-control"], &reports);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "the control passes and no cell errs\n{stdout}{stderr}");
+    let cells: Vec<serde_json::Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(cells.len(), 4);
+
+    let stale = cell(&cells, "procrastinate", "pause-early-success");
+    assert_eq!(stale["verdict"], "Fail", "{stale:#}");
+    let f = failed(stale);
+    assert!(f.iter().any(|n| n.starts_with("no change of the job's state by the stalled worker")), "{f:?}");
+    assert!(f.iter().any(|n| n.starts_with("the current worker's own outcome")), "{f:?}");
+    assert!(stale["executions"].as_u64().unwrap() >= 2, "the body ran in A and in B");
+
+    for (lib, exp) in
+        [("procrastinate", "kill-control"), ("reference", "pause-early-success"), ("reference", "kill-control")]
+    {
+        let c = cell(&cells, lib, exp);
+        assert_eq!(c["verdict"], "Pass", "{lib}/{exp}: {c:#}");
+        assert!(c["executions"].as_u64().unwrap() >= 2, "{lib}/{exp}: B ran the job again after the takeover");
+    }
+    // The reference's stale worker did try: its refused write is in its own events.
+    let dir = std::fs::read_link(reports.join("latest")).map(|l| reports.join(l)).unwrap();
+    let events = std::fs::read_to_string(dir.join("reference-pause-early-success/adapter-A.events.jsonl")).unwrap();
+    assert!(events.contains("\"lease_lost\""), "A wrote under its old epoch and was refused: {events}");
+    for f in ["audit.json", "audit.md", "index.html"] {
+        assert!(dir.join(f).is_file(), "{f} written");
+    }
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    assert!(
+        html.contains("A START") && html.contains("harness hold A") && html.contains("by A"),
+        "timeline in the report"
+    );
+    // Nothing of the audit is left running.
+    let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    let ps = String::from_utf8_lossy(&ps.stdout);
+    assert!(!ps.lines().any(|l| l.contains(dir.to_str().unwrap()) || l.contains("audit/adapters/lib_")), "{ps}");
+}
+
+#[test]
+fn an_unknown_library_is_one_line_and_exit_2() {
+    let reports = Path::new(env!("CARGO_TARGET_TMPDIR")).join("audit_cli_bad");
+    let out = audit(&["--library", "sidekiq"], &reports);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("unknown library \"sidekiq\""), "{stderr}");
+}

@@ -99,13 +99,16 @@ if ! command -v chromium-headless-shell >/dev/null 2>&1 && ! command -v chromium
 fi
 
 # The job queues `fenceproof audit` runs (procrastinate, pgqueuer, chancy), pinned in
-# audit/requirements.txt, in a project-local environment (.audit/venv, not committed).
+# audit/requirements.txt, in a project-local environment (.audit/venv, not committed). It installs in
+# the background while the workspace builds, and setup waits for it at the end.
+audit_pid=
 if ! .audit/venv/bin/python -c "import procrastinate, pgqueuer, chancy, psycopg" >/dev/null 2>&1 \
    || ! cmp -s audit/requirements.txt .audit/venv/requirements.installed; then
-  say "installing the audited job queues into .audit/venv (audit/requirements.txt)"
-  python3 -m venv .audit/venv
-  .audit/venv/bin/python -m pip install --quiet --disable-pip-version-check -r audit/requirements.txt
-  cp audit/requirements.txt .audit/venv/requirements.installed
+  say "installing the audited job queues into .audit/venv (audit/requirements.txt), beside the build"
+  ( python3 -m venv .audit/venv \
+    && .audit/venv/bin/python -m pip install --quiet --disable-pip-version-check -r audit/requirements.txt \
+    && cp audit/requirements.txt .audit/venv/requirements.installed ) >.audit-install.log 2>&1 &
+  audit_pid=$!
 fi
 
 if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then
@@ -115,4 +118,12 @@ fi
 
 say "building (cargo build --workspace)"
 cargo build --workspace --quiet
+if [ -n "$audit_pid" ]; then
+  if ! wait "$audit_pid"; then
+    say "installing the audited job queues failed:" >&2
+    cat .audit-install.log >&2
+    exit 1
+  fi
+  rm -f .audit-install.log
+fi
 say "done: run 'just verify'"

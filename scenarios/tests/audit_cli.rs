@@ -85,6 +85,10 @@ fn procrastinate_accepts_a_stale_completion_the_reference_refuses_it() {
         html.contains("A START") && html.contains("harness hold A") && html.contains("by A"),
         "timeline in the report"
     );
+    assert!(
+        html.contains("A says written succeeded lease_lost (its own word)"),
+        "the refused write, in the worker's own word"
+    );
     // Nothing of the audit is left running.
     let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
     let ps = String::from_utf8_lossy(&ps.stdout);

@@ -78,6 +78,8 @@ pub struct CellResult {
     pub reproduce: String,
     pub history: Option<AuditHistory>,
     pub timeline: Vec<fenceproof_harness::record::timeline::Entry>,
+    /// What the workers printed (the adapters' events): their own word, secondary evidence only.
+    pub worker_events: Vec<Value>,
 }
 
 impl CellResult {
@@ -97,8 +99,13 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
     let timeline = Timeline::new();
     let mut state = Cell { workers: Vec::new(), holds: Vec::new(), frozen: None, tools: None };
     let outcome = drive(env, lib, exp, dir, index, &timeline, &mut state).await;
+    let mut worker_events = Vec::new();
     for w in &mut state.workers {
         w.stop(Duration::from_secs(5)).await;
+        worker_events.extend(w.read_events().into_iter().map(|mut e| {
+            e["worker"] = json!(w.name);
+            e
+        }));
     }
     if let Some(f) = state.frozen.take() {
         let _ = f.thaw().await;
@@ -128,6 +135,7 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
         reproduce,
         history,
         timeline: timeline.entries(),
+        worker_events,
     };
     let _ = std::fs::write(dir.join("cell.json"), serde_json::to_string_pretty(&result).unwrap_or_default());
     let _ = timeline.save(&dir.join("timeline.json"));

@@ -175,6 +175,19 @@ pub fn html(results: &[CellResult], title: &str) -> String {
                 ));
             }
         }
+        for e in &r.worker_events {
+            let (Some(at), Some(ev)) = (e["at"].as_f64(), e["event"].as_str()) else { continue };
+            if !matches!(ev, "written" | "refused" | "lease_lost" | "recovered") {
+                continue;
+            }
+            let Some(t) = chrono::DateTime::from_timestamp_micros((at * 1e6) as i64) else { continue };
+            let detail =
+                [e["write"].as_str(), e["outcome"].as_str()].into_iter().flatten().collect::<Vec<_>>().join(" ");
+            lines.push((
+                t.format("%H:%M:%S%.3f").to_string(),
+                format!("{} says {ev} {detail} (its own word)", e["worker"].as_str().unwrap_or("?")),
+            ));
+        }
         lines.sort();
         s.push_str("<pre>");
         for (t, what) in lines {

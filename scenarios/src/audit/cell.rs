@@ -21,6 +21,7 @@ use fenceproof_harness::procs::tools::ToolsProc;
 use fenceproof_harness::record::audit_commits::{self, AuditCommit};
 use fenceproof_harness::record::ledger;
 use fenceproof_harness::record::timeline::Timeline;
+pub use fenceproof_harness::report::Outcome;
 use fenceproof_harness::{wait, HarnessError};
 
 use super::experiments::{AuditExperiment, HoldKind, Resume};
@@ -43,23 +44,6 @@ pub struct Env<'a> {
     pub tools_bin: &'a Path,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum CellVerdict {
-    Pass,
-    Fail,
-    Error,
-}
-
-impl CellVerdict {
-    pub fn word(self) -> &'static str {
-        match self {
-            CellVerdict::Pass => "PASS",
-            CellVerdict::Fail => "FAIL",
-            CellVerdict::Error => "ERROR",
-        }
-    }
-}
-
 /// The outcome of one cell, with its evidence.
 #[derive(Debug, Clone, Serialize)]
 pub struct CellResult {
@@ -67,7 +51,8 @@ pub struct CellResult {
     pub version: String,
     pub experiment: String,
     pub control: bool,
-    pub verdict: CellVerdict,
+    /// The same verdicts as the matrix's experiments.
+    pub verdict: Outcome,
     /// How many times the job body ran (tools' ledger).
     pub executions: usize,
     pub checks: Vec<Check>,
@@ -116,10 +101,10 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
     let (verdict, checks, error, history) = match outcome {
         Ok(history) => {
             let checks = audit::judge(&history);
-            let verdict = if checks.iter().all(Check::passed) { CellVerdict::Pass } else { CellVerdict::Fail };
+            let verdict = if checks.iter().all(Check::passed) { Outcome::Pass } else { Outcome::Fail };
             (verdict, checks, None, Some(history))
         }
-        Err(e) => (CellVerdict::Error, Vec::new(), Some(e.to_string()), None),
+        Err(e) => (Outcome::Error, Vec::new(), Some(e.to_string()), None),
     };
     let result = CellResult {
         library: lib.name.into(),

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use fenceproof_harness::check::audit::{CONCURRENT, CURRENT_OUTCOME, STALE_WRITE};
 
-use super::cell::{CellResult, CellVerdict};
+use super::cell::{CellResult, Outcome};
 use super::experiments::EXPERIMENTS;
 use super::libraries::LIBRARIES;
 
@@ -30,7 +30,7 @@ fn mark(r: &CellResult, check: &str) -> &'static str {
 
 fn duplicate(r: &CellResult) -> String {
     match (r.verdict, r.executions) {
-        (CellVerdict::Error, _) => "-".into(),
+        (Outcome::Error, _) => "-".into(),
         (_, n) if n > 1 => format!("yes ({n})"),
         (_, n) => format!("no ({n})"),
     }
@@ -48,7 +48,7 @@ pub fn markdown(results: &[CellResult]) -> String {
             r.library,
             if r.control { "(control)" } else { r.version.as_str() },
             r.experiment,
-            r.verdict.word(),
+            r.verdict.label(),
             duplicate(r),
             mark(r, STALE_WRITE),
             mark(r, CONCURRENT),
@@ -62,8 +62,8 @@ pub fn markdown(results: &[CellResult]) -> String {
 /// What went wrong, cell by cell: each failed check's evidence, each error, and how to reproduce.
 pub fn findings(results: &[CellResult]) -> String {
     let mut s = String::new();
-    for r in results.iter().filter(|r| r.verdict != CellVerdict::Pass) {
-        let _ = writeln!(s, "{} {} / {}:", r.verdict.word(), r.library, r.experiment);
+    for r in results.iter().filter(|r| r.verdict != Outcome::Pass) {
+        let _ = writeln!(s, "{} {} / {}:", r.verdict.label(), r.library, r.experiment);
         if let Some(e) = &r.error {
             let _ = writeln!(s, "  error: {e}");
         }
@@ -114,7 +114,7 @@ pub fn html(results: &[CellResult], title: &str) -> String {
             esc(if r.control { "(control)" } else { &r.version }),
             esc(&r.experiment),
             esc(&duplicate(r)),
-            v = r.verdict.word()
+            v = r.verdict.label()
         );
         for (check, _) in COLUMNS {
             let m = mark(r, check);
@@ -133,7 +133,7 @@ pub fn html(results: &[CellResult], title: &str) -> String {
             esc(&r.experiment),
             esc(title),
             esc(&r.reproduce),
-            v = r.verdict.word(),
+            v = r.verdict.label(),
             e = esc(&r.evidence)
         );
         if let Some(e) = &r.error {

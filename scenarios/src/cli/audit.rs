@@ -14,7 +14,7 @@ use fenceproof_harness::db::pgbin::PgBin;
 use fenceproof_harness::db::{databases, Backend};
 use fenceproof_harness::record::run_dir::RunDir;
 use fenceproof_harness::report::exit;
-use fenceproof_scenarios::audit::cell::{self, CellVerdict, Env};
+use fenceproof_scenarios::audit::cell::{self, Env, Outcome};
 use fenceproof_scenarios::audit::{experiments, libraries, report};
 
 pub struct Args {
@@ -114,7 +114,7 @@ async fn audit(
                     "audit: {:<14} {:<22} {:<5} ({:.1} s)",
                     r.library,
                     r.experiment,
-                    r.verdict.word(),
+                    r.verdict.label(),
                     r.duration_ms as f64 / 1000.0
                 );
             }
@@ -148,9 +148,9 @@ async fn audit(
             show(&run.path)
         );
     }
-    let errored = results.iter().any(|r| r.verdict == CellVerdict::Error);
-    let control_failed = results.iter().any(|r| r.control && r.verdict == CellVerdict::Fail);
-    let any_failed = results.iter().any(|r| r.verdict == CellVerdict::Fail);
+    let errored = results.iter().any(|r| r.verdict == Outcome::Error);
+    let control_failed = results.iter().any(|r| r.control && r.verdict == Outcome::Fail);
+    let any_failed = results.iter().any(|r| r.verdict == Outcome::Fail);
     Ok(if errored {
         exit::HARNESS
     } else if control_failed || (a.strict && any_failed) {

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reports=$(mktemp -d)
-trap 'rm -rf "$reports"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$reports"' EXIT
 bin=target/debug/fenceproof
 mut=target/debug/fenceproof-worker-mutant
 for m in "$@"; do

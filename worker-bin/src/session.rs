@@ -243,6 +243,11 @@ impl Session {
                 let run = fenceproof_protocol::runs::read_run(&self.pool, run_id).await?;
                 let stop = self.start_heartbeat(terms.lease.clone(), ttl, heartbeat_ms, renew_timeout_ms);
                 let mut h = self.held();
+                // A session tracks one lease: the one it held before stops being renewed (it is
+                // left to expire), so no heartbeat keeps a forgotten lease alive.
+                if let Some(previous) = h.heartbeat_stop.take() {
+                    previous.cancel();
+                }
                 h.lease = Some(terms.lease);
                 h.ttl = Some(ttl);
                 h.revision = Some(run.revision);

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use uuid::Uuid;
 
 use super::Check;
 use crate::record::oracle::CommitRow;
@@ -143,11 +144,15 @@ pub fn checkpoints_stored_as_sent(rows: &[CommitRow], sent: &[SentWrite]) -> Che
 }
 
 /// A stretch of the oracle (commits `after` < seq <= `until`) in which the only process of
-/// `owner` that could act was a stale one (its term over, the current holder of the same owner id
-/// paused by the harness): nothing under that owner may commit in it.
+/// `owner` that could act on run `run_id` was a stale one (its term over, or its renewal unanswered,
+/// the current holder of the same owner id paused by the harness): nothing of that run may commit
+/// under that owner in it. Commits of the same owner on other runs are not judged: a worker may
+/// hold (and keep renewing) other leases meanwhile; `run_id` None judges every run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QuietWindow {
     pub owner: String,
+    #[serde(default)]
+    pub run_id: Option<Uuid>,
     pub after: i64,
     pub until: i64,
     /// What the stale process did in the window.
@@ -163,8 +168,11 @@ pub fn quiet_windows_stay_quiet(rows: &[CommitRow], windows: &[QuietWindow]) -> 
     let name = "nothing commits while only a stale process of an owner acts";
     let mut bad = Vec::new();
     for w in windows {
-        let inside: Vec<&CommitRow> =
-            rows.iter().filter(|r| r.seq > w.after && r.seq <= w.until && r.writer == w.owner).collect();
+        let inside: Vec<&CommitRow> = rows
+            .iter()
+            .filter(|r| r.seq > w.after && r.seq <= w.until && r.writer == w.owner)
+            .filter(|r| w.run_id.is_none() || r.run_id == w.run_id)
+            .collect();
         if inside.len() > w.allowed {
             for r in inside {
                 bad.push(format!(
@@ -286,6 +294,45 @@ mod tests {
         r.old_row = Some(json!({"revision": 4, "status": "running"}));
         r.new_row = Some(json!({"revision": 5, "status": status}));
         r
+    }
+
+    fn lease_renewal(seq: i64, writer: &str, run: Uuid) -> CommitRow {
+        let mut r = update(seq, 0, "-", json!({}));
+        r.table_name = "worker_leases".into();
+        r.writer = writer.into();
+        r.run_id = Some(run);
+        r
+    }
+
+    fn window(run_id: Option<Uuid>, allowed: usize) -> QuietWindow {
+        QuietWindow { owner: "worker-a".into(), run_id, after: 10, until: 20, what: "stale".into(), allowed }
+    }
+
+    #[test]
+    fn quiet_window_fails_a_commit_of_its_run_beyond_the_tolerated() {
+        let run = Uuid::from_u128(7);
+        let rows = [lease_renewal(11, "worker-a", run), lease_renewal(12, "worker-a", run)];
+        let c = quiet_windows_stay_quiet(&rows, &[window(Some(run), 1)]);
+        assert!(!c.passed(), "{c:?}");
+        assert!(c.evidence.contains("#12"), "{c:?}");
+        assert!(quiet_windows_stay_quiet(&rows[..1], &[window(Some(run), 1)]).passed());
+    }
+
+    #[test]
+    fn quiet_window_judges_only_its_owner_its_run_and_its_stretch() {
+        let run = Uuid::from_u128(7);
+        let rows = [
+            // Another run's lease, still held and renewed by the same owner.
+            lease_renewal(12, "worker-a", Uuid::from_u128(8)),
+            // Another owner on the same run (the current holder).
+            lease_renewal(13, "worker-b", run),
+            // The same owner and run, outside the window.
+            lease_renewal(10, "worker-a", run),
+            lease_renewal(21, "worker-a", run),
+        ];
+        assert!(quiet_windows_stay_quiet(&rows, &[window(Some(run), 0)]).passed());
+        // Without a run named, every run of the owner is judged.
+        assert!(!quiet_windows_stay_quiet(&rows, &[window(None, 0)]).passed());
     }
 
     fn told(cmd: &str) -> SentWrite {

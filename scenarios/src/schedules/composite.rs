@@ -383,6 +383,7 @@ impl Exec<'_> {
         let until = self.ctx.oracle_mark().await?;
         self.quiet.push(fenceproof_harness::check::history::QuietWindow {
             owner,
+            run_id: Some(self.run_id),
             after,
             until,
             what: format!("w{h}'s {} after its twin w{t} took over", acted.join(", ")),
@@ -437,6 +438,7 @@ impl Exec<'_> {
         let until = self.ctx.oracle_mark().await?;
         self.quiet.push(fenceproof_harness::check::history::QuietWindow {
             owner,
+            run_id: Some(self.run_id),
             after,
             until,
             what: format!("w{h} after a renewal the frozen server could not answer ({verdict})"),

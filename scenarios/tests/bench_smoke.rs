@@ -53,7 +53,7 @@ fn bench_runs_every_workload_and_writes_its_report() {
     // Driver-neutral capacity: every fp_* call and its references as pgbench scripts, and each one
     // really wrote its rows (table statistics, not pgbench's word).
     let neutral: Vec<&serde_json::Value> = pgbench.iter().filter(|p| p["group"] != "driver").collect();
-    assert_eq!(neutral.len(), 9, "{neutral:?}");
+    assert_eq!(neutral.len(), 10, "{neutral:?}");
     for p in neutral {
         let tx = p["result"]["transactions"].as_i64().unwrap();
         let want = tx * p["units_per_tx"].as_i64().unwrap();
@@ -72,4 +72,9 @@ fn bench_runs_every_workload_and_writes_its_report() {
         assert!(text.len() > 500, "{f} too small");
     }
     assert!(stdout.contains("sizing:") && (stdout.contains("HOLDS") || stdout.contains("MISS")), "{stdout}");
+    // The protected commit's overhead is taken apart: the role boundary's call, then the checks.
+    let md = std::fs::read_to_string(dir.join("bench.md")).unwrap();
+    for part in ["the role boundary's call", "the protocol's checks alone"] {
+        assert!(md.contains(part), "bench.md lacks {part:?}");
+    }
 }

@@ -43,6 +43,35 @@ pub async fn prepare_ids(admin: &PgPool, commit_runs: &[uuid::Uuid]) -> Result<(
             .await?;
     }
     sqlx::query("ANALYZE bench_commit_ids").execute(admin).await?;
+    // The protected commit's cost, taken apart: the same two writes as fp_run_transition, as two
+    // statements inside a function called exactly as it is (PL/pgSQL, SECURITY DEFINER, its own
+    // search_path, the same arguments), with no checks. The physical statement against this call is
+    // the price of the role boundary (workers only call functions, spec section 12); this call
+    // against fp_run_transition is the price of the checks themselves.
+    sqlx::raw_sql(
+        r#"DROP FUNCTION IF EXISTS bench_call_two_writes(uuid, text, bigint, bigint, text, text, jsonb);
+CREATE FUNCTION bench_call_two_writes(
+  p_run uuid, p_owner text, p_epoch bigint, p_expected bigint, p_from text, p_to text, p_checkpoint jsonb)
+RETURNS TABLE (outcome text, revision bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+  v_owner text; v_revision bigint;
+BEGIN
+  SELECT l.owner INTO v_owner FROM worker_leases l WHERE l.run_id = p_run FOR UPDATE;
+  UPDATE agent_runs r
+     SET checkpoint = COALESCE(p_checkpoint, r.checkpoint), status = p_to,
+         revision = r.revision + 1, updated_at = clock_timestamp()
+   WHERE r.run_id = p_run
+  RETURNING r.revision INTO v_revision;
+  RETURN QUERY SELECT 'ok'::text, v_revision;
+END
+$$;
+REVOKE ALL ON FUNCTION bench_call_two_writes(uuid, text, bigint, bigint, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION bench_call_two_writes(uuid, text, bigint, bigint, text, text, jsonb) TO fenceproof_worker;"#,
+    )
+    .execute(admin)
+    .await?;
     Ok(())
 }
 
@@ -105,9 +134,10 @@ pub fn renewal(n: u64, workers: usize, k: usize) -> Vec<Script> {
     ]
 }
 
-/// The protected commit (a checkpoint save through `fp_run_transition`), the physical reference
-/// (lease row lock + run update, no checks, one statement) and the raw single-row UPDATE; each
-/// pgbench client writes its own run.
+/// The protected commit (a checkpoint save through `fp_run_transition`), the same two writes in a
+/// function called the same way with no checks, the physical reference (lease row lock + run
+/// update, no checks, one statement) and the raw single-row UPDATE; each pgbench client writes its
+/// own run.
 pub fn commit() -> Vec<Script> {
     let mine = "FROM bench_commit_ids b WHERE b.client = :client_id";
     vec![
@@ -120,6 +150,18 @@ pub fn commit() -> Vec<Script> {
                             'running', 'running', {CHECKPOINT}, NULL, NULL, NULL, NULL, NULL, NULL, NULL) t
  WHERE b.client = :client_id;\n"
             ),
+            units_per_tx: 1,
+            as_worker: true,
+            transactions_per_client: None,
+        },
+        Script {
+            group: "neutral-commit",
+            name: "pgbench call: the same two writes in a SECURITY DEFINER PL/pgSQL call, no checks".into(),
+            sql: "SELECT t.outcome FROM bench_commit_ids b,
+  LATERAL bench_call_two_writes(b.run_id, b.owner, 1, (SELECT r.revision FROM agent_runs r WHERE r.run_id = b.run_id),
+                                'running', 'running', '{\"step\": 1}'::jsonb) t
+ WHERE b.client = :client_id;\n"
+                .into(),
             units_per_tx: 1,
             as_worker: true,
             transactions_per_client: None,

@@ -120,11 +120,43 @@ pub struct PgbenchPhase {
     /// Rows the phase updated, from the server's table statistics (pgbench does not look at what a
     /// statement returned: this is the evidence that the fenced calls really wrote).
     pub rows_updated: i64,
+    /// With alternating rounds, each round's transactions per second (the phase's `tps` is their
+    /// median; its transactions, rows and CPU are their sums).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rounds_tps: Vec<f64>,
 }
+
+/// Alternating rounds of each driver-neutral script (see `pgbench_alternating`).
+pub const ROUNDS: usize = 3;
 
 impl PgbenchPhase {
     pub fn units_per_s(&self) -> f64 {
         self.result.tps * self.units_per_tx as f64
+    }
+
+    /// One phase from the rounds of one script: the median rate; the sums of the work done.
+    pub fn median_of(rounds: Vec<PgbenchPhase>) -> PgbenchPhase {
+        let mut tps: Vec<f64> = rounds.iter().map(|p| p.result.tps).collect();
+        let mut sorted = tps.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = match sorted.len() {
+            0 => 0.0,
+            n if n % 2 == 1 => sorted[n / 2],
+            n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+        };
+        let n = rounds.len().max(1) as f64;
+        let mut it = rounds.into_iter();
+        let mut out = it.next().expect("at least one round");
+        for p in it {
+            out.result.transactions += p.result.transactions;
+            out.result.client_cpu_s += p.result.client_cpu_s;
+            out.result.latency_avg_ms += p.result.latency_avg_ms;
+            out.rows_updated += p.rows_updated;
+        }
+        out.result.latency_avg_ms /= n;
+        out.result.tps = median;
+        out.rounds_tps = std::mem::take(&mut tps);
+        out
     }
 }
 
@@ -233,6 +265,53 @@ impl Bench {
         clients: usize,
         load: pgbench::Load,
     ) -> Result<(), HarnessError> {
+        let phase = self.pgbench_measure(pgbench_bin, dir, &script, clients, load).await?;
+        self.pgbench.push(phase);
+        Ok(())
+    }
+
+    /// Each group's scripts in [`ROUNDS`] alternating rounds (the order rotated every round), so
+    /// that drift on a shared machine, and whatever the previous script left in the tables, hit
+    /// every side of a ratio alike; each script's rate is the median of its rounds.
+    async fn pgbench_alternating(
+        &mut self,
+        pgbench_bin: &std::path::Path,
+        dir: &std::path::Path,
+        scripts: Vec<neutral::Script>,
+        clients: usize,
+        d: Duration,
+    ) -> Result<(), HarnessError> {
+        let mut groups: Vec<Vec<neutral::Script>> = Vec::new();
+        for s in scripts {
+            match groups.last_mut() {
+                Some(g) if g[0].group == s.group => g.push(s),
+                _ => groups.push(vec![s]),
+            }
+        }
+        for g in groups {
+            let mut rounds: Vec<Vec<PgbenchPhase>> = g.iter().map(|_| Vec::new()).collect();
+            for r in 0..ROUNDS {
+                for k in 0..g.len() {
+                    let i = (k + r) % g.len();
+                    let p = self.pgbench_measure(pgbench_bin, dir, &g[i], clients, pgbench::Load::For(d)).await?;
+                    rounds[i].push(p);
+                }
+            }
+            for rs in rounds {
+                self.pgbench.push(PgbenchPhase::median_of(rs));
+            }
+        }
+        Ok(())
+    }
+
+    async fn pgbench_measure(
+        &mut self,
+        pgbench_bin: &std::path::Path,
+        dir: &std::path::Path,
+        script: &neutral::Script,
+        clients: usize,
+        load: pgbench::Load,
+    ) -> Result<PgbenchPhase, HarnessError> {
         self.progress.step(&format!("{}: {} ({clients} clients)", script.group, script.name));
         let file = dir.join(format!("pgbench-{}-{}.sql", script.group, self.pgbench.len()));
         std::fs::write(&file, &script.sql)?;
@@ -245,15 +324,15 @@ impl Bench {
         }
         let after = dbstats::snapshot(&self.admin).await?;
         let rows_updated = dbstats::table_deltas(&before, &after).values().map(|t| t.n_tup_upd).sum();
-        self.pgbench.push(PgbenchPhase {
+        Ok(PgbenchPhase {
             group: script.group.into(),
-            name: script.name,
+            name: script.name.clone(),
             clients,
             units_per_tx: script.units_per_tx,
             result,
             rows_updated,
-        });
-        Ok(())
+            rounds_tps: Vec::new(),
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -406,6 +485,7 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
             units_per_tx: 1,
             rows_updated: 0,
             result: pg,
+            rounds_tps: Vec::new(),
         });
     }
 
@@ -523,9 +603,7 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
     neutral::prepare_ids(&admin, &commit_ids).await?;
     let mut scripts = neutral::renewal(opts.size, opts.workers, opts.renew_batch);
     scripts.extend(neutral::commit());
-    for s in scripts {
-        b.pgbench_phase(&pgbench_bin, &run_dir.path, s, c, pgbench::Load::For(d)).await?;
-    }
+    b.pgbench_alternating(&pgbench_bin, &run_dir.path, scripts, c, d).await?;
     for s in neutral::claim(kc, opts.size, opts.dispatchers) {
         workloads::prepared_backlog(&admin, opts.size).await?;
         let load = pgbench::Load::Transactions(s.transactions_per_client.unwrap_or(1));
@@ -782,4 +860,32 @@ fn dedup(mut v: Vec<(Uuid, i64)>) -> Vec<(Uuid, i64)> {
     v.sort();
     v.dedup();
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(tps: f64, tx: u64) -> PgbenchPhase {
+        PgbenchPhase {
+            group: "neutral-commit".into(),
+            name: "x".into(),
+            clients: 8,
+            units_per_tx: 1,
+            result: pgbench::PgbenchResult { tps, latency_avg_ms: 2.0, transactions: tx, client_cpu_s: 0.5 },
+            rows_updated: tx as i64,
+            rounds_tps: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn rounds_give_the_median_rate_and_the_summed_work() {
+        let p = PgbenchPhase::median_of(vec![round(3000.0, 6000), round(900.0, 1800), round(3300.0, 6600)]);
+        assert_eq!(p.result.tps, 3000.0, "one slow round does not drag the rate down");
+        assert_eq!(p.result.transactions, 14400);
+        assert_eq!(p.rows_updated, 14400);
+        assert!((p.result.client_cpu_s - 1.5).abs() < 1e-9);
+        assert_eq!(p.rounds_tps, vec![3000.0, 900.0, 3300.0]);
+        assert_eq!(PgbenchPhase::median_of(vec![round(1.0, 1), round(3.0, 1)]).result.tps, 2.0);
+    }
 }

@@ -137,13 +137,7 @@ impl PgbenchPhase {
     /// One phase from the rounds of one script: the median rate; the sums of the work done.
     pub fn median_of(rounds: Vec<PgbenchPhase>) -> PgbenchPhase {
         let mut tps: Vec<f64> = rounds.iter().map(|p| p.result.tps).collect();
-        let mut sorted = tps.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median = match sorted.len() {
-            0 => 0.0,
-            n if n % 2 == 1 => sorted[n / 2],
-            n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
-        };
+        let median = report::median(tps.iter().copied());
         let n = rounds.len().max(1) as f64;
         let mut it = rounds.into_iter();
         let mut out = it.next().expect("at least one round");
@@ -436,14 +430,15 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
     let (d, half, c) = (opts.duration, opts.duration / 2, opts.clients);
 
     // 1. The driver's own overhead: identical SQL, same clients, ours and pgbench alternating
-    //    twice (whole seconds, as pgbench counts them), so drift on a shared machine hits both.
+    //    over [`ROUNDS`] rounds (whole seconds, as pgbench counts them), so drift on a shared
+    //    machine hits both; the goal compares the median rates.
     let script = run_dir.path.join("pgbench-raw-update.sql");
     std::fs::write(&script, workloads::RAW_UPDATE_PGBENCH)?;
     let slice = Duration::from_secs((d.as_secs_f64() / 2.0).round().max(1.0) as u64);
     // The load generator holds one connection per client (as pgbench does); the same statement
     // through a pool acquire per statement (as the protocol crate's calls go) is measured beside it.
     let held = Arc::new(workloads::held_connections(&admin_url, c).await?);
-    for _ in 0..2 {
+    for _ in 0..ROUNDS {
         let conns = held.clone();
         b.closed(
             "driver",

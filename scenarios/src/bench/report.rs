@@ -50,6 +50,18 @@ pub struct Goal {
     pub holds: bool,
 }
 
+/// The median of some rates (0 when there are none): one round hit by a burst of load on the
+/// shared machine does not move it.
+pub fn median(xs: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = xs.collect();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 /// The ratios and goals a run supports, computed from its phases.
 pub fn goals(run: &BenchRun) -> Vec<Goal> {
     let mut g = Vec::new();
@@ -59,15 +71,15 @@ pub fn goals(run: &BenchRun) -> Vec<Goal> {
     let ours: Vec<&Phase> = run.phases.iter().filter(|p| p.group == "driver").collect();
     let theirs: Vec<&PgbenchPhase> = run.pgbench.iter().filter(|p| p.group == "driver").collect();
     if !ours.is_empty() && !theirs.is_empty() {
-        let ours_rate = ours.iter().map(|p| p.units_per_s).sum::<f64>() / ours.len() as f64;
-        let pg_rate = theirs.iter().map(|p| p.result.tps).sum::<f64>() / theirs.len() as f64;
+        let ours_rate = median(ours.iter().map(|p| p.units_per_s));
+        let pg_rate = median(theirs.iter().map(|p| p.result.tps));
         let r = ours_rate / pg_rate.max(1e-9);
         let pooled: Vec<&Phase> = run.phases.iter().filter(|p| p.group == "driver-pool").collect();
-        let pooled_rate = pooled.iter().map(|p| p.units_per_s).sum::<f64>() / pooled.len().max(1) as f64;
+        let pooled_rate = median(pooled.iter().map(|p| p.units_per_s));
         add(
             "driver overhead: our driver ≥ 0.9× pgbench on identical SQL",
             format!(
-                "{ours_rate:.0}/s (one held connection per client) vs pgbench {pg_rate:.0}/s = {r:.2}× (mean of {} \
+                "{ours_rate:.0}/s (one held connection per client) vs pgbench {pg_rate:.0}/s = {r:.2}× (median of {} \
                  alternating rounds each); {}; through a pool acquire per statement {pooled_rate:.0}/s = {:.2}×, {}",
                 ours.len(),
                 driver_cpu(run, "driver"),

@@ -324,7 +324,9 @@ impl<'a> Exec<'a> {
                 let rev = match at {
                     Rev::Known => self.slots[*w].known,
                     Rev::Current => current,
-                    Rev::Stale => current - 1,
+                    // A run at revision 0 has no earlier revision: the save names 0 (the contract
+                    // allows no negative revision), and is judged as a current one.
+                    Rev::Stale => (current - 1).max(0),
                 };
                 self.note_write(*w, rev < current).await?;
                 let n = self.counter + 1;

@@ -220,7 +220,16 @@ impl Session {
             }
             progress(label, i, experiments.len(), exp.id);
             let r = self.run_one(label, exp, worker_args).await;
-            match (r, self.server_death()) {
+            let mut death = self.server_death();
+            // An error can be the server's death seen by a connection before the kernel has let
+            // the harness reap the process: look again, for at most 5 s, before calling it the
+            // run's own error (which would lose the matrix).
+            let until = Instant::now() + Duration::from_secs(5);
+            while r.is_err() && death.is_none() && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                death = self.server_death();
+            }
+            match (r, death) {
                 (Ok(r), None) => results.push(r),
                 (Err(e), None) => return Err(e),
                 (r, Some(death)) => {

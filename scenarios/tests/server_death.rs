@@ -47,7 +47,7 @@ fn a_killed_postmaster_keeps_the_matrix_and_names_the_death() {
         .args(["verify", "--only", "A,B-sigstop,C,D", "--backend", "native", "--reports-dir"])
         .arg(&reports)
         .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(tmp.join("stderr.txt")).unwrap())
         .spawn()
         .unwrap();
     let t0 = Instant::now();
@@ -74,6 +74,8 @@ fn a_killed_postmaster_keeps_the_matrix_and_names_the_death() {
         std::thread::sleep(Duration::from_millis(50));
     };
     let stdout = std::fs::read_to_string(&out).unwrap();
+    let stderr = std::fs::read_to_string(tmp.join("stderr.txt")).unwrap_or_default();
+    let stdout = if stdout.is_empty() { format!("(nothing on stdout; stderr:)\n{stderr}") } else { stdout };
     assert_eq!(status.code(), Some(3), "exit 3 (no verdict for some rows)\n{stdout}");
     let row =
         |id: &str| stdout.lines().find(|l| l.split_whitespace().next() == Some(id)).unwrap_or_default().to_string();

@@ -3,7 +3,7 @@
 //! it say "not run: the server died", the matrix is printed and matrix.json written, exit 3.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const FENCEPROOF: &str = env!("CARGO_BIN_EXE_fenceproof");

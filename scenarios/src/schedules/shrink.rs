@@ -4,9 +4,12 @@
 //! (a race the smaller schedule only sometimes wins) would make the saved schedule a flaky replay,
 //! so it is kept out. A candidate counts as failing only when it breaks one of the checks the
 //! original schedule broke: shrinking must not wander from the bug that was found to another one
-//! (or to a rare false alarm) that a smaller schedule happens to show. Every operation can be removed because composites resolve their roles when
-//! they run. Bounded by [`MAX_PLAYS`] replays.
+//! (or to a rare false alarm) that a smaller schedule happens to show. Every operation can be
+//! removed because composites resolve their roles when they run. Bounded by [`MAX_PLAYS`] replays.
 
+use std::collections::BTreeSet;
+
+use fenceproof_harness::check::Check;
 use fenceproof_harness::HarnessError;
 
 use super::ops::Op;
@@ -24,8 +27,8 @@ pub async fn shrink(
     played: Played,
     worker_args: &[String],
 ) -> Result<(Vec<Op>, Played), HarnessError> {
-    let target: std::collections::BTreeSet<String> = played.failed.iter().map(|c| c.name.clone()).collect();
-    let same_bug = |p: &Played| p.failed.iter().any(|c| target.contains(&c.name));
+    let target: BTreeSet<String> = played.failed.iter().map(|c| c.name.clone()).collect();
+    let same_bug = |p: &Played| breaks_one_of(&target, &p.failed);
     let mut best = (schedule, played);
     let mut plays = 0;
     let mut chunk = (best.0.len() / 2).max(1);
@@ -72,4 +75,24 @@ pub async fn shrink(
         }
     }
     Ok(best)
+}
+
+/// Whether a candidate's failed checks include one of the original failure's (`target`).
+fn breaks_one_of(target: &BTreeSet<String>, failed: &[Check]) -> bool {
+    failed.iter().any(|c| target.contains(&c.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_candidate_keeps_the_bug_only_by_breaking_one_of_the_original_checks() {
+        let target: BTreeSet<String> = ["revisions rise by one".to_string()].into();
+        let original = Check::fail("revisions rise by one", "#3 skipped a revision");
+        let other = Check::fail("nothing commits while only a stale process of an owner acts", "#7");
+        assert!(breaks_one_of(&target, &[other.clone(), original]));
+        assert!(!breaks_one_of(&target, &[other]), "another check's failure is not the bug that was found");
+        assert!(!breaks_one_of(&target, &[]), "a passing candidate is not kept");
+    }
 }

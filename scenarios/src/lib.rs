@@ -12,6 +12,7 @@ pub mod conformance;
 pub mod ctx;
 pub mod d_race_after_validation;
 pub mod e_remote_success_then_crash;
+pub mod e_unverified_answers;
 pub mod f_cancel_race;
 pub mod frozen_clock;
 pub mod g_retry_isolation;
@@ -86,6 +87,9 @@ pub fn all() -> Vec<Experiment> {
         x("E-idem-pause", e_remote_success_then_crash::TITLE, |c| {
             Box::pin(e_remote_success_then_crash::run(c, "idem", Stop::Pause))
         }),
+        x("E-no-answer", e_unverified_answers::TITLE_NO_ANSWER, |c| Box::pin(e_unverified_answers::no_answer(c))),
+        x("E-conflict", e_unverified_answers::TITLE_CONFLICT, |c| Box::pin(e_unverified_answers::conflict(c))),
+        x("E-replan", e_unverified_answers::TITLE_REPLAN, |c| Box::pin(e_unverified_answers::replan(c))),
         x("F-prepared", f_cancel_race::TITLE, |c| Box::pin(f_cancel_race::run(c, At::Prepared))),
         x("F-dispatching", f_cancel_race::TITLE, |c| Box::pin(f_cancel_race::run(c, At::Dispatching))),
         x("F-unknown", f_cancel_race::TITLE, |c| Box::pin(f_cancel_race::run(c, At::Unknown))),

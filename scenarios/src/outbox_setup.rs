@@ -67,3 +67,26 @@ pub async fn dispatch_held_before_result(
     ctx.timeline.record("harness", "observed", "database", json!({"dispatcher_held_before_result_write": d.owner}));
     Ok(HeldDispatch { dispatcher: d, barrier, command })
 }
+
+/// A request body that every RFC 8785 rule shapes: a float with an integral value (`7.0` is
+/// spelled `7`), a fraction with a trailing zero, non-ASCII text (kept as UTF-8, not escaped), a
+/// control character (escaped as `\u001f`), keys whose UTF-16 order differs from their code-point
+/// order (U+FFFF sorts after U+10000's surrogates) and nested arrays and objects. A digest of
+/// any other spelling of it (ASCII escapes, sorted by code point, `7.0`, spaces) differs.
+pub fn exacting_request(extra: serde_json::Value) -> serde_json::Value {
+    let mut v = json!({
+        "amount": 7.0,
+        "rate": 2.50,
+        "memo": "café ☕ \u{1F600} naïve",
+        "ctl": "a\u{1f}b\nc",
+        "\u{ffff}-key": 1,
+        "\u{10000}-key": 2,
+        "nested": {"b": [1, 0.5, {"z": null, "a": true}], "a": "x/y"}
+    });
+    if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+        for (k, x) in e {
+            o.insert(k.clone(), x.clone());
+        }
+    }
+    v
+}

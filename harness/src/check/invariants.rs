@@ -269,6 +269,8 @@ pub fn all(rows: &[CommitRow], control: &[&str]) -> Vec<Check> {
         super::transitions::lease_changes_follow_the_protocol(rows, control),
         super::transitions::runs_follow_their_state_machine(rows, control),
         super::transitions::ledger_follows_its_state_machine(rows, control),
+        super::intents::digests_are_canonical(rows, control),
+        super::intents::planned_with_new_checkpoint(rows, control),
     ]
 }
 

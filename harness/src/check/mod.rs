@@ -6,12 +6,14 @@
 //! spec's rules with the checks that judge them, and [`equivalents`] the reviewed list of generated
 //! SQL mutants no correct check can observe. [`history`] judges the harness's own client history (what it
 //! sent, what the worker answered) against the oracle, and [`remote`] the operation ledger against
-//! the tools' ledger. [`restore`] judges a restore from an old backup (history before and after it).
+//! the tools' ledger. [`intents`] judges registered intents (canonical digest, planned together with
+//! their checkpoint). [`restore`] judges a restore from an old backup (history before and after it).
 
 pub mod audit;
 pub mod catalogue;
 pub mod equivalents;
 pub mod history;
+pub mod intents;
 pub mod invariants;
 pub mod remote;
 pub mod restore;

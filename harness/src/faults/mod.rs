@@ -19,6 +19,7 @@
 pub mod clock;
 pub mod proxy;
 pub mod row_hold;
+pub mod tools;
 
 use std::time::Duration;
 

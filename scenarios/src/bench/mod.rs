@@ -309,6 +309,9 @@ impl Bench {
         self.progress.step(&format!("{}: {} ({clients} clients)", script.group, script.name));
         let file = dir.join(format!("pgbench-{}-{}.sql", script.group, self.pgbench.len()));
         std::fs::write(&file, &script.sql)?;
+        if script.carries_revision {
+            sqlx::query(neutral::RESET_REVISIONS).execute(&self.admin).await?;
+        }
         sqlx::query("CHECKPOINT").execute(&self.admin).await?;
         let before = dbstats::snapshot(&self.admin).await?;
         let url = if script.as_worker { &self.worker_url } else { &self.admin_url };

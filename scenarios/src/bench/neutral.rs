@@ -23,7 +23,17 @@ pub struct Script {
     /// Run a fixed number of transactions per client instead of for a duration (a claim drains
     /// its backlog; a drained backlog would be measured as free no-op claims).
     pub transactions_per_client: Option<u64>,
+    /// The script names the run's expected revision as `:rev` and carries the revision its call
+    /// answered into the next transaction (`\gset`), as a worker carries the revision of its last
+    /// write: the commit runs are set back to revision 0 before the phase and pgbench starts every
+    /// client with `rev=0`. A call that did not commit answers no revision, and pgbench's next
+    /// transaction then fails (an empty bigint), so a refused call cannot pass for a commit.
+    pub carries_revision: bool,
 }
+
+/// What [`Script::carries_revision`] scripts need before they run: every commit run at revision 0.
+pub const RESET_REVISIONS: &str =
+    "UPDATE agent_runs SET revision = 0 WHERE run_id IN (SELECT run_id FROM bench_commit_ids)";
 
 /// Fill the commit runs' lookup table, one run per pgbench client.
 pub async fn prepare_ids(admin: &PgPool, commit_runs: &[uuid::Uuid]) -> Result<(), sqlx::Error> {
@@ -102,6 +112,7 @@ pub fn renewal(n: u64, workers: usize, k: usize) -> Vec<Script> {
             units_per_tx: 1,
             as_worker: true,
             transactions_per_client: None,
+            carries_revision: false,
         },
         Script {
             group: "neutral-renewal",
@@ -112,6 +123,7 @@ pub fn renewal(n: u64, workers: usize, k: usize) -> Vec<Script> {
             units_per_tx: 1,
             as_worker: false,
             transactions_per_client: None,
+            carries_revision: false,
         },
         Script {
             group: "neutral-renewal-batched",
@@ -122,6 +134,7 @@ pub fn renewal(n: u64, workers: usize, k: usize) -> Vec<Script> {
             units_per_tx: k,
             as_worker: true,
             transactions_per_client: None,
+            carries_revision: false,
         },
         Script {
             group: "neutral-renewal-batched",
@@ -130,6 +143,7 @@ pub fn renewal(n: u64, workers: usize, k: usize) -> Vec<Script> {
             units_per_tx: k,
             as_worker: false,
             transactions_per_client: None,
+            carries_revision: false,
         },
     ]
 }
@@ -137,7 +151,9 @@ pub fn renewal(n: u64, workers: usize, k: usize) -> Vec<Script> {
 /// The protected commit (a checkpoint save through `fp_run_transition`), the same two writes in a
 /// function called the same way with no checks, the physical reference (lease row lock + run
 /// update, no checks, one statement) and the raw single-row UPDATE; each pgbench client writes its
-/// own run.
+/// own run. The two calls name the expected revision the previous call answered (`:rev`, carried
+/// by `\gset`), as a worker does: no script reads the revision before it writes, so the physical
+/// reference and the protected commit do the same reads and writes but for the checks.
 pub fn commit() -> Vec<Script> {
     let mine = "FROM bench_commit_ids b WHERE b.client = :client_id";
     vec![
@@ -145,26 +161,30 @@ pub fn commit() -> Vec<Script> {
             group: "neutral-commit",
             name: "pgbench: protected transition (fp_run_transition)".into(),
             sql: format!(
-                "SELECT t.outcome FROM bench_commit_ids b,
-  LATERAL fp_run_transition(b.run_id, b.owner, 1, (SELECT r.revision FROM agent_runs r WHERE r.run_id = b.run_id),
-                            'running', 'running', {CHECKPOINT}, NULL, NULL, NULL, NULL, NULL, NULL, NULL) t
- WHERE b.client = :client_id;\n"
+                "SELECT t.revision AS rev FROM bench_commit_ids b,
+  LATERAL fp_run_transition(b.run_id, b.owner, 1, :rev, 'running', 'running', {CHECKPOINT},
+                            NULL, NULL, NULL, NULL, NULL, NULL, NULL) t
+ WHERE b.client = :client_id AND t.outcome = 'ok'
+\\gset\n"
             ),
             units_per_tx: 1,
             as_worker: true,
             transactions_per_client: None,
+            carries_revision: true,
         },
         Script {
             group: "neutral-commit",
             name: "pgbench call: the same two writes in a SECURITY DEFINER PL/pgSQL call, no checks".into(),
-            sql: "SELECT t.outcome FROM bench_commit_ids b,
-  LATERAL bench_call_two_writes(b.run_id, b.owner, 1, (SELECT r.revision FROM agent_runs r WHERE r.run_id = b.run_id),
-                                'running', 'running', '{\"step\": 1}'::jsonb) t
- WHERE b.client = :client_id;\n"
-                .into(),
+            sql: format!(
+                "SELECT t.revision AS rev FROM bench_commit_ids b,
+  LATERAL bench_call_two_writes(b.run_id, b.owner, 1, :rev, 'running', 'running', {CHECKPOINT}) t
+ WHERE b.client = :client_id
+\\gset\n"
+            ),
             units_per_tx: 1,
             as_worker: true,
             transactions_per_client: None,
+            carries_revision: true,
         },
         Script {
             group: "neutral-commit",
@@ -178,6 +198,7 @@ UPDATE agent_runs r SET checkpoint = {CHECKPOINT}, revision = r.revision + 1, up
             units_per_tx: 1,
             as_worker: false,
             transactions_per_client: None,
+            carries_revision: false,
         },
         Script {
             group: "neutral-commit",
@@ -189,6 +210,7 @@ UPDATE agent_runs r SET checkpoint = {CHECKPOINT}, revision = r.revision + 1, up
             units_per_tx: 1,
             as_worker: false,
             transactions_per_client: None,
+            carries_revision: false,
         },
     ]
 }
@@ -204,6 +226,7 @@ pub fn claim(k: i64, size: u64, clients: usize) -> Vec<Script> {
             units_per_tx: k as u64,
             as_worker: true,
             transactions_per_client: Some(per_client),
+            carries_revision: false,
         },
         Script {
             group: "neutral-claim",
@@ -217,6 +240,7 @@ UPDATE tool_operations o SET status = 'dispatching', dispatch_owner = 'bench-d' 
             units_per_tx: k as u64,
             as_worker: false,
             transactions_per_client: Some(per_client),
+            carries_revision: false,
         },
     ]
 }

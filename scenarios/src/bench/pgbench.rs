@@ -54,6 +54,9 @@ pub fn run(pgbench: &Path, url: &str, script: &Path, clients: usize, load: Load)
     let cpu0 = cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_CHILDREN);
     let out = Command::new(pgbench)
         .args(["-n", "-M", "prepared", "-c", &clients.to_string(), "-j", &threads.to_string()])
+        // Every client starts with `rev=0`: scripts that carry the revision of their last write
+        // (`neutral::Script::carries_revision`) begin at the revision their runs were reset to.
+        .args(["-D", "rev=0"])
         .args(amount)
         .arg("-f")
         .arg(script)

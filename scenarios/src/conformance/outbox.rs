@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::{acquire, new_run, Points};
 use crate::ctx::{data, outcome, Ctx, STEP};
+use crate::outbox_setup::exacting_request;
 
 const KEY: i64 = 0x0C10;
 
@@ -23,7 +24,8 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
     w.request(acquire(run_id), STEP).await?;
     w.request(json!({"cmd": "start"}), STEP).await?;
 
-    let request = json!({"amount": 5, "auth": {"$secret": {"name": "api-key", "value": secret}}});
+    // Every RFC 8785 rule shapes the body (see `exacting_request`), so only a canonical digest matches.
+    let request = exacting_request(json!({"amount": 5, "auth": {"$secret": {"name": "api-key", "value": secret}}}));
     let plan = w.request(json!({"cmd": "plan", "step_id": "pay", "tool": "idem", "request": request}), STEP).await?;
     if !p.outcome("plan of a new step", &plan, "ok") {
         return Ok(());
@@ -36,7 +38,7 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
         format!("plan answered operation_id {op:?}; expected {want_op:?}"),
     );
     let row = ctx.operation(&want_op).await.unwrap_or(Value::Null);
-    let masked = json!({"amount": 5, "auth": {"$secret": "api-key"}});
+    let masked = exacting_request(json!({"amount": 5, "auth": {"$secret": "api-key"}}));
     p.expect(
         "the plan registers the intent `prepared` with the secret replaced by its reference",
         row["status"] == "prepared" && row["request_body"] == masked,

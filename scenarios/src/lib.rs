@@ -3,6 +3,7 @@
 //! cloned from the migrated template, so order never matters.
 
 pub mod a_continuous_checkpoints;
+pub mod answers;
 pub mod audit;
 pub mod b_database_freeze;
 pub mod b_old_owner_resumes;

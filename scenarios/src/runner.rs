@@ -410,6 +410,11 @@ impl Session {
         let saved_by_experiment = dir.join("oracle.json").exists();
         if let (false, Ok(rows)) = (saved_by_experiment, oracle::commits_in(&pool, &ctx.oracle_schema).await) {
             std::fs::write(dir.join("oracle.json"), serde_json::to_string_pretty(&rows).expect("json"))?;
+            // Every row that ran to its end on one database judges the workers' answers against
+            // its commits (a restore or a failover loses commits by design, and is judged there).
+            if error.is_none() && exp.id != "N-restore" {
+                ctx.check(crate::answers::judge(&dir, &rows)?);
+            }
         }
         std::fs::write(dir.join("checks.json"), serde_json::to_string_pretty(&ctx.checks).expect("json"))?;
         pool.close().await;

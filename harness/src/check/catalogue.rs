@@ -24,6 +24,44 @@ pub struct Rule {
     pub experiments: &'static [&'static str],
 }
 
+/// The rows whose workers' answers are judged against their commits: every row on one database
+/// (a failover or a restore loses commits by design).
+const ANSWERS_JUDGED: &[&str] = &[
+    "A",
+    "B-sigstop",
+    "B-freeze",
+    "B-dbfreeze",
+    "B-same-owner",
+    "C",
+    "D",
+    "E-idem",
+    "E-detid",
+    "E-opquery",
+    "E-plain",
+    "E-idem-pause",
+    "E-no-answer",
+    "E-conflict",
+    "E-replan",
+    "F-prepared",
+    "F-dispatching",
+    "F-unknown",
+    "G",
+    "I-save",
+    "I-terminal",
+    "I-renew",
+    "J-partition",
+    "K-forward",
+    "K-backward",
+    "L-rollout",
+    "M-redis-expiry",
+    "M-redis-restart",
+    "W-lease",
+    "W-commit",
+    "W-ledger",
+    "W-clock",
+    "W-control",
+];
+
 const ALL_JUDGED: &[&str] = &[
     "A",
     "L-rollout",
@@ -257,6 +295,13 @@ pub const RULES: &[Rule] = &[
         statement: "a commit whose outcome is unknown (a cancelled synchronous wait, a lost connection) is reported as unknown, never as success",
         checkers: &["a commit whose synchronous wait was cancelled is reported as outcome unknown, not success", "that commit was local only: on the old primary, not after failover", ANSWERS_AGREE, "[commit.unknown-answered-unknown]*"],
         experiments: &["H-sync", "I-save", "I-terminal"],
+    },
+    Rule {
+        id: "runs.answers-agree",
+        section: "06, 07, 09.3",
+        statement: "a worker reports each protected write as it committed: ok only for a commit, a refusal or error only for a write that did not commit, unknown when it cannot tell",
+        checkers: &["every write answered ok committed, and every write that committed was answered ok or unknown"],
+        experiments: ANSWERS_JUDGED,
     },
     Rule {
         id: "runs.unknown-read-back",

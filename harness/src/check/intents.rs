@@ -23,9 +23,13 @@ fn inserted_intents<'a>(rows: &'a [CommitRow], control: &'a [&str]) -> impl Iter
         .filter(move |r| r.table_name == "tool_operations" && r.op == "INSERT" && !control.contains(&r.writer.as_str()))
 }
 
+/// The name of [`digests_are_canonical`]'s check.
+pub const DIGESTS_CANONICAL: &str =
+    "every registered intent's request_digest is SHA-256 of its request body in RFC 8785 canonical JSON";
+
 /// Every intent a worker registered carries the RFC 8785 digest of its registered body.
 pub fn digests_are_canonical(rows: &[CommitRow], control: &[&str]) -> Check {
-    let name = "every registered intent's request_digest is SHA-256 of its request body in RFC 8785 canonical JSON";
+    let name = DIGESTS_CANONICAL;
     let mut bad = Vec::new();
     let mut judged = 0;
     for r in inserted_intents(rows, control) {

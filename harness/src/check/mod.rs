@@ -1,5 +1,6 @@
 //! Checkers: one per property, each returning a verdict with the evidence behind it.
 //!
+//! [`answers`] judges every worker's answers against what committed, in every row.
 //! [`invariants`] holds the spec's global invariants (section 01) judged over the oracle rows, and
 //! [`transitions`] its three state machines (lease, run, ledger) judged commit by commit; an
 //! experiment adds its own assertions with [`Check::expect`] and friends. [`catalogue`] lists the
@@ -9,6 +10,7 @@
 //! the tools' ledger. [`intents`] judges registered intents (canonical digest, planned together with
 //! their checkpoint). [`restore`] judges a restore from an old backup (history before and after it).
 
+pub mod answers;
 pub mod audit;
 pub mod catalogue;
 pub mod equivalents;

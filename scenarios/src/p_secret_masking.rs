@@ -69,6 +69,14 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         leaks.is_empty(),
         format!("{leaks:?}"),
     ));
+    // The store holds the value, readable by the worker's own user only (the contract: one file per
+    // value, mode 0600): no file or folder in it grants anything to its group or to others.
+    let open = world_readable(&ctx.secrets_dir())?;
+    ctx.check(Check::expect(
+        "the secret store grants nothing to group or others (files 0600)",
+        open.is_empty(),
+        if open.is_empty() { format!("{} checked", ctx.secrets_dir().display()) } else { open.join(", ") },
+    ));
     let rows = ctx.commits().await?;
     ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     ctx.note(format!("{op}: tool got the key, ledger row holds {{\"$secret\": \"api-key\"}}"));
@@ -97,4 +105,24 @@ fn files_containing(
         }
     }
     Ok(found)
+}
+
+/// The files under `dir` (recursively) whose mode lets group or others read or write them, each as
+/// `path (mode)`.
+fn world_readable(dir: &std::path::Path) -> Result<Vec<String>, HarnessError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            let meta = entry.metadata()?;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else if meta.permissions().mode() & 0o066 != 0 {
+                out.push(format!("{} ({:o})", entry.path().display(), meta.permissions().mode() & 0o777));
+            }
+        }
+    }
+    Ok(out)
 }

@@ -499,7 +499,7 @@ pub const RULES: &[Rule] = &[
         id: "secrets.masked",
         section: "12",
         statement: "ledger request bodies hold a reference to a secret, never its value",
-        checkers: &["no row of the ledger, the runs or the oracle contains the value", "the ledger row's request body holds the reference, not the value"],
+        checkers: &["no row of the ledger, the runs or the oracle contains the value", "the secret store grants nothing to group or others (files 0600)", "the ledger row's request body holds the reference, not the value"],
         experiments: &["P-secret"],
     },
     Rule {

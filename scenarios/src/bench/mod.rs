@@ -579,7 +579,7 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
     // 5. Claim: ours and a bare SKIP LOCKED claim, each from a fresh backlog of the same size, in
     //    [`ROUNDS`] alternating rounds (the order swapped every round); the goal compares medians.
     let kc = opts.claim_batch;
-    let order = |r: usize| if r % 2 == 0 { [false, true] } else { [true, false] };
+    let order = |r: usize| if r.is_multiple_of(2) { [false, true] } else { [true, false] };
     for bare in (0..ROUNDS).flat_map(order) {
         workloads::prepared_backlog(&admin, opts.size).await?;
         let name = if bare {

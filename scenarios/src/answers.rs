@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
-use fenceproof_harness::check::answers::{answers_agree_with_commits, tally};
+use fenceproof_harness::check::answers::{
+    answers_agree_with_commits, dispatch_answers_agree, lease_answers_agree, tally, tally_of,
+};
 use fenceproof_harness::check::Check;
 use fenceproof_harness::record::oracle::CommitRow;
 use fenceproof_harness::HarnessError;
@@ -17,8 +19,8 @@ fn lines(path: &Path) -> Result<Vec<Value>, HarnessError> {
     Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
 }
 
-/// The answers-against-commits check of the experiment in `dir`.
-pub fn judge(dir: &Path, rows: &[CommitRow]) -> Result<Check, HarnessError> {
+/// The answers-against-commits checks of the experiment in `dir`.
+pub fn judge(dir: &Path, rows: &[CommitRow]) -> Result<Vec<Check>, HarnessError> {
     let timeline = lines(&dir.join("timeline.jsonl"))?;
     let mut events = Vec::new();
     for entry in std::fs::read_dir(dir)? {
@@ -28,5 +30,10 @@ pub fn judge(dir: &Path, rows: &[CommitRow]) -> Result<Check, HarnessError> {
             events.extend(lines(&path)?.into_iter().map(|e| (target.to_string(), e)));
         }
     }
-    Ok(answers_agree_with_commits(rows, &tally(&timeline, &events), &[CONTROL]))
+    let (acquires, releases) = (tally_of(&timeline, &events, &["acquire"]), tally_of(&timeline, &events, &["release"]));
+    Ok(vec![
+        answers_agree_with_commits(rows, &tally(&timeline, &events), &[CONTROL]),
+        lease_answers_agree(rows, &acquires, &releases, &[CONTROL]),
+        dispatch_answers_agree(rows, &events),
+    ])
 }

@@ -33,13 +33,18 @@ pub struct Tally {
 /// Tally each owner's run writes from the harness's timeline (`timeline.jsonl` entries) and the
 /// workers' events (every line of every `worker-<name>.events.jsonl`, with the file's `<name>`).
 pub fn tally(timeline: &[Value], events: &[(String, Value)]) -> BTreeMap<String, Tally> {
+    tally_of(timeline, events, RUN_WRITES)
+}
+
+/// The same tally for the commands `cmds` (e.g. `["acquire"]`).
+pub fn tally_of(timeline: &[Value], events: &[(String, Value)], cmds: &[&str]) -> BTreeMap<String, Tally> {
     // (target, owner, id) -> answer outcome
     let mut answers: BTreeMap<(String, String, u64), String> = BTreeMap::new();
     for (target, e) in events {
         if let (Some(owner), Some(id), Some(ev), Some(out)) =
             (e["owner"].as_str(), e["id"].as_u64(), e["event"].as_str(), e["outcome"].as_str())
         {
-            if RUN_WRITES.contains(&ev) {
+            if cmds.contains(&ev) {
                 answers.insert((target.clone(), owner.to_string(), id), out.to_string());
             }
         }
@@ -61,7 +66,7 @@ pub fn tally(timeline: &[Value], events: &[(String, Value)]) -> BTreeMap<String,
                 else {
                     continue;
                 };
-                if !RUN_WRITES.contains(&cmd) {
+                if !cmds.contains(&cmd) {
                     continue;
                 }
                 let e = out.entry(owner.clone()).or_default();
@@ -116,6 +121,101 @@ pub fn answers_agree_with_commits(rows: &[CommitRow], tallies: &BTreeMap<String,
     }
     if bad.is_empty() {
         Check::pass(name, format!("{judged} owner(s): answers and commits agree"))
+    } else {
+        Check::fail(name, bad.join("; "))
+    }
+}
+
+/// The takeovers (a lease update raising the epoch by one, to the writer) and releases (the
+/// writer's own term cleared) each owner committed.
+fn lease_commits<'a>(rows: &'a [CommitRow], control: &[&str]) -> (BTreeMap<&'a str, usize>, BTreeMap<&'a str, usize>) {
+    let (mut takeovers, mut releases) = (BTreeMap::new(), BTreeMap::new());
+    for r in rows.iter().filter(|r| r.is_leases() && r.op == "UPDATE" && !control.contains(&r.writer.as_str())) {
+        let (old_epoch, new_epoch) = (r.old_i64("epoch"), r.new_i64("epoch"));
+        if new_epoch.is_some() && new_epoch == old_epoch.map(|e| e + 1) && r.new_str("owner") == Some(r.writer.as_str())
+        {
+            *takeovers.entry(r.writer.as_str()).or_default() += 1;
+        } else if r.new_str("owner").is_none()
+            && r.old_str("owner") == Some(r.writer.as_str())
+            && new_epoch == old_epoch
+        {
+            *releases.entry(r.writer.as_str()).or_default() += 1;
+        }
+    }
+    (takeovers, releases)
+}
+
+/// Acquires: every `ok` took the lease; every takeover was answered `ok` or `outcome_unknown` (or
+/// not at all). Releases: every `ok` released it (a worker may let a lease go on its own, so only
+/// that side is judged).
+pub fn lease_answers_agree(
+    rows: &[CommitRow],
+    acquires: &BTreeMap<String, Tally>,
+    releases: &BTreeMap<String, Tally>,
+    control: &[&str],
+) -> Check {
+    let name = "every acquire answered ok took the lease and every takeover was answered ok or unknown; every release answered ok released it";
+    let (took, released) = lease_commits(rows, control);
+    let mut bad = Vec::new();
+    let mut judged = 0;
+    for (owner, t) in acquires.iter().filter(|(o, _)| !control.contains(&o.as_str())) {
+        judged += 1;
+        let n = took.get(owner.as_str()).copied().unwrap_or(0);
+        if n < t.ok {
+            bad.push(format!("{owner} answered ok to {} acquire(s) but took {n} lease(s)", t.ok));
+        }
+        if !t.scripted && n > t.ok + t.unknown + t.unanswered {
+            bad.push(format!(
+                "{owner} took {n} lease(s) but answered ok to {} acquire(s), outcome_unknown to {}, left {} unanswered: a takeover was reported as refused",
+                t.ok, t.unknown, t.unanswered
+            ));
+        }
+    }
+    for (owner, t) in releases.iter().filter(|(o, _)| !control.contains(&o.as_str())) {
+        judged += 1;
+        let n = released.get(owner.as_str()).copied().unwrap_or(0);
+        if n < t.ok {
+            bad.push(format!("{owner} answered ok to {} release(s) but released {n} lease(s)", t.ok));
+        }
+    }
+    if bad.is_empty() {
+        Check::pass(name, format!("{judged} owner tallies: lease answers and lease commits agree"))
+    } else {
+        Check::fail(name, bad.join("; "))
+    }
+}
+
+/// Each entry of a dispatch answer that reports the operation settled (`succeeded`,
+/// `failed_final`) or `unknown` has its ledger commit by that dispatcher to exactly that status:
+/// a dispatcher that reports a result it never wrote (or whose write the database refused) hides a
+/// `write_rejected` that "must not be silently ignored" (§09.3).
+pub fn dispatch_answers_agree(rows: &[CommitRow], events: &[(String, Value)]) -> Check {
+    let name = "every dispatch entry reported succeeded, failed_final or unknown is committed so in the ledger by its dispatcher";
+    let mut bad = Vec::new();
+    let mut judged = 0;
+    for (_, e) in events.iter().filter(|(_, e)| e["event"] == "dispatch" && e["outcome"] == "ok") {
+        let owner = e["owner"].as_str().unwrap_or_default();
+        for entry in e["data"].as_array().into_iter().flatten() {
+            let (Some(op), Some(out)) = (entry["operation_id"].as_str(), entry["outcome"].as_str()) else { continue };
+            if !["succeeded", "failed_final", "unknown"].contains(&out) {
+                continue;
+            }
+            judged += 1;
+            let written = rows.iter().any(|r| {
+                r.table_name == "tool_operations"
+                    && r.op == "UPDATE"
+                    && r.writer == owner
+                    && r.new_str("operation_id") == Some(op)
+                    && r.old_str("status") == Some("dispatching")
+                    && r.new_str("status") == Some(out)
+            });
+            if !written {
+                bad.push(format!("{owner} reported {op} {out}, but committed no dispatching -> {out} of it"));
+            }
+        }
+    }
+    if bad.is_empty() {
+        Check::pass(name, format!("{judged} reported dispatch outcome(s), each committed as reported"))
     } else {
         Check::fail(name, bad.join("; "))
     }
@@ -201,5 +301,46 @@ mod tests {
         assert!(answers_agree_with_commits(&[commit(1, "host-1")], &t, &[]).passed());
         assert!(!answers_agree_with_commits(&[commit(1, "host-1"), commit(2, "host-1")], &t, &[]).passed());
         assert!(answers_agree_with_commits(&[commit(1, "cp")], &BTreeMap::new(), &["cp"]).passed());
+    }
+
+    fn lease(seq: i64, writer: &str, old: Value, new: Value) -> CommitRow {
+        CommitRow { table_name: "worker_leases".into(), old_row: Some(old), new_row: Some(new), ..commit(seq, writer) }
+    }
+
+    #[test]
+    fn lease_answers_are_judged_against_takeovers_and_releases() {
+        let tl = vec![spawn("a", "w-a", false), sent("a", 1, "acquire"), sent("a", 2, "release")];
+        let ok = vec![answer("a", "w-a", 1, "acquire", "ok"), answer("a", "w-a", 2, "release", "ok")];
+        let took = lease(1, "w-a", json!({"owner": null, "epoch": 0}), json!({"owner": "w-a", "epoch": 1}));
+        let gone = lease(2, "w-a", json!({"owner": "w-a", "epoch": 1}), json!({"owner": null, "epoch": 1}));
+        let (acq, rel) = (tally_of(&tl, &ok, &["acquire"]), tally_of(&tl, &ok, &["release"]));
+        assert!(lease_answers_agree(&[took.clone(), gone.clone()], &acq, &rel, &[]).passed());
+        // ok without the takeover; ok without the release.
+        assert!(!lease_answers_agree(&[gone], &acq, &rel, &[]).passed());
+        assert!(!lease_answers_agree(&[took.clone()], &acq, &rel, &[]).passed());
+        // A takeover answered busy.
+        let busy = vec![answer("a", "w-a", 1, "acquire", "busy")];
+        let c = lease_answers_agree(&[took], &tally_of(&tl, &busy, &["acquire"]), &BTreeMap::new(), &[]);
+        assert!(!c.passed());
+        assert!(c.evidence.contains("reported as refused"), "{}", c.evidence);
+    }
+
+    #[test]
+    fn a_dispatch_outcome_without_its_ledger_write_is_caught() {
+        let ev = vec![(
+            "d".to_string(),
+            json!({"owner": "w-d", "event": "dispatch", "outcome": "ok",
+                   "data": [{"operation_id": "t/r/s/v1", "outcome": "succeeded"}, {"operation_id": "t/r/s/v2", "outcome": "write_rejected"}]}),
+        )];
+        let wrote = CommitRow {
+            table_name: "tool_operations".into(),
+            old_row: Some(json!({"operation_id": "t/r/s/v1", "status": "dispatching"})),
+            new_row: Some(json!({"operation_id": "t/r/s/v1", "status": "succeeded"})),
+            ..commit(1, "w-d")
+        };
+        assert!(dispatch_answers_agree(&[wrote.clone()], &ev).passed());
+        assert!(!dispatch_answers_agree(&[], &ev).passed());
+        let other = CommitRow { writer: "w-x".into(), ..wrote };
+        assert!(!dispatch_answers_agree(&[other], &ev).passed());
     }
 }

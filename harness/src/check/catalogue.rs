@@ -300,7 +300,11 @@ pub const RULES: &[Rule] = &[
         id: "runs.answers-agree",
         section: "06, 07, 09.3",
         statement: "a worker reports each protected write as it committed: ok only for a commit, a refusal or error only for a write that did not commit, unknown when it cannot tell",
-        checkers: &["every write answered ok committed, and every write that committed was answered ok or unknown"],
+        checkers: &[
+            "every write answered ok committed, and every write that committed was answered ok or unknown",
+            "every acquire answered ok took the lease and every takeover was answered ok or unknown; every release answered ok released it",
+            "every dispatch entry reported succeeded, failed_final or unknown is committed so in the ledger by its dispatcher",
+        ],
         experiments: ANSWERS_JUDGED,
     },
     Rule {

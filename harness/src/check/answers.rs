@@ -317,7 +317,7 @@ mod tests {
         assert!(lease_answers_agree(&[took.clone(), gone.clone()], &acq, &rel, &[]).passed());
         // ok without the takeover; ok without the release.
         assert!(!lease_answers_agree(&[gone], &acq, &rel, &[]).passed());
-        assert!(!lease_answers_agree(&[took.clone()], &acq, &rel, &[]).passed());
+        assert!(!lease_answers_agree(std::slice::from_ref(&took), &acq, &rel, &[]).passed());
         // A takeover answered busy.
         let busy = vec![answer("a", "w-a", 1, "acquire", "busy")];
         let c = lease_answers_agree(&[took], &tally_of(&tl, &busy, &["acquire"]), &BTreeMap::new(), &[]);

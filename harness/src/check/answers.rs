@@ -338,7 +338,7 @@ mod tests {
             new_row: Some(json!({"operation_id": "t/r/s/v1", "status": "succeeded"})),
             ..commit(1, "w-d")
         };
-        assert!(dispatch_answers_agree(&[wrote.clone()], &ev).passed());
+        assert!(dispatch_answers_agree(std::slice::from_ref(&wrote), &ev).passed());
         assert!(!dispatch_answers_agree(&[], &ev).passed());
         let other = CommitRow { writer: "w-x".into(), ..wrote };
         assert!(!dispatch_answers_agree(&[other], &ev).passed());

@@ -76,11 +76,27 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let r2 = w.reply(id2, STEP).await?;
     let mut outcomes = vec![outcome(&r1).to_string(), outcome(&r2).to_string()];
     outcomes.sort();
+    // A late arrival of the same epoch (spec §01: ordering within an epoch, so late arrivals
+    // cannot overwrite newer results): a third save still naming the revision both raced at. A
+    // worker that re-reads the revision instead of comparing the one it was given would commit it.
+    let before_late = ctx.oracle_mark().await?;
+    let late =
+        w.request(json!({"cmd": "save", "checkpoint": {"writer": "late"}, "expected_revision": rev0}), STEP).await?;
+    let late_commits = ctx.commits().await?.iter().filter(|r| r.seq > before_late && r.is_runs()).count();
+    ctx.check(Check::expect(
+        "a late save naming the raced revision is refused as a conflict and commits nothing",
+        outcome(&late) == "conflict" && late_commits == 0,
+        format!(
+            "the late save at revision {rev0} answered `{}`; {late_commits} run commit(s) after it",
+            outcome(&late)
+        ),
+    ));
     require_ok(&w.request(json!({"cmd": "release"}), STEP).await?, "release")?;
     w.shutdown(STEP).await?;
 
     let rows = ctx.commits().await?;
-    let saves: Vec<_> = rows.iter().filter(|r| r.seq > mark && r.is_runs() && r.op == "UPDATE").collect();
+    let saves: Vec<_> =
+        rows.iter().filter(|r| r.seq > mark && r.seq <= before_late && r.is_runs() && r.op == "UPDATE").collect();
     ctx.check(Check::equal("exactly one save commits (oracle)", saves.len(), 1));
     ctx.check(Check::equal(
         "the worker is told: one ok, one conflict",

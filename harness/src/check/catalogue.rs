@@ -250,7 +250,7 @@ pub const RULES: &[Rule] = &[
         id: "commit.conflict-loser-rereads",
         section: "06",
         statement: "the loser of a revision conflict re-reads before deciding; it never blindly overwrites",
-        checkers: &["the worker is told: one ok, one conflict", "final checkpoint is the committed save's", REVISIONS, NAMED_REVISION],
+        checkers: &["the worker is told: one ok, one conflict", "final checkpoint is the committed save's", "a late save naming the raced revision is refused as a conflict and commits nothing", REVISIONS, NAMED_REVISION],
         experiments: &["C"],
     },
     Rule {

@@ -80,11 +80,29 @@ pub fn planned_with_new_checkpoint(rows: &[CommitRow], control: &[&str]) -> Chec
                 r.seq, r.writer
             ));
         } else if together.iter().all(|u| u.old_field("checkpoint") == u.new_field("checkpoint")) {
-            let cp = together[0].new_field("checkpoint").cloned().unwrap_or_default();
-            bad.push(format!(
-                "commit #{} by {}: intent {op} committed with a run update that left the checkpoint as it was ({cp}): the planned checkpoint committed apart from its intent",
-                r.seq, r.writer
-            ));
+            // The checkpoint stayed as it was. That is the planned checkpoint committed apart when
+            // the last change of the run's checkpoint to this value came in a transaction of its
+            // own, with no intent (a worker whose planned checkpoint is the same for every step
+            // keeps it unchanged legitimately: its last change came with an earlier intent).
+            let cp = together[0].new_field("checkpoint");
+            let last_change = rows
+                .iter()
+                .rev()
+                .filter(|u| u.seq < r.seq && u.is_runs() && u.op == "UPDATE" && u.run_id == run_id)
+                .find(|u| u.old_field("checkpoint") != u.new_field("checkpoint"));
+            if let Some(u) = last_change.filter(|u| u.new_field("checkpoint") == cp) {
+                let had_intent =
+                    rows.iter().any(|i| i.table_name == "tool_operations" && i.op == "INSERT" && i.xid == u.xid);
+                if !had_intent {
+                    bad.push(format!(
+                        "commit #{} by {}: intent {op} committed with a run update that left the checkpoint as it was ({}); that checkpoint committed at #{} without any intent: the planned checkpoint committed apart from its intent",
+                        r.seq,
+                        r.writer,
+                        cp.cloned().unwrap_or_default(),
+                        u.seq
+                    ));
+                }
+            }
         }
     }
     if bad.is_empty() {
@@ -161,7 +179,16 @@ mod tests {
         ];
         let c = planned_with_new_checkpoint(&apart, &[]);
         assert!(!c.passed());
-        assert!(c.evidence.contains("left the checkpoint as it was"), "{}", c.evidence);
+        assert!(c.evidence.contains("without any intent"), "{}", c.evidence);
+        // A worker whose planned checkpoint is the same for every step: unchanged, but its last
+        // change came with the first intent.
+        let same_for_every_step = vec![
+            save(1, "7", json!({}), planned.clone()),
+            intent(2, "7", json!({}), "d"),
+            save(3, "8", planned.clone(), planned.clone()),
+            intent(4, "8", json!({}), "d"),
+        ];
+        assert!(planned_with_new_checkpoint(&same_for_every_step, &[]).passed());
         // No run update at all in the intent's transaction.
         assert!(!planned_with_new_checkpoint(&[intent(1, "9", json!({}), "d")], &[]).passed());
     }

@@ -13,6 +13,7 @@ Java. Needs Python 3.11 and psycopg 3 (`pip install "psycopg[binary]"`).
 """
 
 import argparse
+import decimal
 import hashlib
 import http.client
 import json
@@ -55,6 +56,29 @@ class Unknown(Refused):
 # Canonical JSON (RFC 8785) and the request digest.
 
 
+def es6_number(v):
+    """A float as ECMAScript's Number::toString spells it (RFC 8785 section 3.2.2.3): the shortest
+    round-trip digits (Python's repr has the same), placed by the decimal exponent."""
+    if not math.isfinite(v):
+        raise ValueError("JSON has no %r" % v)
+    if v == 0:
+        return "0"
+    sign, digits, exp = decimal.Decimal(repr(abs(v))).as_tuple()
+    ds = "".join(map(str, digits)).rstrip("0") or "0"
+    n = len(digits) + exp  # the value is 0.<ds> x 10^n
+    k = len(ds)
+    if k <= n <= 21:
+        out = ds + "0" * (n - k)
+    elif 0 < n <= 21:
+        out = ds[:n] + "." + ds[n:]
+    elif -6 < n <= 0:
+        out = "0." + "0" * (-n) + ds
+    else:
+        e = n - 1
+        out = ds[0] + ("." + ds[1:] if k > 1 else "") + "e" + ("+" if e > 0 else "-") + str(abs(e))
+    return ("-" if v < 0 else "") + out
+
+
 def canonical(v):
     if v is None:
         return "null"
@@ -65,9 +89,7 @@ def canonical(v):
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):
-        if math.isfinite(v) and v == int(v) and abs(v) < 1e21:
-            return str(int(v))
-        return repr(v)
+        return es6_number(v)
     if isinstance(v, str):
         return json.dumps(v, ensure_ascii=False)
     if isinstance(v, list):

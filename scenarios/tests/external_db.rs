@@ -64,7 +64,7 @@ async fn experiments_run_inside_an_existing_database_and_leave_nothing() {
     assert_eq!(kept.len(), 1, "another host's schema is left alone");
     sqlx::query("DROP SCHEMA keep_other_host").execute(&user_pool).await.unwrap();
     assert!(out.contains("external backend") && out.contains("as app on userdb"), "{out}");
-    assert!(out.contains("30/30 experiments passed"), "A-G, H-lease, I, J, K, M, P-secret and W-* run there: {out}");
+    assert!(out.contains("33/33 experiments passed"), "A-G, H-lease, I, J, K, M, P-secret and W-* run there: {out}");
     assert!(err.contains("P-api probes call the fp_* functions"), "P-api is skipped with a note: {err}");
     assert!(err.contains("P-role needs a login"), "P-role is skipped with a note: {err}");
     assert!(err.contains("B-dbfreeze freezes the whole database server"), "B-dbfreeze is skipped with a note: {err}");

@@ -15,7 +15,7 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::ctx::{outcome, require_ok, scrape, stale_attempts, Ctx, CONTROL, STEP};
+use crate::ctx::{outcome, require_ok, scrape, stale_acquire, stale_attempts, Ctx, CONTROL, STEP};
 
 pub const TITLE: &str = "Old owner resumes: SIGSTOP, lease expiry, takeover, SIGCONT";
 pub const TITLE_FREEZE: &str = "Old owner resumes: cgroup freeze (as docker pause), lease expiry, takeover, thaw";
@@ -90,6 +90,8 @@ pub async fn run(ctx: &mut Ctx, same_owner: bool, kind: PauseKind) -> Result<(),
     // lease check stands between it and B's state.
     let current = before.run["revision"].as_i64().unwrap_or(-1);
     let attempts = stale_attempts(&mut a, current).await?;
+    let again = stale_acquire(&mut a, run_id).await?;
+    ctx.check(Check::equal("A's acquire while B's lease is live is answered busy", again.as_str(), "busy"));
     let after = oracle::run_state(&ctx.pool, run_id).await?;
     let window_end = ctx.oracle_mark().await?;
     // A's own metrics must show the rejections (section 12).

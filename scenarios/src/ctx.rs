@@ -82,6 +82,20 @@ pub async fn stale_attempts(w: &mut WorkerProc, current: i64) -> Result<Vec<(&'s
     Ok(attempts)
 }
 
+/// A worker whose term is over asks for the lease again while the new holder's term is live: it
+/// must be told `busy` (a worker that answers from what it believes it holds, not from the
+/// database, would say `ok`; the row's lease-answer check then finds no takeover behind it).
+/// Returns the outcome it was told.
+pub async fn stale_acquire(w: &mut WorkerProc, run_id: Uuid) -> Result<String, HarnessError> {
+    let ev = w
+        .request(
+            json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 30_000, "heartbeat_ms": 60_000, "renew_timeout_ms": 2000}),
+            STEP,
+        )
+        .await?;
+    Ok(outcome(&ev).to_string())
+}
+
 /// The names of the two checks [`Ctx::judge_stale_after_takeover`] makes (each row words them for
 /// its own story and rule).
 pub struct StaleChecks<'a> {
@@ -281,8 +295,9 @@ impl Ctx {
         names: StaleChecks<'_>,
     ) -> Result<(Vec<String>, usize), HarnessError> {
         let current = before.run["revision"].as_i64().unwrap_or(-1);
-        let attempts: Vec<String> =
+        let mut attempts: Vec<String> =
             stale_attempts(w, current).await?.into_iter().map(|(l, o)| format!("{l}={o}")).collect();
+        attempts.push(format!("acquire={}", stale_acquire(w, run_id).await?));
         let stale: Vec<_> =
             self.commits().await?.into_iter().filter(|c| c.seq > takeover && c.writer == w.owner).collect();
         self.check(Check::expect(

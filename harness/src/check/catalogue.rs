@@ -172,7 +172,7 @@ pub const RULES: &[Rule] = &[
         id: "lease.acquire-free-or-expired",
         section: "05.1",
         statement: "a takeover only of a free lease or one expired on the database clock when it is checked, for the caller, of that run only",
-        checkers: &[TAKEOVERS, LEASE_MACHINE, "a takeover while A's lease is live is refused", "[lease.acquire-free-or-expired]*"],
+        checkers: &[TAKEOVERS, LEASE_MACHINE, "a takeover while A's lease is live is refused", "A's acquire while B's lease is live is answered busy", "[lease.acquire-free-or-expired]*"],
         experiments: &["B-sigstop", "B-freeze", "B-same-owner", "D", "P-api-lease", "P-api-clock", "W-lease", "W-clock"],
     },
     Rule {

@@ -466,7 +466,7 @@ pub const RULES: &[Rule] = &[
         id: "cancel.prepared-to-cancelled",
         section: "09.3",
         statement: "cancel moves the run's prepared operations to cancelled in the same transaction; they are never dispatched",
-        checkers: &["[cancel.prepared-to-cancelled]*", "prepared becomes cancelled in the cancel transaction", "it was never executed (tools' ledger)"],
+        checkers: &["[cancel.prepared-to-cancelled]*", "prepared becomes cancelled in the cancel transaction", "it was never executed (tools' ledger)", "a run's cancel transaction also cancels every operation of it still prepared, and operations are cancelled only there"],
         experiments: &["F-prepared", "W-control"],
     },
     Rule {

@@ -1,5 +1,6 @@
 //! Checkers: one per property, each returning a verdict with the evidence behind it.
 //!
+//! [`cancel`] judges that a run's cancel transaction cancels its prepared operations.
 //! [`answers`] judges every worker's answers against what committed, in every row.
 //! [`invariants`] holds the spec's global invariants (section 01) judged over the oracle rows, and
 //! [`transitions`] its three state machines (lease, run, ledger) judged commit by commit; an
@@ -12,6 +13,7 @@
 
 pub mod answers;
 pub mod audit;
+pub mod cancel;
 pub mod catalogue;
 pub mod equivalents;
 pub mod history;

@@ -1,0 +1,138 @@
+//! Cancellation and the ledger (spec §09.3 "prepared + run cancelled → cancelled, forbid
+//! dispatch"), judged on the oracle's commits: the transaction that moves a run to `cancelled`
+//! also moves every operation of that run that was `prepared` just before it to `cancelled`, and
+//! an operation is cancelled only in such a transaction. A cancel in two transactions leaves, after
+//! a crash between them, a cancelled run with intents still waiting to be dispatched.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::Check;
+use crate::record::oracle::CommitRow;
+
+fn op_of(r: &CommitRow) -> Option<&str> {
+    r.new_str("operation_id").or(r.old_str("operation_id"))
+}
+
+fn run_of(r: &CommitRow) -> Option<String> {
+    r.new_str("run_id").or(r.old_str("run_id")).map(str::to_string).or(r.run_id.map(|u| u.to_string()))
+}
+
+/// The check: prepared operations are cancelled in their run's cancel transaction, and only there.
+pub fn prepared_cancelled_with_their_run(rows: &[CommitRow]) -> Check {
+    let name = "a run's cancel transaction also cancels every operation of it still prepared, and operations are cancelled only there";
+    let mut bad = Vec::new();
+    // The transactions that cancelled a run: xid -> run, and the first seq of each.
+    let mut cancels: BTreeMap<&str, (String, i64)> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.is_runs() && r.op == "UPDATE" && !r.xid.is_empty()) {
+        if r.new_str("status") == Some("cancelled") && r.old_str("status") != Some("cancelled") {
+            if let Some(run) = run_of(r) {
+                cancels.entry(r.xid.as_str()).or_insert((run, r.seq));
+            }
+        }
+    }
+    let first_seq: BTreeMap<&str, i64> = rows.iter().fold(BTreeMap::new(), |mut m, r| {
+        let e = m.entry(r.xid.as_str()).or_insert(r.seq);
+        *e = (*e).min(r.seq);
+        m
+    });
+    for (xid, (run, _)) in &cancels {
+        let start = first_seq.get(xid).copied().unwrap_or(i64::MAX);
+        // Each operation's status as committed before this transaction, by other transactions.
+        let mut status: BTreeMap<&str, (&str, Option<String>)> = BTreeMap::new();
+        for r in rows.iter().filter(|r| r.table_name == "tool_operations" && r.seq < start && r.xid != *xid) {
+            if let (Some(op), Some(s)) = (op_of(r), r.new_str("status")) {
+                status.insert(op, (s, run_of(r)));
+            }
+        }
+        let cancelled_here: BTreeSet<&str> = rows
+            .iter()
+            .filter(|r| r.table_name == "tool_operations" && r.xid == *xid && r.new_str("status") == Some("cancelled"))
+            .filter_map(op_of)
+            .collect();
+        for (op, (s, op_run)) in &status {
+            if *s == "prepared" && op_run.as_deref() == Some(run.as_str()) && !cancelled_here.contains(op) {
+                bad.push(format!(
+                    "transaction {xid} cancelled run {run} but left its prepared operation {op} prepared"
+                ));
+            }
+        }
+    }
+    for r in rows.iter().filter(|r| r.table_name == "tool_operations" && r.op == "UPDATE" && !r.xid.is_empty()) {
+        if r.new_str("status") == Some("cancelled") && r.old_str("status") != Some("cancelled") {
+            let with_run = cancels.get(r.xid.as_str()).is_some_and(|(run, _)| Some(run.clone()) == run_of(r));
+            if !with_run {
+                bad.push(format!(
+                    "commit #{} by {} cancelled operation {} outside its run's cancel transaction",
+                    r.seq,
+                    r.writer,
+                    op_of(r).unwrap_or("?")
+                ));
+            }
+        }
+    }
+    if bad.is_empty() {
+        Check::pass(name, format!("{} cancel transaction(s), each with its prepared operations", cancels.len()))
+    } else {
+        Check::fail(name, bad.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    const RUN: &str = "00000000-0000-0000-0000-000000000000";
+
+    fn row(seq: i64, xid: &str, table: &str, op: &str, old: Value, new: Value) -> CommitRow {
+        CommitRow {
+            seq,
+            xid: xid.into(),
+            table_name: table.into(),
+            op: op.into(),
+            writer: "control-plane".into(),
+            login: "fenceproof".into(),
+            backend_pid: 1,
+            committed_at: chrono::Utc::now(),
+            run_id: Some(uuid::Uuid::nil()),
+            old_row: (!old.is_null()).then_some(old),
+            new_row: (!new.is_null()).then_some(new),
+            lease_at_commit: None,
+            lease_live_at_commit: None,
+        }
+    }
+
+    fn planned(seq: i64) -> CommitRow {
+        row(
+            seq,
+            "1",
+            "tool_operations",
+            "INSERT",
+            Value::Null,
+            json!({"operation_id": "o", "run_id": RUN, "status": "prepared"}),
+        )
+    }
+    fn run_cancel(seq: i64, xid: &str) -> CommitRow {
+        row(seq, xid, "agent_runs", "UPDATE", json!({"status": "running"}), json!({"status": "cancelled"}))
+    }
+    fn op_cancel(seq: i64, xid: &str) -> CommitRow {
+        row(
+            seq,
+            xid,
+            "tool_operations",
+            "UPDATE",
+            json!({"operation_id": "o", "run_id": RUN, "status": "prepared"}),
+            json!({"operation_id": "o", "run_id": RUN, "status": "cancelled"}),
+        )
+    }
+
+    #[test]
+    fn a_cancel_in_two_transactions_is_caught() {
+        assert!(prepared_cancelled_with_their_run(&[planned(1), run_cancel(2, "9"), op_cancel(3, "9")]).passed());
+        let c = prepared_cancelled_with_their_run(&[planned(1), run_cancel(2, "9"), op_cancel(3, "10")]);
+        assert!(!c.passed());
+        assert!(c.evidence.contains("left its prepared operation") && c.evidence.contains("outside"), "{}", c.evidence);
+        // A cancel that forgets the prepared operation.
+        assert!(!prepared_cancelled_with_their_run(&[planned(1), run_cancel(2, "9")]).passed());
+    }
+}

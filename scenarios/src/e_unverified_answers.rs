@@ -22,6 +22,7 @@
 use fenceproof_harness::check::intents::canonical_digest;
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::faults::tools::{self as remote, ToolFault};
+use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::ledger;
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
@@ -43,6 +44,15 @@ fn acquire(run_id: uuid::Uuid) -> Value {
     json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 30_000, "heartbeat_ms": 2000, "renew_timeout_ms": 2000})
 }
 
+/// A new run, acquired and started by a fresh worker `w` (the run's owner for the whole row).
+async fn started_run(ctx: &Ctx, task: &str) -> Result<WorkerProc, HarnessError> {
+    let run_id = runs::create_run(&ctx.pool, task, json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
+    let mut w = ctx.spawn_worker("w", vec![]).await?;
+    require_ok(&w.request(acquire(run_id), STEP).await?, "acquire")?;
+    require_ok(&w.request(json!({"cmd": "start"}), STEP).await?, "start")?;
+    Ok(w)
+}
+
 fn created(entries: &[Value], op: &str) -> usize {
     ledger::created_for(entries, op).len()
 }
@@ -58,12 +68,7 @@ fn reported(ev: &Value, op: &str) -> String {
 
 pub async fn no_answer(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let tools = ctx.spawn_tools().await?;
-    let run_id = runs::create_run(&ctx.pool, "task-e-no-answer", json!({}))
-        .await
-        .map_err(|e| HarnessError::Other(e.to_string()))?;
-    let mut w = ctx.spawn_worker("w", vec![]).await?;
-    require_ok(&w.request(acquire(run_id), STEP).await?, "acquire")?;
-    require_ok(&w.request(json!({"cmd": "start"}), STEP).await?, "start")?;
+    let mut w = started_run(ctx, "task-e-no-answer").await?;
     let mut d = ctx.spawn_dispatcher("d", &tools).await?;
 
     // One operation per (tool, fault), each dispatched alone right after its fault is armed.
@@ -178,12 +183,7 @@ pub async fn no_answer(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
 pub async fn conflict(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let tools = ctx.spawn_tools().await?;
-    let run_id = runs::create_run(&ctx.pool, "task-e-conflict", json!({}))
-        .await
-        .map_err(|e| HarnessError::Other(e.to_string()))?;
-    let mut w = ctx.spawn_worker("w", vec![]).await?;
-    require_ok(&w.request(acquire(run_id), STEP).await?, "acquire")?;
-    require_ok(&w.request(json!({"cmd": "start"}), STEP).await?, "start")?;
+    let mut w = started_run(ctx, "task-e-conflict").await?;
     let mut d = ctx.spawn_dispatcher("d", &tools).await?;
     let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let other_intent = format!("tenant1/{}/elsewhere/v1", uuid::Uuid::new_v4());

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -26,14 +25,8 @@ fn tmp(name: &str) -> PathBuf {
 /// A copy of the example worker with each `(old, new)` applied; each `old` must occur exactly once
 /// (so a change of the example that moves the text fails here, loudly).
 fn deviant(name: &str, edits: &[(&str, &str)]) -> PathBuf {
-    let mut text = std::fs::read_to_string(example()).unwrap();
-    for (old, new) in edits {
-        assert_eq!(text.matches(old).count(), 1, "{name}: {old:?} must occur once in the example worker");
-        text = text.replace(old, new);
-    }
     let p = tmp(name).join("worker.py");
-    std::fs::write(&p, text).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    common::example_copy(name, &p, edits);
     p
 }
 

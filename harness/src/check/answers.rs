@@ -119,11 +119,7 @@ pub fn answers_agree_with_commits(rows: &[CommitRow], tallies: &BTreeMap<String,
             ));
         }
     }
-    if bad.is_empty() {
-        Check::pass(name, format!("{judged} owner(s): answers and commits agree"))
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_violations(name, bad, format!("{judged} owner(s): answers and commits agree"))
 }
 
 /// The takeovers (a lease update raising the epoch by one, to the writer) and releases (the
@@ -178,11 +174,7 @@ pub fn lease_answers_agree(
             bad.push(format!("{owner} answered ok to {} release(s) but released {n} lease(s)", t.ok));
         }
     }
-    if bad.is_empty() {
-        Check::pass(name, format!("{judged} owner tallies: lease answers and lease commits agree"))
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_violations(name, bad, format!("{judged} owner tallies: lease answers and lease commits agree"))
 }
 
 /// Each entry of a dispatch answer that reports the operation settled (`succeeded`,
@@ -214,11 +206,7 @@ pub fn dispatch_answers_agree(rows: &[CommitRow], events: &[(String, Value)]) ->
             }
         }
     }
-    if bad.is_empty() {
-        Check::pass(name, format!("{judged} reported dispatch outcome(s), each committed as reported"))
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_violations(name, bad, format!("{judged} reported dispatch outcome(s), each committed as reported"))
 }
 
 #[cfg(test)]

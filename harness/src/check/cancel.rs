@@ -70,11 +70,11 @@ pub fn prepared_cancelled_with_their_run(rows: &[CommitRow]) -> Check {
             }
         }
     }
-    if bad.is_empty() {
-        Check::pass(name, format!("{} cancel transaction(s), each with its prepared operations", cancels.len()))
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_violations(
+        name,
+        bad,
+        format!("{} cancel transaction(s), each with its prepared operations", cancels.len()),
+    )
 }
 
 #[cfg(test)]

@@ -47,11 +47,7 @@ pub fn digests_are_canonical(rows: &[CommitRow], control: &[&str]) -> Check {
             ));
         }
     }
-    if bad.is_empty() {
-        Check::pass(name, format!("{judged} registered intent(s), each digest canonical"))
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_violations(name, bad, format!("{judged} registered intent(s), each digest canonical"))
 }
 
 /// Every intent a worker registered committed together with a change of its run's checkpoint by
@@ -105,11 +101,11 @@ pub fn planned_with_new_checkpoint(rows: &[CommitRow], control: &[&str]) -> Chec
             }
         }
     }
-    if bad.is_empty() {
-        Check::pass(name, format!("{judged} intent(s), each with a new checkpoint of its run in its transaction"))
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_violations(
+        name,
+        bad,
+        format!("{judged} intent(s), each with a new checkpoint of its run in its transaction"),
+    )
 }
 
 #[cfg(test)]

@@ -59,6 +59,16 @@ impl Check {
         }
     }
 
+    /// A checker's verdict from the violations it found: pass with `clean` as evidence when there
+    /// are none, else fail listing every one.
+    pub fn from_violations(name: impl Into<String>, bad: Vec<String>, clean: impl Into<String>) -> Check {
+        if bad.is_empty() {
+            Check::pass(name, clean)
+        } else {
+            Check::fail(name, bad.join("; "))
+        }
+    }
+
     /// Pass when `actual == expected`; the evidence shows both.
     pub fn equal<T: PartialEq + std::fmt::Debug>(name: impl Into<String>, actual: T, expected: T) -> Check {
         let ev = format!("observed {actual:?}, required {expected:?}");

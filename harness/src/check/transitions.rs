@@ -22,11 +22,7 @@ fn is_control(r: &CommitRow, control: &[&str]) -> bool {
 }
 
 fn verdict(name: &str, judged: usize, what: &str, bad: Vec<String>) -> Check {
-    if bad.is_empty() {
-        Check::pass(name, format!("{judged} {what}, each allowed"))
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_violations(name, bad, format!("{judged} {what}, each allowed"))
 }
 
 /// Lease rows change only by a takeover (epoch + 1, to the writer), a renewal or a release by the

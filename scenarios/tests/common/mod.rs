@@ -79,3 +79,18 @@ pub fn own_lines(err: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// Write to `dest` a copy of the Python example worker with each `(old, new)` applied, executable;
+/// each `old` must occur exactly once (so a change of the example that moves the text fails the
+/// test loudly instead of testing an unchanged worker).
+pub fn example_copy(name: &str, dest: &std::path::Path, edits: &[(&str, &str)]) {
+    use std::os::unix::fs::PermissionsExt;
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/python-worker/worker.py");
+    let mut text = std::fs::read_to_string(example).unwrap();
+    for (old, new) in edits {
+        assert_eq!(text.matches(old).count(), 1, "{name}: {old:?} must occur once in the example worker");
+        text = text.replace(old, new);
+    }
+    std::fs::write(dest, text).unwrap();
+    std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o755)).unwrap();
+}

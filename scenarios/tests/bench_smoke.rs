@@ -49,11 +49,14 @@ fn bench_runs_every_workload_and_writes_its_report() {
     let renewal = phases.iter().find(|p| p["group"] == "renewal").unwrap();
     assert!(renewal["tables"]["worker_leases"]["n_tup_upd"].as_i64().unwrap() > 0, "{renewal}");
     let pgbench = bench["pgbench"].as_array().unwrap();
+    // The driver goal pairs round i of ours with round i of pgbench: as many of each.
+    let rounds = fenceproof_scenarios::bench::DRIVER_ROUNDS;
     assert_eq!(
         pgbench.iter().filter(|p| p["group"] == "driver").count(),
-        3,
+        rounds,
         "pgbench ran beside our driver, a round each"
     );
+    assert_eq!(phases.iter().filter(|p| p["group"] == "driver").count(), rounds, "our driver's rounds");
     // Driver-neutral capacity: every fp_* call and its references as pgbench scripts, and each one
     // really wrote its rows (table statistics, not pgbench's word).
     let neutral: Vec<&serde_json::Value> = pgbench.iter().filter(|p| p["group"] != "driver").collect();

@@ -215,3 +215,125 @@ pub async fn acquire(pool: &PgPool) -> Result<(sqlx::pool::PoolConnection<sqlx::
     let c = pool.acquire().await.map_err(|e| e.to_string())?;
     Ok((c, t.elapsed()))
 }
+
+/// Closed loops shaped as pgbench runs them with `-j threads`: `threads` OS threads, each with its
+/// own single-threaded runtime and the held connections of its share of the `clients` (client k on
+/// thread k mod threads), each client issuing `sql` with `$1 = id(client, seq)` as soon as its
+/// last statement answered. No task is spawned and no pool is
+/// touched per statement, and no work moves between threads. Blocks the calling thread (call it
+/// from `spawn_blocking`). Every connection is opened before any client starts (bounded by
+/// `CONNECT_TIMEOUT`); a thread that cannot connect fails the phase with its error.
+pub fn held_threads(
+    connect: &sqlx::postgres::PgConnectOptions,
+    clients: usize,
+    threads: usize,
+    duration: Duration,
+    sql: &'static str,
+    id: fn(usize, u64) -> i32,
+) -> Result<Sample, String> {
+    use std::sync::mpsc;
+    const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+    let threads = threads.clamp(1, clients.max(1));
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let mut gos = Vec::new();
+    let mut handles = Vec::new();
+    for t in 0..threads {
+        let (go_tx, go_rx) = mpsc::channel::<Option<Instant>>();
+        gos.push(go_tx);
+        let (connect, ready) = (connect.clone(), ready_tx.clone());
+        handles.push(std::thread::spawn(move || -> (Sample, Option<Instant>) {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready.send(Err(format!("runtime: {e}")));
+                    return (Sample::empty(), None);
+                }
+            };
+            rt.block_on(async move {
+                use sqlx::Connection;
+                let mine: Vec<usize> = (t..clients).step_by(threads).collect();
+                let mut conns = Vec::new();
+                for _ in &mine {
+                    match tokio::time::timeout(CONNECT_TIMEOUT, sqlx::PgConnection::connect_with(&connect)).await {
+                        Ok(Ok(c)) => conns.push(c),
+                        Ok(Err(e)) => {
+                            let _ = ready.send(Err(e.to_string()));
+                            return (Sample::empty(), None);
+                        }
+                        Err(_) => {
+                            let _ = ready.send(Err(format!("no connection within {CONNECT_TIMEOUT:?}")));
+                            return (Sample::empty(), None);
+                        }
+                    }
+                }
+                let _ = ready.send(Ok(()));
+                let Ok(Some(deadline)) = go_rx.recv_timeout(CONNECT_TIMEOUT * 2) else {
+                    return (Sample::empty(), None);
+                };
+                let mut set = tokio::task::JoinSet::new();
+                for (client, mut conn) in mine.into_iter().zip(conns) {
+                    set.spawn(async move {
+                        let mut part = Sample::empty();
+                        let mut seq = 0u64;
+                        while Instant::now() < deadline {
+                            seq += 1;
+                            let started = Instant::now();
+                            match sqlx::query(sql).bind(id(client, seq)).execute(&mut conn).await {
+                                Ok(_) => part.answered(&Done { units: 1, ..Done::default() }, started.elapsed()),
+                                Err(e) => {
+                                    part.failed(e.to_string());
+                                    if part.errors > 1000 {
+                                        break;
+                                    }
+                                }
+                            }
+                        }
+                        (part, conn)
+                    });
+                }
+                let (mut s, mut done) = (Sample::empty(), Vec::new());
+                while let Some(r) = set.join_next().await {
+                    if let Ok((part, conn)) = r {
+                        s.absorb(part);
+                        done.push(conn);
+                    }
+                }
+                // The phase ends when the last client's last statement answered, before closing.
+                let end = Instant::now();
+                for conn in done {
+                    let _ = conn.close().await;
+                }
+                (s, Some(end))
+            })
+        }));
+    }
+    drop(ready_tx);
+    let mut failure = None;
+    for _ in 0..threads {
+        match ready_rx.recv_timeout(CONNECT_TIMEOUT * 2) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failure = failure.or(Some(e)),
+            Err(_) => failure = failure.or(Some("a load thread never reported its connections".to_string())),
+        }
+    }
+    let t0 = Instant::now();
+    let start = failure.is_none().then_some(t0 + duration);
+    for g in &gos {
+        let _ = g.send(start);
+    }
+    let (mut s, mut end) = (Sample::empty(), t0 + duration);
+    for h in handles {
+        match h.join() {
+            Ok((part, last)) => {
+                s.absorb(part);
+                end = end.max(last.unwrap_or(end));
+            }
+            Err(_) => failure = failure.or(Some("a load thread panicked".to_string())),
+        }
+    }
+    s.elapsed = end - t0;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(s),
+    }
+}

@@ -129,6 +129,10 @@ pub struct PgbenchPhase {
 /// Alternating rounds of each driver-neutral script (see `pgbench_alternating`).
 pub const ROUNDS: usize = 3;
 
+/// Paired rounds of the driver-overhead comparison (ours and pgbench on identical SQL): five, as
+/// its goal sits nearest its threshold and a round costs only a few seconds.
+pub const DRIVER_ROUNDS: usize = 5;
+
 impl PgbenchPhase {
     pub fn units_per_s(&self) -> f64 {
         self.result.tps * self.units_per_tx as f64
@@ -241,7 +245,41 @@ impl Bench {
         let cpu0 = pgbench::cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_SELF);
         let sample = driver::closed_loop(&pool, clients, duration, max_units, max_units.is_some(), op).await;
         let cpu = pgbench::cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_SELF) - cpu0;
-        let mut phase = self.finish(group, name, clients, size, pool, before, sampler, sample).await?;
+        let mut phase = self.finish(group, name, clients, size, Some(pool), before, Some(sampler), sample).await?;
+        phase.client_cpu_s = cpu;
+        if let Some(last) = self.phases.last_mut() {
+            last.client_cpu_s = cpu;
+        }
+        Ok(phase)
+    }
+
+    /// The load generator's own phase on identical SQL to a pgbench script: [`driver::held_threads`]
+    /// (pgbench's shape: [`pgbench::threads`] threads, a held connection per client), after a
+    /// checkpoint as every phase, and, as pgbench's side of the comparison, with no lock sampler
+    /// polling the server (its `lock_wait_s` is not measured and reads 0).
+    async fn closed_held(
+        &mut self,
+        group: &str,
+        name: &str,
+        clients: usize,
+        duration: Duration,
+        sql: &'static str,
+        id: fn(usize, u64) -> i32,
+    ) -> Result<Phase, HarnessError> {
+        self.progress.step(&format!("{group}: {name} ({clients} clients)"));
+        let connect: PgConnectOptions = self.admin_url.parse()?;
+        let connect = connect.application_name(LOAD_APP);
+        sqlx::query("CHECKPOINT").execute(&self.admin).await?;
+        let before = dbstats::snapshot(&self.admin).await?;
+        let cpu0 = pgbench::cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_SELF);
+        let threads = pgbench::threads(clients);
+        let sample =
+            tokio::task::spawn_blocking(move || driver::held_threads(&connect, clients, threads, duration, sql, id))
+                .await
+                .map_err(|e| HarnessError::Other(format!("{group}/{name}: the load threads failed: {e}")))?
+                .map_err(|e| HarnessError::Other(format!("{group}/{name}: {e}")))?;
+        let cpu = pgbench::cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_SELF) - cpu0;
+        let mut phase = self.finish(group, name, clients, 0, None, before, None, sample).await?;
         phase.client_cpu_s = cpu;
         if let Some(last) = self.phases.last_mut() {
             last.client_cpu_s = cpu;
@@ -339,13 +377,18 @@ impl Bench {
         name: &str,
         clients: usize,
         size: u64,
-        pool: PgPool,
+        pool: Option<PgPool>,
         before: dbstats::Snapshot,
-        sampler: dbstats::LockSampler,
+        sampler: Option<dbstats::LockSampler>,
         s: Sample,
     ) -> Result<Phase, HarnessError> {
-        let (lock_wait_s, _) = sampler.finish().await;
-        pool.close().await;
+        let lock_wait_s = match sampler {
+            Some(sm) => sm.finish().await.0,
+            None => 0.0,
+        };
+        if let Some(pool) = pool {
+            pool.close().await;
+        }
         // The load's backends leave on their own (observed, not slept on); on a loaded machine
         // that can take a while. A slow disconnect only makes this phase's table statistics
         // partial: it is said, and never aborts the benchmark.
@@ -388,7 +431,7 @@ impl Bench {
 
 /// The number of phases a run with `o` performs (for the progress bar).
 fn phase_count(o: &BenchOptions) -> usize {
-    6 + 2 + 2 + 1 + 4 + 2 + 9 + 3 * o.load_clients.len() + 3 * o.growth.len() + 2
+    3 * DRIVER_ROUNDS + 2 + 2 + 1 + 4 + 2 + 9 + 3 * o.load_clients.len() + 3 * o.growth.len() + 2
 }
 
 /// Run the whole benchmark; returns the run and its folder.
@@ -432,37 +475,42 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
     write_path::choose(WritePath::Api);
     let (d, half, c) = (opts.duration, opts.duration / 2, opts.clients);
 
-    // 1. The driver's own overhead: identical SQL, same clients, ours and pgbench alternating
-    //    over [`ROUNDS`] rounds (whole seconds, as pgbench counts them), so drift on a shared
-    //    machine hits both; the goal compares the median rates.
-    let script = run_dir.path.join("pgbench-raw-update.sql");
-    std::fs::write(&script, workloads::RAW_UPDATE_PGBENCH)?;
-    // A round is a whole main phase long: in one-second rounds a single stall of the shared machine
-    // decides a round (the goal's ratio moved between 0.87x and 0.93x over five runs), and the
-    // median of three rounds is what the goal compares.
+    // 1. The driver's own overhead: identical SQL, same clients, ours and pgbench in
+    //    [`DRIVER_ROUNDS`] paired rounds (whole seconds, as pgbench counts them; which side goes
+    //    first alternates), so drift on a shared machine hits both sides of each round; the goal
+    //    is the median of the rounds' ratios. A round is a whole main phase long: in one-second
+    //    rounds a single stall of the shared machine decides a round.
     let slice = Duration::from_secs(d.as_secs_f64().round().max(1.0) as u64);
-    // The load generator holds one connection per client (as pgbench does); the same statement
-    // through a pool acquire per statement (as the protocol crate's calls go) is measured beside it.
-    let held = Arc::new(workloads::held_connections(&admin_url, c).await?);
-    for _ in 0..ROUNDS {
-        let conns = held.clone();
-        b.closed(
+    let raw_script = neutral::Script {
+        group: "driver",
+        name: "pgbench: UPDATE bench_raw by primary key".into(),
+        sql: workloads::RAW_UPDATE_PGBENCH.into(),
+        units_per_tx: 1,
+        as_worker: false,
+        transactions_per_client: None,
+        carries_revision: false,
+    };
+    for round in 0..DRIVER_ROUNDS {
+        if round % 2 == 1 {
+            let p = b.pgbench_measure(&pgbench_bin, &run_dir.path, &raw_script, c, pgbench::Load::For(slice)).await?;
+            b.pgbench.push(p);
+        }
+        // The load generator holds one connection per client on pgbench's threads (see
+        // `driver::held_threads`); the same statement through a pool acquire per statement, as
+        // the protocol crate's calls go, is measured beside it.
+        b.closed_held(
             "driver",
             "our driver: UPDATE bench_raw by primary key, one held connection per client",
-            false,
             c,
-            workloads::RAW_ROWS as u64,
             slice,
-            None,
-            move |cl, seq, _pool| {
-                let conns = conns.clone();
-                async move {
-                    let id = 1 + workloads::pick(cl, seq, workloads::RAW_ROWS as usize) as i32;
-                    workloads::raw_update_held(&conns[cl], id).await
-                }
-            },
+            workloads::RAW_UPDATE,
+            |cl, seq| 1 + workloads::pick(cl, seq, workloads::RAW_ROWS as usize) as i32,
         )
         .await?;
+        if round % 2 == 0 {
+            let p = b.pgbench_measure(&pgbench_bin, &run_dir.path, &raw_script, c, pgbench::Load::For(slice)).await?;
+            b.pgbench.push(p);
+        }
         b.closed(
             "driver-pool",
             "our driver: UPDATE bench_raw by primary key, a pool acquire per statement",
@@ -476,18 +524,6 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
             },
         )
         .await?;
-        b.progress.step("driver: pgbench, same SQL");
-        let pg = pgbench::run(&pgbench_bin, &admin_url, &script, c, pgbench::Load::For(slice))
-            .map_err(HarnessError::Other)?;
-        b.pgbench.push(PgbenchPhase {
-            group: "driver".into(),
-            name: "pgbench: UPDATE bench_raw by primary key".into(),
-            clients: c,
-            units_per_tx: 1,
-            rows_updated: 0,
-            result: pg,
-            rounds_tps: Vec::new(),
-        });
     }
 
     if opts.driver_only {
@@ -705,7 +741,7 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
             workloads::renew_many_ours(pool, owner, batch)
         })
         .await;
-        b.finish(label, &name, groups.len(), n, pool, before, sampler, sample).await?;
+        b.finish(label, &name, groups.len(), n, Some(pool), before, Some(sampler), sample).await?;
     }
     finish_run(&opts, b, run_dir, settings, bin.version(), t0, growth_setup, admin, cluster).await
 }

@@ -42,11 +42,17 @@ pub fn locate(pg_bin_dir: Option<&Path>) -> Option<PathBuf> {
     std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join("pgbench")).find(|p| p.is_file())
 }
 
+/// pgbench's worker threads (`-j`) for `clients`: two, as the machine has two cores; the load
+/// generator's own driver phase runs the same number.
+pub fn threads(clients: usize) -> usize {
+    clients.clamp(1, 2)
+}
+
 /// Run `script` with `clients` clients for `duration` (whole seconds, at least 1) against `url`'s
 /// host, port, user and database, with prepared statements (as our driver uses).
 pub fn run(pgbench: &Path, url: &str, script: &Path, clients: usize, load: Load) -> Result<PgbenchResult, String> {
     let u = url::Url::parse(url).map_err(|e| format!("bad URL: {e}"))?;
-    let threads = clients.clamp(1, 2);
+    let threads = threads(clients);
     let amount = match load {
         Load::For(d) => ["-T".to_string(), d.as_secs().max(1).to_string()],
         Load::Transactions(t) => ["-t".to_string(), t.max(1).to_string()],

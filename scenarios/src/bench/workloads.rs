@@ -305,26 +305,6 @@ pub async fn claim_bare(pool: PgPool, owner: String, k: i64) -> Result<Done, Str
     Ok(Done { units: done.rows_affected(), pool_wait: wait, commit: None })
 }
 
-/// One open connection per client, for a load generator that holds its connection as pgbench does.
-pub async fn held_connections(
-    url: &str,
-    clients: usize,
-) -> Result<Vec<tokio::sync::Mutex<sqlx::PgConnection>>, sqlx::Error> {
-    use sqlx::Connection;
-    let mut v = Vec::new();
-    for _ in 0..clients {
-        v.push(tokio::sync::Mutex::new(sqlx::PgConnection::connect(url).await?));
-    }
-    Ok(v)
-}
-
-/// The raw driver-overhead statement on the client's own held connection.
-pub async fn raw_update_held(conn: &tokio::sync::Mutex<sqlx::PgConnection>, id: i32) -> Result<Done, String> {
-    let mut c = conn.lock().await;
-    sqlx::query(RAW_UPDATE).bind(id).execute(&mut *c).await.map_err(err)?;
-    Ok(Done { units: 1, pool_wait: Duration::ZERO, commit: None })
-}
-
 /// Raw driver-overhead statement.
 pub async fn raw_update(pool: PgPool, id: i32) -> Result<Done, String> {
     let (mut c, wait) = acquire(&pool).await?;

@@ -21,7 +21,8 @@ pub fn histogram() -> Histogram<u64> {
 pub struct Done {
     /// Units of work (leases renewed, operations claimed, commits): the throughput counts these.
     pub units: u64,
-    /// How long the operation waited for a pooled connection.
+    /// How long the operation waited for a pooled connection: zero where the call takes its own
+    /// connection from the pool (the protocol crate's calls), whose latency includes the wait.
     pub pool_wait: Duration,
     /// The COMMIT round trip, where the operation issues one itself.
     pub commit: Option<Duration>,

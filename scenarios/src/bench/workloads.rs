@@ -160,8 +160,9 @@ pub fn err(e: impl std::fmt::Display) -> String {
 
 /// Ours: renew one lease, fenced by owner + epoch + expiry (the worker's heartbeat call).
 pub async fn renew_ours(pool: PgPool, l: HeldLease) -> Result<Done, String> {
-    let (c, wait) = acquire(&pool).await?;
-    drop(c);
+    // The protocol crate takes its own connection: no probe acquire (it would be a second
+    // acquire and release per call, which no worker pays); the wait is inside the latency.
+    let wait = Duration::ZERO;
     let lease = Lease { run_id: l.run_id, owner: l.owner, epoch: l.epoch };
     lease::renew(&pool, &lease, ttl()).await.map_err(err)?;
     Ok(Done { units: 1, pool_wait: wait, commit: None })
@@ -183,8 +184,9 @@ pub async fn renew_raw(pool: PgPool, l: HeldLease) -> Result<Done, String> {
 
 /// Ours: one statement renews a worker's batch, each lease fenced by its own epoch.
 pub async fn renew_many_ours(pool: PgPool, owner: String, batch: Vec<(Uuid, i64)>) -> Result<Done, String> {
-    let (c, wait) = acquire(&pool).await?;
-    drop(c);
+    // The protocol crate takes its own connection: no probe acquire (it would be a second
+    // acquire and release per call, which no worker pays); the wait is inside the latency.
+    let wait = Duration::ZERO;
     let renewed = lease::renew_many(&pool, &owner, &batch, ttl()).await.map_err(err)?;
     if renewed.len() != batch.len() {
         return Err(format!("{} of {} leases renewed", renewed.len(), batch.len()));
@@ -208,8 +210,9 @@ pub async fn renew_many_raw(pool: PgPool, batch: Vec<Uuid>) -> Result<Done, Stri
 
 /// Ours: a checkpoint through the protected transition (lease lock + validation + revision CAS).
 pub async fn commit_ours(pool: PgPool, lease: Lease, expected: i64, seq: u64) -> Result<(i64, Done), String> {
-    let (c, wait) = acquire(&pool).await?;
-    drop(c);
+    // The protocol crate takes its own connection: no probe acquire (it would be a second
+    // acquire and release per call, which no worker pays); the wait is inside the latency.
+    let wait = Duration::ZERO;
     let t = Transition::save(serde_json::json!({ "step": seq }));
     let rev = protected_transition(&pool, &lease, expected, &t, &FaultPoints::none(), RetryBudget::default())
         .await
@@ -282,8 +285,9 @@ pub async fn commit_raw(pool: PgPool, run_id: Uuid, seq: u64) -> Result<Done, St
 
 /// Ours: the dispatcher's protected claim (live runs only, oldest first, SKIP LOCKED, deadline).
 pub async fn claim_ours(pool: PgPool, owner: String, k: i64) -> Result<Done, String> {
-    let (c, wait) = acquire(&pool).await?;
-    drop(c);
+    // The protocol crate takes its own connection: no probe acquire (it would be a second
+    // acquire and release per call, which no worker pays); the wait is inside the latency.
+    let wait = Duration::ZERO;
     let claims = outbox::claim(&pool, &owner, Ttl::from_millis(600_000).map_err(err)?, k).await.map_err(err)?;
     Ok(Done { units: claims.len() as u64, pool_wait: wait, commit: None })
 }

@@ -245,12 +245,7 @@ impl Bench {
         let cpu0 = pgbench::cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_SELF);
         let sample = driver::closed_loop(&pool, clients, duration, max_units, max_units.is_some(), op).await;
         let cpu = pgbench::cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_SELF) - cpu0;
-        let mut phase = self.finish(group, name, clients, size, Some(pool), before, Some(sampler), sample).await?;
-        phase.client_cpu_s = cpu;
-        if let Some(last) = self.phases.last_mut() {
-            last.client_cpu_s = cpu;
-        }
-        Ok(phase)
+        self.finish(group, name, clients, size, Some(pool), before, Some(sampler), sample, cpu).await
     }
 
     /// The load generator's own phase on identical SQL to a pgbench script: [`driver::held_threads`]
@@ -279,12 +274,7 @@ impl Bench {
                 .map_err(|e| HarnessError::Other(format!("{group}/{name}: the load threads failed: {e}")))?
                 .map_err(|e| HarnessError::Other(format!("{group}/{name}: {e}")))?;
         let cpu = pgbench::cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_SELF) - cpu0;
-        let mut phase = self.finish(group, name, clients, 0, None, before, None, sample).await?;
-        phase.client_cpu_s = cpu;
-        if let Some(last) = self.phases.last_mut() {
-            last.client_cpu_s = cpu;
-        }
-        Ok(phase)
+        self.finish(group, name, clients, 0, None, before, None, sample, cpu).await
     }
 
     /// Run one pgbench phase of `script` (after a checkpoint, as every phase), as the worker
@@ -381,6 +371,7 @@ impl Bench {
         before: dbstats::Snapshot,
         sampler: Option<dbstats::LockSampler>,
         s: Sample,
+        client_cpu_s: f64,
     ) -> Result<Phase, HarnessError> {
         let lock_wait_s = match sampler {
             Some(sm) => sm.finish().await.0,
@@ -419,7 +410,7 @@ impl Bench {
             wal_bytes_per_unit: (after.wal_bytes - before.wal_bytes) as f64 / s.units.max(1) as f64,
             commits: after.xact_commit - before.xact_commit,
             tables: dbstats::table_deltas(&before, &after),
-            client_cpu_s: 0.0,
+            client_cpu_s,
         };
         if let Some(e) = &phase.first_error {
             eprintln!("\r\x1b[2Kfenceproof bench: {group}/{name}: {} errors, first: {e}", phase.errors);
@@ -741,7 +732,7 @@ pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError
             workloads::renew_many_ours(pool, owner, batch)
         })
         .await;
-        b.finish(label, &name, groups.len(), n, Some(pool), before, Some(sampler), sample).await?;
+        b.finish(label, &name, groups.len(), n, Some(pool), before, Some(sampler), sample, 0.0).await?;
     }
     finish_run(&opts, b, run_dir, settings, bin.version(), t0, growth_setup, admin, cluster).await
 }

@@ -65,7 +65,7 @@ report-screenshot:
 # Load benchmarks on a fresh cluster (release build): renewal, claim and protected commit, each beside
 # raw PostgreSQL and pgbench; writes reports/<run>/bench.{json,md} and SVG plots (e.g. `just bench --duration 5`).
 bench *ARGS:
-    cargo build --release --quiet -p fenceproof-scenarios
+    cargo build --release --quiet -p fenceproof-cli
     ./target/release/fenceproof bench {{ARGS}}
 
 # criterion micro-benchmarks of the hot pure functions (digest, operation_id, history checking).

@@ -9,7 +9,8 @@
 //!   inside the database);
 //! - [`record`]: the run folder, the harness's own timeline, and the oracle rows;
 //! - [`check`]: one checker per invariant, each with its evidence;
-//! - [`report`]: the pass/fail matrix in the terminal, JSON, Markdown and JUnit.
+//! - [`report`]: the pass/fail matrix in the terminal, JSON, Markdown and JUnit;
+//! - `testkit` (feature `testkit`): the fixtures every crate's tests share.
 //!
 //! The harness knows no particular experiment; those live in the `scenarios` crate.
 
@@ -21,7 +22,8 @@ pub mod faults;
 pub mod procs;
 pub mod record;
 pub mod report;
-pub mod sqlmut;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod wait;
 
 pub use error::HarnessError;

@@ -4,12 +4,9 @@
 
 pub mod a_continuous_checkpoints;
 pub mod answers;
-pub mod audit;
 pub mod b_database_freeze;
 pub mod b_old_owner_resumes;
-pub mod bench;
 pub mod c_same_epoch_reorder;
-pub mod conformance;
 pub mod ctx;
 pub mod d_race_after_validation;
 pub mod e_remote_success_then_crash;
@@ -24,8 +21,6 @@ pub mod j_partition;
 pub mod k_clock_jump;
 pub mod l_rollout;
 pub mod m_redis_prefilter;
-pub mod mutants;
-pub mod mutants_sql;
 pub mod n_restore;
 pub mod outbox_setup;
 pub mod p_api;
@@ -33,7 +28,6 @@ pub mod p_role_boundary;
 pub mod p_secret_masking;
 pub mod preflight;
 pub mod runner;
-pub mod schedules;
 pub mod w_boundaries;
 
 use std::future::Future;

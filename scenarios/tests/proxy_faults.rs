@@ -1,8 +1,6 @@
 //! The wire-protocol fault proxy against a real server: every fault does what it says, judged
 //! by reading the table directly (not through the proxy), and every wait is bounded.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
 use fenceproof_harness::faults::proxy::Proxy;
@@ -15,7 +13,7 @@ async fn has(pool: &PgPool, x: i32) -> bool {
     sqlx::query_scalar::<_, bool>("SELECT EXISTS (SELECT 1 FROM t WHERE x = $1)").bind(x).fetch_one(pool).await.unwrap()
 }
 
-async fn setup(c: &common::TestCluster) -> (PgPool, Proxy, Timeline) {
+async fn setup(c: &fenceproof_harness::testkit::TestCluster) -> (PgPool, Proxy, Timeline) {
     let (url, pool) = c.fresh_db("proxy-test").await;
     sqlx::raw_sql("CREATE TABLE t (x int)").execute(&pool).await.unwrap();
     let timeline = Timeline::new();
@@ -25,7 +23,7 @@ async fn setup(c: &common::TestCluster) -> (PgPool, Proxy, Timeline) {
 
 #[tokio::test]
 async fn proxy_faults_do_what_they_say_on_a_real_server() {
-    let c = common::TestCluster::start("proxy-faults").await;
+    let c = fenceproof_harness::testkit::TestCluster::start(fenceproof_harness::test_dir!("proxy-faults")).await;
     let (pool, proxy, timeline) = setup(&c).await;
     let connect = || async { PgConnection::connect(proxy.url()).await.expect("connects through the proxy") };
 
@@ -121,7 +119,7 @@ async fn proxy_faults_do_what_they_say_on_a_real_server() {
 
 #[tokio::test]
 async fn a_partition_ends_by_itself_at_its_bound() {
-    let c = common::TestCluster::start("proxy-bound").await;
+    let c = fenceproof_harness::testkit::TestCluster::start(fenceproof_harness::test_dir!("proxy-bound")).await;
     let (_pool, proxy, _t) = setup(&c).await;
     let mut conn = PgConnection::connect(proxy.url()).await.unwrap();
     let p = proxy.partition(Duration::from_millis(400));

@@ -5,8 +5,7 @@
 //! [`invariants`] holds the spec's global invariants (section 01) judged over the oracle rows, and
 //! [`transitions`] its three state machines (lease, run, ledger) judged commit by commit; an
 //! experiment adds its own assertions with [`Check::expect`] and friends. [`catalogue`] lists the
-//! spec's rules with the checks that judge them, and [`equivalents`] the reviewed list of generated
-//! SQL mutants no correct check can observe. [`history`] judges the harness's own client history (what it
+//! spec's rules with the checks that judge them. [`history`] judges the harness's own client history (what it
 //! sent, what the worker answered) against the oracle, and [`remote`] the operation ledger against
 //! the tools' ledger. [`intents`] judges registered intents (canonical digest, planned together with
 //! their checkpoint). [`restore`] judges a restore from an old backup (history before and after it).
@@ -15,7 +14,6 @@ pub mod answers;
 pub mod audit;
 pub mod cancel;
 pub mod catalogue;
-pub mod equivalents;
 pub mod history;
 pub mod intents;
 pub mod invariants;

@@ -1,0 +1,165 @@
+//! `fenceproof audit`: the stale-worker experiments against real job queue libraries (and the
+//! reference protocol as the control) on a throwaway native PostgreSQL. Prints the audit table and
+//! the findings; writes `audit.json`, `audit.md` and `index.html` into the run folder.
+//!
+//! Exit status: 0 when every cell reached a verdict and the control passed (a library's FAIL is a
+//! finding about that library, not a failure of the run; `--strict` makes it one); 1 when the
+//! control failed (or a library failed under `--strict`); 2 for bad input; 3 when a cell ended in
+//! ERROR or the server could not be started.
+
+use std::path::{Path, PathBuf};
+
+use fenceproof_audit::cell::{self, Env, Outcome};
+use fenceproof_audit::{experiments, libraries, report};
+use fenceproof_harness::db::native::NativeCluster;
+use fenceproof_harness::db::pgbin::PgBin;
+use fenceproof_harness::db::{databases, Backend};
+use fenceproof_harness::record::run_dir::RunDir;
+use fenceproof_harness::report::exit;
+
+pub struct Args {
+    pub libraries: Option<Vec<String>>,
+    pub only: Option<Vec<String>>,
+    pub python: PathBuf,
+    pub adapters: PathBuf,
+    pub pg_bin: Option<PathBuf>,
+    pub reports_dir: PathBuf,
+    pub tools_bin: PathBuf,
+    pub json: bool,
+    pub strict: bool,
+}
+
+/// Where the audit's Python is by default: the project-local environment `scripts/setup.sh` makes.
+pub const DEFAULT_PYTHON: &str = ".audit/venv/bin/python";
+pub const DEFAULT_ADAPTERS: &str = "audit/adapters";
+
+fn check_inputs(a: &Args) -> Result<(), String> {
+    if !a.python.is_file() {
+        return Err(format!(
+            "no Python at {} (run `bash scripts/setup.sh`, which installs the audit's environment, or pass --python)",
+            a.python.display()
+        ));
+    }
+    if !a.adapters.join("common.py").is_file() {
+        return Err(format!("no audit adapters in {} (pass --adapters audit/adapters)", a.adapters.display()));
+    }
+    crate::cmd::input::reports_dir(&a.reports_dir)
+}
+
+pub async fn run(a: Args) -> u8 {
+    let (libs, exps) = match (libraries::select(a.libraries.as_deref()), experiments::select(a.only.as_deref())) {
+        (Ok(l), Ok(e)) => (l, e),
+        (Err(m), _) | (_, Err(m)) => {
+            eprintln!("fenceproof: {m}");
+            return exit::USAGE;
+        }
+    };
+    if let Err(m) = check_inputs(&a) {
+        eprintln!("fenceproof: {m}");
+        return exit::USAGE;
+    }
+    for l in &libs {
+        if !a.adapters.join(l.adapter).is_file() {
+            eprintln!("fenceproof: adapter {} of {} not found", a.adapters.join(l.adapter).display(), l.name);
+            return exit::USAGE;
+        }
+    }
+    match audit(&a, &libs, &exps).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("fenceproof: {e}");
+            exit::HARNESS
+        }
+    }
+}
+
+async fn audit(
+    a: &Args,
+    libs: &[libraries::Library],
+    exps: &[experiments::AuditExperiment],
+) -> Result<u8, fenceproof_harness::HarnessError> {
+    let started = std::time::Instant::now();
+    let run = RunDir::create(&a.reports_dir)?;
+    let bin = PgBin::locate(a.pg_bin.as_deref())?;
+    let mut cluster = NativeCluster::start(bin, &run.path.join("postgres.log")).await?;
+    if libs.iter().any(|l| l.protocol_schema) {
+        databases::create_template(&cluster).await?;
+    }
+    // Absolute but not resolved: a venv's python is a symlink whose target is not the venv.
+    let python = std::path::absolute(&a.python)?;
+    let adapters = std::fs::canonicalize(&a.adapters)?;
+    let env = Env { backend: &cluster as &dyn Backend, python: &python, adapters: &adapters, tools_bin: &a.tools_bin };
+    // Cells run two at a time, each in its own database with its own tools and workers: most of a
+    // cell is waiting for a library's stall recovery, and two fit the machine's two cores.
+    let mut plan = Vec::new();
+    for l in libs {
+        for e in exps {
+            plan.push((plan.len() + 1, *l, *e, run.experiment(&format!("{}-{}", l.name, e.id))?));
+        }
+    }
+    let mut results = Vec::new();
+    for pair in plan.chunks(2) {
+        let done = match pair {
+            [x, y] => {
+                let (r1, r2) =
+                    tokio::join!(cell::run(&env, &x.1, &x.2, &x.3, x.0), cell::run(&env, &y.1, &y.2, &y.3, y.0));
+                vec![r1, r2]
+            }
+            [x] => vec![cell::run(&env, &x.1, &x.2, &x.3, x.0).await],
+            _ => Vec::new(),
+        };
+        for r in done {
+            if !a.json {
+                eprintln!(
+                    "audit: {:<14} {:<22} {:<5} ({:.1} s)",
+                    r.library,
+                    r.experiment,
+                    r.verdict.label(),
+                    r.duration_ms as f64 / 1000.0
+                );
+            }
+            results.push(r);
+        }
+    }
+    cluster.stop();
+    let names: Vec<&str> = libs.iter().map(|l| l.name).collect();
+    let md = format!(
+        "# fenceproof audit\n\n{}\n{}\n## Findings\n\n```\n{}```\n",
+        report::markdown(&results),
+        report::settings_markdown(&names),
+        report::findings(&results)
+    );
+    std::fs::write(run.path.join("audit.md"), &md)?;
+    std::fs::write(run.path.join("audit.json"), serde_json::to_string_pretty(&results).unwrap_or_default())?;
+    std::fs::write(run.path.join("index.html"), report::html(&results, &format!("fenceproof audit {}", run.run_id)))?;
+    run.mark_latest()?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&results).unwrap_or_default());
+    } else {
+        print!("{}", report::markdown(&results));
+        let f = report::findings(&results);
+        if !f.is_empty() {
+            println!("\n{f}");
+        }
+        println!(
+            "audit: {} cell(s) in {:.1} s; report: {}",
+            results.len(),
+            started.elapsed().as_secs_f64(),
+            show(&run.path)
+        );
+    }
+    let errored = results.iter().any(|r| r.verdict == Outcome::Error);
+    let control_failed = results.iter().any(|r| r.control && r.verdict == Outcome::Fail);
+    let any_failed = results.iter().any(|r| r.verdict == Outcome::Fail);
+    Ok(if errored {
+        exit::HARNESS
+    } else if control_failed || (a.strict && any_failed) {
+        exit::FAILED
+    } else {
+        exit::OK
+    })
+}
+
+fn show(p: &Path) -> String {
+    p.join("index.html").display().to_string()
+}

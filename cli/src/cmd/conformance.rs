@@ -1,0 +1,61 @@
+//! `fenceproof conformance --worker-bin PATH`: the worker contract, command by command and role by
+//! role, on a fresh database, in seconds; each deviation said precisely. `verify` runs it first for
+//! a worker that is not the reference (see [`gate`]).
+
+use fenceproof_conformance::{Report, PROBES};
+use fenceproof_harness::report::exit;
+use fenceproof_harness::HarnessError;
+use fenceproof_scenarios::runner::{self, Session, VerifyOptions};
+
+/// Run the probes (all, or those in `only`) and print the report; `all` prints kept points too.
+pub async fn run(opts: &VerifyOptions, only: Option<&[String]>, all: bool) -> u8 {
+    if let Some(bad) = only.and_then(|o| o.iter().find(|n| !PROBES.iter().any(|(p, _)| p == n))) {
+        let names: Vec<&str> = PROBES.iter().map(|(p, _)| *p).collect();
+        eprintln!("fenceproof: no probe named '{bad}' (probes: {})", names.join(", "));
+        return exit::USAGE;
+    }
+    match probe(opts, only).await {
+        Ok((report, dir)) => {
+            print!("{}", report.render(all));
+            println!("report: {}", dir.display());
+            if report.deviations().next().is_some() {
+                exit::FAILED
+            } else {
+                exit::OK
+            }
+        }
+        Err(e) => {
+            eprintln!("fenceproof: {e}");
+            exit::HARNESS
+        }
+    }
+}
+
+async fn probe(opts: &VerifyOptions, only: Option<&[String]>) -> Result<(Report, std::path::PathBuf), HarnessError> {
+    let mut session = Session::start(opts).await?;
+    // A worker that cannot even answer its first command gets the preflight's one line (exit 3).
+    if let Err(e) = runner::preflight(&session, opts).await {
+        session.finish().await?;
+        return Err(e);
+    }
+    let report = fenceproof_conformance::run(&mut session, only).await;
+    let dir = session.run.path.clone();
+    session.finish().await?;
+    Ok((report?, dir))
+}
+
+/// Before `verify` spends time on the matrix with a worker that is not the reference: the
+/// conformance report when the worker deviates from the contract, `None` when it conforms.
+pub async fn gate(opts: &VerifyOptions) -> Result<Option<String>, HarnessError> {
+    let (report, dir) = probe(opts, None).await?;
+    if report.deviations().next().is_none() {
+        eprintln!(
+            "fenceproof: conformance: {} contract points kept ({:.1}s; {})",
+            report.points.len(),
+            report.duration_ms as f64 / 1000.0,
+            dir.display()
+        );
+        return Ok(None);
+    }
+    Ok(Some(format!("{}report: {}\n", report.render(false), dir.display())))
+}

@@ -1,0 +1,41 @@
+//! `fenceproof merge DIR...`: join the kill matrices of shard run folders (each holding a
+//! `mutants-sql.json`) into one, written to a new folder under `--out`.
+
+use std::path::{Path, PathBuf};
+
+use fenceproof_harness::report::exit;
+use fenceproof_mutants::sql::{self, SqlKillMatrix};
+
+fn read(dir: &Path) -> Result<SqlKillMatrix, String> {
+    let f = dir.join("mutants-sql.json");
+    let text = std::fs::read_to_string(&f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{} is not a kill matrix: {e}", f.display()))
+}
+
+pub fn run(dirs: &[PathBuf], out: &Path) -> u8 {
+    let parts: Result<Vec<SqlKillMatrix>, String> = dirs.iter().map(|d| read(d)).collect();
+    let merged = match parts.and_then(SqlKillMatrix::merge) {
+        Ok(m) => m,
+        Err(msg) => {
+            eprintln!("fenceproof: {msg}");
+            return exit::USAGE;
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(out)
+        .and_then(|_| sql::save(&merged, out).map_err(|e| std::io::Error::other(e.to_string())))
+    {
+        eprintln!("fenceproof: cannot write the merged matrix to {}: {e}", out.display());
+        return exit::HARNESS;
+    }
+    print!("{}", merged.table());
+    let missing = merged.generated.saturating_sub(merged.rows.len());
+    if missing > 0 {
+        println!("{missing} generated mutants are in none of the merged shards");
+    }
+    println!("report: {}", out.display());
+    if merged.ok() && missing == 0 {
+        exit::OK
+    } else {
+        exit::FAILED
+    }
+}

@@ -1,0 +1,157 @@
+//! Each class of bug the matrix judges by rule, not by example, caught end to end in a worker that
+//! is not ours: a copy of the Python example worker with one realistic bug, run through the rows
+//! that judge that rule (`verify --skip-conformance`, so the verdict is the matrix's own and not the
+//! contract probe's). Each must end in exit 1 with the FAILED check that names the rule.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const FENCEPROOF: &str = env!("CARGO_BIN_EXE_fenceproof");
+
+fn tmp(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bug_classes").join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A copy of the example worker with each `(old, new)` applied (each `old` exactly once).
+fn broken(name: &str, edits: &[(&str, &str)]) -> PathBuf {
+    let p = tmp(name).join("worker.py");
+    fenceproof_harness::testkit::example_copy(name, &p, edits);
+    p
+}
+
+/// The broken worker through `rows`: exit 1, and a FAILED line containing every one of `want`.
+fn caught(name: &str, rows: &str, edits: &[(&str, &str)], want: &[&str]) {
+    let w = broken(name, edits);
+    let dir = w.parent().unwrap().to_path_buf();
+    let mut cmd = Command::new(FENCEPROOF);
+    cmd.args(["verify", "--quiet", "--skip-conformance", "--only", rows, "--worker-bin"])
+        .arg(&w)
+        .arg("--reports-dir")
+        .arg(dir.join("reports"));
+    let (out, _) = fenceproof_harness::testkit::run_bounded(&mut cmd, &dir, Duration::from_secs(240));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{name}: the matrix must FAIL it (exit 1):\n{text}");
+    let line = text.lines().find(|l| l.contains("FAILED") && want.iter().all(|s| l.contains(s)));
+    assert!(line.is_some(), "{name}: no FAILED line containing {want:?}:\n{text}");
+}
+
+#[test]
+fn a_5xx_recorded_as_a_final_failure() {
+    caught(
+        "5xx-failed",
+        "E-no-answer",
+        &[(
+            r#"return "unknown", None, "HTTP %d: %s" % (status, v)"#,
+            r#"return "failed_final", None, {"status": status}"#,
+        )],
+        &["error5xx: the unverified call leaves the operation unknown"],
+    );
+}
+
+#[test]
+fn a_409_of_the_operations_own_creation_not_taken_as_success() {
+    caught(
+        "409-own",
+        "E-conflict",
+        &[(
+            "if status in (200, 201) or (status == 409 and isinstance(v, dict) and v.get(\"operation_id\") == operation_id):",
+            "if status in (200, 201):",
+        )],
+        &["a 409 carrying the operation's own operation_id is its own creation"],
+    );
+}
+
+#[test]
+fn an_operation_id_that_changes_with_the_term() {
+    caught(
+        "op-id-epoch",
+        "E-replan",
+        &[(
+            "operation_id = \"%s/%s/%s/v%d\" % (tenant, lease[0], step, version)",
+            "operation_id = \"%s/%s/%s/v%d\" % (tenant, lease[0], step, version + 1000 * (lease[1] - 1))",
+        )],
+        &["the new term's plan of the same step and request keeps the operation_id"],
+    );
+}
+
+#[test]
+fn a_digest_over_json_text_instead_of_rfc_8785() {
+    caught(
+        "digest-text",
+        "E-replan",
+        &[(
+            "    return hashlib.sha256(canonical(body).encode(\"utf-8\")).hexdigest()",
+            "    return hashlib.sha256(json.dumps(body, sort_keys=True).encode(\"utf-8\")).hexdigest()",
+        )],
+        &["request_digest is SHA-256 of its request body in RFC 8785 canonical JSON"],
+    );
+}
+
+#[test]
+fn the_planned_checkpoint_and_its_intent_in_two_transactions() {
+    caught(
+        "plan-two-tx",
+        "E-replan",
+        &[(
+            "        revision, detail = self.transition(\"plan\", \"running\", \"running\", checkpoint, c.get(\"expected_revision\"),\n                                           intent=intent)",
+            "        self.transition(\"plan\", \"running\", \"running\", checkpoint, c.get(\"expected_revision\"))\n        revision, detail = self.transition(\"plan\", \"running\", \"running\", None, None, intent=intent)",
+        )],
+        &["an intent commits in the transaction that moves its run's checkpoint", "without any intent"],
+    );
+}
+
+#[test]
+fn a_refused_release_answered_ok() {
+    caught(
+        "release-ok",
+        "B-sigstop",
+        &[("        if n == 0:\n            raise Refused(\"lease_lost\", \"release refused: not the owner or not the epoch\")\n", "")],
+        &["every release answered ok released it", "answered ok to"],
+    );
+}
+
+#[test]
+fn a_cancel_in_two_transactions() {
+    caught(
+        "cancel-two-tx",
+        "F-prepared",
+        &[
+            (
+                "                conn.execute(\"UPDATE tool_operations SET status = 'cancelled', revision = revision + 1,\"\n                             \" updated_at = clock_timestamp() WHERE run_id = %s AND status = 'prepared'\",\n                             (c[\"run_id\"],))\n",
+                "",
+            ),
+            (
+                "            self.check_durable(conn, \"cancel\")\n",
+                "            conn.execute(\"UPDATE tool_operations SET status = 'cancelled', revision = revision + 1,\"\n                         \" updated_at = clock_timestamp() WHERE run_id = %s AND status = 'prepared'\", (c[\"run_id\"],))\n            self.check_durable(conn, \"cancel\")\n",
+            ),
+        ],
+        &["a run's cancel transaction also cancels every operation of it still prepared"],
+    );
+}
+
+#[test]
+fn a_write_that_rereads_the_revision_instead_of_comparing_it() {
+    caught(
+        "reread",
+        "C",
+        &[(
+            "            if expected is None:\n                with self.state_lock:\n                    expected = self.revision if self.revision is not None else 0\n",
+            "            expected = conn.execute(\"SELECT revision FROM agent_runs WHERE run_id = %s\", (lease[0],)).fetchone()[0]\n",
+        )],
+        &["a late save naming the raced revision is refused as a conflict"],
+    );
+}
+
+#[test]
+fn a_secret_store_others_can_read() {
+    caught(
+        "secrets-0644",
+        "P-secret",
+        &[("os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)", "os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)")],
+        &["the secret store grants nothing to group or others"],
+    );
+}

@@ -1,0 +1,107 @@
+//! External database mode: a server the test starts separately stands in for "the user's".
+//! `fenceproof verify --database-url` runs A-G inside dedicated schemas of one of its databases
+//! as an ordinary role, drops every schema it made afterwards, and refuses a role that may not
+//! create schemas with a one-line error.
+
+use std::process::Command;
+
+use fenceproof_harness::db::databases;
+use fenceproof_harness::testkit::TestCluster;
+
+const FENCEPROOF: &str = env!("CARGO_BIN_EXE_fenceproof");
+
+fn verify(url: &str, reports: &std::path::Path) -> (Option<i32>, String, String) {
+    let out = Command::new(FENCEPROOF)
+        .args(["verify", "--database-url", url, "--reports-dir"])
+        .arg(reports)
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[tokio::test]
+async fn experiments_run_inside_an_existing_database_and_leave_nothing() {
+    let tc = TestCluster::start(fenceproof_harness::test_dir!("external_db")).await;
+    let admin = databases::pool(&tc.url_for("postgres"), "test-admin", 1).await.unwrap();
+    for sql in [
+        "CREATE DATABASE userdb",
+        "CREATE ROLE app LOGIN",
+        "CREATE ROLE weak LOGIN",
+        "GRANT CREATE ON DATABASE userdb TO app",
+    ] {
+        sqlx::query(sql).execute(&admin).await.unwrap();
+    }
+    admin.close().await;
+    let user_url = |role: &str| tc.url_for("userdb").replacen("fenceproof@", &format!("{role}@"), 1);
+    let user_pool = databases::pool(&tc.url_for("userdb"), "test-admin", 1).await.unwrap();
+    sqlx::query("CREATE TABLE public.users_own_table (id int)").execute(&user_pool).await.unwrap();
+    let reports = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("external_db_reports");
+
+    // What a SIGKILLed run left: schemas tagged with a harness pid that no longer exists on this
+    // host (swept and reported), and one of another host (left alone).
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string();
+    let app_pool = databases::pool(&user_url("app"), "test-app", 1).await.unwrap();
+    for (schema, tag) in [
+        ("fp_dead_1", format!("fenceproof harness pid=99999999 host={host}")),
+        ("keep_other_host", "fenceproof harness pid=99999999 host=some-other-host".to_string()),
+    ] {
+        sqlx::query(&format!("CREATE SCHEMA {schema}")).execute(&app_pool).await.unwrap();
+        sqlx::query(&format!("COMMENT ON SCHEMA {schema} IS '{tag}'")).execute(&app_pool).await.unwrap();
+    }
+    app_pool.close().await;
+
+    let (code, out, err) = verify(&user_url("app"), &reports);
+    println!("{out}{err}");
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(err.contains("dropped 1 schema(s)") && err.contains("fp_dead_1"), "the dead run's schema is swept: {err}");
+    let kept: Vec<String> =
+        sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname = 'keep_other_host'")
+            .fetch_all(&user_pool)
+            .await
+            .unwrap();
+    assert_eq!(kept.len(), 1, "another host's schema is left alone");
+    sqlx::query("DROP SCHEMA keep_other_host").execute(&user_pool).await.unwrap();
+    assert!(out.contains("external backend") && out.contains("as app on userdb"), "{out}");
+    assert!(out.contains("33/33 experiments passed"), "A-G, H-lease, I, J, K, M, P-secret and W-* run there: {out}");
+    assert!(err.contains("P-api probes call the fp_* functions"), "P-api is skipped with a note: {err}");
+    assert!(err.contains("P-role needs a login"), "P-role is skipped with a note: {err}");
+    assert!(err.contains("B-dbfreeze freezes the whole database server"), "B-dbfreeze is skipped with a note: {err}");
+    assert!(!out.contains("H-async"), "H does not run against an external database");
+
+    let left: Vec<String> = sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'fp\\_%'")
+        .fetch_all(&user_pool)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "schemas left behind: {left:?}");
+    let public: Vec<String> = sqlx::query_scalar("SELECT tablename::text FROM pg_tables WHERE schemaname = 'public'")
+        .fetch_all(&user_pool)
+        .await
+        .unwrap();
+    assert_eq!(public, vec!["users_own_table".to_string()], "the user's own schema is untouched");
+
+    // A worker that does not implement the `faults` field (the reference with it switched off),
+    // on the direct write path a team's own role has: C and D hold its transactions through the
+    // proxy alone, D right after the lease row is locked and checked.
+    let out = Command::new(FENCEPROOF)
+        .args(["verify", "--database-url", &user_url("app"), "--only", "C,D", "--barriers", "proxy", "--reports-dir"])
+        .arg(&reports)
+        .env("FENCEPROOF_IGNORE_FAULTS", "1")
+        .output()
+        .unwrap();
+    let (o, e) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{o}{e}");
+    assert!(o.contains("2 saves held (proxy connection"), "C held both saves in the proxy: {o}");
+    assert!(o.contains("B blocked by it"), "D held A after its lease check and B waited on it: {o}");
+
+    let (code, out, err) = verify(&user_url("weak"), &reports);
+    assert_eq!(code, Some(3), "{out}{err}");
+    let last = err.trim().lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("fenceproof: role weak") && last.contains("GRANT CREATE ON DATABASE userdb TO weak"),
+        "the error is one line naming the fix: {err}"
+    );
+    let (code, _, err) = verify("postgres://nobody@127.0.0.1:1/none", &reports);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("cannot connect"), "{err}");
+    user_pool.close().await;
+}

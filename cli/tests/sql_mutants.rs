@@ -1,0 +1,116 @@
+//! `fenceproof mutants --sql` end to end: generated mutants of the fenced functions are installed
+//! per experiment database and killed by a FAIL naming the rule (a refused legal step is a FAIL,
+//! not an ERROR); shards run deterministic shares and `merge` joins them into one matrix.
+
+use std::process::Command;
+use std::time::Duration;
+
+fn fenceproof() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fenceproof"))
+}
+
+fn matrix(dir: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("mutants-sql.json")).expect("mutants-sql.json written");
+    serde_json::from_str(&text).unwrap()
+}
+
+fn report_dir(stdout: &str) -> std::path::PathBuf {
+    let line = stdout.lines().find_map(|l| l.strip_prefix("report: ")).expect("a report line");
+    std::path::PathBuf::from(line.trim())
+}
+
+#[test]
+fn generated_mutants_are_listed_killed_by_a_named_rule_and_merged_from_shards() {
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("sql_mutants");
+    let _ = std::fs::remove_dir_all(&tmp);
+    let reports = tmp.join("reports");
+
+    // The set is listed without running anything.
+    let (out, _) = fenceproof_harness::testkit::run_bounded(
+        fenceproof().args(["mutants", "--sql", "--list"]),
+        &tmp.join("list"),
+        Duration::from_secs(30),
+    );
+    let listed = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{listed}");
+    assert!(
+        listed.contains("fp_run_transition/drop-guard/1") && listed.contains("fp_claim/drop-skip-locked/1"),
+        "{listed}"
+    );
+
+    // A mutant whose every save fails (the intent branch always inserts a NULL operation_id): B
+    // cannot set up its first checkpoint, and that is a FAIL of the rule that a legal step succeeds, not an ERROR.
+    // Two shards of a two-mutant selection, each in its own run folder.
+    let mut dirs = Vec::new();
+    for shard in ["1/2", "2/2"] {
+        let (out, _) = fenceproof_harness::testkit::run_bounded(
+            fenceproof()
+                .args(["mutants", "--sql", "--only", "B-sigstop", "--shard", shard, "--mutants"])
+                .arg("fp_run_transition/drop-guard/9,fp_run_transition/drop-increment/1")
+                .arg("--reports-dir")
+                .arg(&reports),
+            &tmp.join(shard.replace('/', "-")),
+            Duration::from_secs(240),
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "shard {shard}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        dirs.push(report_dir(&stdout));
+    }
+    let shard_rows: Vec<usize> =
+        dirs.iter().map(|d| matrix(d)["rows"].as_array().map(|r| r.len()).unwrap_or(0)).collect();
+    assert_eq!(shard_rows.iter().sum::<usize>(), 2, "each mutant in exactly one shard: {shard_rows:?}");
+
+    let merged = tmp.join("merged");
+    let (out, _) = fenceproof_harness::testkit::run_bounded(
+        fenceproof().arg("merge").args(&dirs).arg("--out").arg(&merged),
+        &tmp.join("merge"),
+        Duration::from_secs(30),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    // Only 2 of the generated set were run: the merged matrix says the rest is missing, exit 1.
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("are in none of the merged shards"), "{stdout}");
+    let m = matrix(&merged);
+    let rows = m["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        assert_eq!(r["fate"], "killed", "{r}");
+        assert_eq!(r["verdicts"][0][1], "FAIL", "killed by a FAIL, not an ERROR: {r}");
+    }
+    let guard = rows.iter().find(|r| r["id"] == "fp_run_transition/drop-guard/9").unwrap();
+    assert!(
+        guard["killed_by"][0].as_str().unwrap().contains("a step the protocol must allow succeeds"),
+        "the refused legal step names its rule: {guard}"
+    );
+    let inc = rows.iter().find(|r| r["id"] == "fp_run_transition/drop-increment/1").unwrap();
+    assert!(inc["killed_by"][0].as_str().unwrap().contains("revision"), "{inc}");
+    assert!(std::fs::read_to_string(merged.join("mutants-sql.md"))
+        .unwrap()
+        .contains("| `fp_run_transition/drop-guard/9` |"));
+
+    // Merging a shard with itself is refused.
+    let (out, _) = fenceproof_harness::testkit::run_bounded(
+        fenceproof().arg("merge").arg(&dirs[0]).arg(&dirs[0]).arg("--out").arg(tmp.join("twice")),
+        &tmp.join("twice-run"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in two shards"));
+
+    // Bad flags: one line, usage exit code.
+    for bad in
+        [vec!["mutants", "--sql", "--shard", "3/2"], vec!["mutants", "--sql", "--mutants", "fp_nothing", "--list"]]
+    {
+        let (out, _) = fenceproof_harness::testkit::run_bounded(
+            fenceproof().args(&bad),
+            &tmp.join("bad"),
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert_eq!(
+            fenceproof_harness::testkit::own_lines(&String::from_utf8_lossy(&out.stderr)).trim().lines().count(),
+            1,
+            "{bad:?}"
+        );
+    }
+}

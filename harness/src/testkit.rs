@@ -1,0 +1,104 @@
+//! Test fixtures shared by every crate's tests (the `testkit` feature): a throwaway cluster with the
+//! migrated template and fresh databases cloned from it, a bounded run of a child process, and
+//! copies of the Python example worker with one edit each.
+
+use crate::db::native::NativeCluster;
+use crate::db::pgbin::PgBin;
+use crate::db::{databases, Backend};
+use sqlx::PgPool;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+pub struct TestCluster {
+    pub cluster: NativeCluster,
+    pub log: std::path::PathBuf,
+    n: std::sync::atomic::AtomicU32,
+}
+
+impl TestCluster {
+    /// A cluster under `dir` (a test passes `test_dir!("name")`: its crate's target tmp folder).
+    pub async fn start(dir: std::path::PathBuf) -> TestCluster {
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("postgres.log");
+        let bin = PgBin::locate(None).expect("PostgreSQL binaries (see README)");
+        let cluster = NativeCluster::start(bin, &log).await.expect("cluster starts");
+        databases::create_template(&cluster).await.expect("template");
+        TestCluster { cluster, log, n: Default::default() }
+    }
+
+    /// A fresh database cloned from the template, and a pool on it named `app`.
+    pub async fn fresh_db(&self, app: &str) -> (String, PgPool) {
+        let n = self.n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let url = databases::create_from_template(&self.cluster, &format!("t{n}")).await.unwrap();
+        let pool = databases::pool(&url, app, 8).await.unwrap();
+        (url, pool)
+    }
+
+    pub fn url_for(&self, db: &str) -> String {
+        self.cluster.url_for(db)
+    }
+}
+
+/// Run `cmd` to the end, bounded: killed, and the test failed, after `bound`. Output goes through
+/// files in `dir`, so a full pipe cannot stall the child. Returns the output and the child's pid.
+pub fn run_bounded(cmd: &mut Command, dir: &std::path::Path, bound: Duration) -> (Output, u32) {
+    std::fs::create_dir_all(dir).unwrap();
+    let (out_path, err_path) = (dir.join("run.stdout"), dir.join("run.stderr"));
+    let mut child = cmd
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t0.elapsed() > bound {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish within {bound:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (stdout, stderr) = (std::fs::read(&out_path).unwrap(), std::fs::read(&err_path).unwrap());
+    (Output { status, stdout, stderr }, pid)
+}
+
+/// stderr without the lines that report sweeping a dead harness's leftovers: they may precede any
+/// run's own message whenever an earlier run was killed (other tests kill harnesses on purpose).
+pub fn own_lines(err: &str) -> String {
+    err.lines()
+        .filter(|l| {
+            !(l.starts_with("fenceproof: swept ")
+                || l.starts_with("fenceproof: thawed and removed ")
+                || l.starts_with("fenceproof: dropped "))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Write to `dest` a copy of the Python example worker with each `(old, new)` applied, executable;
+/// each `old` must occur exactly once (so a change of the example that moves the text fails the
+/// test loudly instead of testing an unchanged worker).
+pub fn example_copy(name: &str, dest: &std::path::Path, edits: &[(&str, &str)]) {
+    use std::os::unix::fs::PermissionsExt;
+    let example = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/python-worker/worker.py"));
+    let mut text = std::fs::read_to_string(example).unwrap();
+    for (old, new) in edits {
+        assert_eq!(text.matches(old).count(), 1, "{name}: {old:?} must occur once in the example worker");
+        text = text.replace(old, new);
+    }
+    std::fs::write(dest, text).unwrap();
+    std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The folder for a test's files: `name` under the calling crate's target tmp folder (short enough
+/// for a socket path).
+#[macro_export]
+macro_rules! test_dir {
+    ($name:expr) => {
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join($name)
+    };
+}

@@ -30,7 +30,7 @@ mutants *ARGS: build build-mutants
 # The randomized schedules alone against every named mutant, 180 s of search each (e.g.
 # `just schedules-mutants --budget-s 60 --seed 0x2a`); kill matrix in reports/<run>/schedules-mutants.md.
 schedules-mutants *ARGS: build build-mutants
-    ./target/debug/fenceproof mutants --schedules --worker-bin target/debug/fenceproof-worker-mutant {{ARGS}}
+    ./target/debug/fenceproof schedules-mutants --worker-bin target/debug/fenceproof-worker-mutant {{ARGS}}
 
 # The schedules' acceptance on named mutants: found, shrunk to at most 8 operations, 10 replays alike.
 schedules-check *MUTANTS: build build-mutants
@@ -39,11 +39,15 @@ schedules-check *MUTANTS: build build-mutants
 # Generated mutants of the fenced fp_* functions (migration 0002), each through A-G and P-* with the
 # reference worker; kill matrix in reports/<run>/mutants-sql.{json,md} (e.g. `--shard 1/4`, `--first-kill`).
 mutants-sql *ARGS: build build-mutants
-    ./target/debug/fenceproof mutants --sql {{ARGS}}
+    ./target/debug/fenceproof mutants-sql {{ARGS}}
 
 # The spec's rules, each with the checks that judge it and the experiments that exercise it.
 rules: build
     ./target/debug/fenceproof rules
+
+# Rewrite the docs' tables and counts generated from the code (`just docs --check` lists the stale ones).
+docs *ARGS: build
+    ./target/debug/fenceproof docs {{ARGS}}
 
 # Random operation schedules against the reference worker (e.g. `just schedules --cases 50 --seed 0x2a`).
 schedules *ARGS: build

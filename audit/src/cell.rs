@@ -225,6 +225,69 @@ async fn drive(
     timeline: &Timeline,
     cell: &mut Cell,
 ) -> Result<AuditHistory, HarnessError> {
+    let stage = prepare(env, lib, exp, dir, index, timeline, cell).await?;
+    hold_and_take_over(&stage, lib, exp, dir, timeline, cell).await?;
+    let (pool, gates, ledger_path) = (&stage.pool, &stage.gates, &stage.ledger_path);
+    match exp.resume {
+        Resume::Early => {
+            bring_back(exp, cell, timeline).await?;
+            let mark = last_seq(pool).await?;
+            open_gate(gates, "A", timeline)?;
+            wait_mark(ledger_path, "A", "end", 1, STEP, "A's execution to end after it came back").await?;
+            settle(pool, lib.status_column, "A", mark).await?;
+            finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?;
+        }
+        Resume::Late => {
+            finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?;
+            bring_back(exp, cell, timeline).await?;
+            let mark = last_seq(pool).await?;
+            open_gate(gates, "A", timeline)?;
+            wait_mark(ledger_path, "A", "end", 1, STEP, "A's execution to end after it came back").await?;
+            settle(pool, lib.status_column, "A", mark).await?;
+        }
+        Resume::Never => finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?,
+    }
+    collect(stage, lib, dir, timeline, cell).await
+}
+
+/// What a cell runs on once it is set up: the library's adapter, its database, the tools and the
+/// workers' gates.
+struct Stage {
+    adapter: Adapter,
+    url: String,
+    pool: sqlx::PgPool,
+    tools_addr: String,
+    ledger_path: PathBuf,
+    gates: PathBuf,
+}
+
+impl Stage {
+    /// How worker `name` ("A" or "B") of this cell is started.
+    fn worker<'a>(&'a self, lib: &Library, name: &'a str, outcome: &'a str, recover: bool) -> WorkerSpec<'a> {
+        WorkerSpec {
+            name,
+            app_name: if name == "A" { "fp-audit-A" } else { "fp-audit-B" },
+            dsn: &self.url,
+            tools: &self.tools_addr,
+            gates: &self.gates,
+            outcome,
+            stall_s: lib.stall_s,
+            recover,
+        }
+    }
+}
+
+/// A fresh database with the library's schema and the commit triggers on its job table, the fake
+/// tools (kept in `cell`), and one job enqueued.
+async fn prepare(
+    env: &Env<'_>,
+    lib: &Library,
+    exp: &AuditExperiment,
+    dir: &Path,
+    index: usize,
+    timeline: &Timeline,
+    cell: &mut Cell,
+) -> Result<Stage, HarnessError> {
     let adapter = Adapter { python: env.python.to_path_buf(), script: env.adapters.join(lib.adapter) };
     let db = format!("audit_{index}_{}", lib.name);
     let url = create_database(env, lib, &db).await?;
@@ -245,21 +308,23 @@ async fn drive(
 
     let gates = dir.join("gates");
     std::fs::create_dir_all(&gates)?;
-    let spec = |name: &'static str, outcome: &'static str, recover: bool| WorkerSpec {
-        name,
-        app_name: if name == "A" { "fp-audit-A" } else { "fp-audit-B" },
-        dsn: &url,
-        tools: &tools_addr,
-        gates: &gates,
-        outcome,
-        stall_s: lib.stall_s,
-        recover,
-    };
+    Ok(Stage { adapter, url, pool, tools_addr, ledger_path, gates })
+}
 
+/// A takes the job and starts it; A is held past the stall threshold; B, with the library's stall
+/// recovery, takes the job over.
+async fn hold_and_take_over(
+    stage: &Stage,
+    lib: &Library,
+    exp: &AuditExperiment,
+    dir: &Path,
+    timeline: &Timeline,
+    cell: &mut Cell,
+) -> Result<(), HarnessError> {
     // A takes the job and starts it.
-    cell.workers.push(adapter.spawn_worker(&spec("A", exp.outcome, false), dir, timeline)?);
+    cell.workers.push(stage.adapter.spawn_worker(&stage.worker(lib, "A", exp.outcome, false), dir, timeline)?);
     let a_pid = cell.workers[0].pid;
-    wait_mark(&ledger_path, "A", "start", 1, STEP, "A's execution to start (its START in the tools' ledger)")
+    wait_mark(&stage.ledger_path, "A", "start", 1, STEP, "A's execution to start (its START in the tools' ledger)")
         .await
         .map_err(|e| with_last_words(e, &cell.workers[0]))?;
 
@@ -274,31 +339,23 @@ async fn drive(
     timeline.record("harness", "hold", "A", json!({"how": format!("{:?}", exp.hold)}));
 
     // B, with the library's stall recovery, takes the job over.
-    cell.workers.push(adapter.spawn_worker(&spec("B", "success", true), dir, timeline)?);
-    wait_mark(&ledger_path, "B", "start", 1, TAKEOVER, "the library's recovery to hand the job to B (B's START)")
+    cell.workers.push(stage.adapter.spawn_worker(&stage.worker(lib, "B", "success", true), dir, timeline)?);
+    wait_mark(&stage.ledger_path, "B", "start", 1, TAKEOVER, "the library's recovery to hand the job to B (B's START)")
         .await
         .map_err(|e| with_last_words(e, &cell.workers[1]))?;
     timeline.record("harness", "observed", "takeover", json!({"by": "B"}));
+    Ok(())
+}
 
-    match exp.resume {
-        Resume::Early => {
-            bring_back(exp, cell, timeline).await?;
-            let mark = last_seq(&pool).await?;
-            open_gate(&gates, "A", timeline)?;
-            wait_mark(&ledger_path, "A", "end", 1, STEP, "A's execution to end after it came back").await?;
-            settle(&pool, lib.status_column, "A", mark).await?;
-            finish_b(&pool, lib.status_column, &gates, &ledger_path, timeline).await?;
-        }
-        Resume::Late => {
-            finish_b(&pool, lib.status_column, &gates, &ledger_path, timeline).await?;
-            bring_back(exp, cell, timeline).await?;
-            let mark = last_seq(&pool).await?;
-            open_gate(&gates, "A", timeline)?;
-            wait_mark(&ledger_path, "A", "end", 1, STEP, "A's execution to end after it came back").await?;
-            settle(&pool, lib.status_column, "A", mark).await?;
-        }
-        Resume::Never => finish_b(&pool, lib.status_column, &gates, &ledger_path, timeline).await?,
-    }
+/// A last look, the workers stopped, and the history from the commit triggers and the tools' ledger.
+async fn collect(
+    stage: Stage,
+    lib: &Library,
+    dir: &Path,
+    timeline: &Timeline,
+    cell: &mut Cell,
+) -> Result<AuditHistory, HarnessError> {
+    let pool = stage.pool;
     // A last look: anything the libraries do on their own after the outcomes (a retried job
     // picked up again) lands now; it is judged like everything else.
     let mark = last_seq(&pool).await?;
@@ -310,7 +367,7 @@ async fn drive(
     let commits = audit_commits::read(&pool).await?;
     pool.close().await;
     std::fs::write(dir.join("commits.json"), serde_json::to_string_pretty(&commits).unwrap_or_default())?;
-    Ok(history(lib, &ledger_marks(&ledger_path)?, &commits, &cell.holds))
+    Ok(history(lib, &ledger_marks(&stage.ledger_path)?, &commits, &cell.holds))
 }
 
 /// B's gate opens; wait for its END and (at most the settle window) for its outcome to commit.

@@ -101,6 +101,15 @@ pub fn html(results: &[CellResult], title: &str) -> String {
          pre{{background:#f6f6f6;padding:6px;white-space:pre-wrap}}</style><h1>{t}</h1>",
         t = esc(title)
     );
+    html_table(&mut s, results);
+    for (i, r) in results.iter().enumerate() {
+        html_cell(&mut s, i, r);
+    }
+    s
+}
+
+/// The table: one row per cell, its verdict and a mark per judged column.
+fn html_table(s: &mut String, results: &[CellResult]) {
     s.push_str("<table><tr><th>library</th><th>experiment</th><th>verdict</th><th>body ran twice</th>");
     for (_, col) in COLUMNS {
         let _ = write!(s, "<th>{col}</th>");
@@ -123,77 +132,82 @@ pub fn html(results: &[CellResult], title: &str) -> String {
         s.push_str("</tr>");
     }
     s.push_str("</table>");
-    for (i, r) in results.iter().enumerate() {
-        let title = EXPERIMENTS.iter().find(|e| e.id == r.experiment).map(|e| e.title).unwrap_or("");
+}
+
+/// One cell's section: its title and evidence, its error or its checks, and its timeline.
+fn html_cell(s: &mut String, i: usize, r: &CellResult) {
+    let title = EXPERIMENTS.iter().find(|e| e.id == r.experiment).map(|e| e.title).unwrap_or("");
+    let _ = write!(
+        s,
+        "<h2 id=c{i}>{} / {} <span class={v}>{v}</span></h2><p>{}</p><p>evidence: <a href=\"{e}/\">{e}/</a> \
+         (cell.json, commits.json, tools-ledger.jsonl, timeline.json, adapter-*.log) · reproduce: <code>{}</code></p>",
+        esc(&r.library),
+        esc(&r.experiment),
+        esc(title),
+        esc(&r.reproduce),
+        v = r.verdict.label(),
+        e = esc(&r.evidence)
+    );
+    if let Some(e) = &r.error {
+        let _ = write!(s, "<pre>error: {}</pre>", esc(e));
+    }
+    for c in &r.checks {
         let _ = write!(
             s,
-            "<h2 id=c{i}>{} / {} <span class={v}>{v}</span></h2><p>{}</p><p>evidence: <a href=\"{e}/\">{e}/</a> \
-             (cell.json, commits.json, tools-ledger.jsonl, timeline.json, adapter-*.log) · reproduce: <code>{}</code></p>",
-            esc(&r.library),
-            esc(&r.experiment),
-            esc(title),
-            esc(&r.reproduce),
-            v = r.verdict.label(),
-            e = esc(&r.evidence)
+            "<p><b>{}</b> {}</p><pre>{}</pre>",
+            if c.passed() { "pass" } else { "FAIL" },
+            esc(&c.name),
+            esc(&c.evidence)
         );
-        if let Some(e) = &r.error {
-            let _ = write!(s, "<pre>error: {}</pre>", esc(e));
-        }
-        for c in &r.checks {
-            let _ = write!(
-                s,
-                "<p><b>{}</b> {}</p><pre>{}</pre>",
-                if c.passed() { "pass" } else { "FAIL" },
-                esc(&c.name),
-                esc(&c.evidence)
-            );
-        }
-        // One timeline: the harness's steps, the executions and the committed writes, by wall clock.
-        let mut lines: Vec<(String, String)> = r
-            .timeline
-            .iter()
-            .map(|e| (e.wall.format("%H:%M:%S%.3f").to_string(), format!("harness {} {}", e.action, e.target)))
-            .collect();
-        if let Some(h) = &r.history {
-            for e in &h.executions {
-                lines.push((e.start.format("%H:%M:%S%.3f").to_string(), format!("{} START (tools' ledger)", e.worker)));
-                if let Some(end) = e.end {
-                    lines.push((end.format("%H:%M:%S%.3f").to_string(), format!("{} END (tools' ledger)", e.worker)));
-                }
-            }
-            for w in &h.writes {
-                lines.push((
-                    w.at.format("%H:%M:%S%.3f").to_string(),
-                    format!(
-                        "commit #{} {} by {}: {} -> {}",
-                        w.seq,
-                        w.op,
-                        w.writer,
-                        w.status_before.as_deref().unwrap_or("-"),
-                        w.status_after.as_deref().unwrap_or("(deleted)")
-                    ),
-                ));
+    }
+    s.push_str("<pre>");
+    for (t, what) in cell_timeline(r) {
+        let _ = writeln!(s, "{t}  {}", esc(&what));
+    }
+    s.push_str("</pre>");
+}
+
+/// One timeline: the harness's steps, the executions and the committed writes, and what the
+/// workers said of themselves, by wall clock.
+fn cell_timeline(r: &CellResult) -> Vec<(String, String)> {
+    let mut lines: Vec<(String, String)> = r
+        .timeline
+        .iter()
+        .map(|e| (e.wall.format("%H:%M:%S%.3f").to_string(), format!("harness {} {}", e.action, e.target)))
+        .collect();
+    if let Some(h) = &r.history {
+        for e in &h.executions {
+            lines.push((e.start.format("%H:%M:%S%.3f").to_string(), format!("{} START (tools' ledger)", e.worker)));
+            if let Some(end) = e.end {
+                lines.push((end.format("%H:%M:%S%.3f").to_string(), format!("{} END (tools' ledger)", e.worker)));
             }
         }
-        for e in &r.worker_events {
-            let (Some(at), Some(ev)) = (e["at"].as_f64(), e["event"].as_str()) else { continue };
-            if !matches!(ev, "written" | "refused" | "lease_lost" | "recovered") {
-                continue;
-            }
-            let Some(t) = chrono::DateTime::from_timestamp_micros((at * 1e6) as i64) else { continue };
-            let detail =
-                [e["write"].as_str(), e["outcome"].as_str()].into_iter().flatten().collect::<Vec<_>>().join(" ");
+        for w in &h.writes {
             lines.push((
-                t.format("%H:%M:%S%.3f").to_string(),
-                format!("{} says {ev} {detail} (its own word)", e["worker"].as_str().unwrap_or("?")),
+                w.at.format("%H:%M:%S%.3f").to_string(),
+                format!(
+                    "commit #{} {} by {}: {} -> {}",
+                    w.seq,
+                    w.op,
+                    w.writer,
+                    w.status_before.as_deref().unwrap_or("-"),
+                    w.status_after.as_deref().unwrap_or("(deleted)")
+                ),
             ));
         }
-        lines.sort();
-        s.push_str("<pre>");
-        for (t, what) in lines {
-            let _ = writeln!(s, "{t}  {}", esc(&what));
-        }
-        s.push_str("</pre>");
     }
-    s
+    for e in &r.worker_events {
+        let (Some(at), Some(ev)) = (e["at"].as_f64(), e["event"].as_str()) else { continue };
+        if !matches!(ev, "written" | "refused" | "lease_lost" | "recovered") {
+            continue;
+        }
+        let Some(t) = chrono::DateTime::from_timestamp_micros((at * 1e6) as i64) else { continue };
+        let detail = [e["write"].as_str(), e["outcome"].as_str()].into_iter().flatten().collect::<Vec<_>>().join(" ");
+        lines.push((
+            t.format("%H:%M:%S%.3f").to_string(),
+            format!("{} says {ev} {detail} (its own word)", e["worker"].as_str().unwrap_or("?")),
+        ));
+    }
+    lines.sort();
+    lines
 }

@@ -5,11 +5,15 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use sqlx::PgPool;
+use sqlx::{Connection, PgConnection, PgPool};
+
+/// Bound on opening one held connection of [`held_threads`] (and, twice over, on a thread's report).
+const HELD_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Microsecond histogram from 1 µs to 60 s, 3 significant digits.
 pub fn histogram() -> Histogram<u64> {
@@ -232,8 +236,6 @@ pub fn held_threads(
     sql: &'static str,
     id: fn(usize, u64) -> i32,
 ) -> Result<Sample, String> {
-    use std::sync::mpsc;
-    const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
     let threads = threads.clamp(1, clients.max(1));
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     let mut gos = Vec::new();
@@ -242,76 +244,13 @@ pub fn held_threads(
         let (go_tx, go_rx) = mpsc::channel::<Option<Instant>>();
         gos.push(go_tx);
         let (connect, ready) = (connect.clone(), ready_tx.clone());
-        handles.push(std::thread::spawn(move || -> (Sample, Option<Instant>) {
-            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = ready.send(Err(format!("runtime: {e}")));
-                    return (Sample::empty(), None);
-                }
-            };
-            rt.block_on(async move {
-                use sqlx::Connection;
-                let mine: Vec<usize> = (t..clients).step_by(threads).collect();
-                let mut conns = Vec::new();
-                for _ in &mine {
-                    match tokio::time::timeout(CONNECT_TIMEOUT, sqlx::PgConnection::connect_with(&connect)).await {
-                        Ok(Ok(c)) => conns.push(c),
-                        Ok(Err(e)) => {
-                            let _ = ready.send(Err(e.to_string()));
-                            return (Sample::empty(), None);
-                        }
-                        Err(_) => {
-                            let _ = ready.send(Err(format!("no connection within {CONNECT_TIMEOUT:?}")));
-                            return (Sample::empty(), None);
-                        }
-                    }
-                }
-                let _ = ready.send(Ok(()));
-                let Ok(Some(deadline)) = go_rx.recv_timeout(CONNECT_TIMEOUT * 2) else {
-                    return (Sample::empty(), None);
-                };
-                let mut set = tokio::task::JoinSet::new();
-                for (client, mut conn) in mine.into_iter().zip(conns) {
-                    set.spawn(async move {
-                        let mut part = Sample::empty();
-                        let mut seq = 0u64;
-                        while Instant::now() < deadline {
-                            seq += 1;
-                            let started = Instant::now();
-                            match sqlx::query(sql).bind(id(client, seq)).execute(&mut conn).await {
-                                Ok(_) => part.answered(&Done { units: 1, ..Done::default() }, started.elapsed()),
-                                Err(e) => {
-                                    part.failed(e.to_string());
-                                    if part.errors > 1000 {
-                                        break;
-                                    }
-                                }
-                            }
-                        }
-                        (part, conn)
-                    });
-                }
-                let (mut s, mut done) = (Sample::empty(), Vec::new());
-                while let Some(r) = set.join_next().await {
-                    if let Ok((part, conn)) = r {
-                        s.absorb(part);
-                        done.push(conn);
-                    }
-                }
-                // The phase ends when the last client's last statement answered, before closing.
-                let end = Instant::now();
-                for conn in done {
-                    let _ = conn.close().await;
-                }
-                (s, Some(end))
-            })
-        }));
+        let mine: Vec<usize> = (t..clients).step_by(threads).collect();
+        handles.push(std::thread::spawn(move || load_thread(&connect, mine, &ready, &go_rx, sql, id)));
     }
     drop(ready_tx);
     let mut failure = None;
     for _ in 0..threads {
-        match ready_rx.recv_timeout(CONNECT_TIMEOUT * 2) {
+        match ready_rx.recv_timeout(HELD_CONNECT_TIMEOUT * 2) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => failure = failure.or(Some(e)),
             Err(_) => failure = failure.or(Some("a load thread never reported its connections".to_string())),
@@ -337,4 +276,96 @@ pub fn held_threads(
         Some(e) => Err(e),
         None => Ok(s),
     }
+}
+
+/// One thread of [`held_threads`]: its own single-threaded runtime, a connection per client in
+/// `mine`; it reports on `ready` once connected, waits for the deadline on `go` (`None`: the phase
+/// is called off), runs its clients until then, and returns their sample and when its last
+/// statement answered.
+fn load_thread(
+    connect: &sqlx::postgres::PgConnectOptions,
+    mine: Vec<usize>,
+    ready: &mpsc::Sender<Result<(), String>>,
+    go: &mpsc::Receiver<Option<Instant>>,
+    sql: &'static str,
+    id: fn(usize, u64) -> i32,
+) -> (Sample, Option<Instant>) {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(format!("runtime: {e}")));
+            return (Sample::empty(), None);
+        }
+    };
+    rt.block_on(async move {
+        let conns = match connect_all(connect, mine.len()).await {
+            Ok(conns) => conns,
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return (Sample::empty(), None);
+            }
+        };
+        let _ = ready.send(Ok(()));
+        let Ok(Some(deadline)) = go.recv_timeout(HELD_CONNECT_TIMEOUT * 2) else {
+            return (Sample::empty(), None);
+        };
+        run_held_clients(mine, conns, deadline, sql, id).await
+    })
+}
+
+/// `n` connections, each bounded by [`HELD_CONNECT_TIMEOUT`]; the first failure's error.
+async fn connect_all(connect: &sqlx::postgres::PgConnectOptions, n: usize) -> Result<Vec<PgConnection>, String> {
+    let mut conns = Vec::new();
+    for _ in 0..n {
+        match tokio::time::timeout(HELD_CONNECT_TIMEOUT, PgConnection::connect_with(connect)).await {
+            Ok(Ok(c)) => conns.push(c),
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err(format!("no connection within {HELD_CONNECT_TIMEOUT:?}")),
+        }
+    }
+    Ok(conns)
+}
+
+/// Each client on its held connection until `deadline`; the phase ends when the last client's
+/// last statement answered, before the connections are closed.
+async fn run_held_clients(
+    mine: Vec<usize>,
+    conns: Vec<PgConnection>,
+    deadline: Instant,
+    sql: &'static str,
+    id: fn(usize, u64) -> i32,
+) -> (Sample, Option<Instant>) {
+    let mut set = tokio::task::JoinSet::new();
+    for (client, mut conn) in mine.into_iter().zip(conns) {
+        set.spawn(async move {
+            let mut part = Sample::empty();
+            let mut seq = 0u64;
+            while Instant::now() < deadline {
+                seq += 1;
+                let started = Instant::now();
+                match sqlx::query(sql).bind(id(client, seq)).execute(&mut conn).await {
+                    Ok(_) => part.answered(&Done { units: 1, ..Done::default() }, started.elapsed()),
+                    Err(e) => {
+                        part.failed(e.to_string());
+                        if part.errors > 1000 {
+                            break;
+                        }
+                    }
+                }
+            }
+            (part, conn)
+        });
+    }
+    let (mut s, mut done) = (Sample::empty(), Vec::new());
+    while let Some(r) = set.join_next().await {
+        if let Ok((part, conn)) = r {
+            s.absorb(part);
+            done.push(conn);
+        }
+    }
+    let end = Instant::now();
+    for conn in done {
+        let _ = conn.close().await;
+    }
+    (s, Some(end))
 }

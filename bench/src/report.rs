@@ -64,119 +64,145 @@ pub fn median(xs: impl Iterator<Item = f64>) -> f64 {
 
 /// The ratios and goals a run supports, computed from its phases.
 pub fn goals(run: &BenchRun) -> Vec<Goal> {
-    let mut g = Vec::new();
-    let mut add = |goal: &str, measured: String, holds: bool| {
-        g.push(Goal { goal: goal.into(), measured, holds });
-    };
+    [
+        driver_goal(run),
+        batched_renewal_goal(run),
+        sustain_goal(run),
+        commit_goal(run),
+        protocol_overhead_goal(run),
+        claim_goal(run),
+        claim_growth_goal(run),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+fn goal(goal: &str, measured: String, holds: bool) -> Goal {
+    Goal { goal: goal.into(), measured, holds }
+}
+
+/// Our driver against pgbench on identical SQL: the median of the paired rounds' ratios.
+fn driver_goal(run: &BenchRun) -> Option<Goal> {
     let ours: Vec<&Phase> = run.phases.iter().filter(|p| p.group == "driver").collect();
     let theirs: Vec<&PgbenchPhase> = run.pgbench.iter().filter(|p| p.group == "driver").collect();
-    if !ours.is_empty() && !theirs.is_empty() {
-        let ours_rate = median(ours.iter().map(|p| p.units_per_s));
-        let pg_rate = median(theirs.iter().map(|p| p.result.tps));
-        // Round i of ours is paired with round i of pgbench (run back to back); the goal is the
-        // median of the rounds' ratios, so a stall of the shared machine moves one round only.
-        let ratios: Vec<f64> = ours.iter().zip(&theirs).map(|(o, t)| o.units_per_s / t.result.tps.max(1e-9)).collect();
-        let r = median(ratios.iter().copied());
-        let pooled: Vec<&Phase> = run.phases.iter().filter(|p| p.group == "driver-pool").collect();
-        let pooled_rate = median(pooled.iter().map(|p| p.units_per_s));
-        let rounds: Vec<String> = ratios.iter().map(|x| format!("{x:.2}")).collect();
-        add(
-            "driver overhead: our driver ≥ 0.9× pgbench on identical SQL",
-            format!(
-                "{r:.2}× (median of {} paired rounds: {}); {ours_rate:.0}/s (one held connection per client, pgbench's \
-                 threads) vs pgbench {pg_rate:.0}/s (medians); {}; through a pool acquire per statement \
-                 {pooled_rate:.0}/s = {:.2}×, {}",
-                ratios.len(),
-                rounds.join(", "),
-                driver_cpu(run, "driver"),
-                pooled_rate / pg_rate.max(1e-9),
-                driver_cpu(run, "driver-pool"),
-            ),
-            r >= 0.9,
-        );
+    if ours.is_empty() || theirs.is_empty() {
+        return None;
     }
-    if let (Some(ours), Some(raw)) = (find(run, "renewal-batched", "ours"), find(run, "renewal-batched", "raw")) {
-        let r = ours.units_per_s / raw.units_per_s.max(1e-9);
-        add(
-            "batched renewal ≥ 0.5× the raw batched UPDATE's row rate",
-            format!("{:.0} vs {:.0} rows/s = {r:.2}×", ours.units_per_s, raw.units_per_s),
-            r >= 0.5,
-        );
-    }
-    if let Some(s) = find(run, "sustain-30k", "") {
-        let holds = s.units_per_s >= 30_000.0 * 0.98 && s.p99_ms < 50.0 && s.errors == 0;
-        add(
-            "sustain ≥ 30,000 fenced renewals/s with p99 < 50 ms",
-            format!("{:.0}/s, p99 {:.1} ms, {} errors", s.units_per_s, s.p99_ms, s.errors),
-            holds,
-        );
-    }
-    if let (Some(ours), Some(spec)) =
-        (find(run, "commit", "ours: protected transition (fp"), find(run, "commit", "spec"))
-    {
-        let rs = ours.units_per_s / spec.units_per_s.max(1e-9);
-        add(
-            "protected commit ≥ the spec's 5-round-trip transaction",
-            format!("{:.0} vs {:.0}/s = {rs:.2}×", ours.units_per_s, spec.units_per_s),
-            rs >= 1.0,
-        );
-    }
-    // The protocol's own overhead is what its checks add to the two writes it needs, both behind
-    // the function boundary spec section 12 requires (workers only call functions). The boundary's
-    // price, the physical statement against the same call, is reported with it (docs/architecture.md
-    // "What the measurements say" shows no function body of the boundary reaching 0.9× of it here).
-    if let (Some(ours), Some(call), Some(physical)) = (
-        find_pg(run, "neutral-commit", "pgbench: protected"),
-        find_pg(run, "neutral-commit", "pgbench call"),
-        find_pg(run, "neutral-commit", "pgbench physical"),
-    ) {
-        let r = ours.units_per_s() / call.units_per_s().max(1e-9);
-        let boundary = call.units_per_s() / physical.units_per_s().max(1e-9);
-        let whole = ours.units_per_s() / physical.units_per_s().max(1e-9);
-        add(
-            "protocol overhead (pgbench both): the protected commit ≥ 0.9× the same two writes behind the same function boundary with no checks",
-            format!(
-                "{:.0} vs {:.0}/s = {r:.2}×; the boundary itself (that call vs the physical two-write statement, {:.0}/s): {boundary:.2}×, so the protected commit is {whole:.2}× the physical statement",
-                ours.units_per_s(),
-                call.units_per_s(),
-                physical.units_per_s()
-            ),
-            r >= 0.9,
-        );
-    }
+    let ours_rate = median(ours.iter().map(|p| p.units_per_s));
+    let pg_rate = median(theirs.iter().map(|p| p.result.tps));
+    // Round i of ours is paired with round i of pgbench (run back to back); the goal is the
+    // median of the rounds' ratios, so a stall of the shared machine moves one round only.
+    let ratios: Vec<f64> = ours.iter().zip(&theirs).map(|(o, t)| o.units_per_s / t.result.tps.max(1e-9)).collect();
+    let r = median(ratios.iter().copied());
+    let pooled: Vec<&Phase> = run.phases.iter().filter(|p| p.group == "driver-pool").collect();
+    let pooled_rate = median(pooled.iter().map(|p| p.units_per_s));
+    let rounds: Vec<String> = ratios.iter().map(|x| format!("{x:.2}")).collect();
+    Some(goal(
+        "driver overhead: our driver ≥ 0.9× pgbench on identical SQL",
+        format!(
+            "{r:.2}× (median of {} paired rounds: {}); {ours_rate:.0}/s (one held connection per client, pgbench's \
+             threads) vs pgbench {pg_rate:.0}/s (medians); {}; through a pool acquire per statement \
+             {pooled_rate:.0}/s = {:.2}×, {}",
+            ratios.len(),
+            rounds.join(", "),
+            driver_cpu(run, "driver"),
+            pooled_rate / pg_rate.max(1e-9),
+            driver_cpu(run, "driver-pool"),
+        ),
+        r >= 0.9,
+    ))
+}
+
+fn batched_renewal_goal(run: &BenchRun) -> Option<Goal> {
+    let (ours, raw) = (find(run, "renewal-batched", "ours")?, find(run, "renewal-batched", "raw")?);
+    let r = ours.units_per_s / raw.units_per_s.max(1e-9);
+    Some(goal(
+        "batched renewal ≥ 0.5× the raw batched UPDATE's row rate",
+        format!("{:.0} vs {:.0} rows/s = {r:.2}×", ours.units_per_s, raw.units_per_s),
+        r >= 0.5,
+    ))
+}
+
+fn sustain_goal(run: &BenchRun) -> Option<Goal> {
+    let s = find(run, "sustain-30k", "")?;
+    let holds = s.units_per_s >= 30_000.0 * 0.98 && s.p99_ms < 50.0 && s.errors == 0;
+    Some(goal(
+        "sustain ≥ 30,000 fenced renewals/s with p99 < 50 ms",
+        format!("{:.0}/s, p99 {:.1} ms, {} errors", s.units_per_s, s.p99_ms, s.errors),
+        holds,
+    ))
+}
+
+fn commit_goal(run: &BenchRun) -> Option<Goal> {
+    let (ours, spec) = (find(run, "commit", "ours: protected transition (fp")?, find(run, "commit", "spec")?);
+    let rs = ours.units_per_s / spec.units_per_s.max(1e-9);
+    Some(goal(
+        "protected commit ≥ the spec's 5-round-trip transaction",
+        format!("{:.0} vs {:.0}/s = {rs:.2}×", ours.units_per_s, spec.units_per_s),
+        rs >= 1.0,
+    ))
+}
+
+/// The protocol's own overhead is what its checks add to the two writes it needs, both behind
+/// the function boundary spec section 12 requires (workers only call functions). The boundary's
+/// price, the physical statement against the same call, is reported with it (docs/architecture.md
+/// "What the measurements say" shows no function body of the boundary reaching 0.9× of it here).
+fn protocol_overhead_goal(run: &BenchRun) -> Option<Goal> {
+    let ours = find_pg(run, "neutral-commit", "pgbench: protected")?;
+    let call = find_pg(run, "neutral-commit", "pgbench call")?;
+    let physical = find_pg(run, "neutral-commit", "pgbench physical")?;
+    let r = ours.units_per_s() / call.units_per_s().max(1e-9);
+    let boundary = call.units_per_s() / physical.units_per_s().max(1e-9);
+    let whole = ours.units_per_s() / physical.units_per_s().max(1e-9);
+    Some(goal(
+        "protocol overhead (pgbench both): the protected commit ≥ 0.9× the same two writes behind the same function boundary with no checks",
+        format!(
+            "{:.0} vs {:.0}/s = {r:.2}×; the boundary itself (that call vs the physical two-write statement, {:.0}/s): {boundary:.2}×, so the protected commit is {whole:.2}× the physical statement",
+            ours.units_per_s(),
+            call.units_per_s(),
+            physical.units_per_s()
+        ),
+        r >= 0.9,
+    ))
+}
+
+fn claim_goal(run: &BenchRun) -> Option<Goal> {
     let claims = |prefix: &str| -> Vec<f64> {
         run.phases.iter().filter(|p| p.group == "claim" && p.name.starts_with(prefix)).map(|p| p.units_per_s).collect()
     };
     let (ours, bare) = (claims("ours"), claims("raw"));
-    if !ours.is_empty() && !bare.is_empty() {
-        let (o, b) = (median(ours.iter().copied()), median(bare.iter().copied()));
-        let r = o / b.max(1e-9);
-        add(
-            "claim ≥ 0.8× a bare SKIP LOCKED claim",
-            format!("{o:.0} vs {b:.0} operations/s = {r:.2}× (median of {} alternating rounds each)", ours.len()),
-            r >= 0.8,
-        );
+    if ours.is_empty() || bare.is_empty() {
+        return None;
     }
+    let (o, b) = (median(ours.iter().copied()), median(bare.iter().copied()));
+    let r = o / b.max(1e-9);
+    Some(goal(
+        "claim ≥ 0.8× a bare SKIP LOCKED claim",
+        format!("{o:.0} vs {b:.0} operations/s = {r:.2}× (median of {} alternating rounds each)", ours.len()),
+        r >= 0.8,
+    ))
+}
+
+fn claim_growth_goal(run: &BenchRun) -> Option<Goal> {
     let growth: Vec<&Phase> = run.phases.iter().filter(|p| p.group == "growth-claim").collect();
-    if let (Some(first), Some(last)) = (growth.first(), growth.last()) {
-        let r = last.units_per_s / first.units_per_s.max(1e-9);
-        let spec = run.phases.iter().rfind(|p| p.group == "growth-claim-spec-index");
-        add(
-            "no claim cliff: the claim rate at the largest backlog ≥ 0.5× at the smallest (default schema)",
-            format!(
-                "{:.0}/s at {} vs {:.0}/s at {} = {r:.2}×{}",
-                last.units_per_s,
-                last.size,
-                first.units_per_s,
-                first.size,
-                spec.map(|s| format!("; with only the spec's index: {:.0}/s at {}", s.units_per_s, s.size))
-                    .unwrap_or_default()
-                    + &growth_wall(run)
-            ),
-            r >= 0.5,
-        );
-    }
-    g
+    let (first, last) = (growth.first()?, growth.last()?);
+    let r = last.units_per_s / first.units_per_s.max(1e-9);
+    let spec = run.phases.iter().rfind(|p| p.group == "growth-claim-spec-index");
+    Some(goal(
+        "no claim cliff: the claim rate at the largest backlog ≥ 0.5× at the smallest (default schema)",
+        format!(
+            "{:.0}/s at {} vs {:.0}/s at {} = {r:.2}×{}",
+            last.units_per_s,
+            last.size,
+            first.units_per_s,
+            first.size,
+            spec.map(|s| format!("; with only the spec's index: {:.0}/s at {}", s.units_per_s, s.size))
+                .unwrap_or_default()
+                + &growth_wall(run)
+        ),
+        r >= 0.5,
+    ))
 }
 
 /// The sizing answer for the contract's N active runs at heartbeat H, from the driver-neutral
@@ -423,6 +449,19 @@ fn markdown(run: &BenchRun) -> String {
          previous call answered (pgbench `\\gset`), as a worker does, so neither reads it first.\n"
     );
     let _ = writeln!(s, "## Sizing\n\n{}\n", sizing(run));
+    phases_section(&mut s, run);
+    let _ = writeln!(
+        s,
+        "\nUnits: leases renewed, runs committed, operations claimed or rows updated. Lock wait is the number of \
+         backends seen waiting on a lock (`pg_stat_activity.wait_event_type = 'Lock'`) every 10 ms, integrated \
+         over the phase. HOT % and dead tuples are for the table the phase updated most; autovacuum counts runs \
+         during the phase.\n\n![throughput](throughput-vs-clients.svg) ![p99](p99-vs-clients.svg) ![growth](growth.svg)"
+    );
+    s
+}
+
+/// The phases table, then each pgbench phase in a sentence.
+fn phases_section(s: &mut String, run: &BenchRun) {
     let _ = writeln!(s, "## Phases\n");
     let _ = writeln!(
         s,
@@ -430,37 +469,7 @@ fn markdown(run: &BenchRun) -> String {
     );
     let _ = writeln!(s, "|{}", "---|".repeat(17));
     for p in &run.phases {
-        let (hot, dead, av) = p
-            .tables
-            .iter()
-            .max_by_key(|(_, t)| t.n_tup_upd)
-            .map(|(name, t)| {
-                let hot = if t.n_tup_upd > 0 {
-                    format!("{name} {:.0}", 100.0 * t.n_tup_hot_upd as f64 / t.n_tup_upd as f64)
-                } else {
-                    "-".into()
-                };
-                (hot, t.n_dead_tup.to_string(), t.autovacuum_count.to_string())
-            })
-            .unwrap_or(("-".into(), "-".into(), "-".into()));
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.3} | {} | {:.3} | {:.0} | {hot} | {dead} | {av} | {} |",
-            p.group,
-            p.name,
-            p.clients,
-            p.size,
-            p.units_per_s,
-            p.statements_per_s,
-            p.p50_ms,
-            p.p99_ms,
-            p.p999_ms,
-            p.pool_wait_p99_ms,
-            p.commit_p99_ms.map(|c| format!("{c:.2}")).unwrap_or_else(|| "-".into()),
-            p.lock_wait_s,
-            p.wal_bytes_per_unit,
-            p.errors
-        );
+        phase_row(s, p);
     }
     for pg in &run.pgbench {
         let _ = writeln!(
@@ -476,14 +485,42 @@ fn markdown(run: &BenchRun) -> String {
             pg.result.client_cpu_s
         );
     }
+}
+
+/// One row of the phases table: its numbers, and the HOT share, dead tuples and autovacuum runs of
+/// the table it updated most.
+fn phase_row(s: &mut String, p: &Phase) {
+    let (hot, dead, av) = p
+        .tables
+        .iter()
+        .max_by_key(|(_, t)| t.n_tup_upd)
+        .map(|(name, t)| {
+            let hot = if t.n_tup_upd > 0 {
+                format!("{name} {:.0}", 100.0 * t.n_tup_hot_upd as f64 / t.n_tup_upd as f64)
+            } else {
+                "-".into()
+            };
+            (hot, t.n_dead_tup.to_string(), t.autovacuum_count.to_string())
+        })
+        .unwrap_or(("-".into(), "-".into(), "-".into()));
     let _ = writeln!(
         s,
-        "\nUnits: leases renewed, runs committed, operations claimed or rows updated. Lock wait is the number of \
-         backends seen waiting on a lock (`pg_stat_activity.wait_event_type = 'Lock'`) every 10 ms, integrated \
-         over the phase. HOT % and dead tuples are for the table the phase updated most; autovacuum counts runs \
-         during the phase.\n\n![throughput](throughput-vs-clients.svg) ![p99](p99-vs-clients.svg) ![growth](growth.svg)"
+        "| {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.3} | {} | {:.3} | {:.0} | {hot} | {dead} | {av} | {} |",
+        p.group,
+        p.name,
+        p.clients,
+        p.size,
+        p.units_per_s,
+        p.statements_per_s,
+        p.p50_ms,
+        p.p99_ms,
+        p.p999_ms,
+        p.pool_wait_p99_ms,
+        p.commit_p99_ms.map(|c| format!("{c:.2}")).unwrap_or_else(|| "-".into()),
+        p.lock_wait_s,
+        p.wal_bytes_per_unit,
+        p.errors
     );
-    s
 }
 
 const COLORS: &[&str] = &["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
@@ -549,34 +586,45 @@ pub fn line_chart(
         esc(y_label)
     );
     for (i, (name, v)) in series.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
-        let path: Vec<String> = v.iter().map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y))).collect();
-        if path.len() > 1 {
-            let _ =
-                write!(s, "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\" points=\"{}\"/>", path.join(" "));
-        }
-        for &(x, y) in v {
-            let _ = write!(
-                s,
-                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{c}\"><title>{}: {}</title></circle>",
-                px(x),
-                py(y),
-                esc(name),
-                human(y)
-            );
-        }
-        let ly = h - bottom + 54.0 + 16.0 * i as f64;
-        let _ = write!(
-            s,
-            "<rect x=\"{left}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"{c}\"/><text x=\"{}\" y=\"{}\">{}</text>",
-            ly - 4.0,
-            left + 20.0,
-            ly,
-            esc(name)
-        );
+        let legend_y = h - bottom + 54.0 + 16.0 * i as f64;
+        chart_series(&mut s, COLORS[i % COLORS.len()], name, v, (&px, &py), (left, legend_y));
     }
     s.push_str("</svg>");
     s
+}
+
+/// One series of [`line_chart`]: its line, its points with their values, and its legend entry at
+/// (`left`, `legend_y`).
+fn chart_series(
+    s: &mut String,
+    c: &str,
+    name: &str,
+    v: &[(f64, f64)],
+    (px, py): (&dyn Fn(f64) -> f64, &dyn Fn(f64) -> f64),
+    (left, ly): (f64, f64),
+) {
+    let path: Vec<String> = v.iter().map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y))).collect();
+    if path.len() > 1 {
+        let _ = write!(s, "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\" points=\"{}\"/>", path.join(" "));
+    }
+    for &(x, y) in v {
+        let _ = write!(
+            s,
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{c}\"><title>{}: {}</title></circle>",
+            px(x),
+            py(y),
+            esc(name),
+            human(y)
+        );
+    }
+    let _ = write!(
+        s,
+        "<rect x=\"{left}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"{c}\"/><text x=\"{}\" y=\"{}\">{}</text>",
+        ly - 4.0,
+        left + 20.0,
+        ly,
+        esc(name)
+    );
 }
 
 fn human(v: f64) -> String {

@@ -79,19 +79,7 @@ async fn experiments_run_inside_an_existing_database_and_leave_nothing() {
         .unwrap();
     assert_eq!(public, vec!["users_own_table".to_string()], "the user's own schema is untouched");
 
-    // A worker that does not implement the `faults` field (the reference with it switched off),
-    // on the direct write path a team's own role has: C and D hold its transactions through the
-    // proxy alone, D right after the lease row is locked and checked.
-    let out = Command::new(FENCEPROOF)
-        .args(["verify", "--database-url", &user_url("app"), "--only", "C,D", "--barriers", "proxy", "--reports-dir"])
-        .arg(&reports)
-        .env("FENCEPROOF_IGNORE_FAULTS", "1")
-        .output()
-        .unwrap();
-    let (o, e) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(0), "{o}{e}");
-    assert!(o.contains("2 saves held (proxy connection"), "C held both saves in the proxy: {o}");
-    assert!(o.contains("B blocked by it"), "D held A after its lease check and B waited on it: {o}");
+    proxy_barriers_hold_a_worker_without_faults(&user_url("app"), &reports);
 
     let (code, out, err) = verify(&user_url("weak"), &reports);
     assert_eq!(code, Some(3), "{out}{err}");
@@ -104,4 +92,20 @@ async fn experiments_run_inside_an_existing_database_and_leave_nothing() {
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("cannot connect"), "{err}");
     user_pool.close().await;
+}
+
+/// A worker that does not implement the `faults` field (the reference with it switched off), on
+/// the direct write path a team's own role has: C and D hold its transactions through the proxy
+/// alone, D right after the lease row is locked and checked.
+fn proxy_barriers_hold_a_worker_without_faults(url: &str, reports: &std::path::Path) {
+    let out = Command::new(FENCEPROOF)
+        .args(["verify", "--database-url", url, "--only", "C,D", "--barriers", "proxy", "--reports-dir"])
+        .arg(reports)
+        .env("FENCEPROOF_IGNORE_FAULTS", "1")
+        .output()
+        .unwrap();
+    let (o, e) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{o}{e}");
+    assert!(o.contains("2 saves held (proxy connection"), "C held both saves in the proxy: {o}");
+    assert!(o.contains("B blocked by it"), "D held A after its lease check and B waited on it: {o}");
 }

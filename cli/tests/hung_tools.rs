@@ -49,12 +49,19 @@ fn a_hung_initdb_or_pg_basebackup_is_bounded_and_yields_to_ctrl_c() {
     assert!(t0.elapsed() < Duration::from_secs(30), "took {:?}", t0.elapsed());
     assert_eq!(sleepers("sleep 1001.5"), 0, "the hung initdb was killed");
 
-    // Interruptible: SIGINT while initdb hangs (with the default, long bound) exits 130 at once.
+    ctrl_c_stops_a_hung_initdb(&fake, &reports);
+
+    // pg_basebackup hangs while the real initdb and postgres work: H ends in ERROR, bounded.
+    a_hung_pg_basebackup_is_an_error(&tmp, &reports);
+}
+
+/// Interruptible: SIGINT while initdb hangs (with the default, long bound) exits 130 at once.
+fn ctrl_c_stops_a_hung_initdb(fake: &std::path::Path, reports: &std::path::Path) {
     let mut child = Command::new(FENCEPROOF)
         .args(["verify", "--only", "A", "--pg-bin"])
-        .arg(&fake)
+        .arg(fake)
         .arg("--reports-dir")
-        .arg(&reports)
+        .arg(reports)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -78,8 +85,11 @@ fn a_hung_initdb_or_pg_basebackup_is_bounded_and_yields_to_ctrl_c() {
     };
     assert_eq!(status.code(), Some(130));
     assert_eq!(sleepers("sleep 1001.5"), 0, "nothing left after Ctrl-C");
+}
 
-    // pg_basebackup hangs while the real initdb and postgres work: H ends in ERROR, bounded.
+/// pg_basebackup hangs while the real initdb and postgres work: H ends in ERROR, bounded (skipped
+/// without real server binaries).
+fn a_hung_pg_basebackup_is_an_error(tmp: &std::path::Path, reports: &std::path::Path) {
     let Ok(real) = fenceproof_harness::db::pgbin::PgBin::locate(None) else { return };
     let mixed = tmp.join("fake-basebackup");
     std::fs::create_dir_all(&mixed).unwrap();
@@ -96,7 +106,7 @@ fn a_hung_initdb_or_pg_basebackup_is_bounded_and_yields_to_ctrl_c() {
             .args(["verify", "--only", "H-async", "--pg-bin"])
             .arg(&mixed)
             .arg("--reports-dir")
-            .arg(&reports)
+            .arg(reports)
             // The bound also applies to the real initdb here: 20 s, so a loaded machine's initdb
             // (0.7 s unloaded, over 2 s seen in a full `just test`) is not what times out.
             .env("FENCEPROOF_TOOL_TIMEOUT_S", "20"),

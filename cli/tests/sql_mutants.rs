@@ -1,7 +1,8 @@
-//! `fenceproof mutants --sql` end to end: generated mutants of the fenced functions are installed
+//! `fenceproof mutants-sql` end to end: generated mutants of the fenced functions are installed
 //! per experiment database and killed by a FAIL naming the rule (a refused legal step is a FAIL,
 //! not an ERROR); shards run deterministic shares and `merge` joins them into one matrix.
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -9,25 +10,27 @@ fn fenceproof() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fenceproof"))
 }
 
-fn matrix(dir: &std::path::Path) -> serde_json::Value {
+fn matrix(dir: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(dir.join("mutants-sql.json")).expect("mutants-sql.json written");
     serde_json::from_str(&text).unwrap()
 }
 
-fn report_dir(stdout: &str) -> std::path::PathBuf {
+fn report_dir(stdout: &str) -> PathBuf {
     let line = stdout.lines().find_map(|l| l.strip_prefix("report: ")).expect("a report line");
-    std::path::PathBuf::from(line.trim())
+    PathBuf::from(line.trim())
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&tmp);
+    tmp
 }
 
 #[test]
-fn generated_mutants_are_listed_killed_by_a_named_rule_and_merged_from_shards() {
-    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("sql_mutants");
-    let _ = std::fs::remove_dir_all(&tmp);
-    let reports = tmp.join("reports");
-
-    // The set is listed without running anything.
+fn generated_mutants_are_listed_without_running_anything() {
+    let tmp = scratch("sql_mutants_list");
     let (out, _) = fenceproof_harness::testkit::run_bounded(
-        fenceproof().args(["mutants", "--sql", "--list"]),
+        fenceproof().args(["mutants-sql", "--list"]),
         &tmp.join("list"),
         Duration::from_secs(30),
     );
@@ -37,18 +40,18 @@ fn generated_mutants_are_listed_killed_by_a_named_rule_and_merged_from_shards() 
         listed.contains("fp_run_transition/drop-guard/1") && listed.contains("fp_claim/drop-skip-locked/1"),
         "{listed}"
     );
+}
 
-    // A mutant whose every save fails (the intent branch always inserts a NULL operation_id): B
-    // cannot set up its first checkpoint, and that is a FAIL of the rule that a legal step succeeds, not an ERROR.
-    // Two shards of a two-mutant selection, each in its own run folder.
+/// Two shards of a two-mutant selection through B-sigstop, each in its own run folder.
+fn run_two_shards(tmp: &Path) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     for shard in ["1/2", "2/2"] {
         let (out, _) = fenceproof_harness::testkit::run_bounded(
             fenceproof()
-                .args(["mutants", "--sql", "--only", "B-sigstop", "--shard", shard, "--mutants"])
+                .args(["mutants-sql", "--only", "B-sigstop", "--shard", shard, "--mutants"])
                 .arg("fp_run_transition/drop-guard/9,fp_run_transition/drop-increment/1")
                 .arg("--reports-dir")
-                .arg(&reports),
+                .arg(tmp.join("reports")),
             &tmp.join(shard.replace('/', "-")),
             Duration::from_secs(240),
         );
@@ -59,6 +62,15 @@ fn generated_mutants_are_listed_killed_by_a_named_rule_and_merged_from_shards() 
     let shard_rows: Vec<usize> =
         dirs.iter().map(|d| matrix(d)["rows"].as_array().map(|r| r.len()).unwrap_or(0)).collect();
     assert_eq!(shard_rows.iter().sum::<usize>(), 2, "each mutant in exactly one shard: {shard_rows:?}");
+    dirs
+}
+
+#[test]
+fn generated_mutants_are_killed_by_a_named_rule_and_merged_from_shards() {
+    let tmp = scratch("sql_mutants");
+    // A mutant whose every save fails (the intent branch always inserts a NULL operation_id): B
+    // cannot set up its first checkpoint, and that is a FAIL of the rule that a legal step succeeds, not an ERROR.
+    let dirs = run_two_shards(&tmp);
 
     let merged = tmp.join("merged");
     let (out, _) = fenceproof_harness::testkit::run_bounded(
@@ -96,11 +108,16 @@ fn generated_mutants_are_listed_killed_by_a_named_rule_and_merged_from_shards() 
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("in two shards"));
+}
 
-    // Bad flags: one line, usage exit code.
-    for bad in
-        [vec!["mutants", "--sql", "--shard", "3/2"], vec!["mutants", "--sql", "--mutants", "fp_nothing", "--list"]]
-    {
+#[test]
+fn bad_shards_and_selections_are_one_line_and_the_usage_code() {
+    let tmp = scratch("sql_mutants_bad");
+    for bad in [
+        vec!["mutants-sql", "--shard", "3/2"],
+        vec!["mutants-sql", "--mutants", "fp_nothing", "--list"],
+        vec!["schedules-mutants", "--sql", "--shard", "3/2"],
+    ] {
         let (out, _) = fenceproof_harness::testkit::run_bounded(
             fenceproof().args(&bad),
             &tmp.join("bad"),

@@ -6,24 +6,47 @@
 
 use std::collections::BTreeSet;
 
+use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::HarnessError;
 use serde_json::json;
 
 use super::{acquire, run_row, Points};
 use fenceproof_scenarios::ctx::{data, outcome, Ctx, STEP};
 
+const TASK: &str = "conf-control";
+
 pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
     let mut cp = ctx.spawn_control_plane().await?;
-    let task = "conf-control";
+    let task = TASK;
+    let Some(run_id) = create_run(ctx, p, &mut cp).await? else {
+        return Ok(());
+    };
+    let mut w = cancel(ctx, p, &mut cp, run_id).await?;
+    let next = cp.request(json!({"cmd": "create_run", "task_id": task}), STEP).await?;
+    let next_id: Option<uuid::Uuid> = data(&next)["run_id"].as_str().and_then(|s| s.parse().ok());
+    p.expect(
+        "create_run of a task whose run has ended (the task exists) creates a new run with a new run_id",
+        outcome(&next) == "ok" && next_id.is_some_and(|n| n != run_id),
+        format!("create_run after the cancel answered `{}` with data {}", outcome(&next), data(&next)),
+    );
+    cp.shutdown(STEP).await?;
+    w.shutdown(STEP).await?;
+    Ok(())
+}
+
+/// create_run of a new task: the task, a pending run and a free lease row in one transaction;
+/// refused while the run is live. The new run, or `None` when there is none to go on with.
+async fn create_run(ctx: &Ctx, p: &mut Points, cp: &mut WorkerProc) -> Result<Option<uuid::Uuid>, HarnessError> {
+    let task = TASK;
     let mark = ctx.oracle_mark().await?;
     let made = cp.request(json!({"cmd": "create_run", "task_id": task}), STEP).await?;
     if !p.outcome("create_run of a new task", &made, "ok") {
-        return Ok(());
+        return Ok(None);
     }
     let run_id: Option<uuid::Uuid> = data(&made)["run_id"].as_str().and_then(|s| s.parse().ok());
     let Some(run_id) = run_id else {
         p.expect("create_run answers data.run_id", false, format!("create_run answered data {}", data(&made)));
-        return Ok(());
+        return Ok(None);
     };
     let active: Option<(Option<uuid::Uuid>,)> =
         sqlx::query_as("SELECT active_run_id FROM agent_tasks WHERE task_id = $1")
@@ -58,6 +81,17 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
     p.outcome("create_run while the task's active run is live", &live, "active_run_live");
     p.advisory_last();
 
+    Ok(Some(run_id))
+}
+
+/// A prepared operation on the run, then cancel: the run and its prepared operation cancelled,
+/// and a second cancel refused. The worker that planned it.
+async fn cancel(
+    ctx: &Ctx,
+    p: &mut Points,
+    cp: &mut WorkerProc,
+    run_id: uuid::Uuid,
+) -> Result<WorkerProc, HarnessError> {
     // A prepared operation on the run, then cancel.
     let mut w = ctx.spawn_worker("w", vec![]).await?;
     w.request(acquire(run_id), STEP).await?;
@@ -83,14 +117,5 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
     }
     let again = cp.request(json!({"cmd": "cancel", "run_id": run_id}), STEP).await?;
     p.outcome("cancel of an ended run", &again, "invalid_state");
-    let next = cp.request(json!({"cmd": "create_run", "task_id": task}), STEP).await?;
-    let next_id: Option<uuid::Uuid> = data(&next)["run_id"].as_str().and_then(|s| s.parse().ok());
-    p.expect(
-        "create_run of a task whose run has ended (the task exists) creates a new run with a new run_id",
-        outcome(&next) == "ok" && next_id.is_some_and(|n| n != run_id),
-        format!("create_run after the cancel answered `{}` with data {}", outcome(&next), data(&next)),
-    );
-    cp.shutdown(STEP).await?;
-    w.shutdown(STEP).await?;
-    Ok(())
+    Ok(w)
 }

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::metrics;
 use fenceproof_harness::HarnessError;
 use serde_json::json;
@@ -15,13 +16,32 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
     let run_id = new_run(ctx, "conf-lease").await?;
     let mut a = ctx.spawn_worker("a", vec![]).await?;
     let mut b = ctx.spawn_worker("b", vec![]).await?;
+    if !acquire_and_renew(ctx, p, &mut a, &mut b, run_id).await? {
+        return Ok(());
+    }
+    writes_under_the_lease(ctx, p, &mut a, run_id).await?;
+    after_the_term_is_taken(ctx, p, &mut a, run_id).await?;
+    ended_runs(ctx, p, &mut b).await?;
+    exit(p, &mut a).await?;
+    b.shutdown(STEP).await?;
+    Ok(())
+}
 
+/// A's acquire (its answer and epoch), its heartbeat's renewals, and B's acquire of a held lease
+/// and of a run that does not exist; false when A's acquire failed (nothing else can be probed).
+async fn acquire_and_renew(
+    ctx: &Ctx,
+    p: &mut Points,
+    a: &mut WorkerProc,
+    b: &mut WorkerProc,
+    run_id: uuid::Uuid,
+) -> Result<bool, HarnessError> {
     // A acquires with a fast heartbeat and a long TTL: it keeps the lease until it is taken away.
     let acq = a
         .request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 60_000, "heartbeat_ms": 150, "renew_timeout_ms": 2000}), STEP)
         .await?;
     if !p.outcome("acquire of a free lease", &acq, "ok") {
-        return Ok(());
+        return Ok(false);
     }
     p.advise(
         "an answer is named after its command (`\"event\": \"acquire\"`)",
@@ -69,6 +89,17 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
     p.outcome("acquire of a run that does not exist", &missing, "not_found");
     p.advisory_last();
 
+    Ok(true)
+}
+
+/// Start and save under A's lease: one revision each, the checkpoint as sent, the writer's session
+/// named after its owner, and the revision a save names compared.
+async fn writes_under_the_lease(
+    ctx: &Ctx,
+    p: &mut Points,
+    a: &mut WorkerProc,
+    run_id: uuid::Uuid,
+) -> Result<(), HarnessError> {
     p.outcome("start of a pending run", &a.request(json!({"cmd": "start"}), STEP).await?, "ok");
     let saved = a.request(json!({"cmd": "save", "checkpoint": {"conformance": 1}}), STEP).await?;
     p.outcome("save without expected_revision (the last revision the worker knows)", &saved, "ok");
@@ -92,6 +123,17 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
         a.request(json!({"cmd": "save", "checkpoint": {"conformance": 3}, "expected_revision": 2}), STEP).await?;
     p.outcome("save naming the current revision", &named, "ok");
 
+    Ok(())
+}
+
+/// The term taken away from A: the heartbeat's events, every write refused as lease_lost, and
+/// the metrics that count it.
+async fn after_the_term_is_taken(
+    ctx: &Ctx,
+    p: &mut Points,
+    a: &mut WorkerProc,
+    run_id: uuid::Uuid,
+) -> Result<(), HarnessError> {
     // The term is taken away (a later epoch holds the lease): every write is refused as lease_lost,
     // and the heartbeat reports the refused renewal, then the cancellation.
     steal_lease(ctx, run_id).await?;
@@ -116,7 +158,7 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
     p.outcome("renew after the lease was taken", &a.request(json!({"cmd": "renew"}), STEP).await?, "lease_lost");
     p.outcome("succeed after the lease was taken", &a.request(json!({"cmd": "succeed"}), STEP).await?, "lease_lost");
     p.outcome("release after the lease was taken", &a.request(json!({"cmd": "release"}), STEP).await?, "lease_lost");
-    let text = scrape(&mut a, &ctx.dir).await?;
+    let text = scrape(a, &ctx.dir).await?;
     for (series, what) in [
         ("lease_renew_total{outcome=\"lost\"}", "a refused renewal"),
         ("protected_write_rejected_total{reason=\"lease\"}", "a write refused for the lease"),
@@ -129,6 +171,12 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
         );
     }
 
+    Ok(())
+}
+
+/// Runs of B: each transition from its own starting status only, an ended run stays ended,
+/// release frees the lease and keeps its epoch, fail ends a run.
+async fn ended_runs(ctx: &Ctx, p: &mut Points, b: &mut WorkerProc) -> Result<(), HarnessError> {
     // A second run: an ended run refuses further writes as invalid_state; release frees the lease.
     let r2 = new_run(ctx, "conf-lease-2").await?;
     p.outcome("acquire of a second run", &b.request(acquire(r2), STEP).await?, "ok");
@@ -157,7 +205,7 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
         status == "succeeded",
         format!("after start and save on the succeeded run it is `{status}`"),
     );
-    let text = scrape(&mut b, &ctx.dir).await?;
+    let text = scrape(b, &ctx.dir).await?;
     let v = metrics::value(&text, "protected_write_rejected_total{reason=\"state\"}");
     p.expect(
         "metrics count a write refused for the run's status in protected_write_rejected_total{reason=\"state\"}",
@@ -182,6 +230,11 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
     p.outcome("fail of a running run", &b.request(json!({"cmd": "fail"}), STEP).await?, "ok");
     let (status, ..) = run_row(ctx, r3).await?;
     p.expect("fail moves the run to `failed`", status == "failed", format!("after fail the run is `{status}`"));
+    Ok(())
+}
+
+/// `exit` answers and ends the process with status 0.
+async fn exit(p: &mut Points, a: &mut WorkerProc) -> Result<(), HarnessError> {
     let ex = a.request(json!({"cmd": "exit"}), STEP).await?;
     p.outcome("exit", &ex, "ok");
     p.advisory_last();
@@ -191,6 +244,5 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
         code == Some(0),
         format!("after exit the process ended with {code:?}"),
     );
-    b.shutdown(STEP).await?;
     Ok(())
 }

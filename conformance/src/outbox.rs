@@ -3,7 +3,9 @@
 //! moves on meanwhile (`write_rejected`), a reconciler pass, and advance on a settled, an
 //! unsettled and another run's operation.
 
-use fenceproof_harness::faults::DbBarrier;
+use fenceproof_harness::faults::{self, DbBarrier};
+use fenceproof_harness::procs::tools::ToolsProc;
+use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::ledger;
 use fenceproof_harness::HarnessError;
 use serde_json::{json, Value};
@@ -16,19 +18,41 @@ const KEY: i64 = 0x0C10;
 
 pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
     let secret = format!("sk_conformance_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    let store = ctx.secrets_dir();
-    let store_before = store.exists();
+    let store_before = ctx.secrets_dir().exists();
     let tools = ctx.spawn_tools().await?;
     let mut w = ctx.spawn_dispatcher("w", &tools).await?;
     let run_id = new_run(ctx, "conf-outbox").await?;
     w.request(acquire(run_id), STEP).await?;
     w.request(json!({"cmd": "start"}), STEP).await?;
+    let Some(want_op) = plan_with_a_secret(ctx, p, &mut w, run_id, &secret, store_before).await? else {
+        return Ok(());
+    };
+    refused_result_write(ctx, p, &mut w, &tools, &want_op, &secret).await?;
+    reconcile_and_advance(ctx, p, &mut w, &tools, &want_op).await?;
+    let mut w2 = another_runs_operation(ctx, p, &mut w, &tools).await?;
+    expired_claim(ctx, p, &mut w, &mut w2, &tools).await?;
+    w.shutdown(STEP).await?;
+    w2.shutdown(STEP).await?;
+    Ok(())
+}
 
+/// Plan a step whose request carries a secret: its operation_id, the masked request, its digest
+/// and the secret store; then a re-plan with another request. The operation_id, or `None` when the
+/// plan failed (nothing else can be probed).
+async fn plan_with_a_secret(
+    ctx: &Ctx,
+    p: &mut Points,
+    w: &mut WorkerProc,
+    run_id: uuid::Uuid,
+    secret: &str,
+    store_before: bool,
+) -> Result<Option<String>, HarnessError> {
+    let store = ctx.secrets_dir();
     // Every RFC 8785 rule shapes the body (see `exacting_request`), so only a canonical digest matches.
     let request = exacting_request(json!({"amount": 5, "auth": {"$secret": {"name": "api-key", "value": secret}}}));
     let plan = w.request(json!({"cmd": "plan", "step_id": "pay", "tool": "idem", "request": request}), STEP).await?;
     if !p.outcome("plan of a new step", &plan, "ok") {
-        return Ok(());
+        return Ok(None);
     }
     let want_op = format!("tenant1/{run_id}/pay/v1");
     let op = data(&plan)["operation_id"].as_str().unwrap_or_default().to_string();
@@ -64,20 +88,31 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
     let again = w.request(json!({"cmd": "plan", "step_id": "pay", "tool": "idem", "request": other}), STEP).await?;
     p.outcome("plan of a step already planned with another request", &again, "intent_mismatch");
 
-    // Dispatch, held after the remote call and before the result write; meanwhile the claim moves
-    // on (as a reconciler would after its expiry). The result write must be refused and reported.
-    let barrier = DbBarrier::hold(&ctx.db_url, KEY).await?;
+    Ok(Some(want_op))
+}
+
+/// Dispatch, held after the remote call and before the result write; meanwhile the claim moves
+/// on (as a reconciler would after its expiry). The result write must be refused and reported.
+async fn refused_result_write(
+    ctx: &Ctx,
+    p: &mut Points,
+    w: &mut WorkerProc,
+    tools: &ToolsProc,
+    want_op: &str,
+    secret: &str,
+) -> Result<(), HarnessError> {
+    let barrier = faults::inject(DbBarrier::new(&ctx.db_url, KEY).at("before_result_write"), &ctx.timeline).await?;
     let id = w
         .send(json!({"cmd": "dispatch", "claim_ttl_ms": 60_000,
                      "faults": {"barriers": [{"point": "before_result_write", "key": KEY}]}}))
         .await?;
-    match barrier.wait_blocked(&ctx.pool, &[w.owner.clone()], 1, STEP).await {
+    match barrier.wait_blocked(&ctx.pool, std::slice::from_ref(&w.owner), 1, STEP).await {
         Ok(_) => {
             let entries = ledger::entries(&tools.ledger)?;
-            let created = ledger::created_for(&entries, &want_op);
+            let created = ledger::created_for(&entries, want_op);
             p.expect(
                 "at `before_result_write` the remote call has been made, with the secret put back",
-                created.len() == 1 && created[0].to_string().contains(&secret),
+                created.len() == 1 && created[0].to_string().contains(secret),
                 format!(
                     "held at before_result_write: {} creation(s) for {want_op} in the tools' ledger",
                     created.len()
@@ -89,10 +124,10 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
                         updated_at = clock_timestamp()
                   WHERE operation_id = $1 AND status = 'dispatching'",
             )
-            .bind(&want_op)
+            .bind(want_op)
             .execute(&ctx.pool)
             .await?;
-            barrier.release().await?;
+            barrier.heal().await?;
             let ev = w.reply(id, STEP).await?;
             let entry = data(&ev).get(0).cloned().unwrap_or(Value::Null);
             p.expect(
@@ -102,7 +137,7 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
             );
         }
         Err(_) => {
-            barrier.release().await?;
+            barrier.heal().await?;
             let ev = w.reply(id, STEP).await?;
             p.expect(
                 "a dispatch armed at `before_result_write` waits there inside the database",
@@ -114,17 +149,29 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
             );
         }
     }
-    let status = ctx.operation(&want_op).await?["status"].clone();
+    let status = ctx.operation(want_op).await?["status"].clone();
     p.expect(
         "the refused result write left the ledger row as the claim's new holder made it",
         status == "unknown",
         format!("after the refused write the operation is {status}"),
     );
 
+    Ok(())
+}
+
+/// The reconciler converges the unknown idempotent operation without a second creation; the run
+/// advances on it.
+async fn reconcile_and_advance(
+    ctx: &Ctx,
+    p: &mut Points,
+    w: &mut WorkerProc,
+    tools: &ToolsProc,
+    want_op: &str,
+) -> Result<(), HarnessError> {
     // The reconciler: an unknown operation of an idempotent tool converges by a retry with the same key.
     let rec = w.request(json!({"cmd": "reconcile"}), STEP).await?;
     let converged = data(&rec)["converged"].as_array().cloned().unwrap_or_default();
-    let status = ctx.operation(&want_op).await?["status"].clone();
+    let status = ctx.operation(want_op).await?["status"].clone();
     p.expect(
         "reconcile retries an unknown idempotent operation with its operation_id and converges it to succeeded",
         outcome(&rec) == "ok" && status == "succeeded",
@@ -136,7 +183,7 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
         format!("reconcile converged {want_op} and answered data.converged {}", data(&rec)["converged"]),
     );
     let entries = ledger::entries(&tools.ledger)?;
-    let n = ledger::created_for(&entries, &want_op).len();
+    let n = ledger::created_for(&entries, want_op).len();
     p.expect(
         "the retry created nothing new remotely",
         n == 1,
@@ -145,8 +192,18 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
     let adv = w.request(json!({"cmd": "advance", "operation_id": want_op}), STEP).await?;
     p.outcome("advance on the run's own succeeded operation", &adv, "ok");
 
-    // Another run's operation, first unsettled, then dispatched.
-    let mut w2 = ctx.spawn_dispatcher("w2", &tools).await?;
+    Ok(())
+}
+
+/// Another run's operation, first unsettled, then dispatched: advance refuses it; dispatch's
+/// answer names it. The second dispatcher, for the next probe.
+async fn another_runs_operation(
+    ctx: &Ctx,
+    p: &mut Points,
+    w: &mut WorkerProc,
+    tools: &ToolsProc,
+) -> Result<WorkerProc, HarnessError> {
+    let mut w2 = ctx.spawn_dispatcher("w2", tools).await?;
     let r2 = new_run(ctx, "conf-outbox-2").await?;
     w2.request(acquire(r2), STEP).await?;
     w2.request(json!({"cmd": "start"}), STEP).await?;
@@ -170,21 +227,31 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
         format!("dispatch's entry for a `plain` operation has tool {}", entry["tool"]),
     );
 
-    // A dispatcher killed after its remote call on a deterministic-id tool: once its claim expires
-    // the reconciler moves it to unknown, finds the resource by the request's `name` and converges.
+    Ok(w2)
+}
+
+/// A dispatcher killed after its remote call on a deterministic-id tool: once its claim expires
+/// the reconciler moves it to unknown, finds the resource by the request's `name` and converges.
+async fn expired_claim(
+    ctx: &Ctx,
+    p: &mut Points,
+    w: &mut WorkerProc,
+    w2: &mut WorkerProc,
+    tools: &ToolsProc,
+) -> Result<(), HarnessError> {
     let name = format!("conf-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let plan3 =
         w2.request(json!({"cmd": "plan", "step_id": "book", "tool": "detid", "request": {"name": name}}), STEP).await?;
     let op3 = data(&plan3)["operation_id"].as_str().unwrap_or_default().to_string();
-    let mut doomed = ctx.spawn_dispatcher("doomed", &tools).await?;
-    let barrier = DbBarrier::hold(&ctx.db_url, KEY).await?;
+    let mut doomed = ctx.spawn_dispatcher("doomed", tools).await?;
+    let barrier = faults::inject(DbBarrier::new(&ctx.db_url, KEY).at("before_result_write"), &ctx.timeline).await?;
     doomed
         .send(json!({"cmd": "dispatch", "claim_ttl_ms": 300,
                      "faults": {"barriers": [{"point": "before_result_write", "key": KEY}]}}))
         .await?;
     let held = barrier.wait_blocked(&ctx.pool, &[doomed.owner.clone()], 1, STEP).await;
     doomed.kill().await?;
-    barrier.release().await?;
+    barrier.heal().await?;
     if held.is_ok() {
         ctx.wait_claim_expired(&op3).await?;
         let rec = w.request(json!({"cmd": "reconcile"}), STEP).await?;
@@ -213,7 +280,5 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
         let n = ledger::created_for(&entries, &op3).len();
         p.expect("the detid resource exists once", n == 1, format!("{n} creations for {op3}"));
     }
-    w.shutdown(STEP).await?;
-    w2.shutdown(STEP).await?;
     Ok(())
 }

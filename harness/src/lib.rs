@@ -10,7 +10,8 @@
 //! - [`record`]: the run folder, the harness's own timeline, and the oracle rows;
 //! - [`check`]: one checker per invariant, each with its evidence;
 //! - [`report`]: the pass/fail matrix in the terminal, JSON, Markdown and JUnit;
-//! - `testkit` (feature `testkit`): the fixtures every crate's tests share.
+//! - `testkit` (feature `testkit`, and in the harness's own unit tests): the fixtures every crate's
+//!   tests share.
 //!
 //! The harness knows no particular experiment; those live in the `scenarios` crate.
 
@@ -22,7 +23,7 @@ pub mod faults;
 pub mod procs;
 pub mod record;
 pub mod report;
-#[cfg(feature = "testkit")]
+#[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod wait;
 

@@ -1,6 +1,9 @@
-//! Test fixtures shared by every crate's tests (the `testkit` feature): a throwaway cluster with the
-//! migrated template and fresh databases cloned from it, a bounded run of a child process, and
-//! copies of the Python example worker with one edit each.
+//! Test fixtures shared by every crate's tests (the `testkit` feature, and the harness's own unit
+//! tests): a throwaway cluster with the migrated template and fresh databases cloned from it, a
+//! bounded run of a child process, copies of the Python example worker with one edit each, and
+//! [`commit_rows`], the oracle rows the checkers' tests judge.
+
+pub mod commit_rows;
 
 use crate::db::native::NativeCluster;
 use crate::db::pgbin::PgBin;

@@ -166,7 +166,9 @@ pub async fn run(
         if first_kill {
             // One row at a time, stopping at the first that kills (the rows after it are not run).
             // An operator-side mutant is tried first in the experiment of its operator step.
-            let first = fenceproof_protocol::mutant::Mutant::parse(name).and_then(|m| m.operator_experiment());
+            let first = fenceproof_protocol::mutant::Mutant::parse(name)
+                .and_then(fenceproof_scenarios::operator_experiment)
+                .map(|e| e.id);
             let mut order: Vec<&Experiment> = experiments.iter().collect();
             order.sort_by_key(|e| Some(e.id) != first);
             for exp in order {

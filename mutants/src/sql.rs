@@ -1,4 +1,4 @@
-//! `fenceproof mutants --sql`: the generated mutants ([`crate::sqlmut`]) of the fenced
+//! `fenceproof mutants-sql`: the generated mutants ([`crate::sqlmut`]) of the fenced
 //! fp_* functions, each installed in every experiment's fresh database and run through the matrix
 //! with the reference worker, and of the worker's direct-path statements (`protocol::sql`), each run
 //! by the mutants build of the worker on the direct path (and, where the statement has a fenced
@@ -11,10 +11,11 @@ use std::path::PathBuf;
 
 use crate::equivalents;
 use crate::sqlmut::{self, SqlMutant};
-use fenceproof_harness::report::Outcome;
+use fenceproof_harness::report::{ExperimentResult, Outcome};
 use fenceproof_harness::HarnessError;
 use serde::{Deserialize, Serialize};
 
+use fenceproof_scenarios::experiment::Judges;
 use fenceproof_scenarios::runner::{Session, VerifyOptions};
 use fenceproof_scenarios::Experiment;
 
@@ -277,7 +278,7 @@ pub fn pick(sel: &Selection) -> Result<Vec<SqlMutant>, String> {
         for o in only {
             if !all.iter().any(|m| m.id.starts_with(o.as_str())) {
                 return Err(format!(
-                    "no generated SQL mutant id starts with '{o}' (see `fenceproof mutants --sql --list`)"
+                    "no generated SQL mutant id starts with '{o}' (see `fenceproof mutants-sql --list`)"
                 ));
             }
         }
@@ -296,12 +297,7 @@ pub async fn run(
     let listed = equivalents::load().map_err(HarnessError::Other)?;
     let mut session = Session::start(opts).await?;
     let reference = session.matrix("reference", &experiments, &[]).await?;
-    let reference_failures: Vec<String> = reference
-        .results
-        .iter()
-        .filter(|r| r.outcome != Outcome::Pass)
-        .map(|r| format!("{} {}", r.id, r.outcome.label()))
-        .collect();
+    let mut reference_failures = failures(&reference.results, "");
     eprintln!(
         "reference: {}",
         if reference_failures.is_empty() { "all PASS".into() } else { reference_failures.join(", ") }
@@ -309,133 +305,24 @@ pub async fn run(
     // Direct-path mutants run in a mutants build of the worker, on the direct path, through the
     // experiments that drive workers (A-G; P-* and the probes judge the role boundary and the
     // functions, which a direct-path worker bypasses by construction).
-    let reference_bin = session.worker_bin.clone();
-    let direct_experiments: Vec<&Experiment> = experiments.iter().filter(|e| !e.id.starts_with("P-")).collect();
+    let direct_experiments: Vec<&Experiment> =
+        experiments.iter().filter(|e| !matches!(e.judges, Judges::Functions | Judges::Boundary)).collect();
     // A statement with a fenced twin is also run as that twin, through the P-api probes.
-    let twin_experiments: Vec<&Experiment> =
-        experiments.iter().filter(|e| e.id.starts_with("P-api") || !e.id.starts_with("P-")).collect();
-    let mut reference_failures = reference_failures;
+    let twin_experiments: Vec<&Experiment> = experiments.iter().filter(|e| e.judges != Judges::Boundary).collect();
     if mutants.iter().any(|m| is_direct(&m.id)) {
-        let bin = sel.mutant_worker_bin.clone();
-        if !bin.is_file() {
-            return Err(HarnessError::Other(format!(
-                "direct-path SQL mutants need the mutants build of the worker ({}); build it with `just build-mutants`",
-                bin.display()
-            )));
-        }
-        // The reference on that path: the mutants build with an identity override.
-        let (name, text) = fenceproof_protocol::sql::DIRECT[0];
-        let file = override_file(&session.run.path, "identity", name, text)?;
-        session.worker_bin = bin;
-        let args = vec!["--sql-mutant".to_string(), file.display().to_string()];
-        let mut failed = Vec::new();
-        for exp in &direct_experiments {
-            let m = session.matrix("reference-direct", std::slice::from_ref(*exp), &args).await;
-            let m = match m {
-                Ok(m) => m,
-                Err(e) => {
-                    session.worker_bin = reference_bin.clone();
-                    return Err(e);
-                }
-            };
-            failed.extend(
-                m.results
-                    .iter()
-                    .filter(|r| r.outcome != Outcome::Pass)
-                    .map(|r| format!("direct {} {}", r.id, r.outcome.label())),
-            );
-        }
-        session.worker_bin = reference_bin.clone();
-        eprintln!(
-            "reference on the direct path: {}",
-            if failed.is_empty() { "all PASS".into() } else { failed.join(", ") }
-        );
-        reference_failures.extend(failed);
+        reference_failures.extend(reference_on_the_direct_path(&mut session, &direct_experiments, sel).await?);
     }
     let mut rows = Vec::new();
     for (i, m) in mutants.iter().enumerate() {
-        let direct = is_direct(&m.id);
-        let mut args = Vec::new();
-        if direct {
-            let name = m.function.trim_start_matches("direct/");
-            let file = override_file(&session.run.path, &m.id.replace('/', "-"), name, &m.sql)?;
-            args = vec!["--sql-mutant".to_string(), file.display().to_string()];
-            session.worker_bin = sel.mutant_worker_bin.clone();
-            session.sql_patch = twin_wrapper(name, &m.sql);
-        } else {
-            session.sql_patch = Some(m.sql.clone());
-        }
-        let exps: Vec<&Experiment> = match (direct, session.sql_patch.is_some()) {
+        let exps: Vec<&Experiment> = match (is_direct(&m.id), twin_wrapper_of(m).is_some()) {
             (true, true) => twin_experiments.clone(),
             (true, false) => direct_experiments.clone(),
             (false, _) => experiments.iter().collect(),
         };
-        let label = format!("sql-{}", m.id.replace('/', "-"));
-        let mut results = Vec::new();
-        let mut failure = None;
-        for exp in exps {
-            match session.matrix(&label, std::slice::from_ref(exp), &args).await {
-                Ok(one) => {
-                    let killed = one.results.iter().any(|r| r.outcome == Outcome::Fail);
-                    results.extend(one.results);
-                    if killed && sel.first_kill {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
-            }
-        }
-        session.sql_patch = None;
-        session.worker_bin = reference_bin.clone();
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        let verdicts: Vec<(String, Outcome)> = results.iter().map(|r| (r.id.clone(), r.outcome)).collect();
-        let killed_by: Vec<String> = results
-            .iter()
-            .filter(|r| r.outcome == Outcome::Fail)
-            .map(|r| {
-                let failed: Vec<&str> = r.checks.iter().filter(|c| !c.passed()).map(|c| c.name.as_str()).collect();
-                format!("{}: {}", r.id, failed.join(" / "))
-            })
-            .collect();
-        let reason = listed.get(&m.id).cloned();
-        let fate = match (killed_by.is_empty(), reason.is_some()) {
-            (false, false) => Fate::Killed,
-            (false, true) => Fate::KilledButListed,
-            (true, true) => Fate::Equivalent,
-            (true, false) => Fate::Survived,
-        };
-        eprintln!(
-            "[{}/{}] {}: {}",
-            i + 1,
-            mutants.len(),
-            m.id,
-            match fate {
-                Fate::Killed => format!(
-                    "killed by {}",
-                    killed_by.iter().map(|k| k.split(':').next().unwrap_or("")).collect::<Vec<_>>().join(", ")
-                ),
-                Fate::Equivalent => "survived (listed as equivalent)".into(),
-                Fate::Survived => format!("SURVIVED ({} => {})", m.before, m.after),
-                Fate::KilledButListed => "killed, but listed as equivalent".into(),
-            }
-        );
-        rows.push(SqlMutantRow {
-            id: m.id.clone(),
-            function: m.function.clone(),
-            operator: m.operator.name().into(),
-            line: m.line,
-            before: m.before.clone(),
-            after: m.after.clone(),
-            verdicts,
-            killed_by,
-            fate,
-            reason,
-        });
+        let results = run_mutant(&mut session, m, &exps, sel).await?;
+        let row = judge(m, &results, listed.get(&m.id).cloned());
+        eprintln!("[{}/{}] {}: {}", i + 1, mutants.len(), m.id, fate_line(&row));
+        rows.push(row);
     }
     let km = SqlKillMatrix {
         run_ids: vec![session.run.run_id.clone()],
@@ -453,6 +340,150 @@ pub async fn run(
     session.run.mark_latest()?;
     session.finish().await?;
     Ok((km, path))
+}
+
+/// The rows that did not PASS, as `<prefix><id> <verdict>`.
+fn failures(results: &[ExperimentResult], prefix: &str) -> Vec<String> {
+    results
+        .iter()
+        .filter(|r| r.outcome != Outcome::Pass)
+        .map(|r| format!("{prefix}{} {}", r.id, r.outcome.label()))
+        .collect()
+}
+
+/// The reference on the direct path: the mutants build with an identity override, through the
+/// experiments that drive workers; the rows that did not PASS. The session's worker is the
+/// reference build again afterwards, whatever happened.
+async fn reference_on_the_direct_path(
+    session: &mut Session,
+    direct_experiments: &[&Experiment],
+    sel: &Selection,
+) -> Result<Vec<String>, HarnessError> {
+    let reference_bin = session.worker_bin.clone();
+    let bin = sel.mutant_worker_bin.clone();
+    if !bin.is_file() {
+        return Err(HarnessError::Other(format!(
+            "direct-path SQL mutants need the mutants build of the worker ({}); build it with `just build-mutants`",
+            bin.display()
+        )));
+    }
+    let (name, text) = fenceproof_protocol::sql::DIRECT[0];
+    let file = override_file(&session.run.path, "identity", name, text)?;
+    session.worker_bin = bin;
+    let args = vec!["--sql-mutant".to_string(), file.display().to_string()];
+    let mut failed = Vec::new();
+    for exp in direct_experiments {
+        let m = session.matrix("reference-direct", std::slice::from_ref(*exp), &args).await;
+        let m = match m {
+            Ok(m) => m,
+            Err(e) => {
+                session.worker_bin = reference_bin.clone();
+                return Err(e);
+            }
+        };
+        failed.extend(failures(&m.results, "direct "));
+    }
+    session.worker_bin = reference_bin;
+    eprintln!(
+        "reference on the direct path: {}",
+        if failed.is_empty() { "all PASS".into() } else { failed.join(", ") }
+    );
+    Ok(failed)
+}
+
+/// The fenced twin a direct-path mutant is also installed as, if its statement has one.
+fn twin_wrapper_of(m: &SqlMutant) -> Option<String> {
+    is_direct(&m.id).then(|| twin_wrapper(m.function.trim_start_matches("direct/"), &m.sql)).flatten()
+}
+
+/// Mutant `m` through `exps`, one matrix each (stopping at the first FAIL with `first_kill`): a
+/// fenced-function mutant installed in each fresh database, a direct-path one run by the mutants
+/// build (and installed as its twin). The session is restored to the reference afterwards.
+async fn run_mutant(
+    session: &mut Session,
+    m: &SqlMutant,
+    exps: &[&Experiment],
+    sel: &Selection,
+) -> Result<Vec<ExperimentResult>, HarnessError> {
+    let reference_bin = session.worker_bin.clone();
+    let mut args = Vec::new();
+    if is_direct(&m.id) {
+        let name = m.function.trim_start_matches("direct/");
+        let file = override_file(&session.run.path, &m.id.replace('/', "-"), name, &m.sql)?;
+        args = vec!["--sql-mutant".to_string(), file.display().to_string()];
+        session.worker_bin = sel.mutant_worker_bin.clone();
+        session.sql_patch = twin_wrapper(name, &m.sql);
+    } else {
+        session.sql_patch = Some(m.sql.clone());
+    }
+    let label = format!("sql-{}", m.id.replace('/', "-"));
+    let mut results = Vec::new();
+    let mut failure = None;
+    for exp in exps {
+        match session.matrix(&label, std::slice::from_ref(*exp), &args).await {
+            Ok(one) => {
+                let killed = one.results.iter().any(|r| r.outcome == Outcome::Fail);
+                results.extend(one.results);
+                if killed && sel.first_kill {
+                    break;
+                }
+            }
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    session.sql_patch = None;
+    session.worker_bin = reference_bin;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(results),
+    }
+}
+
+/// The row of mutant `m`: its verdicts, what killed it, and its fate given the equivalents list.
+fn judge(m: &SqlMutant, results: &[ExperimentResult], reason: Option<String>) -> SqlMutantRow {
+    let verdicts: Vec<(String, Outcome)> = results.iter().map(|r| (r.id.clone(), r.outcome)).collect();
+    let killed_by: Vec<String> = results
+        .iter()
+        .filter(|r| r.outcome == Outcome::Fail)
+        .map(|r| {
+            let failed: Vec<&str> = r.checks.iter().filter(|c| !c.passed()).map(|c| c.name.as_str()).collect();
+            format!("{}: {}", r.id, failed.join(" / "))
+        })
+        .collect();
+    let fate = match (killed_by.is_empty(), reason.is_some()) {
+        (false, false) => Fate::Killed,
+        (false, true) => Fate::KilledButListed,
+        (true, true) => Fate::Equivalent,
+        (true, false) => Fate::Survived,
+    };
+    SqlMutantRow {
+        id: m.id.clone(),
+        function: m.function.clone(),
+        operator: m.operator.name().into(),
+        line: m.line,
+        before: m.before.clone(),
+        after: m.after.clone(),
+        verdicts,
+        killed_by,
+        fate,
+        reason,
+    }
+}
+
+/// What the progress line says of a mutant's fate.
+fn fate_line(row: &SqlMutantRow) -> String {
+    match row.fate {
+        Fate::Killed => format!(
+            "killed by {}",
+            row.killed_by.iter().map(|k| k.split(':').next().unwrap_or("")).collect::<Vec<_>>().join(", ")
+        ),
+        Fate::Equivalent => "survived (listed as equivalent)".into(),
+        Fate::Survived => format!("SURVIVED ({} => {})", row.before, row.after),
+        Fate::KilledButListed => "killed, but listed as equivalent".into(),
+    }
 }
 
 /// The override a mutants build reads (`--sql-mutant FILE`): statement `name` runs as `sql`.

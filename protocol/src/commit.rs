@@ -6,15 +6,15 @@
 //! deterministic serial order. Nothing slow (HTTP, LLM, queues) may ever run inside.
 
 use serde_json::Value;
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use crate::error::ProtocolError;
 use crate::faults::{FaultPoint, FaultPoints};
 use crate::ids::{Lease, RunStatus};
+use crate::intents::{self, Registration};
 use crate::lease::lost;
 use crate::mutant::{self, Mutant};
 use crate::operation::Intent;
-use crate::outbox::{self, Registration};
 use crate::retry::{classify_write_error, with_retry, RetryBudget};
 use crate::sql;
 use crate::write_path;
@@ -106,42 +106,73 @@ pub(crate) async fn attempt(
         return attempt_api(pool, lease, expected_revision, t, faults, within).await;
     }
     if check_first {
-        let held: Option<(Option<String>, i64, bool)> =
-            sqlx::query_as("SELECT owner, epoch, expires_at > clock_timestamp() FROM worker_leases WHERE run_id = $1")
-                .bind(lease.run_id)
-                .fetch_optional(pool)
-                .await?;
-        if !matches!(&held, Some((Some(owner), epoch, true)) if *owner == lease.owner && *epoch == lease.epoch) {
-            return Err(lost(lease));
-        }
+        validate_unlocked(pool, lease).await?;
     }
     let mut tx = pool.begin().await?;
     faults.pass(FaultPoint::AfterBegin, &mut tx).await?;
 
     if !check_first {
-        let waited = std::time::Instant::now();
-        let held: Option<(Option<String>, i64, bool)> =
-            sqlx::query_as(&sql::stmt("commit_lock_lease", sql::COMMIT_LOCK_LEASE))
-                .bind(lease.run_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-        crate::metrics::METRICS.lease_row_lock_wait.observe(waited.elapsed().as_secs_f64());
-        let valid = matches!(&held, Some((Some(owner), epoch, true)) if *owner == lease.owner && *epoch == lease.epoch);
-        // MUTANT save-without-lease-check / rescue-by-time / trust-prefilter-lock: the lease is not
-        // validated (for the last, because a lock outside the database was taken as the boundary).
-        let unfenced = mutant::active(Mutant::SaveWithoutLeaseCheck)
-            || mutant::active(Mutant::RescueByTime)
-            || mutant::active(Mutant::TrustPrefilterLock);
-        let accepted = valid || (unfenced && held.is_some());
-        if !accepted {
-            return Err(lost(lease));
-        }
+        lock_and_validate(&mut tx, lease).await?;
     }
     faults.pass(FaultPoint::AfterLeaseValidated, &mut tx).await?;
     if let Within::RequireResult(op) = within {
-        outbox::require_verified_result(&mut tx, lease.run_id, op).await?;
+        intents::require_verified_result(&mut tx, lease.run_id, op).await?;
     }
+    let revision = update_run(&mut tx, lease, expected_revision, t).await?;
+    let registration = match within {
+        Within::RegisterIntent(intent) => Some(intents::register_intent(&mut tx, intent).await?),
+        _ => None,
+    };
+    faults.pass(FaultPoint::BeforeCommit, &mut tx).await?;
 
+    tx.commit().await.map_err(|e| classify_write_error(e, t.name, lease.run_id))?;
+    Ok((revision, registration))
+}
+
+/// The check-then-commit mutant's validation: a statement of its own, holding no lock afterwards.
+async fn validate_unlocked(pool: &PgPool, lease: &Lease) -> Result<(), ProtocolError> {
+    let held: Option<(Option<String>, i64, bool)> =
+        sqlx::query_as("SELECT owner, epoch, expires_at > clock_timestamp() FROM worker_leases WHERE run_id = $1")
+            .bind(lease.run_id)
+            .fetch_optional(pool)
+            .await?;
+    if !matches!(&held, Some((Some(owner), epoch, true)) if *owner == lease.owner && *epoch == lease.epoch) {
+        return Err(lost(lease));
+    }
+    Ok(())
+}
+
+/// Row-lock the run's lease inside the transaction and validate owner, epoch and expiry on the
+/// database clock.
+async fn lock_and_validate(tx: &mut PgConnection, lease: &Lease) -> Result<(), ProtocolError> {
+    let waited = std::time::Instant::now();
+    let held: Option<(Option<String>, i64, bool)> =
+        sqlx::query_as(&sql::stmt("commit_lock_lease", sql::COMMIT_LOCK_LEASE))
+            .bind(lease.run_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    crate::metrics::METRICS.lease_row_lock_wait.observe(waited.elapsed().as_secs_f64());
+    let valid = matches!(&held, Some((Some(owner), epoch, true)) if *owner == lease.owner && *epoch == lease.epoch);
+    // MUTANT save-without-lease-check / rescue-by-time / trust-prefilter-lock: the lease is not
+    // validated (for the last, because a lock outside the database was taken as the boundary).
+    let unfenced = mutant::active(Mutant::SaveWithoutLeaseCheck)
+        || mutant::active(Mutant::RescueByTime)
+        || mutant::active(Mutant::TrustPrefilterLock);
+    let accepted = valid || (unfenced && held.is_some());
+    if !accepted {
+        return Err(lost(lease));
+    }
+    Ok(())
+}
+
+/// Compare-and-set the run's revision and status; when no row matched, say why (no run, another
+/// status, another revision).
+async fn update_run(
+    tx: &mut PgConnection,
+    lease: &Lease,
+    expected_revision: i64,
+    t: &Transition,
+) -> Result<i64, ProtocolError> {
     // MUTANT blind-overwrite / rescue-by-time: no compare-and-set on the revision.
     let sql = if mutant::active(Mutant::BlindOverwrite) || mutant::active(Mutant::RescueByTime) {
         sql::COMMIT_UPDATE_RUN.replace("revision = $2", "$2::bigint IS NOT NULL")
@@ -156,31 +187,22 @@ pub(crate) async fn attempt(
         .bind(t.to.as_str())
         .fetch_optional(&mut *tx)
         .await?;
-
-    let Some((revision,)) = updated else {
-        let current: Option<(String, i64)> =
-            sqlx::query_as("SELECT status, revision FROM agent_runs WHERE run_id = $1")
-                .bind(lease.run_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-        return Err(match current {
-            None => ProtocolError::RunNotFound(lease.run_id),
-            Some((status, _)) if status != t.from.as_str() => {
-                ProtocolError::InvalidState { run_id: lease.run_id, found: status, needed: t.from.as_str().to_string() }
-            }
-            Some((_, found)) => {
-                ProtocolError::Conflict { run_id: lease.run_id, expected: expected_revision, found: Some(found) }
-            }
-        });
-    };
-    let registration = match within {
-        Within::RegisterIntent(intent) => Some(outbox::register_intent(&mut tx, intent).await?),
-        _ => None,
-    };
-    faults.pass(FaultPoint::BeforeCommit, &mut tx).await?;
-
-    tx.commit().await.map_err(|e| classify_write_error(e, t.name, lease.run_id))?;
-    Ok((revision, registration))
+    if let Some((revision,)) = updated {
+        return Ok(revision);
+    }
+    let current: Option<(String, i64)> = sqlx::query_as("SELECT status, revision FROM agent_runs WHERE run_id = $1")
+        .bind(lease.run_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    Err(match current {
+        None => ProtocolError::RunNotFound(lease.run_id),
+        Some((status, _)) if status != t.from.as_str() => {
+            ProtocolError::InvalidState { run_id: lease.run_id, found: status, needed: t.from.as_str().to_string() }
+        }
+        Some((_, found)) => {
+            ProtocolError::Conflict { run_id: lease.run_id, expected: expected_revision, found: Some(found) }
+        }
+    })
 }
 
 /// The same transaction through `fp_run_transition`, the one entry point the worker role has for
@@ -241,41 +263,7 @@ async fn attempt_api(
     })?;
     // The call's whole duration: the lease row lock wait is most of it when it is contended.
     crate::metrics::METRICS.lease_row_lock_wait.observe(waited.elapsed().as_secs_f64());
-    let run_id = lease.run_id;
-    let revision = match (outcome.as_str(), revision) {
-        ("ok", Some(revision)) => revision,
-        ("lease_lost", _) => return Err(lost(lease)),
-        ("run_not_found", _) => return Err(ProtocolError::RunNotFound(run_id)),
-        ("invalid_state", _) => {
-            return Err(ProtocolError::InvalidState {
-                run_id,
-                found: detail.unwrap_or_default(),
-                needed: t.from.as_str().to_string(),
-            })
-        }
-        ("conflict", found) => return Err(ProtocolError::Conflict { run_id, expected: expected_revision, found }),
-        ("operation_not_found", _) => {
-            return Err(ProtocolError::OperationNotFound(require.unwrap_or_default().to_string()))
-        }
-        ("foreign_operation", _) => {
-            return Err(ProtocolError::ForeignOperation {
-                operation_id: require.unwrap_or_default().to_string(),
-                operation_run: detail.as_deref().and_then(|d| d.parse().ok()).unwrap_or_default(),
-                run_id,
-            })
-        }
-        ("operation_not_settled", _) => {
-            return Err(ProtocolError::OperationNotSettled {
-                operation_id: require.unwrap_or_default().to_string(),
-                status: detail.unwrap_or_default(),
-            })
-        }
-        (other, _) => {
-            return Err(ProtocolError::Database(sqlx::Error::Protocol(format!(
-                "fp_run_transition answered an unknown outcome {other:?}"
-            ))))
-        }
-    };
+    let revision = api_outcome(&outcome, revision, detail.as_deref(), lease, expected_revision, t, require)?;
     let registration = intent.map(|_| {
         if detail.as_deref() == Some("already_registered") {
             Registration::AlreadyRegistered
@@ -289,6 +277,44 @@ async fn attempt_api(
         tx.commit().await.map_err(|e| classify_write_error(e, t.name, lease.run_id))?;
     }
     Ok((revision, registration))
+}
+
+/// What `fp_run_transition` answered, as this crate's result: the new revision, or the error the
+/// table path would have raised for the same refusal.
+fn api_outcome(
+    outcome: &str,
+    revision: Option<i64>,
+    detail: Option<&str>,
+    lease: &Lease,
+    expected_revision: i64,
+    t: &Transition,
+    require: Option<&str>,
+) -> Result<i64, ProtocolError> {
+    let run_id = lease.run_id;
+    match (outcome, revision) {
+        ("ok", Some(revision)) => Ok(revision),
+        ("lease_lost", _) => Err(lost(lease)),
+        ("run_not_found", _) => Err(ProtocolError::RunNotFound(run_id)),
+        ("invalid_state", _) => Err(ProtocolError::InvalidState {
+            run_id,
+            found: detail.unwrap_or_default().to_string(),
+            needed: t.from.as_str().to_string(),
+        }),
+        ("conflict", found) => Err(ProtocolError::Conflict { run_id, expected: expected_revision, found }),
+        ("operation_not_found", _) => Err(ProtocolError::OperationNotFound(require.unwrap_or_default().to_string())),
+        ("foreign_operation", _) => Err(ProtocolError::ForeignOperation {
+            operation_id: require.unwrap_or_default().to_string(),
+            operation_run: detail.and_then(|d| d.parse().ok()).unwrap_or_default(),
+            run_id,
+        }),
+        ("operation_not_settled", _) => Err(ProtocolError::OperationNotSettled {
+            operation_id: require.unwrap_or_default().to_string(),
+            status: detail.unwrap_or_default().to_string(),
+        }),
+        (other, _) => Err(ProtocolError::Database(sqlx::Error::Protocol(format!(
+            "fp_run_transition answered an unknown outcome {other:?}"
+        )))),
+    }
 }
 
 /// What a read-back after `OutcomeUnknown` found.

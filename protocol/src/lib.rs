@@ -14,6 +14,8 @@
 //!   not confirmed;
 //! - [`retry`]: SQLSTATE 40001 retries the whole short transaction under a budget;
 //! - [`operation`]: operation_id and canonical request digests of side-effect intents;
+//! - [`intents`]: the ledger writes inside the protected transaction (register an intent, require a
+//!   verified result);
 //! - [`outbox`]: intents registered inside the protected transaction, the dispatcher's claim and
 //!   result writes, the reconciler, and advancing a run on a verified result;
 //! - [`dispatch`]: the dispatcher and reconciler loops, over a [`dispatch::ToolAdapter`];
@@ -33,6 +35,7 @@ pub mod error;
 pub mod faults;
 pub mod heartbeat;
 pub mod ids;
+pub mod intents;
 pub mod lease;
 pub mod metrics;
 pub mod mutant;

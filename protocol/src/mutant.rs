@@ -118,16 +118,13 @@ impl Mutant {
         }
     }
 
-    /// The experiment that exercises an operator-side mutant, whose broken step is one the harness
-    /// performs as the operator (it reads `--mutant` from the worker's arguments); `None` for the
-    /// mutants of worker code. The randomized schedules have no such operator step, and `mutants
-    /// --first-kill` tries this experiment first.
-    pub fn operator_experiment(self) -> Option<&'static str> {
-        match self {
-            // MUTANT restore-skips-recovery: the operator reopens a restored database as it is.
-            Mutant::RestoreSkipsRecovery => Some("N-restore"),
-            _ => None,
-        }
+    /// Whether it breaks a step the harness performs as the operator (it reads `--mutant` from the
+    /// worker's arguments) rather than worker code. The randomized schedules have no such step;
+    /// the experiment that performs it declares so (`Experiment::operator_of`), and `mutants
+    /// --first-kill` tries that experiment first.
+    pub fn is_operator(self) -> bool {
+        // MUTANT restore-skips-recovery: the operator reopens a restored database as it is.
+        matches!(self, Mutant::RestoreSkipsRecovery)
     }
 
     pub fn parse(s: &str) -> Option<Mutant> {

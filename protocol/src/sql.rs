@@ -1,6 +1,6 @@
 //! The direct write path's statements, in one place: every statement the protocol runs on the
 //! tables themselves (when it is not calling the fenced `fp_*` functions), by name. `fenceproof
-//! mutants --sql` derives generated mutants from this list, and a `mutants` build of the worker can
+//! mutants-sql` derives generated mutants from this list, and a `mutants` build of the worker can
 //! be told to run one statement in its mutated form (`--sql-mutant FILE`); the reference build
 //! always runs these texts as they are.
 

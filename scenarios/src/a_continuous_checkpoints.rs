@@ -7,9 +7,32 @@ use fenceproof_harness::record::oracle;
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 
+use crate::catalogue;
 use crate::ctx::{Ctx, CONTROL, STEP};
+use crate::experiment::{Checks, Experiment, Judges};
 
 pub const TITLE: &str = "Continuous checkpoints: two sequential writes in one epoch";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "A",
+    title: TITLE,
+    section: "11 A; 06",
+    needs: &[],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[&catalogue::RUNS_START],
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
+
+/// The names of its checks (the rule catalogue links rules to them).
+pub const SCRIPT_EXITS_0: &str = "scripted worker exits 0";
+pub const BOTH_COMMITTED: &str = "both checkpoint writes committed";
+pub const REVISIONS_CONSECUTIVE: &str = "checkpoint revisions consecutive";
+pub const SAME_EPOCH: &str = "both writes in the same epoch, held by the writer";
+pub const RUN_ENDS: &str = "run ends succeeded at revision 4";
+pub const LAST_CHECKPOINT: &str = "run checkpoint is the last step";
 
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let run_id = runs::create_run(&ctx.pool, "task-a", serde_json::json!({}))
@@ -30,7 +53,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     ];
     let mut w = ctx.spawn_worker("a", args.iter().map(|s| s.to_string()).collect()).await?;
     let code = w.wait_exit(STEP).await?;
-    ctx.check(Check::equal("scripted worker exits 0", code, Some(0)));
+    ctx.check(Check::equal(SCRIPT_EXITS_0, code, Some(0)));
 
     let rows = ctx.commits().await?;
     let saves: Vec<_> = rows
@@ -45,14 +68,14 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         .collect();
     let revs: Vec<(i64, i64)> = saves.iter().filter_map(|r| r.old_i64("revision").zip(r.new_i64("revision"))).collect();
     let epochs: Vec<Option<i64>> = saves.iter().map(|r| r.lease_epoch()).collect();
-    ctx.check(Check::equal("both checkpoint writes committed", saves.len(), 2));
+    ctx.check(Check::equal(BOTH_COMMITTED, saves.len(), 2));
     ctx.check(Check::expect(
-        "checkpoint revisions consecutive",
+        REVISIONS_CONSECUTIVE,
         revs.len() == 2 && revs[0].1 == revs[0].0 + 1 && revs[1].0 == revs[0].1 && revs[1].1 == revs[1].0 + 1,
         format!("revision steps {revs:?}"),
     ));
     ctx.check(Check::expect(
-        "both writes in the same epoch, held by the writer",
+        SAME_EPOCH,
         epochs.len() == 2
             && epochs[0].is_some()
             && epochs[0] == epochs[1]
@@ -61,11 +84,11 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     ));
     let state = oracle::run_state(&ctx.pool, run_id).await?;
     ctx.check(Check::equal(
-        "run ends succeeded at revision 4",
+        RUN_ENDS,
         (state.run["status"].as_str(), state.run["revision"].as_i64()),
         (Some("succeeded"), Some(4)),
     ));
-    ctx.check(Check::equal("run checkpoint is the last step", state.run["checkpoint"]["step"].as_i64(), Some(2)));
+    ctx.check(Check::equal(LAST_CHECKPOINT, state.run["checkpoint"]["step"].as_i64(), Some(2)));
     ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     ctx.note(format!(
         "revisions {} in epoch {}",

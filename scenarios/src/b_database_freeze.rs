@@ -15,17 +15,44 @@
 use std::time::Duration;
 
 use fenceproof_harness::check::{invariants, Check};
-use fenceproof_harness::faults::ServerFreeze;
+use fenceproof_harness::faults::{self, ServerFreeze};
 use fenceproof_harness::procs::signals;
+use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::oracle;
 use fenceproof_harness::{wait, HarnessError};
 use fenceproof_protocol::runs;
 use serde_json::json;
 
+use crate::catalogue;
 use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::experiment::{Checks, Experiment, Judges, Need};
 
 pub const TITLE: &str =
     "Old owner whose renewal got no answer: the database server froze (cgroup freezer / docker pause)";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "B-dbfreeze",
+    title: TITLE,
+    section: "11 B; 05, 06",
+    needs: &[Need::ServerFreeze],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[&catalogue::LEASE_UNCONFIRMED_RENEWAL_CANCELS],
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
+
+/// The names of its checks, in the order it makes them (the rule catalogue links rules to them).
+pub const SERVER_FROZEN: &str = "the whole database server was frozen";
+pub const A_KEPT_RUNNING: &str =
+    "A's own process kept running while the database was frozen (not a pause of the worker)";
+pub const UNANSWERED_RENEWAL_LOST: &str = "A's heartbeat treated the unanswered renewal as a lost lease";
+pub const AT_MOST_IN_FLIGHT_AFTER_THAW: &str = "after the thaw A committed at most the checkpoint already in flight";
+pub const A_STOPPED_UNFINISHED: &str = "A stopped its task unfinished";
+pub const A_LEFT_LEASE_TO_EXPIRE: &str =
+    "A left its lease to expire: it did not release it after the unanswered renewal";
+pub const B_FINISHED: &str = "B finished the task";
 
 /// A's task: more checkpoints than it can finish before the freeze.
 const STEPS: u32 = 40;
@@ -48,7 +75,41 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let run_id = runs::create_run(&ctx.pool, "task-b-dbfreeze", json!({}))
         .await
         .map_err(|e| HarnessError::Other(e.to_string()))?;
-    let script = [
+    let mut a = ctx.spawn_worker("a", script(run_id)).await?;
+    let a_owner = a.owner.clone();
+    // A is in the middle of its task: three checkpoints committed.
+    wait_checkpoints(ctx, &a_owner, 3).await?;
+
+    // The fault: the whole server stops. Nothing may touch the database until it is thawed.
+    let freeze = faults::inject(ServerFreeze::new(&target), &ctx.timeline).await?;
+    let a_state = signals::proc_state(a.pid);
+    let noticed =
+        a.wait_event("A's renewal to go unanswered", NOTICE_WITHIN, |e| e["event"] == "heartbeat_unconfirmed").await;
+    let confirmed = freeze.confirmed.clone();
+    freeze.heal().await?;
+    let thawed_at: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("SELECT clock_timestamp()").fetch_one(&ctx.pool).await?;
+    judge_freeze(ctx, &confirmed, a_state, &noticed);
+
+    // A stops its task by itself; then no more commits of A can come.
+    let stopped = judge_a_stops(ctx, &mut a, thawed_at).await?;
+
+    // B takes over once A's lease has expired by itself, and finishes the task.
+    let (mut b, epoch_b, refused) = take_over_once_expired(ctx, run_id).await?;
+    judge_b_finishes(ctx, run_id, &a_owner, epoch_b, refused).await?;
+    ctx.note(format!(
+        "{confirmed}; A committed {total}/{STEPS} checkpoints, {after_thaw} after the thaw, exit {code}; B took over at epoch {epoch_b}",
+        total = stopped.total,
+        after_thaw = stopped.after_thaw,
+        code = stopped.code.as_ref().ok().copied().flatten().map_or("-".to_string(), |c| c.to_string())
+    ));
+    b.kill().await?;
+    Ok(())
+}
+
+/// A's scripted task: many paced checkpoints, a short heartbeat and renewal timeout.
+fn script(run_id: uuid::Uuid) -> Vec<String> {
+    [
         "--script".to_string(),
         "--run-id".into(),
         run_id.to_string(),
@@ -62,78 +123,94 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         A_HEARTBEAT_MS.to_string(),
         "--renew-timeout-ms".into(),
         A_RENEW_TIMEOUT_MS.to_string(),
-    ];
-    let mut a = ctx.spawn_worker("a", script.to_vec()).await?;
-    let a_owner = a.owner.clone();
+    ]
+    .to_vec()
+}
 
-    // A is in the middle of its task: three checkpoints committed. (Run-state commits: start,
-    // checkpoints, terminal; checkpoints keep the status `running`.)
-    let run_commits = |rows: &[oracle::CommitRow], owner: &str, after: Option<chrono::DateTime<chrono::Utc>>| {
-        rows.iter()
-            .filter(|r| r.is_runs() && r.op == "UPDATE" && r.writer == owner)
-            .filter(|r| after.is_none_or(|t| r.committed_at > t))
-            .count()
-    };
-    let checkpoints = |rows: &[oracle::CommitRow], owner: &str| {
-        rows.iter()
-            .filter(|r| r.is_runs() && r.op == "UPDATE" && r.writer == owner)
-            .filter(|r| r.old_str("status") == Some("running") && r.new_str("status") == Some("running"))
-            .count()
-    };
+/// `owner`'s run-state commits (start, checkpoints, terminal), after `after` when given.
+fn run_commits(rows: &[oracle::CommitRow], owner: &str, after: Option<chrono::DateTime<chrono::Utc>>) -> usize {
+    rows.iter()
+        .filter(|r| r.is_runs() && r.op == "UPDATE" && r.writer == owner)
+        .filter(|r| after.is_none_or(|t| r.committed_at > t))
+        .count()
+}
+
+/// `owner`'s checkpoints: run-state commits that keep the status `running`.
+fn checkpoints(rows: &[oracle::CommitRow], owner: &str) -> usize {
+    rows.iter()
+        .filter(|r| r.is_runs() && r.op == "UPDATE" && r.writer == owner)
+        .filter(|r| r.old_str("status") == Some("running") && r.new_str("status") == Some("running"))
+        .count()
+}
+
+/// Wait until `owner` has committed `n` checkpoints.
+async fn wait_checkpoints(ctx: &Ctx, owner: &str, n: usize) -> Result<(), HarnessError> {
     let (pool, schema) = (ctx.pool.clone(), ctx.oracle_schema.clone());
     wait::until("A to commit three checkpoints", STEP, || {
-        let (pool, schema, owner) = (pool.clone(), schema.clone(), a_owner.clone());
+        let (pool, schema, owner) = (pool.clone(), schema.clone(), owner.to_string());
         async move {
             let rows = oracle::commits_in(&pool, &schema).await?;
-            Ok((checkpoints(&rows, &owner) >= 3).then_some(()))
+            Ok((checkpoints(&rows, &owner) >= n).then_some(()))
         }
     })
-    .await?;
+    .await
+}
 
-    // The fault: the whole server stops. Nothing may touch the database until it is thawed.
-    let freeze = ServerFreeze::inject(&target).await?;
-    ctx.timeline.record("harness", "freeze", "database", json!({"confirmed": freeze.confirmed}));
-    let a_state = signals::proc_state(a.pid);
-    let noticed =
-        a.wait_event("A's renewal to go unanswered", NOTICE_WITHIN, |e| e["event"] == "heartbeat_unconfirmed").await;
-    let confirmed = freeze.confirmed.clone();
-    freeze.heal().await?;
-    ctx.timeline.record("harness", "thaw", "database", json!({}));
-    let thawed_at: chrono::DateTime<chrono::Utc> =
-        sqlx::query_scalar("SELECT clock_timestamp()").fetch_one(&ctx.pool).await?;
-
-    ctx.check(Check::pass("the whole database server was frozen", confirmed.clone()));
+/// The server was frozen, A's own process kept running, and A noticed the unanswered renewal.
+fn judge_freeze(
+    ctx: &mut Ctx,
+    confirmed: &str,
+    a_state: Option<char>,
+    noticed: &Result<serde_json::Value, HarnessError>,
+) {
+    ctx.check(Check::pass(SERVER_FROZEN, confirmed.to_string()));
     ctx.check(Check::expect(
-        "A's own process kept running while the database was frozen (not a pause of the worker)",
+        A_KEPT_RUNNING,
         a_state.is_some_and(|s| s != 'T' && s != 't'),
         format!("A's process state {a_state:?}"),
     ));
     ctx.check(Check::expect(
-        "A's heartbeat treated the unanswered renewal as a lost lease",
+        UNANSWERED_RENEWAL_LOST,
         noticed.is_ok(),
-        match &noticed {
+        match noticed {
             Ok(e) => format!("{}: {}", e["event"], e["detail"].as_str().unwrap_or("")),
             Err(e) => e.to_string(),
         },
     ));
+}
 
-    // A stops its task by itself; then no more commits of A can come.
+/// How A's task ended: its run-state commits after the thaw, its checkpoints in all, its exit.
+struct Stopped {
+    after_thaw: usize,
+    total: usize,
+    code: Result<Option<i32>, HarnessError>,
+}
+
+/// After the thaw A commits at most the checkpoint in flight, and stops its task unfinished.
+async fn judge_a_stops(
+    ctx: &mut Ctx,
+    a: &mut WorkerProc,
+    thawed_at: chrono::DateTime<chrono::Utc>,
+) -> Result<Stopped, HarnessError> {
     let code = a.wait_exit(STEP).await;
     let rows = ctx.commits().await?;
-    let after_thaw = run_commits(&rows, &a_owner, Some(thawed_at));
-    let total = checkpoints(&rows, &a_owner);
+    let after_thaw = run_commits(&rows, &a.owner, Some(thawed_at));
+    let total = checkpoints(&rows, &a.owner);
     ctx.check(Check::expect(
-        "after the thaw A committed at most the checkpoint already in flight",
+        AT_MOST_IN_FLIGHT_AFTER_THAW,
         after_thaw <= 1,
         format!("{after_thaw} run-state commit(s) of A after the thaw; {total} of its {STEPS} checkpoints in all"),
     ));
     ctx.check(Check::expect(
-        "A stopped its task unfinished",
+        A_STOPPED_UNFINISHED,
         matches!(code, Ok(Some(c)) if c != 0) && total < STEPS as usize,
         format!("A exited {code:?} after {total} of {STEPS} checkpoints"),
     ));
+    Ok(Stopped { after_thaw, total, code })
+}
 
-    // B takes over once A's lease has expired by itself.
+/// B asks for the lease until A's has expired by itself: B, its epoch, and how often it was refused.
+async fn take_over_once_expired(ctx: &Ctx, run_id: uuid::Uuid) -> Result<(WorkerProc, i64, u32), HarnessError> {
     let mut b = ctx.spawn_worker("b", vec![]).await?;
     let acquire =
         json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 60_000, "heartbeat_ms": 30_000, "renew_timeout_ms": 2000});
@@ -159,26 +236,31 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     require_ok(&b.request(json!({"cmd": "save", "checkpoint": {"by": "b"}}), STEP).await?, "B save")?;
     require_ok(&b.request(json!({"cmd": "succeed"}), STEP).await?, "B succeed")?;
     require_ok(&b.request(json!({"cmd": "release"}), STEP).await?, "B release")?;
+    Ok((b, epoch_b, refused))
+}
 
+/// A left its lease to expire (no release after the unanswered renewal), and B finished the task.
+async fn judge_b_finishes(
+    ctx: &mut Ctx,
+    run_id: uuid::Uuid,
+    a_owner: &str,
+    epoch_b: i64,
+    refused: u32,
+) -> Result<(), HarnessError> {
     let rows = ctx.commits().await?;
     let a_released =
         rows.iter().any(|r| r.is_leases() && r.writer == a_owner && r.new_field("owner") == Some(&json!(null)));
     ctx.check(Check::expect(
-        "A left its lease to expire: it did not release it after the unanswered renewal",
+        A_LEFT_LEASE_TO_EXPIRE,
         !a_released,
         format!("B's takeover (epoch {epoch_b}) was refused {refused} time(s) while A's lease was live"),
     ));
     let state = oracle::run_state(&ctx.pool, run_id).await?;
     ctx.check(Check::equal(
-        "B finished the task",
+        B_FINISHED,
         (state.run["status"].as_str(), state.lease["epoch"].as_i64()),
         (Some("succeeded"), Some(epoch_b)),
     ));
     ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
-    ctx.note(format!(
-        "{confirmed}; A committed {total}/{STEPS} checkpoints, {after_thaw} after the thaw, exit {code}; B took over at epoch {epoch_b}",
-        code = code.ok().flatten().map_or("-".to_string(), |c| c.to_string())
-    ));
-    b.kill().await?;
     Ok(())
 }

@@ -10,27 +10,158 @@
 
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::faults::PauseKind;
+use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::{metrics, oracle};
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
-use serde_json::json;
+use serde_json::{json, Value};
+use uuid::Uuid;
 
+use crate::catalogue;
 use crate::ctx::{outcome, require_ok, scrape, stale_acquire, stale_attempts, Ctx, CONTROL, STEP};
+use crate::experiment::{Checks, Experiment, Judges};
 
 pub const TITLE: &str = "Old owner resumes: SIGSTOP, lease expiry, takeover, SIGCONT";
 pub const TITLE_FREEZE: &str = "Old owner resumes: cgroup freeze (as docker pause), lease expiry, takeover, thaw";
 pub const TITLE_SAME_OWNER: &str = "Old owner resumes, with the owner id reused by the new term";
+
+/// Its registration: what it needs and what it judges.
+pub const SIGSTOP: Experiment = Experiment {
+    id: "B-sigstop",
+    title: TITLE,
+    section: "11 B; 05, 06",
+    needs: &[],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[
+        &catalogue::LEASE_ACQUIRE_FREE_OR_EXPIRED,
+        &catalogue::LEASE_RENEW_OWNER_EPOCH,
+        &catalogue::LEASE_RELEASE_OWNER_EPOCH,
+        &catalogue::LEASE_RELEASE_KEEPS_EPOCH,
+        &catalogue::LEASE_UNCONFIRMED_RENEWAL_CANCELS,
+        &catalogue::COMMIT_LEASE_OWNER_EPOCH_LIVE,
+        &catalogue::METRICS_OUTCOMES,
+    ],
+    operator_of: &[],
+    run: |c| Box::pin(run(c, false, PauseKind::Sigstop)),
+};
+
+/// Its registration: what it needs and what it judges.
+pub const FREEZE: Experiment = Experiment {
+    id: "B-freeze",
+    title: TITLE_FREEZE,
+    section: "11 B; 05, 06",
+    needs: &[],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[
+        &catalogue::LEASE_ACQUIRE_FREE_OR_EXPIRED,
+        &catalogue::LEASE_RENEW_OWNER_EPOCH,
+        &catalogue::LEASE_RELEASE_OWNER_EPOCH,
+        &catalogue::LEASE_RELEASE_KEEPS_EPOCH,
+        &catalogue::LEASE_UNCONFIRMED_RENEWAL_CANCELS,
+        &catalogue::COMMIT_LEASE_OWNER_EPOCH_LIVE,
+        &catalogue::METRICS_OUTCOMES,
+    ],
+    operator_of: &[],
+    run: |c| Box::pin(run(c, false, PauseKind::Freeze)),
+};
+
+/// Its registration: what it needs and what it judges.
+pub const SAME_OWNER: Experiment = Experiment {
+    id: "B-same-owner",
+    title: TITLE_SAME_OWNER,
+    section: "11 B; 05, 06",
+    needs: &[],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[
+        &catalogue::LEASE_ACQUIRE_FREE_OR_EXPIRED,
+        &catalogue::LEASE_RENEW_OWNER_EPOCH,
+        &catalogue::LEASE_RELEASE_OWNER_EPOCH,
+        &catalogue::LEASE_RELEASE_KEEPS_EPOCH,
+        &catalogue::LEASE_UNCONFIRMED_RENEWAL_CANCELS,
+        &catalogue::COMMIT_LEASE_OWNER_EPOCH_LIVE,
+        &catalogue::METRICS_OUTCOMES,
+    ],
+    operator_of: &[],
+    run: |c| Box::pin(run(c, true, PauseKind::Sigstop)),
+};
+
+/// The names of the story's checks, in the order it makes them (the rule catalogue links to them).
+pub const EARLY_TAKEOVER_REFUSED: &str = "a takeover while A's lease is live is refused";
+pub const TAKEOVER_EPOCH: &str = "B's takeover is epoch A + 1";
+pub const HEARTBEAT_CANCELS: &str = "A's heartbeat cancels its execution once it runs again";
+pub const STALE_ACQUIRE_BUSY: &str = "A's acquire while B's lease is live is answered busy";
+pub const METRICS_COUNT_REJECTIONS: &str = "A's metrics count the rejected stale writes and the lost renewals";
+pub const STALE_LEAVES_ROWS: &str =
+    "A's renew/save/succeed/fail/release leave B's lease and the run unchanged (database rows)";
+pub const NOTHING_COMMITS_WHILE_STALE: &str = "nothing commits while only the stale A acts (oracle)";
+pub const STALE_TOLD_LEASE_LOST: &str = "A is told lease_lost for every attempt (worker's word)";
+pub const HOLDER_COMPLETES: &str = "B, the holder, completes and releases";
+pub const ONLY_TERMINAL_IS_HOLDERS: &str = "the only terminal write is B's completion, after A's attempts";
+pub const RUN_ENDS_BY_HOLDER: &str = "run ends succeeded by B with B's checkpoint";
+pub const RELEASE_KEEPS_EPOCH: &str = "release keeps B's epoch (never zeroed)";
 
 /// A's lease is short so that its expiry comes quickly once A is stopped.
 const A_TTL_MS: i64 = 600;
 const A_HEARTBEAT_MS: u64 = 100;
 
 pub async fn run(ctx: &mut Ctx, same_owner: bool, kind: PauseKind) -> Result<(), HarnessError> {
+    let mut s = setup(ctx, same_owner).await?;
+
+    // Fault: a real pause of A's whole process, heartbeat included.
+    let paused = s.a.pause_with(kind).await?;
+    ctx.wait_lease_expired(s.run_id).await?;
+    let taken = take_over(ctx, &mut s).await?;
+
+    // Heal: resume A. Its overdue heartbeat must find the lease gone and cancel the execution.
+    let before = oracle::run_state(&ctx.pool, s.run_id).await?;
+    let window_start = ctx.oracle_mark().await?;
+    s.a.resume(paused).await?;
+    judge_heartbeat_cancels(ctx, &mut s.a).await;
+    let stale = judge_stale_attempts(ctx, &mut s, &before, window_start).await?;
+
+    // B completes normally.
+    let done = outcome(&s.b.request(json!({"cmd": "succeed"}), STEP).await?).to_string();
+    let released = outcome(&s.b.request(json!({"cmd": "release"}), STEP).await?).to_string();
+    ctx.check(Check::equal(HOLDER_COMPLETES, (done.as_str(), released.as_str()), ("ok", "ok")));
+    s.a.shutdown(STEP).await?;
+    s.b.shutdown(STEP).await?;
+    verdict(ctx, &s, same_owner, kind, &taken, &stale).await
+}
+
+/// What the story carries from one phase to the next.
+struct Story {
+    run_id: Uuid,
+    a: WorkerProc,
+    b: WorkerProc,
+    epoch_a: i64,
+    /// B's acquire: its lease, once it has one, is long and its heartbeat slow, so B commits
+    /// nothing on its own while the stale A acts.
+    b_acquire: Value,
+}
+
+/// B's takeover: its epoch and the oracle's mark right after it.
+struct Takeover {
+    epoch_b: i64,
+    seq: i64,
+}
+
+/// What the stale A was told and what its metrics counted; `window_end` is the oracle's mark
+/// after its last attempt.
+struct StaleA {
+    attempts: Vec<(&'static str, String)>,
+    window_end: i64,
+    rejected: f64,
+    lost: f64,
+}
+
+/// Setup: A acquires, starts and saves one checkpoint; while A's lease is live, B cannot take over.
+async fn setup(ctx: &mut Ctx, same_owner: bool) -> Result<Story, HarnessError> {
     let run_id =
         runs::create_run(&ctx.pool, "task-b", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
     let shared = format!("host-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-
-    // Setup: A acquires, starts and saves one checkpoint.
     let mut a = if same_owner {
         ctx.spawn_worker_as("a", &shared, vec![]).await?
     } else {
@@ -42,8 +173,6 @@ pub async fn run(ctx: &mut Ctx, same_owner: bool, kind: PauseKind) -> Result<(),
     require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
     require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1, "by": "a"}}), STEP).await?, "A save")?;
 
-    // While A's lease is live, B cannot take over. B's lease, once it has one, is long and its
-    // heartbeat slow, so B commits nothing on its own while the stale A acts below.
     let mut b = if same_owner {
         ctx.spawn_worker_as("b", &shared, vec![]).await?
     } else {
@@ -53,62 +182,55 @@ pub async fn run(ctx: &mut Ctx, same_owner: bool, kind: PauseKind) -> Result<(),
     let early = b.request(b_acquire.clone(), STEP).await?;
     let lease_now = oracle::run_state(&ctx.pool, run_id).await?.lease;
     ctx.check(Check::expect(
-        "a takeover while A's lease is live is refused",
+        EARLY_TAKEOVER_REFUSED,
         outcome(&early) == "busy" && lease_now["epoch"].as_i64() == Some(epoch_a),
         format!("B's early acquire: {}; lease epoch then {}", outcome(&early), lease_now["epoch"]),
     ));
+    Ok(Story { run_id, a, b, epoch_a, b_acquire })
+}
 
-    // Fault: a real pause of A's whole process, heartbeat included.
-    let paused = a.pause_with(kind).await?;
-    ctx.wait_lease_expired(run_id).await?;
-
-    // B takes over and saves.
-    let acq_b = b.request(b_acquire, STEP).await?;
+/// B takes over (epoch A + 1) and saves.
+async fn take_over(ctx: &mut Ctx, s: &mut Story) -> Result<Takeover, HarnessError> {
+    let acq_b = s.b.request(s.b_acquire.clone(), STEP).await?;
     require_ok(&acq_b, "B takeover")?;
     let epoch_b = acq_b["epoch"].as_i64().unwrap_or(-1);
-    ctx.check(Check::equal("B's takeover is epoch A + 1", epoch_b, epoch_a + 1));
-    let takeover_seq = ctx.oracle_mark().await?;
-    require_ok(&b.request(json!({"cmd": "save", "checkpoint": {"step": 2, "by": "b"}}), STEP).await?, "B save")?;
+    ctx.check(Check::equal(TAKEOVER_EPOCH, epoch_b, s.epoch_a + 1));
+    let seq = ctx.oracle_mark().await?;
+    require_ok(&s.b.request(json!({"cmd": "save", "checkpoint": {"step": 2, "by": "b"}}), STEP).await?, "B save")?;
+    Ok(Takeover { epoch_b, seq })
+}
 
-    // Heal: resume A. Its overdue heartbeat must find the lease gone and cancel the execution.
-    let before = oracle::run_state(&ctx.pool, run_id).await?;
-    let window_start = ctx.oracle_mark().await?;
-    a.resume(paused).await?;
+/// Once A runs again, its heartbeat finds the lease lost and cancels the execution.
+async fn judge_heartbeat_cancels(ctx: &mut Ctx, a: &mut WorkerProc) {
     let cancelled =
         a.wait_event("execution cancelled after resume", STEP, |e| e["event"] == "execution_cancelled").await;
     ctx.check(Check::expect(
-        "A's heartbeat cancels its execution once it runs again",
+        HEARTBEAT_CANCELS,
         cancelled.is_ok(),
         match &cancelled {
             Ok(_) => "heartbeat renewal found the lease lost; execution cancelled".to_string(),
             Err(e) => e.to_string(),
         },
     ));
+}
 
-    // The stale worker tries everything anyway: first with the revision it knows, then with the
-    // run's current revision (as a stale worker that re-read the row would), so that only the
-    // lease check stands between it and B's state.
+/// The stale worker tries everything anyway: first with the revision it knows, then with the
+/// run's current revision (as a stale worker that re-read the row would), so that only the
+/// lease check stands between it and B's state. `before` is the run and lease before A resumed,
+/// at oracle mark `window_start`.
+async fn judge_stale_attempts(
+    ctx: &mut Ctx,
+    s: &mut Story,
+    before: &oracle::RunState,
+    window_start: i64,
+) -> Result<StaleA, HarnessError> {
     let current = before.run["revision"].as_i64().unwrap_or(-1);
-    let attempts = stale_attempts(&mut a, current).await?;
-    let again = stale_acquire(&mut a, run_id).await?;
-    ctx.check(Check::equal("A's acquire while B's lease is live is answered busy", again.as_str(), "busy"));
-    let after = oracle::run_state(&ctx.pool, run_id).await?;
+    let attempts = stale_attempts(&mut s.a, current).await?;
+    let again = stale_acquire(&mut s.a, s.run_id).await?;
+    ctx.check(Check::equal(STALE_ACQUIRE_BUSY, again.as_str(), "busy"));
+    let after = oracle::run_state(&ctx.pool, s.run_id).await?;
     let window_end = ctx.oracle_mark().await?;
-    // A's own metrics must show the rejections (section 12).
-    let text = scrape(&mut a, &ctx.dir).await?;
-    let rejected = metrics::value(&text, "protected_write_rejected_total{reason=\"lease\"}").unwrap_or(0.0);
-    let lost = metrics::value(&text, "lease_renew_total{outcome=\"lost\"}").unwrap_or(0.0);
-    // The explicit renew above was answered lease_lost; the heartbeat's own renewal after the
-    // resume counts as lost too when the database answered it in time, and as unconfirmed (no
-    // answer within its timeout, which a loaded machine can cause) otherwise.
-    let heartbeat_end =
-        a.history.iter().find_map(|e| e["event"].as_str().filter(|ev| ev.starts_with("heartbeat_"))).unwrap_or("none");
-    let expected_lost = if heartbeat_end == "heartbeat_lost" { 2.0 } else { 1.0 };
-    ctx.check(Check::expect(
-        "A's metrics count the rejected stale writes and the lost renewals",
-        rejected >= 4.0 && lost >= expected_lost,
-        format!("protected_write_rejected_total{{reason=\"lease\"}} {rejected}, lease_renew_total{{outcome=\"lost\"}} {lost} (heartbeat ended: {heartbeat_end})"),
-    ));
+    let (rejected, lost) = judge_metrics(ctx, &mut s.a).await?;
     let key = |s: &oracle::RunState| {
         (
             s.lease["owner"].clone(),
@@ -119,61 +241,87 @@ pub async fn run(ctx: &mut Ctx, same_owner: bool, kind: PauseKind) -> Result<(),
         )
     };
     ctx.check(Check::expect(
-        "A's renew/save/succeed/fail/release leave B's lease and the run unchanged (database rows)",
-        key(&before) == key(&after) && before.lease["expires_at"] == after.lease["expires_at"],
-        format!("before {:?}; after {:?}", key(&before), key(&after)),
+        STALE_LEAVES_ROWS,
+        key(before) == key(&after) && before.lease["expires_at"] == after.lease["expires_at"],
+        format!("before {:?}; after {:?}", key(before), key(&after)),
     ));
     ctx.check(Check::expect(
-        "nothing commits while only the stale A acts (oracle)",
+        NOTHING_COMMITS_WHILE_STALE,
         window_end == window_start,
         format!("commits #{}..#{} in the window", window_start + 1, window_end),
     ));
+    ctx.check(Check::expect(STALE_TOLD_LEASE_LOST, attempts.iter().all(|(_, o)| o == "lease_lost"), said(&attempts)));
+    Ok(StaleA { attempts, window_end, rejected, lost })
+}
+
+/// A's own metrics must show the rejections (section 12): returns the rejected writes and the
+/// lost renewals it counted.
+async fn judge_metrics(ctx: &mut Ctx, a: &mut WorkerProc) -> Result<(f64, f64), HarnessError> {
+    let text = scrape(a, &ctx.dir).await?;
+    let rejected = metrics::value(&text, "protected_write_rejected_total{reason=\"lease\"}").unwrap_or(0.0);
+    let lost = metrics::value(&text, "lease_renew_total{outcome=\"lost\"}").unwrap_or(0.0);
+    // The explicit renew was answered lease_lost; the heartbeat's own renewal after the resume
+    // counts as lost too when the database answered it in time, and as unconfirmed (no answer
+    // within its timeout, which a loaded machine can cause) otherwise.
+    let heartbeat_end =
+        a.history.iter().find_map(|e| e["event"].as_str().filter(|ev| ev.starts_with("heartbeat_"))).unwrap_or("none");
+    let expected_lost = if heartbeat_end == "heartbeat_lost" { 2.0 } else { 1.0 };
     ctx.check(Check::expect(
-        "A is told lease_lost for every attempt (worker's word)",
-        attempts.iter().all(|(_, o)| o == "lease_lost"),
-        attempts.iter().map(|(c, o)| format!("{c}={o}")).collect::<Vec<_>>().join(" "),
+        METRICS_COUNT_REJECTIONS,
+        rejected >= 4.0 && lost >= expected_lost,
+        format!("protected_write_rejected_total{{reason=\"lease\"}} {rejected}, lease_renew_total{{outcome=\"lost\"}} {lost} (heartbeat ended: {heartbeat_end})"),
     ));
+    Ok((rejected, lost))
+}
 
-    // B completes normally.
-    let done = outcome(&b.request(json!({"cmd": "succeed"}), STEP).await?).to_string();
-    let released = outcome(&b.request(json!({"cmd": "release"}), STEP).await?).to_string();
-    ctx.check(Check::equal("B, the holder, completes and releases", (done.as_str(), released.as_str()), ("ok", "ok")));
-    a.shutdown(STEP).await?;
-    b.shutdown(STEP).await?;
+/// The attempts as `label=outcome`, space-separated.
+fn said(attempts: &[(&'static str, String)]) -> String {
+    attempts.iter().map(|(c, o)| format!("{c}={o}")).collect::<Vec<_>>().join(" ")
+}
 
-    // Verdict from the oracle and the final rows.
+/// Verdict from the oracle and the final rows.
+async fn verdict(
+    ctx: &mut Ctx,
+    s: &Story,
+    same_owner: bool,
+    kind: PauseKind,
+    taken: &Takeover,
+    stale: &StaleA,
+) -> Result<(), HarnessError> {
     let rows = ctx.commits().await?;
     if !same_owner {
-        ctx.check(invariants::silent_after(&rows, &a.owner, takeover_seq));
+        ctx.check(invariants::silent_after(&rows, &s.a.owner, taken.seq));
     }
     let terminal: Vec<i64> = rows
         .iter()
         .filter(|r| r.is_runs() && matches!(r.new_str("status"), Some("succeeded" | "failed" | "cancelled")))
         .map(|r| r.seq)
         .collect();
+    let window_end = stale.window_end;
     ctx.check(Check::expect(
-        "the only terminal write is B's completion, after A's attempts",
+        ONLY_TERMINAL_IS_HOLDERS,
         terminal.len() == 1 && terminal[0] > window_end,
         format!("terminal commits {terminal:?}; A's attempts ended at #{window_end}"),
     ));
-    let fin = oracle::run_state(&ctx.pool, run_id).await?;
+    let fin = oracle::run_state(&ctx.pool, s.run_id).await?;
     ctx.check(Check::equal(
-        "run ends succeeded by B with B's checkpoint",
+        RUN_ENDS_BY_HOLDER,
         (fin.run["status"].as_str(), fin.run["checkpoint"]["by"].as_str()),
         (Some("succeeded"), Some("b")),
     ));
     ctx.check(Check::equal(
-        "release keeps B's epoch (never zeroed)",
+        RELEASE_KEEPS_EPOCH,
         (fin.lease["epoch"].as_i64(), fin.lease["owner"].is_null()),
-        (Some(epoch_b), true),
+        (Some(taken.epoch_b), true),
     ));
     ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
+    let (epoch_a, epoch_b, rejected, lost) = (s.epoch_a, taken.epoch_b, stale.rejected, stale.lost);
     ctx.note(format!(
         "{}A epoch {epoch_a} {}; B took over epoch {epoch_b}; A after {}: {}; A's metrics: {rejected} writes rejected (lease), {lost} renewals lost",
         if same_owner { "one owner id for both; " } else { "" },
         match kind { PauseKind::Sigstop => "SIGSTOPped", PauseKind::Freeze => "frozen (cgroup freezer)" },
         match kind { PauseKind::Sigstop => "SIGCONT", PauseKind::Freeze => "thaw" },
-        attempts.iter().map(|(c, o)| format!("{c}={o}")).collect::<Vec<_>>().join(" ")
+        said(&stale.attempts)
     ));
     std::fs::write(ctx.dir.join("final_state.json"), serde_json::to_string_pretty(&fin).expect("json"))?;
     Ok(())

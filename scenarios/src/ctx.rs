@@ -378,3 +378,9 @@ pub fn require_ok(ev: &serde_json::Value, step: &str) -> Result<(), HarnessError
 
 /// The check a refused legal step becomes (see [`require_ok`]).
 pub const LEGAL_STEP_CHECK: &str = "a step the protocol must allow succeeds";
+
+/// The check of the rows that need the worker login (P-role, P-api) on a backend without one.
+pub const WORKER_LOGIN_EXISTS: &str = "the worker login exists";
+
+/// The check of the rows where B takes over an expired lease from A (I-renew, K-backward, M).
+pub const TAKEOVER_IS_NEXT_EPOCH: &str = "B's takeover is A's epoch + 1";

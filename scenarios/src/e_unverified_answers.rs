@@ -21,19 +21,105 @@
 
 use fenceproof_harness::check::intents::canonical_digest;
 use fenceproof_harness::check::{invariants, Check};
-use fenceproof_harness::faults::tools::{self as remote, ToolFault};
+use fenceproof_harness::faults;
+use fenceproof_harness::faults::tools::{self as remote, ArmedToolFault, ToolFault};
+use fenceproof_harness::procs::tools::ToolsProc;
 use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::ledger;
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::{json, Value};
 
+use crate::catalogue;
 use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::experiment::{Checks, Experiment, Judges};
 use crate::outbox_setup::exacting_request;
 
 pub const TITLE_NO_ANSWER: &str = "Remote call with no verified answer (503, hang, answer lost after the create)";
 pub const TITLE_CONFLICT: &str = "Deterministic-id conflicts: own earlier creation vs a name taken by another intent";
 pub const TITLE_REPLAN: &str = "Takeover plans the same step again: same operation_id, one execution";
+
+/// Its registration: what it needs and what it judges.
+pub const NO_ANSWER: Experiment = Experiment {
+    id: "E-no-answer",
+    title: TITLE_NO_ANSWER,
+    section: "11 E; 08, 09",
+    needs: &[],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[
+        &catalogue::INTENT_SAME_TRANSACTION,
+        &catalogue::INTENT_CANONICAL_DIGEST,
+        &catalogue::CONVERGE_UNKNOWN_AT_REVISION,
+        &catalogue::EFFECTS_ONE_PER_OPERATION,
+        &catalogue::UNKNOWN_NEVER_FAILURE,
+    ],
+    operator_of: &[],
+    run: |c| Box::pin(no_answer(c)),
+};
+
+/// Its registration: what it needs and what it judges.
+pub const CONFLICT: Experiment = Experiment {
+    id: "E-conflict",
+    title: TITLE_CONFLICT,
+    section: "11 E; 08, 09",
+    needs: &[],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[
+        &catalogue::INTENT_SAME_TRANSACTION,
+        &catalogue::INTENT_CANONICAL_DIGEST,
+        &catalogue::REMOTE_CONFLICT_OWNERSHIP,
+    ],
+    operator_of: &[],
+    run: |c| Box::pin(conflict(c)),
+};
+
+/// Its registration: what it needs and what it judges.
+pub const REPLAN: Experiment = Experiment {
+    id: "E-replan",
+    title: TITLE_REPLAN,
+    section: "11 E; 08, 09",
+    needs: &[],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[
+        &catalogue::IDS_OPERATION_ID_PER_INTENT,
+        &catalogue::INTENT_SAME_TRANSACTION,
+        &catalogue::INTENT_CANONICAL_DIGEST,
+        &catalogue::EFFECTS_ONE_PER_OPERATION,
+    ],
+    operator_of: &[],
+    run: |c| Box::pin(replan(c)),
+};
+
+/// The names of its checks (the rule catalogue links rules to them). E-no-answer names each call's checks `{tool}, {fault mode}: {what}` (see `call_check`); the `ANY_` patterns match them for every call.
+pub const UNVERIFIED_LEAVES_UNKNOWN: &str =
+    "the unverified call leaves the operation unknown (not failed, not succeeded)";
+pub const ANY_UNVERIFIED_LEAVES_UNKNOWN: &str =
+    "*: the unverified call leaves the operation unknown (not failed, not succeeded)";
+pub const CALL_REACHED_TOOL: &str = "the call reached the tool as often as the fault lets it create (tools' ledger)";
+pub const ANY_CALL_REACHED_TOOL: &str =
+    "*: the call reached the tool as often as the fault lets it create (tools' ledger)";
+pub const STILL_UNKNOWN_AFTER_RECONCILE: &str =
+    "after reconcile the operation is still unknown and raised, with no second create";
+pub const ANY_STILL_UNKNOWN_AFTER_RECONCILE: &str =
+    "*: after reconcile the operation is still unknown and raised, with no second create";
+pub const RECONCILE_CONVERGES: &str = "reconcile converges it to the remote fact: succeeded, exactly one resource";
+pub const ANY_RECONCILE_CONVERGES: &str =
+    "*: reconcile converges it to the remote fact: succeeded, exactly one resource";
+pub const OWN_409_IS_OWN_CREATION: &str =
+    "a 409 carrying the operation's own operation_id is its own creation: succeeded with that resource";
+pub const STILL_ONE_RESOURCE: &str = "and still one resource of that name (tools' ledger)";
+pub const FOREIGN_409_NOT_SUCCESS: &str = "a 409 naming another intent is never recorded as this operation's success";
+pub const NEVER_CONVERGES_TO_FOREIGN: &str =
+    "the reconciler never converges an operation to a resource another intent created under its name";
+pub const FIVE_OH_THREE_LEAVES_UNKNOWN: &str = "the 503 leaves the operation unknown";
+pub const REPLAN_KEEPS_OPERATION_ID: &str =
+    "the new term's plan of the same step and request keeps the operation_id: one intent registered";
+pub const MODIFIED_EFFECT_NEW_ID: &str =
+    "a modified effect (effect_version 2, another request) is registered under a new operation_id beside the original";
+pub const EXECUTED_ONCE: &str = "the planned intent was executed once (tools' ledger, under any key)";
 
 /// The dispatchers' call timeout: long enough for a loaded machine, short enough for the hangs.
 const CALL_TIMEOUT_MS: i64 = 1500;
@@ -72,7 +158,33 @@ pub async fn no_answer(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let mut d = ctx.spawn_dispatcher("d", &tools).await?;
 
     // One operation per (tool, fault), each dispatched alone right after its fault is armed.
-    let cases: Vec<(&str, ToolFault)> = ToolFault::ALL
+    let tag = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
+    let mut ops = Vec::new();
+    for (i, (tool, fault)) in no_answer_cases().into_iter().enumerate() {
+        let op = plan_call(&mut w, i, tool, fault, &tag).await?;
+        let armed =
+            faults::inject(ArmedToolFault::new(tools.addr, tool, fault).for_operation(&op), &ctx.timeline).await?;
+        judge_unverified_call(ctx, &mut d, &tools, (tool, fault), &op).await?;
+        armed.heal().await?;
+        ops.push((tool.to_string(), fault, op));
+    }
+
+    // A reconciler pass: what can be asked converges, what cannot stays unknown and is raised.
+    judge_reconcile(ctx, &mut d, &tools, &ops).await?;
+    d.shutdown(STEP).await?;
+    require_ok(&w.request(json!({"cmd": "release"}), STEP).await?, "release")?;
+    w.shutdown(STEP).await?;
+    let entries = ledger::entries(&tools.ledger)?;
+    ctx.check(invariants::one_effect_per_operation(&entries, &["idem", "detid", "plain", "opquery"]));
+    let rows = ctx.commits().await?;
+    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
+    Ok(())
+}
+
+/// The (tool, fault) pairs of `E-no-answer`: every fault on the plain tool, and the faults each
+/// querying or deduplicating tool must survive.
+fn no_answer_cases() -> Vec<(&'static str, ToolFault)> {
+    ToolFault::ALL
         .iter()
         .map(|f| ("plain", *f))
         .chain([
@@ -82,60 +194,73 @@ pub async fn no_answer(ctx: &mut Ctx) -> Result<(), HarnessError> {
             ("opquery", ToolFault::DropAfterCommit),
             ("detid", ToolFault::Hang),
         ])
-        .collect();
-    let tag = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
-    let mut ops = Vec::new();
-    for (i, (tool, fault)) in cases.iter().enumerate() {
-        let step = format!("call-{i}-{}", fault.mode().replace('_', "-"));
-        let plan = w
-            .request(json!({"cmd": "plan", "step_id": step, "tool": tool, "request": exacting_request(json!({"n": i, "fault": fault.mode(), "name": format!("na-{tag}-{i}")}))}), STEP)
-            .await?;
-        require_ok(&plan, "plan")?;
-        let op = data(&plan)["operation_id"].as_str().unwrap_or_default().to_string();
-        remote::arm(tools.addr, tool, *fault).await?;
-        ctx.timeline.record(
-            "harness",
-            "tool_fault",
-            "tools",
-            json!({"tool": tool, "mode": fault.mode(), "operation_id": op}),
-        );
-        let ev = d
-            .request(
-                json!({"cmd": "dispatch", "claim_ttl_ms": CLAIM_TTL_MS, "call_timeout_ms": CALL_TIMEOUT_MS, "limit": 1}),
-                STEP,
-            )
-            .await?;
-        let row = ctx.operation(&op).await?;
-        let entries = ledger::entries(&tools.ledger)?;
-        let n = created(&entries, &op);
-        ctx.check(Check::expect(
-            format!(
-                "{tool}, {}: the unverified call leaves the operation unknown (not failed, not succeeded)",
-                fault.mode()
-            ),
-            row["status"] == "unknown",
-            format!(
-                "ledger row {} after the dispatch (the dispatcher reported `{}`); the tool created {n} resource(s)",
-                row["status"],
-                reported(&ev, &op)
-            ),
-        ));
-        ctx.check(Check::equal(
-            format!(
-                "{tool}, {}: the call reached the tool as often as the fault lets it create (tools' ledger)",
-                fault.mode()
-            ),
-            n,
-            usize::from(fault.creates()),
-        ));
-        ops.push((tool.to_string(), *fault, op));
-    }
+        .collect()
+}
 
-    // A reconciler pass: what can be asked converges, what cannot stays unknown and is raised.
+/// The name of a check about one call of `E-no-answer`: `{tool}, {fault mode}: {what}`.
+fn call_check(tool: &str, fault: ToolFault, what: &str) -> String {
+    format!("{tool}, {}: {what}", fault.mode())
+}
+
+/// Case `i`: plan one call of `tool` whose request tells the tool which `fault` it is under.
+async fn plan_call(
+    w: &mut WorkerProc,
+    i: usize,
+    tool: &str,
+    fault: ToolFault,
+    tag: &str,
+) -> Result<String, HarnessError> {
+    let step = format!("call-{i}-{}", fault.mode().replace('_', "-"));
+    let plan = w
+        .request(json!({"cmd": "plan", "step_id": step, "tool": tool, "request": exacting_request(json!({"n": i, "fault": fault.mode(), "name": format!("na-{tag}-{i}")}))}), STEP)
+        .await?;
+    require_ok(&plan, "plan")?;
+    Ok(data(&plan)["operation_id"].as_str().unwrap_or_default().to_string())
+}
+
+/// The call of `op` is dispatched alone under its armed fault: it must leave the operation
+/// unknown, and reach the tool as often as the fault lets it create.
+async fn judge_unverified_call(
+    ctx: &mut Ctx,
+    d: &mut WorkerProc,
+    tools: &ToolsProc,
+    (tool, fault): (&str, ToolFault),
+    op: &str,
+) -> Result<(), HarnessError> {
+    let ev = d
+        .request(
+            json!({"cmd": "dispatch", "claim_ttl_ms": CLAIM_TTL_MS, "call_timeout_ms": CALL_TIMEOUT_MS, "limit": 1}),
+            STEP,
+        )
+        .await?;
+    let row = ctx.operation(op).await?;
+    let entries = ledger::entries(&tools.ledger)?;
+    let n = created(&entries, op);
+    ctx.check(Check::expect(
+        call_check(tool, fault, UNVERIFIED_LEAVES_UNKNOWN),
+        row["status"] == "unknown",
+        format!(
+            "ledger row {} after the dispatch (the dispatcher reported `{}`); the tool created {n} resource(s)",
+            row["status"],
+            reported(&ev, op)
+        ),
+    ));
+    ctx.check(Check::equal(call_check(tool, fault, CALL_REACHED_TOOL), n, usize::from(fault.creates())));
+    Ok(())
+}
+
+/// One reconciler pass over every case: what can be asked converges to the remote fact with one
+/// resource; what cannot stays unknown and is raised, with no second create.
+async fn judge_reconcile(
+    ctx: &mut Ctx,
+    d: &mut WorkerProc,
+    tools: &ToolsProc,
+    ops: &[(String, ToolFault, String)],
+) -> Result<(), HarnessError> {
     let rec = d.request(json!({"cmd": "reconcile", "call_timeout_ms": CALL_TIMEOUT_MS}), STEP).await?;
     require_ok(&rec, "reconcile")?;
     let entries = ledger::entries(&tools.ledger)?;
-    for (tool, fault, op) in &ops {
+    for (tool, fault, op) in ops {
         let row = ctx.operation(op).await?;
         let n = created(&entries, op);
         // Nothing proves what a tool without a query did, nor what an operation query that finds
@@ -144,10 +269,7 @@ pub async fn no_answer(ctx: &mut Ctx) -> Result<(), HarnessError> {
         if stays_unknown {
             let raised = data(&rec)["raised"].as_array().is_some_and(|r| r.iter().any(|x| x[0] == op.as_str()));
             ctx.check(Check::expect(
-                format!(
-                    "{tool}, {}: after reconcile the operation is still unknown and raised, with no second create",
-                    fault.mode()
-                ),
+                call_check(tool, *fault, STILL_UNKNOWN_AFTER_RECONCILE),
                 row["status"] == "unknown" && raised && n == usize::from(fault.creates()),
                 format!(
                     "ledger row {}, raised {raised}, {n} creation(s); reconcile answered {}",
@@ -159,10 +281,7 @@ pub async fn no_answer(ctx: &mut Ctx) -> Result<(), HarnessError> {
             let remote_id =
                 ledger::created_for(&entries, op).first().and_then(|e| e["resource_id"].as_str()).map(str::to_string);
             ctx.check(Check::expect(
-                format!(
-                    "{tool}, {}: reconcile converges it to the remote fact: succeeded, exactly one resource",
-                    fault.mode()
-                ),
+                call_check(tool, *fault, RECONCILE_CONVERGES),
                 row["status"] == "succeeded" && n == 1 && row["remote_id"].as_str().map(str::to_string) == remote_id,
                 format!(
                     "ledger row {} remote_id {}; {n} creation(s) under its operation_id",
@@ -171,13 +290,6 @@ pub async fn no_answer(ctx: &mut Ctx) -> Result<(), HarnessError> {
             ));
         }
     }
-    d.shutdown(STEP).await?;
-    require_ok(&w.request(json!({"cmd": "release"}), STEP).await?, "release")?;
-    w.shutdown(STEP).await?;
-    let entries = ledger::entries(&tools.ledger)?;
-    ctx.check(invariants::one_effect_per_operation(&entries, &["idem", "detid", "plain", "opquery"]));
-    let rows = ctx.commits().await?;
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     Ok(())
 }
 
@@ -187,24 +299,52 @@ pub async fn conflict(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let mut d = ctx.spawn_dispatcher("d", &tools).await?;
     let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let other_intent = format!("tenant1/{}/elsewhere/v1", uuid::Uuid::new_v4());
-    let dispatch =
-        json!({"cmd": "dispatch", "claim_ttl_ms": CLAIM_TTL_MS, "call_timeout_ms": CALL_TIMEOUT_MS, "limit": 1});
 
     // 1. The resource already exists under this very operation_id (an earlier execution whose
     //    result the database never recorded): the 409 is the operation's own creation.
-    let own_name = format!("own-{tag}");
-    let plan = w
-        .request(json!({"cmd": "plan", "step_id": "own", "tool": "detid", "request": {"name": own_name}}), STEP)
-        .await?;
+    judge_own_creation(ctx, (&mut w, &mut d), &tools, tag).await?;
+    // 2. The name is taken by another intent: the dispatcher's 409 is not this operation's success.
+    judge_name_taken(ctx, (&mut w, &mut d), &tools, tag, &other_intent).await?;
+    // 3. The same, found by the reconciler's query: the call got no answer (503, nothing created),
+    //    and meanwhile another intent took the name.
+    judge_name_taken_meanwhile(ctx, (&mut w, &mut d), &tools, tag, &other_intent).await?;
+    d.shutdown(STEP).await?;
+    require_ok(&w.request(json!({"cmd": "release"}), STEP).await?, "release")?;
+    w.shutdown(STEP).await?;
+    let rows = ctx.commits().await?;
+    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
+    Ok(())
+}
+
+/// A dispatch of one operation, as the conflict cases send it.
+fn dispatch_one() -> Value {
+    json!({"cmd": "dispatch", "claim_ttl_ms": CLAIM_TTL_MS, "call_timeout_ms": CALL_TIMEOUT_MS, "limit": 1})
+}
+
+/// The run's owner `w` plans a step `step` on the deterministic-id tool naming the resource `name`.
+async fn plan_named(w: &mut WorkerProc, step: &str, name: &str) -> Result<String, HarnessError> {
+    let plan =
+        w.request(json!({"cmd": "plan", "step_id": step, "tool": "detid", "request": {"name": name}}), STEP).await?;
     require_ok(&plan, "plan")?;
-    let own_op = data(&plan)["operation_id"].as_str().unwrap_or_default().to_string();
+    Ok(data(&plan)["operation_id"].as_str().unwrap_or_default().to_string())
+}
+
+/// The resource already exists under the operation's own operation_id: the 409 is its creation.
+async fn judge_own_creation(
+    ctx: &mut Ctx,
+    (w, d): (&mut WorkerProc, &mut WorkerProc),
+    tools: &ToolsProc,
+    tag: &str,
+) -> Result<(), HarnessError> {
+    let own_name = format!("own-{tag}");
+    let own_op = plan_named(w, "own", &own_name).await?;
     remote::plant(tools.addr, "detid", &own_op, &json!({"name": own_name})).await?;
     ctx.timeline.record("harness", "planted", "tools", json!({"name": own_name, "operation_id": own_op}));
-    let ev = d.request(dispatch.clone(), STEP).await?;
+    let ev = d.request(dispatch_one(), STEP).await?;
     let row = ctx.operation(&own_op).await?;
     let entries = ledger::entries(&tools.ledger)?;
     ctx.check(Check::expect(
-        "a 409 carrying the operation's own operation_id is its own creation: succeeded with that resource",
+        OWN_409_IS_OWN_CREATION,
         row["status"] == "succeeded" && row["remote_id"] == own_name.as_str(),
         format!(
             "ledger row {} remote_id {} (the dispatcher reported `{}`)",
@@ -213,21 +353,26 @@ pub async fn conflict(ctx: &mut Ctx) -> Result<(), HarnessError> {
             reported(&ev, &own_op)
         ),
     ));
-    ctx.check(Check::equal("and still one resource of that name (tools' ledger)", created(&entries, &own_op), 1));
+    ctx.check(Check::equal(STILL_ONE_RESOURCE, created(&entries, &own_op), 1));
+    Ok(())
+}
 
-    // 2. The name is taken by another intent: the dispatcher's 409 is not this operation's success.
+/// The name is taken by another intent before the dispatch: its 409 is not this operation's.
+async fn judge_name_taken(
+    ctx: &mut Ctx,
+    (w, d): (&mut WorkerProc, &mut WorkerProc),
+    tools: &ToolsProc,
+    tag: &str,
+    other_intent: &str,
+) -> Result<(), HarnessError> {
     let taken = format!("taken-{tag}");
-    remote::plant(tools.addr, "detid", &other_intent, &json!({"name": taken})).await?;
+    remote::plant(tools.addr, "detid", other_intent, &json!({"name": taken})).await?;
     ctx.timeline.record("harness", "planted", "tools", json!({"name": taken, "operation_id": other_intent}));
-    let plan = w
-        .request(json!({"cmd": "plan", "step_id": "taken", "tool": "detid", "request": {"name": taken}}), STEP)
-        .await?;
-    require_ok(&plan, "plan")?;
-    let taken_op = data(&plan)["operation_id"].as_str().unwrap_or_default().to_string();
-    let ev = d.request(dispatch.clone(), STEP).await?;
+    let taken_op = plan_named(w, "taken", &taken).await?;
+    let ev = d.request(dispatch_one(), STEP).await?;
     let row = ctx.operation(&taken_op).await?;
     ctx.check(Check::expect(
-        "a 409 naming another intent is never recorded as this operation's success",
+        FOREIGN_409_NOT_SUCCESS,
         row["status"] != "succeeded" && row["status"] != "dispatching",
         format!(
             "ledger row {} remote_id {} (the dispatcher reported `{}`)",
@@ -236,48 +381,50 @@ pub async fn conflict(ctx: &mut Ctx) -> Result<(), HarnessError> {
             reported(&ev, &taken_op)
         ),
     ));
+    Ok(())
+}
 
-    // 3. The same, found by the reconciler's query: the call got no answer (503, nothing created),
-    //    and meanwhile another intent took the name.
+/// The call gets a 503 (nothing created) and another intent takes the name meanwhile: the
+/// reconciler's query must not converge the operation to that resource.
+async fn judge_name_taken_meanwhile(
+    ctx: &mut Ctx,
+    (w, d): (&mut WorkerProc, &mut WorkerProc),
+    tools: &ToolsProc,
+    tag: &str,
+    other_intent: &str,
+) -> Result<(), HarnessError> {
     let late = format!("late-{tag}");
-    let plan =
-        w.request(json!({"cmd": "plan", "step_id": "late", "tool": "detid", "request": {"name": late}}), STEP).await?;
-    require_ok(&plan, "plan")?;
-    let late_op = data(&plan)["operation_id"].as_str().unwrap_or_default().to_string();
-    remote::arm(tools.addr, "detid", ToolFault::Error5xx).await?;
-    let ev = d.request(dispatch.clone(), STEP).await?;
+    let late_op = plan_named(w, "late", &late).await?;
+    let armed = faults::inject(ArmedToolFault::new(tools.addr, "detid", ToolFault::Error5xx), &ctx.timeline).await?;
+    let ev = d.request(dispatch_one(), STEP).await?;
+    armed.heal().await?;
     let before = ctx.operation(&late_op).await?;
-    if before["status"] == "unknown" {
-        remote::plant(tools.addr, "detid", &other_intent, &json!({"name": late})).await?;
-        ctx.timeline.record("harness", "planted", "tools", json!({"name": late, "operation_id": other_intent}));
-        let rec = d.request(json!({"cmd": "reconcile", "call_timeout_ms": CALL_TIMEOUT_MS}), STEP).await?;
-        require_ok(&rec, "reconcile")?;
-        let row = ctx.operation(&late_op).await?;
-        ctx.check(Check::expect(
-            "the reconciler never converges an operation to a resource another intent created under its name",
-            row["status"] != "succeeded",
-            format!(
-                "after reconcile the ledger row is {} remote_id {}; reconcile answered {}",
-                row["status"],
-                row["remote_id"],
-                data(&rec)
-            ),
-        ));
-    } else {
+    if before["status"] != "unknown" {
         ctx.check(Check::fail(
-            "the 503 leaves the operation unknown",
+            FIVE_OH_THREE_LEAVES_UNKNOWN,
             format!(
                 "ledger row {} after a 503 (the dispatcher reported `{}`)",
                 before["status"],
                 reported(&ev, &late_op)
             ),
         ));
+        return Ok(());
     }
-    d.shutdown(STEP).await?;
-    require_ok(&w.request(json!({"cmd": "release"}), STEP).await?, "release")?;
-    w.shutdown(STEP).await?;
-    let rows = ctx.commits().await?;
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
+    remote::plant(tools.addr, "detid", other_intent, &json!({"name": late})).await?;
+    ctx.timeline.record("harness", "planted", "tools", json!({"name": late, "operation_id": other_intent}));
+    let rec = d.request(json!({"cmd": "reconcile", "call_timeout_ms": CALL_TIMEOUT_MS}), STEP).await?;
+    require_ok(&rec, "reconcile")?;
+    let row = ctx.operation(&late_op).await?;
+    ctx.check(Check::expect(
+        NEVER_CONVERGES_TO_FOREIGN,
+        row["status"] != "succeeded",
+        format!(
+            "after reconcile the ledger row is {} remote_id {}; reconcile answered {}",
+            row["status"],
+            row["remote_id"],
+            data(&rec)
+        ),
+    ));
     Ok(())
 }
 
@@ -305,6 +452,27 @@ pub async fn replan(ctx: &mut Ctx) -> Result<(), HarnessError> {
     ctx.wait_lease_expired(run_id).await?;
     let mut b = ctx.spawn_worker("b", vec![]).await?;
     require_ok(&b.request(acquire(run_id), STEP).await?, "B takeover")?;
+    judge_same_plan(ctx, &mut b, run_id, &request, &op_a).await?;
+    judge_modified_effect(ctx, &mut b, run_id, &op_a).await?;
+    let entries = judge_executed_once(ctx, &tools, &op_a).await?;
+    a.resume(paused).await?;
+    a.kill().await?;
+    require_ok(&b.request(json!({"cmd": "release"}), STEP).await?, "B release")?;
+    b.shutdown(STEP).await?;
+    ctx.check(invariants::one_effect_per_operation(&entries, &["idem", "detid", "plain", "opquery"]));
+    let rows = ctx.commits().await?;
+    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
+    Ok(())
+}
+
+/// The new term's plan of the same step and request gets A's operation_id, registered once.
+async fn judge_same_plan(
+    ctx: &mut Ctx,
+    b: &mut WorkerProc,
+    run_id: uuid::Uuid,
+    request: &Value,
+    op_a: &str,
+) -> Result<(), HarnessError> {
     let plan_b = b.request(json!({"cmd": "plan", "step_id": "pay", "tool": "idem", "request": request}), STEP).await?;
     let op_b = data(&plan_b)["operation_id"].as_str().unwrap_or_default().to_string();
     let ops: Vec<String> = sqlx::query_scalar(
@@ -314,16 +482,24 @@ pub async fn replan(ctx: &mut Ctx) -> Result<(), HarnessError> {
     .fetch_all(&ctx.pool)
     .await?;
     ctx.check(Check::expect(
-        "the new term's plan of the same step and request keeps the operation_id: one intent registered",
-        outcome(&plan_b) == "ok" && op_b == op_a && ops == vec![op_a.clone()],
+        REPLAN_KEEPS_OPERATION_ID,
+        outcome(&plan_b) == "ok" && op_b == op_a && ops == vec![op_a.to_string()],
         format!(
             "A planned {op_a}; B's plan answered `{}` {op_b:?} ({}); the ledger holds {ops:?} for step pay",
             outcome(&plan_b),
             data(&plan_b)["registration"]
         ),
     ));
+    Ok(())
+}
 
-    // A modified effect is a new intent beside the original, which stays for audit.
+/// A modified effect is a new intent beside the original, which stays for audit.
+async fn judge_modified_effect(
+    ctx: &mut Ctx,
+    b: &mut WorkerProc,
+    run_id: uuid::Uuid,
+    op_a: &str,
+) -> Result<(), HarnessError> {
     let changed = exacting_request(json!({"to": "acct-2"}));
     let plan_v2 = b
         .request(
@@ -339,13 +515,20 @@ pub async fn replan(ctx: &mut Ctx) -> Result<(), HarnessError> {
     .fetch_all(&ctx.pool)
     .await?;
     ctx.check(Check::expect(
-        "a modified effect (effect_version 2, another request) is registered under a new operation_id beside the original",
-        outcome(&plan_v2) == "ok" && op_v2 != op_a && rows.len() == 2 && rows.iter().any(|(o, v)| o == &op_v2 && *v == 2),
+        MODIFIED_EFFECT_NEW_ID,
+        outcome(&plan_v2) == "ok"
+            && op_v2 != op_a
+            && rows.len() == 2
+            && rows.iter().any(|(o, v)| o == &op_v2 && *v == 2),
         format!("plan of v2 answered `{}` {op_v2:?}; the ledger holds {rows:?}", outcome(&plan_v2)),
     ));
+    Ok(())
+}
 
-    // Executing the step: one resource for the intent, however many terms planned it.
-    let mut d = ctx.spawn_dispatcher("d", &tools).await?;
+/// Executing the step: one resource for the intent, however many terms planned it. Returns the
+/// tools' ledger.
+async fn judge_executed_once(ctx: &mut Ctx, tools: &ToolsProc, op_a: &str) -> Result<Vec<Value>, HarnessError> {
+    let mut d = ctx.spawn_dispatcher("d", tools).await?;
     let ev = d
         .request(json!({"cmd": "dispatch", "claim_ttl_ms": CLAIM_TTL_MS, "call_timeout_ms": 5000, "limit": 10}), STEP)
         .await?;
@@ -353,15 +536,34 @@ pub async fn replan(ctx: &mut Ctx) -> Result<(), HarnessError> {
     d.shutdown(STEP).await?;
     let entries = ledger::entries(&tools.ledger)?;
     // The intent's digest as the harness computes it from the registered body (not the stored one).
-    let digest = canonical_digest(&ctx.operation(&op_a).await?["request_body"]);
+    let digest = canonical_digest(&ctx.operation(op_a).await?["request_body"]);
     let same_intent = entries.iter().filter(|e| e["kind"] == "created" && e["body_digest"] == digest.as_str()).count();
-    ctx.check(Check::equal("the planned intent was executed once (tools' ledger, under any key)", same_intent, 1));
-    a.resume(paused).await?;
-    a.kill().await?;
-    require_ok(&b.request(json!({"cmd": "release"}), STEP).await?, "B release")?;
-    b.shutdown(STEP).await?;
-    ctx.check(invariants::one_effect_per_operation(&entries, &["idem", "detid", "plain", "opquery"]));
-    let rows = ctx.commits().await?;
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
-    Ok(())
+    ctx.check(Check::equal(EXECUTED_ONCE, same_intent, 1));
+    Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use fenceproof_harness::check::rule::matches;
+
+    use super::*;
+
+    #[test]
+    fn every_call_check_matches_its_pattern_and_no_other() {
+        let pairs = [
+            (UNVERIFIED_LEAVES_UNKNOWN, ANY_UNVERIFIED_LEAVES_UNKNOWN),
+            (CALL_REACHED_TOOL, ANY_CALL_REACHED_TOOL),
+            (STILL_UNKNOWN_AFTER_RECONCILE, ANY_STILL_UNKNOWN_AFTER_RECONCILE),
+            (RECONCILE_CONVERGES, ANY_RECONCILE_CONVERGES),
+        ];
+        for (tool, fault) in no_answer_cases() {
+            for (what, pattern) in pairs {
+                let name = call_check(tool, fault, what);
+                assert!(matches(pattern, &name), "{name} does not match {pattern}");
+                for (_, other) in pairs.iter().filter(|(_, p)| *p != pattern) {
+                    assert!(!matches(other, &name), "{name} also matches {other}");
+                }
+            }
+        }
+    }
 }

@@ -9,7 +9,8 @@
 use fenceproof_harness::db::container::ContainerDb;
 use fenceproof_harness::db::databases;
 use fenceproof_harness::db::native::NativeCluster;
-use fenceproof_harness::faults::clock::ServerClock;
+use fenceproof_harness::faults::clock::{ClockFault, ServerClock};
+use fenceproof_harness::faults::{self, Injected};
 use fenceproof_harness::HarnessError;
 use sqlx::PgPool;
 
@@ -23,7 +24,8 @@ enum ClockServer {
 }
 
 pub struct FrozenServer {
-    pub clock: ServerClock,
+    /// The clock fault, injected for the server's whole life; healed (real time) on leaving.
+    pub clock: Injected<ClockFault>,
     server: ClockServer,
     pool: PgPool,
     saved: Option<(PgPool, String, Option<String>, String)>,
@@ -68,12 +70,7 @@ impl FrozenServer {
             sqlx::raw_sql(sql).execute(&pool).await?;
         }
         let now: String = sqlx::query_scalar("SELECT clock_timestamp()::text").fetch_one(&pool).await?;
-        ctx.timeline.record(
-            "harness",
-            "clock_frozen",
-            "database",
-            serde_json::json!({ "at": at, "server_reads": now }),
-        );
+        let clock = faults::inject(ClockFault::new(&clock, at).reading(&now), &ctx.timeline).await?;
         // An absolute time freezes the clock there; an offset (`+0`, `-1m`) lets it run.
         let offset = at.starts_with('+') || at.starts_with('-');
         if !offset && !now.starts_with(at) {
@@ -91,11 +88,9 @@ impl FrozenServer {
         Ok(FrozenServer { clock, server, pool, saved: Some(saved) })
     }
 
-    /// Move the server's clock to `at` (frozen there), and note it in the timeline.
-    pub fn set(&self, ctx: &Ctx, at: &str) -> Result<(), HarnessError> {
-        self.clock.set(at)?;
-        ctx.timeline.record("harness", "clock_set", "database", serde_json::json!({ "at": at }));
-        Ok(())
+    /// Move the server's clock to `at` (recorded in the timeline as a change of the clock fault).
+    pub fn set(&self, at: &str) -> Result<(), HarnessError> {
+        self.clock.move_to(at)
     }
 
     /// Save this server's oracle as the experiment's, point `ctx` back, stop the server.
@@ -108,6 +103,7 @@ impl FrozenServer {
             std::fs::write(ctx.dir.join("oracle.json"), serde_json::to_string_pretty(rows).expect("json"))?;
         }
         self.pool.close().await;
+        self.clock.heal().await?;
         if let ClockServer::Container(mut c) = self.server {
             c.stop().await?;
         }

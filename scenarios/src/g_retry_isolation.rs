@@ -5,15 +5,49 @@
 //! directly nor when handed to R2's owner as a callback.
 
 use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::oracle;
+use fenceproof_harness::record::oracle::CommitRow;
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
-use serde_json::json;
+use serde_json::{json, Value};
+use uuid::Uuid;
 
+use crate::catalogue;
 use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::experiment::{Checks, Experiment, Judges};
 use crate::outbox_setup::{dispatch_held_before_result, plan_operation};
 
 pub const TITLE: &str = "Retry isolation: a late result of the old run cannot advance the new run";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "G",
+    title: TITLE,
+    section: "11 G; 02, 07",
+    needs: &[],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[
+        &catalogue::IDS_RETRY_NEW_RUN,
+        &catalogue::IDS_OPERATION_ID_PER_INTENT,
+        &catalogue::INTENT_SAME_TRANSACTION,
+        &catalogue::INTENT_CANONICAL_DIGEST,
+        &catalogue::LEDGER_SETTLED_FINAL,
+    ],
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
+
+/// The names of its checks, in the order it makes them (the rule catalogue links rules to them).
+pub const RETRY_IS_NEW_RUN: &str = "the retry is a new run_id";
+pub const NEW_OPERATION_ID: &str = "the new run plans the same step under a new operation_id";
+pub const OLD_RESULT_REFUSED: &str = "the old run's result is refused by the new run";
+pub const OWN_UNSETTLED_REFUSED: &str = "the new run's own operation cannot advance it before it has a verified result";
+pub const NEW_RUN_UNCHANGED: &str = "the new run's state is unchanged";
+pub const NEW_OPERATION_UNCHANGED: &str = "the new run's operation is unchanged";
+pub const NOTHING_COMMITTED_ON_NEW_RUN: &str = "nothing committed on the new run after the late result (oracle)";
+pub const OLD_RUN_STAYS_CANCELLED: &str = "the old run stays cancelled";
 
 const BARRIER_KEY: i64 = 0x0606;
 
@@ -27,68 +61,23 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
     // The old run is cancelled and retried, by the code under test in a control-plane process.
     let mut cp = ctx.spawn_control_plane().await?;
-    require_ok(&cp.request(json!({"cmd": "cancel", "run_id": r1}), STEP).await?, "cancel")?;
-    let retry = cp.request(json!({"cmd": "create_run", "task_id": "task-g"}), STEP).await?;
-    require_ok(&retry, "retry")?;
-    let r2: uuid::Uuid = data(&retry)["run_id"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| HarnessError::Other(format!("retry gave no run_id: {retry}")))?;
-    ctx.check(Check::expect("the retry is a new run_id", r2 != r1, format!("{r1} -> {r2}")));
+    let r2 = cancel_and_retry(ctx, &mut cp, r1).await?;
     let mut p2 = plan_operation(ctx, "w2", r2, "idem", true).await?;
     let op2 = p2.operation_id.clone();
-    ctx.check(Check::expect(
-        "the new run plans the same step under a new operation_id",
-        op2 != op1 && op2.contains(&r2.to_string()),
-        format!("{op1} vs {op2}"),
-    ));
+    ctx.check(Check::expect(NEW_OPERATION_ID, op2 != op1 && op2.contains(&r2.to_string()), format!("{op1} vs {op2}")));
     let r2_before = oracle::run_state(&ctx.pool, r2).await?;
     let op2_before = ctx.operation(&op2).await?;
     let mark = ctx.oracle_mark().await?;
 
     // The late result of the old run arrives.
-    held.barrier.release().await?;
+    held.barrier.heal().await?;
     let late = held.dispatcher.reply(held.command, STEP).await?;
     held.dispatcher.shutdown(STEP).await?;
     // ... and is handed to the new run's owner as a callback.
-    let callback = p2.worker.request(json!({"cmd": "advance", "operation_id": op1}), STEP).await?;
-    let premature = p2.worker.request(json!({"cmd": "advance", "operation_id": op2}), STEP).await?;
-    ctx.check(Check::equal("the old run's result is refused by the new run", outcome(&callback), "foreign_operation"));
-    ctx.check(Check::equal(
-        "the new run's own operation cannot advance it before it has a verified result",
-        outcome(&premature),
-        "operation_not_settled",
-    ));
-
-    let r2_after = oracle::run_state(&ctx.pool, r2).await?;
-    let op2_after = ctx.operation(&op2).await?;
-    let key = |s: &oracle::RunState| (s.run["status"].clone(), s.run["revision"].clone(), s.run["checkpoint"].clone());
-    ctx.check(Check::expect(
-        "the new run's state is unchanged",
-        key(&r2_before) == key(&r2_after),
-        format!("before {:?}; after {:?}", key(&r2_before), key(&r2_after)),
-    ));
-    ctx.check(Check::expect(
-        "the new run's operation is unchanged",
-        op2_before["status"] == op2_after["status"] && op2_before["revision"] == op2_after["revision"],
-        format!(
-            "{} r{} -> {} r{}",
-            op2_before["status"], op2_before["revision"], op2_after["status"], op2_after["revision"]
-        ),
-    ));
-    let rows = ctx.commits().await?;
-    let touched_r2: Vec<String> = rows
-        .iter()
-        .filter(|r| r.seq > mark && r.run_id == Some(r2) && r.table_name != "worker_leases")
-        .map(|r| format!("#{} {} by {}", r.seq, r.table_name, r.writer))
-        .collect();
-    ctx.check(Check::expect(
-        "nothing committed on the new run after the late result (oracle)",
-        touched_r2.is_empty(),
-        format!("{touched_r2:?}"),
-    ));
+    let callback = judge_callbacks(ctx, &mut p2.worker, &op1, &op2).await?;
+    let (r2_after, rows) = judge_new_run_untouched(ctx, (r2, &op2), (&r2_before, &op2_before), mark).await?;
     let r1_state = oracle::run_state(&ctx.pool, r1).await?;
-    ctx.check(Check::equal("the old run stays cancelled", r1_state.run["status"].as_str(), Some("cancelled")));
+    ctx.check(Check::equal(OLD_RUN_STAYS_CANCELLED, r1_state.run["status"].as_str(), Some("cancelled")));
     let op1_fin = ctx.operation(&op1).await?;
     let late_outcome = data(&late).as_array().and_then(|a| a.first()).map(|d| d["outcome"].clone());
     require_ok(&p2.worker.request(json!({"cmd": "release"}), STEP).await?, "release")?;
@@ -106,4 +95,61 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         r2_before.run["revision"]
     ));
     Ok(())
+}
+
+/// The control plane `cp` cancels `r1` and creates a retry of its task: the retry's run_id.
+async fn cancel_and_retry(ctx: &mut Ctx, cp: &mut WorkerProc, r1: Uuid) -> Result<Uuid, HarnessError> {
+    require_ok(&cp.request(json!({"cmd": "cancel", "run_id": r1}), STEP).await?, "cancel")?;
+    let retry = cp.request(json!({"cmd": "create_run", "task_id": "task-g"}), STEP).await?;
+    require_ok(&retry, "retry")?;
+    let r2: Uuid = data(&retry)["run_id"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| HarnessError::Other(format!("retry gave no run_id: {retry}")))?;
+    ctx.check(Check::expect(RETRY_IS_NEW_RUN, r2 != r1, format!("{r1} -> {r2}")));
+    Ok(r2)
+}
+
+/// The new run's owner is handed the old run's operation `op1` (refused as foreign) and its own
+/// `op2` before it has a verified result (refused as unsettled). Returns the callback's answer.
+async fn judge_callbacks(ctx: &mut Ctx, w: &mut WorkerProc, op1: &str, op2: &str) -> Result<Value, HarnessError> {
+    let callback = w.request(json!({"cmd": "advance", "operation_id": op1}), STEP).await?;
+    let premature = w.request(json!({"cmd": "advance", "operation_id": op2}), STEP).await?;
+    ctx.check(Check::equal(OLD_RESULT_REFUSED, outcome(&callback), "foreign_operation"));
+    ctx.check(Check::equal(OWN_UNSETTLED_REFUSED, outcome(&premature), "operation_not_settled"));
+    Ok(callback)
+}
+
+/// The new run `r2`, its operation `op2` and the oracle after `mark` show nothing of the late
+/// result. Returns the run's state now and every commit.
+async fn judge_new_run_untouched(
+    ctx: &mut Ctx,
+    (r2, op2): (Uuid, &str),
+    (r2_before, op2_before): (&oracle::RunState, &Value),
+    mark: i64,
+) -> Result<(oracle::RunState, Vec<CommitRow>), HarnessError> {
+    let r2_after = oracle::run_state(&ctx.pool, r2).await?;
+    let op2_after = ctx.operation(op2).await?;
+    let key = |s: &oracle::RunState| (s.run["status"].clone(), s.run["revision"].clone(), s.run["checkpoint"].clone());
+    ctx.check(Check::expect(
+        NEW_RUN_UNCHANGED,
+        key(r2_before) == key(&r2_after),
+        format!("before {:?}; after {:?}", key(r2_before), key(&r2_after)),
+    ));
+    ctx.check(Check::expect(
+        NEW_OPERATION_UNCHANGED,
+        op2_before["status"] == op2_after["status"] && op2_before["revision"] == op2_after["revision"],
+        format!(
+            "{} r{} -> {} r{}",
+            op2_before["status"], op2_before["revision"], op2_after["status"], op2_after["revision"]
+        ),
+    ));
+    let rows = ctx.commits().await?;
+    let touched_r2: Vec<String> = rows
+        .iter()
+        .filter(|r| r.seq > mark && r.run_id == Some(r2) && r.table_name != "worker_leases")
+        .map(|r| format!("#{} {} by {}", r.seq, r.table_name, r.writer))
+        .collect();
+    ctx.check(Check::expect(NOTHING_COMMITTED_ON_NEW_RUN, touched_r2.is_empty(), format!("{touched_r2:?}")));
+    Ok((r2_after, rows))
 }

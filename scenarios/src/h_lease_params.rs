@@ -20,9 +20,28 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::{lease, runs, Ttl};
 use serde_json::json;
 
+use crate::catalogue;
 use crate::ctx::Ctx;
+use crate::experiment::{Checks, Experiment, Judges};
 
 pub const TITLE: &str = "Lease parameters: contract TTL / heartbeat / timeout against measured latency and jitter";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "H-lease",
+    title: TITLE,
+    section: "07; 11 H",
+    needs: &[],
+    judges: Judges::Deployment,
+    checks: Checks::OWN_ONLY,
+    rules: &[&catalogue::LEASE_PARAMETERS],
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
+
+/// The names of its checks (the rule catalogue links rules to them).
+pub const TIMEOUT_ABOVE_P99: &str = "renewal timeout leaves room above the p99 renewal latency (>= 2 x p99)";
+pub const LATE_RENEWAL_IN_TIME: &str = "a late renewal that uses its whole timeout still lands before expiry";
 
 const SAMPLES: usize = 200;
 
@@ -59,7 +78,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
     let timeout = params.renewal_timeout_ms as f64;
     ctx.check(Check::expect(
-        "renewal timeout leaves room above the p99 renewal latency (>= 2 x p99)",
+        TIMEOUT_ABOVE_P99,
         timeout >= 2.0 * r99,
         format!(
             "renewal_timeout_ms {timeout:.0} vs renewal latency p50 {r50:.2} ms, p99 {r99:.2} ms, max {rmax:.2} ms"
@@ -67,7 +86,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     ));
     let worst = params.heartbeat_ms as f64 + j99 + timeout;
     ctx.check(Check::expect(
-        "a late renewal that uses its whole timeout still lands before expiry",
+        LATE_RENEWAL_IN_TIME,
         worst < params.ttl_ms as f64,
         format!(
             "heartbeat {} + jitter p99 {j99:.2} + timeout {timeout:.0} = {worst:.1} ms vs ttl {} ms",

@@ -19,18 +19,79 @@
 //!   worker takes over.
 
 use fenceproof_harness::check::Check;
-use fenceproof_harness::faults::proxy::{patterns, Fired};
+use fenceproof_harness::faults::proxy::{patterns, Armed, Fired};
+use fenceproof_harness::faults::{self, Injected};
 use fenceproof_harness::record::{metrics, oracle};
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::ctx::{outcome, require_ok, scrape, Ctx, STEP};
+use crate::catalogue;
+use crate::ctx::{outcome, require_ok, scrape, Ctx, STEP, TAKEOVER_IS_NEXT_EPOCH};
+use crate::experiment::{Checks, Experiment, Judges};
 
 pub const TITLE_SAVE: &str = "Lost acknowledgement of a save: committed or not, answered unknown, read back";
 pub const TITLE_TERMINAL: &str = "Lost acknowledgement of a terminal write: one terminal write, never failed";
 pub const TITLE_RENEW: &str = "Lost acknowledgement of a renewal: unconfirmed, cancelled, nothing commits after";
+
+/// Its registration: what it needs and what it judges.
+pub const SAVE: Experiment = Experiment {
+    id: "I-save",
+    title: TITLE_SAVE,
+    section: "06, 07",
+    needs: &[],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[
+        &catalogue::RUNS_UNKNOWN_COMMIT_OUTCOME,
+        &catalogue::RUNS_UNKNOWN_READ_BACK,
+        &catalogue::RUNS_UNKNOWN_NEVER_FAILURE,
+    ],
+    operator_of: &[],
+    run: |c| Box::pin(save(c)),
+};
+
+/// Its registration: what it needs and what it judges.
+pub const TERMINAL: Experiment = Experiment {
+    id: "I-terminal",
+    title: TITLE_TERMINAL,
+    section: "06, 07",
+    needs: &[],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[&catalogue::RUNS_UNKNOWN_COMMIT_OUTCOME, &catalogue::RUNS_UNKNOWN_NEVER_FAILURE],
+    operator_of: &[],
+    run: |c| Box::pin(terminal(c)),
+};
+
+/// Its registration: what it needs and what it judges.
+pub const RENEW: Experiment = Experiment {
+    id: "I-renew",
+    title: TITLE_RENEW,
+    section: "06, 07",
+    needs: &[],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[&catalogue::LEASE_UNCONFIRMED_RENEWAL_CANCELS],
+    operator_of: &[],
+    run: |c| Box::pin(renew(c)),
+};
+
+/// The names of its checks (the rule catalogue links rules to them).
+pub const SAVE_ANSWERED_UNKNOWN: &str = "[commit.unknown-answered-unknown] a save whose COMMIT got no answer is answered outcome_unknown (or ok, read back and true)";
+pub const SAVE_CONTINUES_FROM_COMMITTED: &str =
+    "[commit.unknown-read-back] after an unknown outcome the next save continues from what really committed (oracle)";
+pub const NO_CHECKPOINT_TWICE: &str =
+    "[commit.unknown-read-back] no checkpoint commits twice and no revision is skipped or reused (oracle)";
+pub const SAVE_NOT_FAILURE: &str =
+    "[commit.unknown-not-failure] an unknown outcome never turns into a failure: the run is still running";
+pub const TERMINAL_ANSWERED_UNKNOWN: &str = "[commit.unknown-answered-unknown] a terminal write whose COMMIT got no answer is answered outcome_unknown (or ok, read back and true)";
+pub const ONE_TERMINAL_NEVER_FAILED: &str = "[commit.unknown-not-failure] exactly one terminal write, succeeded, and never failed after an unknown outcome (oracle)";
+pub const LOST_REPLY_CANCELS: &str =
+    "[lease.renew-unknown-cancels] a renewal whose reply was lost cancels the execution";
+pub const NOTHING_AFTER_LOST_REPLY: &str = "[lease.renew-unknown-cancels] after the lost renewal reply the worker commits nothing: no renewal, no write (oracle)";
+pub const METRICS_COUNT_UNKNOWN: &str = "A's metrics count the renewal with a lost reply as unknown";
 
 /// The acquire of a worker whose heartbeat must stay out of the way (I-save, I-terminal).
 fn quiet_acquire(run_id: Uuid) -> Value {
@@ -77,12 +138,12 @@ fn fired_note(f: &Option<Fired>) -> String {
 /// suffices; the fault is disarmed afterwards either way.
 async fn through_fault(
     a: &mut fenceproof_harness::procs::worker::WorkerProc,
-    armed: fenceproof_harness::faults::proxy::Armed,
+    armed: Injected<Armed>,
     cmd: Value,
 ) -> Result<(Value, Option<Fired>), HarnessError> {
     let ev = a.request(cmd, STEP).await?;
     let fired = armed.fired(std::time::Duration::from_secs(2)).await.ok();
-    armed.disarm();
+    armed.heal().await?;
     Ok((ev, fired))
 }
 
@@ -94,12 +155,12 @@ pub async fn save(ctx: &mut Ctx) -> Result<(), HarnessError> {
     require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1}}), STEP).await?, "A save 1")?;
 
     // The acknowledgement of save 2 is lost: it committed.
-    let armed = proxy.lose_ack(patterns::RUN_WRITE, STEP)?;
+    let armed = faults::inject(proxy.lose_ack(patterns::RUN_WRITE, STEP)?, &ctx.timeline).await?;
     let (ev2, f2) = through_fault(&mut a, armed, json!({"cmd": "save", "checkpoint": {"step": 2}})).await?;
     ctx.note(format!("save 2: {}", fired_note(&f2)));
     let ev3 = a.request(json!({"cmd": "save", "checkpoint": {"step": 3}}), STEP).await?;
     // The request of save 4 is lost: it did not commit.
-    let armed = proxy.lose_request(patterns::RUN_WRITE, STEP)?;
+    let armed = faults::inject(proxy.lose_request(patterns::RUN_WRITE, STEP)?, &ctx.timeline).await?;
     let (ev4, f4) = through_fault(&mut a, armed, json!({"cmd": "save", "checkpoint": {"step": 4}})).await?;
     ctx.note(format!("save 4: {}", fired_note(&f4)));
     let ev5 = a.request(json!({"cmd": "save", "checkpoint": {"step": 5}}), STEP).await?;
@@ -114,7 +175,7 @@ pub async fn save(ctx: &mut Ctx) -> Result<(), HarnessError> {
     // committed exactly once (then it is true).
     let answered = |ev: &Value, step: i64| outcome(ev) == "outcome_unknown" || (outcome(ev) == "ok" && once(step));
     ctx.check(Check::expect(
-        "[commit.unknown-answered-unknown] a save whose COMMIT got no answer is answered outcome_unknown (or ok, read back and true)",
+        SAVE_ANSWERED_UNKNOWN,
         answered(&ev2, 2) && answered(&ev4, 4),
         format!("{said}; committed checkpoints {saved:?}"),
     ));
@@ -124,19 +185,21 @@ pub async fn save(ctx: &mut Ctx) -> Result<(), HarnessError> {
     }
     expected.push(5);
     ctx.check(Check::expect(
-        "[commit.unknown-read-back] after an unknown outcome the next save continues from what really committed (oracle)",
+        SAVE_CONTINUES_FROM_COMMITTED,
         saved == expected && outcome(&ev3) == "ok" && outcome(&ev5) == "ok",
-        format!("checkpoints committed by A, in order: {saved:?} (expected {expected:?}: 2 committed, 4 did not); {said}"),
+        format!(
+            "checkpoints committed by A, in order: {saved:?} (expected {expected:?}: 2 committed, 4 did not); {said}"
+        ),
     ));
     let consecutive = steps.windows(2).all(|w| w[1].0 == w[0].0 + 1);
     ctx.check(Check::expect(
-        "[commit.unknown-read-back] no checkpoint commits twice and no revision is skipped or reused (oracle)",
+        NO_CHECKPOINT_TWICE,
         consecutive && saved.iter().collect::<std::collections::BTreeSet<_>>().len() == saved.len(),
         format!("A's writes (revision, step): {steps:?}"),
     ));
     let end = oracle::run_state(&ctx.pool, run_id).await?;
     ctx.check(Check::expect(
-        "[commit.unknown-not-failure] an unknown outcome never turns into a failure: the run is still running",
+        SAVE_NOT_FAILURE,
         end.run["status"] == "running",
         format!("run status {}", end.run["status"]),
     ));
@@ -152,11 +215,11 @@ pub async fn terminal(ctx: &mut Ctx) -> Result<(), HarnessError> {
     require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
     require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1}}), STEP).await?, "A save")?;
 
-    let armed = proxy.lose_request(patterns::RUN_WRITE, STEP)?;
+    let armed = faults::inject(proxy.lose_request(patterns::RUN_WRITE, STEP)?, &ctx.timeline).await?;
     let (ev1, f1) = through_fault(&mut a, armed, json!({"cmd": "succeed"})).await?;
     ctx.note(format!("succeed 1: {}", fired_note(&f1)));
     let after_first = oracle::run_state(&ctx.pool, run_id).await?.run["status"].clone();
-    let armed = proxy.lose_ack(patterns::RUN_WRITE, STEP)?;
+    let armed = faults::inject(proxy.lose_ack(patterns::RUN_WRITE, STEP)?, &ctx.timeline).await?;
     let (ev2, f2) = through_fault(&mut a, armed, json!({"cmd": "succeed"})).await?;
     ctx.note(format!("succeed 2: {}", fired_note(&f2)));
     let ev3 = a.request(json!({"cmd": "succeed"}), STEP).await?;
@@ -175,14 +238,17 @@ pub async fn terminal(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let ok_is_true = terminal.len() == 1 && terminal[0].1 == "succeeded";
     let answered = |ev: &Value| outcome(ev) == "outcome_unknown" || (outcome(ev) == "ok" && ok_is_true);
     ctx.check(Check::expect(
-        "[commit.unknown-answered-unknown] a terminal write whose COMMIT got no answer is answered outcome_unknown (or ok, read back and true)",
+        TERMINAL_ANSWERED_UNKNOWN,
         answered(&ev1) && (f2.is_none() || answered(&ev2)),
         said.clone(),
     ));
     ctx.check(Check::expect(
-        "[commit.unknown-not-failure] exactly one terminal write, succeeded, and never failed after an unknown outcome (oracle)",
+        ONE_TERMINAL_NEVER_FAILED,
         terminal.len() == 1 && terminal[0].1 == "succeeded" && (after_first == "running" || outcome(&ev1) == "ok"),
-        format!("A's terminal commits (revision, status): {:?}; {said}", terminal.iter().map(|(r, s, _)| (r, s)).collect::<Vec<_>>()),
+        format!(
+            "A's terminal commits (revision, status): {:?}; {said}",
+            terminal.iter().map(|(r, s, _)| (r, s)).collect::<Vec<_>>()
+        ),
     ));
     drop(proxy);
     a.shutdown(STEP).await?;
@@ -204,7 +270,7 @@ pub async fn renew(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let epoch_a = oracle::run_state(&ctx.pool, run_id).await?.lease["epoch"].as_i64().unwrap_or(-1);
 
     // The heartbeat's next renewal commits; its reply is lost.
-    let armed = proxy.lose_ack(patterns::LEASE_RENEW, STEP)?;
+    let armed = faults::inject(proxy.lose_ack(patterns::LEASE_RENEW, STEP)?, &ctx.timeline).await?;
     // A worker that never renews the lease it holds is broken, not the harness: a FAIL of the
     // legal-step rule rather than an ERROR.
     let fired = armed.fired(STEP).await.map_err(|_| HarnessError::StepRefused {
@@ -217,7 +283,7 @@ pub async fn renew(ctx: &mut Ctx) -> Result<(), HarnessError> {
         .wait_event("execution cancelled after the lost renewal reply", STEP, |e| e["event"] == "execution_cancelled")
         .await;
     ctx.check(Check::expect(
-        "[lease.renew-unknown-cancels] a renewal whose reply was lost cancels the execution",
+        LOST_REPLY_CANCELS,
         cancelled.is_ok(),
         match &cancelled {
             Ok(_) => "execution_cancelled after the lost renewal reply".to_string(),
@@ -228,7 +294,7 @@ pub async fn renew(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let expired = ctx.wait_lease_expired(run_id).await;
     let after: Vec<_> = ctx.commits().await?.into_iter().filter(|c| c.seq > mark && c.writer == a.owner).collect();
     ctx.check(Check::expect(
-        "[lease.renew-unknown-cancels] after the lost renewal reply the worker commits nothing: no renewal, no write (oracle)",
+        NOTHING_AFTER_LOST_REPLY,
         after.is_empty() && expired.is_ok(),
         format!(
             "{} commits by A after #{mark}{}; lease expiry: {}",
@@ -243,7 +309,7 @@ pub async fn renew(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let text = scrape(&mut a, &ctx.dir).await?;
     let unknown = metrics::value(&text, "lease_renew_total{outcome=\"unknown\"}").unwrap_or(0.0);
     ctx.check(Check::expect(
-        "A's metrics count the renewal with a lost reply as unknown",
+        METRICS_COUNT_UNKNOWN,
         unknown >= 1.0,
         format!("lease_renew_total{{outcome=\"unknown\"}} {unknown}"),
     ));
@@ -252,10 +318,34 @@ pub async fn renew(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let mut b = ctx.spawn_worker("b", vec![]).await?;
     let acq = b.request(quiet_acquire(run_id), STEP).await?;
     require_ok(&acq, "B takeover")?;
-    ctx.check(Check::equal("B's takeover is A's epoch + 1", acq["epoch"].as_i64(), Some(epoch_a + 1)));
+    ctx.check(Check::equal(TAKEOVER_IS_NEXT_EPOCH, acq["epoch"].as_i64(), Some(epoch_a + 1)));
     require_ok(&b.request(json!({"cmd": "succeed"}), STEP).await?, "B succeed")?;
     drop(proxy);
     a.shutdown(STEP).await?;
     b.shutdown(STEP).await?;
     ctx.judge_invariants().await
+}
+
+#[cfg(test)]
+mod tests {
+    use fenceproof_harness::check::rule::matches;
+
+    use super::*;
+    use crate::tags;
+
+    #[test]
+    fn every_tagged_check_matches_its_tag() {
+        for (name, any) in [
+            (SAVE_ANSWERED_UNKNOWN, tags::ANY_COMMIT_UNKNOWN_ANSWERED_UNKNOWN),
+            (TERMINAL_ANSWERED_UNKNOWN, tags::ANY_COMMIT_UNKNOWN_ANSWERED_UNKNOWN),
+            (SAVE_CONTINUES_FROM_COMMITTED, tags::ANY_COMMIT_UNKNOWN_READ_BACK),
+            (NO_CHECKPOINT_TWICE, tags::ANY_COMMIT_UNKNOWN_READ_BACK),
+            (SAVE_NOT_FAILURE, tags::ANY_COMMIT_UNKNOWN_NOT_FAILURE),
+            (ONE_TERMINAL_NEVER_FAILED, tags::ANY_COMMIT_UNKNOWN_NOT_FAILURE),
+            (LOST_REPLY_CANCELS, tags::ANY_LEASE_RENEW_UNKNOWN_CANCELS),
+            (NOTHING_AFTER_LOST_REPLY, tags::ANY_LEASE_RENEW_UNKNOWN_CANCELS),
+        ] {
+            assert!(matches(any, name), "{name} does not match {any}");
+        }
+    }
 }

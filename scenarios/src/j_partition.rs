@@ -8,14 +8,43 @@
 //! renewal and the lost ones.
 
 use fenceproof_harness::check::Check;
+use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::{metrics, oracle};
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
+use crate::b_old_owner_resumes::TAKEOVER_EPOCH;
+use crate::catalogue;
 use crate::ctx::{require_ok, scrape, Ctx, StaleChecks, STEP};
+use crate::experiment::{Checks, Experiment, Judges};
 
 pub const TITLE: &str = "Partition: a running worker cut off past its TTL, takeover, heal, stale writes rejected";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "J-partition",
+    title: TITLE,
+    section: "05.2, 07",
+    needs: &[],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[&catalogue::LEASE_UNCONFIRMED_RENEWAL_CANCELS],
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
+
+/// The names of its checks, in the order it makes them (the rule catalogue links rules to them).
+pub const CANCELLED_WHILE_CUT: &str =
+    "[lease.renew-unknown-cancels] A's heartbeat cancels the execution when the partition leaves its renewal unanswered";
+// B's takeover: the same check as B's (`b_old_owner_resumes::TAKEOVER_EPOCH`).
+pub const NOTHING_COMMITS_AFTER_TAKEOVER: &str =
+    "[lease.partition-stale-rejected] nothing A sends after the takeover commits, late or new (oracle)";
+pub const ROWS_UNCHANGED_BY_HEALED: &str =
+    "[lease.partition-stale-rejected] B's lease and the run are unchanged by the healed A (database rows)";
+pub const TOLD_NO_AFTER_HEAL: &str = "A is told no for every attempt after the heal (worker's word)";
+pub const METRICS_SHOW_RENEWALS: &str =
+    "A's metrics show the unanswered renewal as unknown and the refused one as lost";
 
 const A_TTL_MS: i64 = 800;
 
@@ -32,33 +61,16 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1, "by": "a"}}), STEP).await?, "A save")?;
 
     // Fault: A is cut off from the server; its process runs on.
-    let partition = proxy.partition(STEP * 2);
+    let partition = fenceproof_harness::faults::inject(proxy.partition(STEP * 2), &ctx.timeline).await?;
     let cut_at = std::time::Instant::now();
     ctx.wait_lease_expired(run_id).await?;
-    let cancelled =
-        a.wait_event("execution cancelled during the partition", STEP, |e| e["event"] == "execution_cancelled").await;
-    ctx.check(Check::expect(
-        "[lease.renew-unknown-cancels] A's heartbeat cancels the execution when the partition leaves its renewal unanswered",
-        cancelled.is_ok(),
-        match &cancelled {
-            Ok(_) => "execution_cancelled while partitioned".to_string(),
-            Err(e) => e.to_string(),
-        },
-    ));
+    judge_cancelled_while_cut(ctx, &mut a).await;
 
     // B takes over and saves.
-    let mut b = ctx.spawn_worker("b", vec![]).await?;
-    let acq_b = b
-        .request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 120_000, "heartbeat_ms": 60_000, "renew_timeout_ms": 2000}), STEP)
-        .await?;
-    require_ok(&acq_b, "B takeover")?;
-    ctx.check(Check::equal("B's takeover is epoch A + 1", acq_b["epoch"].as_i64(), Some(epoch_a + 1)));
-    let takeover = ctx.oracle_mark().await?;
-    require_ok(&b.request(json!({"cmd": "save", "checkpoint": {"step": 2, "by": "b"}}), STEP).await?, "B save")?;
-    let before = oracle::run_state(&ctx.pool, run_id).await?;
+    let (mut b, takeover, before) = take_over(ctx, run_id, epoch_a).await?;
 
     // Heal: A's stalled statements flow again; then A tries everything.
-    partition.heal();
+    partition.heal().await?;
     let cut_ms = cut_at.elapsed().as_millis();
     let (attempts, stale) = ctx
         .judge_stale_after_takeover(
@@ -66,17 +78,10 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
             run_id,
             takeover,
             &before,
-            StaleChecks {
-                nothing_commits: "[lease.partition-stale-rejected] nothing A sends after the takeover commits, late or new (oracle)",
-                rows_unchanged: "[lease.partition-stale-rejected] B's lease and the run are unchanged by the healed A (database rows)",
-            },
+            StaleChecks { nothing_commits: NOTHING_COMMITS_AFTER_TAKEOVER, rows_unchanged: ROWS_UNCHANGED_BY_HEALED },
         )
         .await?;
-    ctx.check(Check::expect(
-        "A is told no for every attempt after the heal (worker's word)",
-        attempts.iter().all(|s| !s.ends_with("=ok")),
-        attempts.join(" "),
-    ));
+    ctx.check(Check::expect(TOLD_NO_AFTER_HEAL, attempts.iter().all(|s| !s.ends_with("=ok")), attempts.join(" ")));
     let text = scrape(&mut a, &ctx.dir).await?;
     let unknown = metrics::value(&text, "lease_renew_total{outcome=\"unknown\"}").unwrap_or(0.0);
     let lost = metrics::value(&text, "lease_renew_total{outcome=\"lost\"}").unwrap_or(0.0);
@@ -87,7 +92,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         stale
     ));
     ctx.check(Check::expect(
-        "A's metrics show the unanswered renewal as unknown and the refused one as lost",
+        METRICS_SHOW_RENEWALS,
         unknown >= 1.0 && lost >= 1.0,
         format!("lease_renew_total{{outcome=\"unknown\"}} {unknown}, lease_renew_total{{outcome=\"lost\"}} {lost}"),
     ));
@@ -96,4 +101,56 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     a.shutdown(STEP).await?;
     b.shutdown(STEP).await?;
     ctx.judge_invariants().await
+}
+
+/// A's heartbeat cannot confirm a renewal across the partition: it must cancel the execution.
+async fn judge_cancelled_while_cut(ctx: &mut Ctx, a: &mut WorkerProc) {
+    let cancelled =
+        a.wait_event("execution cancelled during the partition", STEP, |e| e["event"] == "execution_cancelled").await;
+    ctx.check(Check::expect(
+        CANCELLED_WHILE_CUT,
+        cancelled.is_ok(),
+        match &cancelled {
+            Ok(_) => "execution_cancelled while partitioned".to_string(),
+            Err(e) => e.to_string(),
+        },
+    ));
+}
+
+/// B (not partitioned) takes over (epoch A + 1) and saves: B, the oracle's mark at the takeover,
+/// and the run and lease after B's save.
+async fn take_over(
+    ctx: &mut Ctx,
+    run_id: uuid::Uuid,
+    epoch_a: i64,
+) -> Result<(WorkerProc, i64, oracle::RunState), HarnessError> {
+    let mut b = ctx.spawn_worker("b", vec![]).await?;
+    let acq_b = b
+        .request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 120_000, "heartbeat_ms": 60_000, "renew_timeout_ms": 2000}), STEP)
+        .await?;
+    require_ok(&acq_b, "B takeover")?;
+    ctx.check(Check::equal(TAKEOVER_EPOCH, acq_b["epoch"].as_i64(), Some(epoch_a + 1)));
+    let takeover = ctx.oracle_mark().await?;
+    require_ok(&b.request(json!({"cmd": "save", "checkpoint": {"step": 2, "by": "b"}}), STEP).await?, "B save")?;
+    let before = oracle::run_state(&ctx.pool, run_id).await?;
+    Ok((b, takeover, before))
+}
+
+#[cfg(test)]
+mod tests {
+    use fenceproof_harness::check::rule::matches;
+
+    use super::*;
+    use crate::tags;
+
+    #[test]
+    fn every_tagged_check_matches_its_tag() {
+        for (name, any) in [
+            (CANCELLED_WHILE_CUT, tags::ANY_LEASE_RENEW_UNKNOWN_CANCELS),
+            (NOTHING_COMMITS_AFTER_TAKEOVER, tags::ANY_LEASE_PARTITION_STALE_REJECTED),
+            (ROWS_UNCHANGED_BY_HEALED, tags::ANY_LEASE_PARTITION_STALE_REJECTED),
+        ] {
+            assert!(matches(any, name), "{name} does not match {any}");
+        }
+    }
 }

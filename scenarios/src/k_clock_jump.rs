@@ -19,12 +19,47 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::ctx::{outcome, require_ok, Ctx, STEP};
+use crate::catalogue;
+use crate::ctx::{outcome, require_ok, Ctx, STEP, TAKEOVER_IS_NEXT_EPOCH};
+use crate::experiment::{Checks, Experiment, Judges, Need};
 use crate::frozen_clock::FrozenServer;
 
 pub const TITLE_FORWARD: &str = "Database clock jumps forward past the TTL: early takeover reported, no stale write";
 pub const TITLE_BACKWARD: &str =
     "Database clock jumps back: recovery delayed, measured against the TTL, no second owner";
+
+/// Its registration: what it needs and what it judges.
+pub const FORWARD: Experiment = Experiment {
+    id: "K-forward",
+    title: TITLE_FORWARD,
+    section: "05, 10",
+    needs: &[Need::ClockServer],
+    judges: Judges::Protocol,
+    checks: Checks::NO_ANSWERS,
+    rules: &[&catalogue::CLOCK_JUMPS_KEEP_STATE_SAFE],
+    operator_of: &[],
+    run: |c| Box::pin(forward(c)),
+};
+
+/// Its registration: what it needs and what it judges.
+pub const BACKWARD: Experiment = Experiment {
+    id: "K-backward",
+    title: TITLE_BACKWARD,
+    section: "05, 10",
+    needs: &[Need::ClockServer],
+    judges: Judges::Protocol,
+    checks: Checks::NO_ANSWERS,
+    rules: &[&catalogue::CLOCK_JUMPS_KEEP_STATE_SAFE],
+    operator_of: &[],
+    run: |c| Box::pin(backward(c)),
+};
+
+/// The names of its checks (the rule catalogue links rules to them).
+pub const FORWARD_EARLY_TAKEOVER: &str =
+    "[clock.jumps-keep-state-safe] the forward jump's takeover is early and reported: B's epoch is A's + 1";
+pub const NOTHING_OF_A_AFTER_EARLY_TAKEOVER: &str =
+    "[clock.jumps-keep-state-safe] after the early takeover nothing of A's commits (oracle)";
+pub const BACKWARD_DELAYS_RECOVERY: &str = "[clock.jumps-keep-state-safe] after the backward jump the dead holder's lease outlives its TTL: recovery is delayed, not doubled";
 
 /// A's lease: long in real time, so that only the jump can end it.
 const FORWARD_TTL_MS: i64 = 30_000;
@@ -51,7 +86,7 @@ async fn forward_on(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), HarnessE
     require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1, "by": "a"}}), STEP).await?, "A save")?;
 
     // Fault: the server's clock jumps two TTLs ahead.
-    server.set(ctx, "+60")?;
+    server.set("+60")?;
     let mut b = ctx.spawn_worker("b", vec![]).await?;
     let acq_b = b
         .request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 120_000, "heartbeat_ms": 60_000, "renew_timeout_ms": 5000}), STEP)
@@ -66,7 +101,7 @@ async fn forward_on(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), HarnessE
         FORWARD_TTL_MS as f64 / 1000.0 - real.as_secs_f64()
     ));
     ctx.check(Check::expect(
-        "[clock.jumps-keep-state-safe] the forward jump's takeover is early and reported: B's epoch is A's + 1",
+        FORWARD_EARLY_TAKEOVER,
         acq_b["epoch"].as_i64() == Some(epoch_a + 1) && (real.as_millis() as i64) < FORWARD_TTL_MS,
         format!(
             "B epoch {} (A {epoch_a}) after {:.1} s of real time; TTL {} s",
@@ -94,7 +129,7 @@ async fn forward_on(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), HarnessE
     }
     let stale: Vec<_> = ctx.commits().await?.into_iter().filter(|c| c.seq > takeover && c.writer == a.owner).collect();
     ctx.check(Check::expect(
-        "[clock.jumps-keep-state-safe] after the early takeover nothing of A's commits (oracle)",
+        NOTHING_OF_A_AFTER_EARLY_TAKEOVER,
         stale.is_empty(),
         format!("{} commits by A after the takeover #{takeover}; A was told: {}", stale.len(), said.join(" ")),
     ));
@@ -124,7 +159,7 @@ async fn backward_on(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), Harness
     require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1, "by": "a"}}), STEP).await?, "A save")?;
     // A dies holding the lease; then the server's clock jumps back a minute.
     a.kill().await?;
-    server.set(ctx, "-60")?;
+    server.set("-60")?;
     let left_ms: f64 = sqlx::query_scalar(
         "SELECT (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 FROM worker_leases WHERE run_id = $1",
     )
@@ -151,19 +186,39 @@ async fn backward_on(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), Harness
         json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 60_000, "heartbeat_ms": 20_000, "renew_timeout_ms": 5000});
     let early = b.request(b_acquire.clone(), STEP).await?;
     ctx.check(Check::expect(
-        "[clock.jumps-keep-state-safe] after the backward jump the dead holder's lease outlives its TTL: recovery is delayed, not doubled",
+        BACKWARD_DELAYS_RECOVERY,
         outcome(&early) == "busy" && left_ms > BACKWARD_TTL_MS as f64,
-        format!("B's acquire: {}; A's lease has {:.1} s left on the database clock (TTL {} s)", outcome(&early), left_ms / 1000.0, BACKWARD_TTL_MS / 1000),
+        format!(
+            "B's acquire: {}; A's lease has {:.1} s left on the database clock (TTL {} s)",
+            outcome(&early),
+            left_ms / 1000.0,
+            BACKWARD_TTL_MS / 1000
+        ),
     ));
     // Heal: the clock returns to real time; the lease expires within its TTL and B recovers.
-    server.set(ctx, "+0")?;
+    server.set("+0")?;
     let healed = Instant::now();
     ctx.wait_lease_expired(run_id).await?;
     let acq_b = b.request(b_acquire, STEP).await?;
     require_ok(&acq_b, "B's takeover after the clock healed")?;
     ctx.note(format!("after the heal B recovered in {:.1} s", healed.elapsed().as_secs_f64()));
-    ctx.check(Check::equal("B's takeover is A's epoch + 1", acq_b["epoch"].as_i64(), Some(epoch_a + 1)));
+    ctx.check(Check::equal(TAKEOVER_IS_NEXT_EPOCH, acq_b["epoch"].as_i64(), Some(epoch_a + 1)));
     require_ok(&b.request(json!({"cmd": "succeed"}), STEP).await?, "B succeed")?;
     b.shutdown(STEP).await?;
     ctx.judge_invariants().await
+}
+
+#[cfg(test)]
+mod tests {
+    use fenceproof_harness::check::rule::matches;
+
+    use super::*;
+    use crate::tags;
+
+    #[test]
+    fn every_tagged_check_matches_its_tag() {
+        for name in [FORWARD_EARLY_TAKEOVER, NOTHING_OF_A_AFTER_EARLY_TAKEOVER, BACKWARD_DELAYS_RECOVERY] {
+            assert!(matches(tags::ANY_CLOCK_JUMPS_KEEP_STATE_SAFE, name), "{name}");
+        }
+    }
 }

@@ -16,16 +16,42 @@
 
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::db::{databases, writers};
+use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
+use sqlx::PgPool;
 
-use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::catalogue;
+use crate::ctx::{outcome, require_ok, Ctx, CONTROL, LEGAL_STEP_CHECK, STEP};
+use crate::experiment::{Checks, Experiment, Judges, Need};
 
 pub const TITLE: &str = "Rollout: a legacy direct writer beside fenced workers, before and after the revoke (§13)";
 
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "L-rollout",
+    title: TITLE,
+    section: "13",
+    needs: &[Need::LegacyLogin],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[&catalogue::ROLLOUT_REVOKE_DIRECT_WRITES],
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
+
 /// The legacy writer's application_name (its commits carry it in the oracle).
 pub const LEGACY_WRITER: &str = "legacy-writer";
+
+/// The names of its checks, in the order it makes them (the rule catalogue links rules to them).
+pub const LEGACY_LISTED: &str = "the inspection lists the legacy role as a direct writer while it keeps its grants";
+pub const BYPASS_COMMITS: &str =
+    "coexisting phase, the known risk of §13: the legacy writer's direct UPDATE commits around the lease";
+pub const NO_DIRECT_WRITER_LEFT: &str =
+    "after the revoke no role but the owner and superusers can write the protocol's tables directly";
+pub const LEGACY_REFUSED: &str = "after the revoke the legacy writer's UPDATE is refused with 42501";
+// Its fenced phase ends with the legal-step check (`ctx::LEGAL_STEP_CHECK`).
 
 const LEGACY_UPDATE: &str =
     "UPDATE agent_runs SET checkpoint = $2, revision = revision + 1, updated_at = clock_timestamp()
@@ -62,21 +88,52 @@ async fn phases(ctx: &mut Ctx, role: &str) -> Result<(), HarnessError> {
     require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"phase": "coexisting"}}), STEP).await?, "A save")?;
 
     // Phase coexisting.
+    let mark2 = coexisting(ctx, &legacy, &mut a, role, run_id).await?;
+
+    // The revoke step of §13.
+    sqlx::raw_sql(&format!("REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON {} FROM {role}", writers::TABLES.join(", ")))
+        .execute(&ctx.pool)
+        .await?;
+    ctx.timeline.record("harness", "revoke", "database", json!({ "role": role }));
+
+    // Phase fenced.
+    let code = fenced(ctx, legacy, &mut a, run_id).await?;
+    require_ok(&a.request(json!({"cmd": "release"}), STEP).await?, "A release")?;
+    a.shutdown(STEP).await?;
+    let fenced: Vec<_> = ctx.commits().await?.into_iter().filter(|r| r.seq > mark2).collect();
+    ctx.checks.extend(invariants::all(&fenced, &[CONTROL]));
+    ctx.note(format!(
+        "revoked: legacy UPDATE refused ({}); A saved and succeeded; the rules hold",
+        code.unwrap_or_default()
+    ));
+    Ok(())
+}
+
+/// While the legacy role keeps its grants, the inspection lists it, and its direct UPDATE
+/// commits around A's lease: the rule "only the current lease holder commits run state" is
+/// broken, as the phase's known risk requires. Returns the oracle's mark at the phase's end.
+async fn coexisting(
+    ctx: &mut Ctx,
+    legacy: &PgPool,
+    a: &mut WorkerProc,
+    role: &str,
+    run_id: uuid::Uuid,
+) -> Result<i64, HarnessError> {
     let listed = writers::direct_writers(&ctx.pool, None).await?;
     let legacy_listed = listed.iter().find(|w| w.role == role).cloned();
     ctx.check(Check::expect(
-        "the inspection lists the legacy role as a direct writer while it keeps its grants",
+        LEGACY_LISTED,
         legacy_listed.as_ref().is_some_and(|w| w.is_bypass() && w.grants.contains(&"UPDATE agent_runs".to_string())),
         format!("{legacy_listed:?}"),
     ));
     let mark = ctx.oracle_mark().await?;
-    let wrote = sqlx::query(LEGACY_UPDATE).bind(run_id).bind(json!({"legacy": 1})).execute(&legacy).await;
+    let wrote = sqlx::query(LEGACY_UPDATE).bind(run_id).bind(json!({"legacy": 1})).execute(legacy).await;
     let a_next = a.request(json!({"cmd": "save", "checkpoint": {"phase": "after-bypass"}}), STEP).await?;
     let mark2 = ctx.oracle_mark().await?;
     let coexisting: Vec<_> = ctx.commits().await?.into_iter().filter(|r| r.seq > mark && r.seq <= mark2).collect();
     let holder = invariants::only_lease_holder_commits(&coexisting, &[CONTROL]);
     ctx.check(Check::expect(
-        "coexisting phase, the known risk of §13: the legacy writer's direct UPDATE commits around the lease",
+        BYPASS_COMMITS,
         wrote.as_ref().is_ok_and(|w| w.rows_affected() == 1) && !holder.passed(),
         format!(
             "legacy UPDATE: {}; rule \"{}\": {} ({})",
@@ -93,31 +150,26 @@ async fn phases(ctx: &mut Ctx, role: &str) -> Result<(), HarnessError> {
         "coexisting: the legacy UPDATE committed around A's lease (rule broken, expected); A's next save: {}",
         outcome(&a_next)
     ));
+    Ok(mark2)
+}
 
-    // The revoke step of §13.
-    sqlx::raw_sql(&format!("REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON {} FROM {role}", writers::TABLES.join(", ")))
-        .execute(&ctx.pool)
-        .await?;
-    ctx.timeline.record("harness", "revoke", "database", json!({ "role": role }));
-
-    // Phase fenced.
+/// After the revoke no role can write directly, the legacy UPDATE is refused with 42501, and A
+/// carries on. Returns the SQLSTATE the legacy UPDATE got.
+async fn fenced(
+    ctx: &mut Ctx,
+    legacy: PgPool,
+    a: &mut WorkerProc,
+    run_id: uuid::Uuid,
+) -> Result<Option<String>, HarnessError> {
     let listed = writers::direct_writers(&ctx.pool, None).await?;
     let still: Vec<&writers::DirectWriter> = listed.iter().filter(|w| w.is_bypass()).collect();
-    ctx.check(Check::expect(
-        "after the revoke no role but the owner and superusers can write the protocol's tables directly",
-        still.is_empty(),
-        format!("{still:?}"),
-    ));
+    ctx.check(Check::expect(NO_DIRECT_WRITER_LEFT, still.is_empty(), format!("{still:?}")));
     let refused = sqlx::query(LEGACY_UPDATE).bind(run_id).bind(json!({"legacy": 2})).execute(&legacy).await;
     let code = match &refused {
         Err(sqlx::Error::Database(db)) => db.code().map(|c| c.to_string()),
         _ => None,
     };
-    ctx.check(Check::expect(
-        "after the revoke the legacy writer's UPDATE is refused with 42501",
-        code.as_deref() == Some("42501"),
-        format!("{refused:?}"),
-    ));
+    ctx.check(Check::expect(LEGACY_REFUSED, code.as_deref() == Some("42501"), format!("{refused:?}")));
     legacy.close().await;
     let current: i64 = sqlx::query_scalar("SELECT revision FROM agent_runs WHERE run_id = $1")
         .bind(run_id)
@@ -128,17 +180,9 @@ async fn phases(ctx: &mut Ctx, role: &str) -> Result<(), HarnessError> {
         .await?;
     let done = a.request(json!({"cmd": "succeed", "expected_revision": current + 1}), STEP).await?;
     ctx.check(Check::expect(
-        "a step the protocol must allow succeeds",
+        LEGAL_STEP_CHECK,
         outcome(&save) == "ok" && outcome(&done) == "ok",
         format!("A's save at revision {current}: {}; succeed: {}", outcome(&save), outcome(&done)),
     ));
-    require_ok(&a.request(json!({"cmd": "release"}), STEP).await?, "A release")?;
-    a.shutdown(STEP).await?;
-    let fenced: Vec<_> = ctx.commits().await?.into_iter().filter(|r| r.seq > mark2).collect();
-    ctx.checks.extend(invariants::all(&fenced, &[CONTROL]));
-    ctx.note(format!(
-        "revoked: legacy UPDATE refused ({}); A saved and succeeded; the rules hold",
-        code.unwrap_or_default()
-    ));
-    Ok(())
+    Ok(code)
 }

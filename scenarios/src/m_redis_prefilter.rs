@@ -17,17 +17,46 @@
 //! pre-filter as the boundary: writes without the lease check, takeovers without expiry) is killed.
 
 use fenceproof_harness::check::Check;
-use fenceproof_harness::procs::redis::RedisServer;
+use fenceproof_harness::procs::redis::{PrefilterLock, RedisServer};
+use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::oracle;
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::ctx::{require_ok, Ctx, StaleChecks, STEP};
+use crate::catalogue;
+use crate::ctx::{require_ok, Ctx, StaleChecks, STEP, TAKEOVER_IS_NEXT_EPOCH};
+use crate::experiment::{Checks, Experiment, Judges, Need};
 
 pub const TITLE_EXPIRY: &str = "Redis pre-filter: the lock expires while its holder is paused; PostgreSQL fences";
 pub const TITLE_RESTART: &str =
     "Redis pre-filter: Redis restarts without persistence and forgets the lock; PostgreSQL fences";
+
+/// Its registration: what it needs and what it judges.
+pub const REDIS_EXPIRY: Experiment = Experiment {
+    id: "M-redis-expiry",
+    title: TITLE_EXPIRY,
+    section: "03",
+    needs: &[Need::Redis],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[&catalogue::PREFILTER_NOT_A_BOUNDARY],
+    operator_of: &[],
+    run: |c| Box::pin(run(c, Loss::Expiry)),
+};
+
+/// Its registration: what it needs and what it judges.
+pub const REDIS_RESTART: Experiment = Experiment {
+    id: "M-redis-restart",
+    title: TITLE_RESTART,
+    section: "03",
+    needs: &[Need::Redis],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[&catalogue::PREFILTER_NOT_A_BOUNDARY],
+    operator_of: &[],
+    run: |c| Box::pin(run(c, Loss::Restart)),
+};
 
 /// How the pre-filter loses A's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +64,18 @@ pub enum Loss {
     Expiry,
     Restart,
 }
+
+/// The names of its checks, in the order it makes them (the rule catalogue links rules to them).
+pub const A_TAKES_KEY: &str = "A takes the pre-filter key (SET NX PX)";
+pub const KEY_KEEPS_B_OUT: &str = "while A holds the key the pre-filter keeps B out";
+pub const LOST_KEY_ADMITS_B: &str =
+    "once the key is lost the pre-filter admits B although A never released it (two believe they hold it)";
+// B's takeover: `ctx::TAKEOVER_IS_NEXT_EPOCH`.
+pub const COMPARE_TOKEN_REFUSES_A: &str = "A's compare-token renew and release are refused: the key stays B's";
+pub const NOTHING_OF_A_COMMITS: &str =
+    "[prefilter.not-a-boundary] nothing A writes after B's takeover commits: PostgreSQL fences what the pre-filter could not (oracle)";
+pub const ROWS_UNCHANGED_BY_RESUMED: &str =
+    "[prefilter.not-a-boundary] B's lease and the run are unchanged by the resumed A (database rows)";
 
 const A_TTL_MS: i64 = 600;
 /// The Redis key's TTL: longer than the lease's, as a pre-filter's usually is.
@@ -46,25 +87,11 @@ pub async fn run(ctx: &mut Ctx, loss: Loss) -> Result<(), HarnessError> {
     let run_id =
         runs::create_run(&ctx.pool, "task-m", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
     let key = format!("fenceproof:run:{run_id}");
-    let (token_a, token_b) = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
+    let tokens = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
+    let keyed = Keyed { lock: &lock, key: &key, token_a: &tokens.0, token_b: &tokens.1 };
 
     // A holds the key and the lease, and works.
-    let mut a = ctx.spawn_worker("a", vec![]).await?;
-    let got = lock.acquire(&key, &token_a, KEY_TTL_MS).await?;
-    ctx.check(Check::expect("A takes the pre-filter key (SET NX PX)", got, format!("SET {key} NX PX: {got}")));
-    let acq = a
-        .request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": A_TTL_MS, "heartbeat_ms": 100, "renew_timeout_ms": 300}), STEP)
-        .await?;
-    require_ok(&acq, "A acquire")?;
-    let epoch_a = acq["epoch"].as_i64().unwrap_or(-1);
-    require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
-    require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1, "by": "a"}}), STEP).await?, "A save")?;
-    let kept_out = !lock.acquire(&key, &token_b, 30_000).await?;
-    ctx.check(Check::expect(
-        "while A holds the key the pre-filter keeps B out",
-        kept_out,
-        format!("B's SET NX while A holds the key: {}", if kept_out { "refused" } else { "granted" }),
-    ));
+    let (mut a, epoch_a) = a_holds_key_and_lease(ctx, &keyed, run_id).await?;
 
     // Fault: A is paused and the key is lost.
     let pause = a.pause().await?;
@@ -84,50 +111,23 @@ pub async fn run(ctx: &mut Ctx, loss: Loss) -> Result<(), HarnessError> {
     ctx.wait_lease_expired(run_id).await?;
 
     // B passes the pre-filter and takes over.
-    let got_b = lock.acquire(&key, &token_b, 30_000).await?;
-    ctx.check(Check::expect(
-        "once the key is lost the pre-filter admits B although A never released it (two believe they hold it)",
-        got_b,
-        format!("B's SET NX after the loss ({loss:?}): {got_b}"),
-    ));
-    let mut b = ctx.spawn_worker("b", vec![]).await?;
-    let acq_b = b
-        .request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 120_000, "heartbeat_ms": 60_000, "renew_timeout_ms": 2000}), STEP)
-        .await?;
-    require_ok(&acq_b, "B takeover")?;
-    ctx.check(Check::equal("B's takeover is A's epoch + 1", acq_b["epoch"].as_i64(), Some(epoch_a + 1)));
-    require_ok(&b.request(json!({"cmd": "save", "checkpoint": {"step": 2, "by": "b"}}), STEP).await?, "B save")?;
-    let takeover = ctx.oracle_mark().await?;
-    let before = oracle::run_state(&ctx.pool, run_id).await?;
+    let (mut b, takeover, before) = b_takes_key_and_lease(ctx, &keyed, run_id, (epoch_a, loss)).await?;
 
     // Heal: A resumes, believing it holds the key; Redis's compare-token refuses its renew and
     // release, and PostgreSQL refuses everything it writes.
     pause.heal().await?;
-    let renewed = lock.renew(&key, &token_a, KEY_TTL_MS).await?;
-    let released = lock.release(&key, &token_a).await?;
-    let holder = lock.holder(&key).await?;
-    ctx.check(Check::expect(
-        "A's compare-token renew and release are refused: the key stays B's",
-        !renewed && !released && holder.as_deref() == Some(token_b.as_str()),
-        format!(
-            "renew {renewed}, release {released}, key now held by {}",
-            if holder.as_deref() == Some(&token_b) { "B" } else { "someone else" }
-        ),
-    ));
+    judge_compare_token(ctx, &keyed).await?;
     let (attempts, stale) = ctx
         .judge_stale_after_takeover(
             &mut a,
             run_id,
             takeover,
             &before,
-            StaleChecks {
-                nothing_commits: "[prefilter.not-a-boundary] nothing A writes after B's takeover commits: PostgreSQL fences what the pre-filter could not (oracle)",
-                rows_unchanged: "[prefilter.not-a-boundary] B's lease and the run are unchanged by the resumed A (database rows)",
-            },
+            StaleChecks { nothing_commits: NOTHING_OF_A_COMMITS, rows_unchanged: ROWS_UNCHANGED_BY_RESUMED },
         )
         .await?;
     require_ok(&b.request(json!({"cmd": "succeed"}), STEP).await?, "B succeed")?;
-    let freed = lock.release(&key, &token_b).await?;
+    let freed = lock.release(&key, keyed.token_b).await?;
     ctx.note(format!(
         "key lost by {}; B took key and lease (epoch {}); A resumed: redis renew/release refused, {}; {} stale commits; B released its key: {freed}",
         match loss {
@@ -142,4 +142,92 @@ pub async fn run(ctx: &mut Ctx, loss: Loss) -> Result<(), HarnessError> {
     b.shutdown(STEP).await?;
     drop(redis);
     ctx.judge_invariants().await
+}
+
+/// The run's pre-filter key and the tokens A and B take it with.
+struct Keyed<'a> {
+    lock: &'a PrefilterLock,
+    key: &'a str,
+    token_a: &'a str,
+    token_b: &'a str,
+}
+
+/// A takes the key, then the lease, starts and saves; while A holds the key, B is kept out.
+/// Returns A and its epoch.
+async fn a_holds_key_and_lease(
+    ctx: &mut Ctx,
+    k: &Keyed<'_>,
+    run_id: uuid::Uuid,
+) -> Result<(WorkerProc, i64), HarnessError> {
+    let key = k.key;
+    let mut a = ctx.spawn_worker("a", vec![]).await?;
+    let got = k.lock.acquire(key, k.token_a, KEY_TTL_MS).await?;
+    ctx.check(Check::expect(A_TAKES_KEY, got, format!("SET {key} NX PX: {got}")));
+    let acq = a
+        .request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": A_TTL_MS, "heartbeat_ms": 100, "renew_timeout_ms": 300}), STEP)
+        .await?;
+    require_ok(&acq, "A acquire")?;
+    let epoch_a = acq["epoch"].as_i64().unwrap_or(-1);
+    require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
+    require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1, "by": "a"}}), STEP).await?, "A save")?;
+    let kept_out = !k.lock.acquire(key, k.token_b, 30_000).await?;
+    ctx.check(Check::expect(
+        KEY_KEEPS_B_OUT,
+        kept_out,
+        format!("B's SET NX while A holds the key: {}", if kept_out { "refused" } else { "granted" }),
+    ));
+    Ok((a, epoch_a))
+}
+
+/// Once the key is lost B passes the pre-filter, takes over the expired lease (A's epoch + 1) and
+/// saves. Returns B, the oracle's mark after its save, and the run and lease then.
+async fn b_takes_key_and_lease(
+    ctx: &mut Ctx,
+    k: &Keyed<'_>,
+    run_id: uuid::Uuid,
+    (epoch_a, loss): (i64, Loss),
+) -> Result<(WorkerProc, i64, oracle::RunState), HarnessError> {
+    let got_b = k.lock.acquire(k.key, k.token_b, 30_000).await?;
+    ctx.check(Check::expect(LOST_KEY_ADMITS_B, got_b, format!("B's SET NX after the loss ({loss:?}): {got_b}")));
+    let mut b = ctx.spawn_worker("b", vec![]).await?;
+    let acq_b = b
+        .request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 120_000, "heartbeat_ms": 60_000, "renew_timeout_ms": 2000}), STEP)
+        .await?;
+    require_ok(&acq_b, "B takeover")?;
+    ctx.check(Check::equal(TAKEOVER_IS_NEXT_EPOCH, acq_b["epoch"].as_i64(), Some(epoch_a + 1)));
+    require_ok(&b.request(json!({"cmd": "save", "checkpoint": {"step": 2, "by": "b"}}), STEP).await?, "B save")?;
+    let takeover = ctx.oracle_mark().await?;
+    let before = oracle::run_state(&ctx.pool, run_id).await?;
+    Ok((b, takeover, before))
+}
+
+/// The resumed A's compare-token renew and release are refused by Redis: the key stays B's.
+async fn judge_compare_token(ctx: &mut Ctx, k: &Keyed<'_>) -> Result<(), HarnessError> {
+    let renewed = k.lock.renew(k.key, k.token_a, KEY_TTL_MS).await?;
+    let released = k.lock.release(k.key, k.token_a).await?;
+    let holder = k.lock.holder(k.key).await?;
+    ctx.check(Check::expect(
+        COMPARE_TOKEN_REFUSES_A,
+        !renewed && !released && holder.as_deref() == Some(k.token_b),
+        format!(
+            "renew {renewed}, release {released}, key now held by {}",
+            if holder.as_deref() == Some(k.token_b) { "B" } else { "someone else" }
+        ),
+    ));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use fenceproof_harness::check::rule::matches;
+
+    use super::*;
+    use crate::tags;
+
+    #[test]
+    fn the_fencing_checks_carry_the_prefilter_tag() {
+        for name in [NOTHING_OF_A_COMMITS, ROWS_UNCHANGED_BY_RESUMED] {
+            assert!(matches(tags::ANY_PREFILTER_NOT_A_BOUNDARY, name), "{name}");
+        }
+    }
 }

@@ -28,6 +28,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use fenceproof_harness::check::{invariants, restore, Check};
 use fenceproof_harness::db::databases;
 use fenceproof_harness::db::restorable::Restorable;
+use fenceproof_harness::procs::tools::ToolsProc;
+use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::{ledger, oracle};
 use fenceproof_harness::{wait, HarnessError};
 use fenceproof_protocol::mutant::Mutant;
@@ -37,9 +39,27 @@ use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::catalogue;
 use crate::ctx::{data, outcome, require_ok, stale_attempts, Ctx, CONTROL, STEP};
+use crate::experiment::{Checks, Experiment, Judges, Need};
 
 pub const TITLE: &str = "Restore from an old backup while workers from after it still run (§10)";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "N-restore",
+    title: TITLE,
+    section: "10",
+    needs: &[Need::OwnServer],
+    judges: Judges::Protocol,
+    checks: Checks::NO_ANSWERS,
+    rules: &[&catalogue::RESTORE_RECOVER_BEFORE_DISPATCH],
+    operator_of: &[Mutant::RestoreSkipsRecovery],
+    run: |c| Box::pin(run(c)),
+};
+
+/// The names of its own check (the rule catalogue links rules to it); the rest are `check::restore`'s.
+pub const BOTH_EXECUTED_AFTER_BACKUP: &str = "both intents were really executed after the backup (tools' ledger)";
 
 /// The tool every side effect goes through: it does not deduplicate, so a second dispatch of the
 /// same intent is a second real resource.
@@ -74,13 +94,94 @@ async fn story(ctx: &mut Ctx, server: &mut Restorable) -> Result<(), HarnessErro
         sqlx::raw_sql(patch).execute(&pool).await?;
     }
     let tools = ctx.spawn_tools().await?;
-    let fast = || vec!["--acquire-timeout-ms".to_string(), "1500".to_string()];
-    let with_tools = || [fast(), vec!["--tools-addr".to_string(), tools.addr.to_string()]].concat();
-    let owner = |n: &str| format!("worker-{n}-{}", &Uuid::new_v4().simple().to_string()[..8]);
     let run_id = runs::create_run(&pool, "task-n", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
 
     // Before the backup: A's term, a checkpoint and an intent.
-    let mut a = ctx.spawn_worker_at("a", &owner("a"), &url, fast()).await?;
+    let (mut a, op1) = a_plans(ctx, &url, run_id).await?;
+    server.base_backup().await?;
+    ctx.timeline.record("harness", "base_backup", "database", json!({"epoch": 1, "op1": op1}));
+
+    // After the backup: A paused, B's term, both intents really executed.
+    let paused = a.pause().await?;
+    wait_lease_expired(&pool, run_id).await?;
+    let (mut b, executed) = b_executes(ctx, (&url, &tools), run_id, &op1).await?;
+    let before = oracle::commits(&pool).await?;
+    std::fs::write(ctx.dir.join("oracle-before-restore.json"), serde_json::to_string_pretty(&before).expect("json"))?;
+    pool.close().await;
+
+    // Fault: the server is restored to the backup, held from the workers.
+    let operator_url = server.restore_held("n").await?;
+    ctx.timeline.record("harness", "restore", "database", json!({"hold": true}));
+    let recovery = recover_held(ctx, &operator_url, &tools).await?;
+
+    // Heal: the server listens again; dispatch resumes.
+    server.reopen(&operator_url).await?;
+    ctx.timeline.record("harness", "reopen", "database", json!({}));
+    let pool = databases::pool(&url, CONTROL, 4).await?;
+    let at_reopen: BTreeMap<String, String> =
+        sqlx::query_as::<_, (String, String)>("SELECT operation_id, status FROM tool_operations")
+            .fetch_all(&pool)
+            .await?
+            .into_iter()
+            .collect();
+    let (mut c, current) = c_takes_over(ctx, &url, &pool, run_id).await?;
+    a.resume(paused).await?;
+    let told = stale_told(&mut a, &mut b, current).await?;
+    let dispatched = c_completes(ctx, (&url, &tools), &mut c).await?;
+    let stale = vec![a.owner.clone(), b.owner.clone()];
+    a.shutdown(STEP).await?;
+    b.shutdown(STEP).await?;
+
+    // Checks.
+    let restored_history = oracle::commits(&pool).await?;
+    std::fs::write(
+        ctx.dir.join("oracle-after-restore.json"),
+        serde_json::to_string_pretty(&restored_history).expect("json"),
+    )?;
+    let after: Vec<_> = restored_history.into_iter().filter(|r| r.seq > recovery.recovered_mark).collect();
+    ctx.check(restore::dispatch_held(&recovery.hold_rows, &[CONTROL]));
+    ctx.check(restore::epochs_above_before(&before, &after, &[CONTROL]));
+    ctx.check(restore::stale_writers_silent(&after, &stale));
+    ctx.check(restore::remote_reconciled(&executed, &at_reopen, &recovery.report.forks));
+    let entries = ledger::entries(&tools.ledger)?;
+    ctx.check(invariants::one_effect_per_operation(&entries, &[TOOL]));
+    ctx.checks.extend(invariants::all(&after, &[CONTROL]));
+    let lease: (i64, Option<String>) = sqlx::query_as("SELECT epoch, owner FROM worker_leases WHERE run_id = $1")
+        .bind(run_id)
+        .fetch_one(&pool)
+        .await?;
+    pool.close().await;
+    let report = &recovery.report;
+    ctx.note(format!(
+        "restored to epoch 1 with op1 prepared; recovery: floor {}, {} corrected, forks {}; C ended at epoch {}; {}; dispatch after: {}",
+        report.epoch_floor,
+        report.corrected.len(),
+        report.forks.len(),
+        lease.0,
+        told.join("; "),
+        outcome(&dispatched)
+    ));
+    Ok(())
+}
+
+/// Workers give up on a dead server quickly.
+fn fast() -> Vec<String> {
+    vec!["--acquire-timeout-ms".to_string(), "1500".to_string()]
+}
+
+/// A dispatcher's arguments: as [`fast`], and the tools' address.
+fn with_tools(tools: &ToolsProc) -> Vec<String> {
+    [fast(), vec!["--tools-addr".to_string(), tools.addr.to_string()]].concat()
+}
+
+/// A fresh owner id for worker `n`.
+fn owner(n: &str) -> String {
+    format!("worker-{n}-{}", &Uuid::new_v4().simple().to_string()[..8])
+}
+
+/// A's term before the backup: acquire (epoch 1), start, save, plan `op1`. Returns A and `op1`.
+async fn a_plans(ctx: &Ctx, url: &str, run_id: Uuid) -> Result<(WorkerProc, String), HarnessError> {
+    let mut a = ctx.spawn_worker_at("a", &owner("a"), url, fast()).await?;
     let acquire_a =
         json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 3000, "heartbeat_ms": 1000, "renew_timeout_ms": 1000});
     require_ok(&a.request(acquire_a, STEP).await?, "A acquire")?;
@@ -89,19 +190,24 @@ async fn story(ctx: &mut Ctx, server: &mut Restorable) -> Result<(), HarnessErro
     let plan1 = a.request(json!({"cmd": "plan", "step_id": "s1", "tool": TOOL, "request": {"n": 1}}), STEP).await?;
     require_ok(&plan1, "A plan op1")?;
     let op1 = data(&plan1)["operation_id"].as_str().unwrap_or_default().to_string();
+    Ok((a, op1))
+}
 
-    server.base_backup().await?;
-    ctx.timeline.record("harness", "base_backup", "database", json!({"epoch": 1, "op1": op1}));
-
-    // After the backup: A paused, B's term, both intents really executed.
-    let paused = a.pause().await?;
-    wait_lease_expired(&pool, run_id).await?;
-    let mut b = ctx.spawn_worker_at("b", &owner("b"), &url, fast()).await?;
+/// B's term after the backup: B takes over (epoch 2) and saves, a dispatcher really executes
+/// `op1`, B plans `op2` and the dispatcher executes it. Returns B and the operations the tools'
+/// ledger shows executed.
+async fn b_executes(
+    ctx: &mut Ctx,
+    (url, tools): (&str, &ToolsProc),
+    run_id: Uuid,
+    op1: &str,
+) -> Result<(WorkerProc, BTreeSet<String>), HarnessError> {
+    let mut b = ctx.spawn_worker_at("b", &owner("b"), url, fast()).await?;
     let acquire_b =
         json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 60_000, "heartbeat_ms": 30_000, "renew_timeout_ms": 2000});
     require_ok(&b.request(acquire_b, STEP).await?, "B acquire")?;
     require_ok(&b.request(json!({"cmd": "save", "checkpoint": {"by": "b"}}), STEP).await?, "B save")?;
-    let mut d = ctx.spawn_worker_at("d", &owner("d"), &url, with_tools()).await?;
+    let mut d = ctx.spawn_worker_at("d", &owner("d"), url, with_tools(tools)).await?;
     require_ok(&d.request(json!({"cmd": "dispatch", "claim_ttl_ms": 30_000}), STEP).await?, "dispatch op1")?;
     let plan2 = b.request(json!({"cmd": "plan", "step_id": "s2", "tool": TOOL, "request": {"n": 2}}), STEP).await?;
     require_ok(&plan2, "B plan op2")?;
@@ -114,18 +220,25 @@ async fn story(ctx: &mut Ctx, server: &mut Restorable) -> Result<(), HarnessErro
         .filter_map(|e| e["operation_id"].as_str().map(str::to_string))
         .collect();
     ctx.check(Check::expect(
-        "both intents were really executed after the backup (tools' ledger)",
-        executed.contains(&op1) && executed.contains(&op2),
+        BOTH_EXECUTED_AFTER_BACKUP,
+        executed.contains(op1) && executed.contains(&op2),
         format!("executed: {executed:?}"),
     ));
-    let before = oracle::commits(&pool).await?;
-    std::fs::write(ctx.dir.join("oracle-before-restore.json"), serde_json::to_string_pretty(&before).expect("json"))?;
-    pool.close().await;
+    Ok((b, executed))
+}
 
-    // Fault: the server is restored to the backup, held from the workers.
-    let operator_url = server.restore_held("n").await?;
-    ctx.timeline.record("harness", "restore", "database", json!({"hold": true}));
-    let held = databases::pool(&operator_url, CONTROL, 2).await?;
+/// What the operator's recovery on the held server did: its report, the oracle's mark after it,
+/// and every commit made during the hold.
+struct Recovery {
+    report: RestoreReport,
+    recovered_mark: i64,
+    hold_rows: Vec<oracle::CommitRow>,
+}
+
+/// The operator's recovery (`protocol::restore::recover`) on the restored server while it is
+/// held at `operator_url` (skipped by the operator mutant).
+async fn recover_held(ctx: &mut Ctx, operator_url: &str, tools: &ToolsProc) -> Result<Recovery, HarnessError> {
+    let held = databases::pool(operator_url, CONTROL, 2).await?;
     let restored_mark = max_seq(&held).await?;
     let report = if skips_recovery(ctx) {
         ctx.note("operator mutant: the restored database reopens without the recovery");
@@ -146,27 +259,26 @@ async fn story(ctx: &mut Ctx, server: &mut Restorable) -> Result<(), HarnessErro
         .filter(|c| c.seq > restored_mark && c.seq <= recovered_mark)
         .collect();
     held.close().await;
+    Ok(Recovery { report, recovered_mark, hold_rows })
+}
 
-    // Heal: the server listens again; dispatch resumes.
-    server.reopen(&operator_url).await?;
-    ctx.timeline.record("harness", "reopen", "database", json!({}));
-    let pool = databases::pool(&url, CONTROL, 4).await?;
-    let at_reopen: BTreeMap<String, String> =
-        sqlx::query_as::<_, (String, String)>("SELECT operation_id, status FROM tool_operations")
-            .fetch_all(&pool)
-            .await?
-            .into_iter()
-            .collect();
-    let mut c = ctx.spawn_worker_at("c", &owner("c"), &url, fast()).await?;
+/// After the reopen C acquires and saves. Returns C and the run's revision then.
+async fn c_takes_over(ctx: &Ctx, url: &str, pool: &PgPool, run_id: Uuid) -> Result<(WorkerProc, i64), HarnessError> {
+    let mut c = ctx.spawn_worker_at("c", &owner("c"), url, fast()).await?;
     let acquire_c =
         json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 60_000, "heartbeat_ms": 30_000, "renew_timeout_ms": 2000});
     require_ok(&c.request(acquire_c, STEP).await?, "C acquire after the restore")?;
     require_ok(&c.request(json!({"cmd": "save", "checkpoint": {"by": "c"}}), STEP).await?, "C save")?;
     let current: i64 =
-        sqlx::query_scalar("SELECT revision FROM agent_runs WHERE run_id = $1").bind(run_id).fetch_one(&pool).await?;
-    a.resume(paused).await?;
+        sqlx::query_scalar("SELECT revision FROM agent_runs WHERE run_id = $1").bind(run_id).fetch_one(pool).await?;
+    Ok((c, current))
+}
+
+/// A and B, from before the restore, try everything at the run's `current` revision: what each
+/// was told, as `name: label=outcome …`.
+async fn stale_told(a: &mut WorkerProc, b: &mut WorkerProc, current: i64) -> Result<Vec<String>, HarnessError> {
     let mut told = Vec::new();
-    for w in [&mut a, &mut b] {
+    for w in [a, b] {
         let attempts = stale_attempts(w, current).await?;
         told.push(format!(
             "{}: {}",
@@ -174,7 +286,16 @@ async fn story(ctx: &mut Ctx, server: &mut Restorable) -> Result<(), HarnessErro
             attempts.iter().map(|(l, o)| format!("{l}={o}")).collect::<Vec<_>>().join(" ")
         ));
     }
-    let mut d2 = ctx.spawn_worker_at("d2", &owner("d2"), &url, with_tools()).await?;
+    Ok(told)
+}
+
+/// A fresh dispatcher runs, then C succeeds and releases. Returns the dispatch's answer.
+async fn c_completes(
+    ctx: &Ctx,
+    (url, tools): (&str, &ToolsProc),
+    c: &mut WorkerProc,
+) -> Result<serde_json::Value, HarnessError> {
+    let mut d2 = ctx.spawn_worker_at("d2", &owner("d2"), url, with_tools(tools)).await?;
     let dispatched = d2.request(json!({"cmd": "dispatch", "claim_ttl_ms": 30_000}), STEP).await?;
     require_ok(&dispatched, "dispatch after the restore")?;
     d2.shutdown(STEP).await?;
@@ -182,39 +303,7 @@ async fn story(ctx: &mut Ctx, server: &mut Restorable) -> Result<(), HarnessErro
     require_ok(&done, "C succeed")?;
     require_ok(&c.request(json!({"cmd": "release"}), STEP).await?, "C release")?;
     c.shutdown(STEP).await?;
-    let stale = vec![a.owner.clone(), b.owner.clone()];
-    a.shutdown(STEP).await?;
-    b.shutdown(STEP).await?;
-
-    // Checks.
-    let restored_history = oracle::commits(&pool).await?;
-    std::fs::write(
-        ctx.dir.join("oracle-after-restore.json"),
-        serde_json::to_string_pretty(&restored_history).expect("json"),
-    )?;
-    let after: Vec<_> = restored_history.into_iter().filter(|r| r.seq > recovered_mark).collect();
-    ctx.check(restore::dispatch_held(&hold_rows, &[CONTROL]));
-    ctx.check(restore::epochs_above_before(&before, &after, &[CONTROL]));
-    ctx.check(restore::stale_writers_silent(&after, &stale));
-    ctx.check(restore::remote_reconciled(&executed, &at_reopen, &report.forks));
-    let entries = ledger::entries(&tools.ledger)?;
-    ctx.check(invariants::one_effect_per_operation(&entries, &[TOOL]));
-    ctx.checks.extend(invariants::all(&after, &[CONTROL]));
-    let lease: (i64, Option<String>) = sqlx::query_as("SELECT epoch, owner FROM worker_leases WHERE run_id = $1")
-        .bind(run_id)
-        .fetch_one(&pool)
-        .await?;
-    pool.close().await;
-    ctx.note(format!(
-        "restored to epoch 1 with op1 prepared; recovery: floor {}, {} corrected, forks {}; C ended at epoch {}; {}; dispatch after: {}",
-        report.epoch_floor,
-        report.corrected.len(),
-        report.forks.len(),
-        lease.0,
-        told.join("; "),
-        outcome(&dispatched)
-    ));
-    Ok(())
+    Ok(dispatched)
 }
 
 /// The remote history as the tools' own ledger tells it.

@@ -3,7 +3,7 @@
 //! answered and before it writes the result — the precise "remote succeeded, caller not yet
 //! recorded" moment, reached without any timing guess.
 
-use fenceproof_harness::faults::DbBarrier;
+use fenceproof_harness::faults::{self, DbBarrier, Injected};
 use fenceproof_harness::procs::tools::ToolsProc;
 use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::HarnessError;
@@ -45,7 +45,7 @@ pub async fn plan_operation(
 
 pub struct HeldDispatch {
     pub dispatcher: WorkerProc,
-    pub barrier: DbBarrier,
+    pub barrier: Injected<DbBarrier>,
     /// The id of the pending dispatch command.
     pub command: u64,
 }
@@ -59,8 +59,7 @@ pub async fn dispatch_held_before_result(
     claim_ttl_ms: i64,
 ) -> Result<HeldDispatch, HarnessError> {
     let mut d = ctx.spawn_dispatcher(name, tools).await?;
-    let barrier = DbBarrier::hold(&ctx.db_url, key).await?;
-    ctx.timeline.record("harness", "barrier_hold", "database", json!({"key": key, "point": "before_result_write"}));
+    let barrier = faults::inject(DbBarrier::new(&ctx.db_url, key).at("before_result_write"), &ctx.timeline).await?;
     let faults = json!({"barriers": [{"point": "before_result_write", "key": key}]});
     let command = d.send(json!({"cmd": "dispatch", "claim_ttl_ms": claim_ttl_ms, "call_timeout_ms": 5000, "limit": 1, "faults": faults})).await?;
     barrier.wait_blocked(&ctx.pool, &[d.owner.clone()], 1, STEP).await?;

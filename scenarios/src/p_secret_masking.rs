@@ -9,9 +9,33 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
+use crate::catalogue;
 use crate::ctx::{data, require_ok, Ctx, CONTROL, STEP};
+use crate::experiment::{Checks, Experiment, Judges};
 
 pub const TITLE: &str = "Secret fields of a request reach the tool but never the ledger table";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "P-secret",
+    title: TITLE,
+    section: "12",
+    needs: &[],
+    judges: Judges::Boundary,
+    checks: Checks::ALL,
+    rules: &[&catalogue::INTENT_CANONICAL_DIGEST, &catalogue::SECRETS_MASKED],
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
+
+/// The names of its checks (the rule catalogue links rules to them).
+pub const TOOL_GOT_SECRET: &str = "the tool received the secret value (the call needs it)";
+pub const LEDGER_HOLDS_REFERENCE: &str = "the ledger row's request body holds the reference, not the value";
+pub const OPERATION_SUCCEEDED: &str = "the operation succeeded";
+pub const NO_ROW_CONTAINS_VALUE: &str = "no row of the ledger, the runs or the oracle contains the value";
+pub const NO_FILE_CONTAINS_VALUE: &str =
+    "no file of the experiment except the tools' ledger and the secret store contains the value";
+pub const STORE_PRIVATE: &str = "the secret store grants nothing to group or others (files 0600)";
 
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let secret = format!("sk_live_{}", uuid::Uuid::new_v4().simple());
@@ -35,7 +59,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let entries = ledger::entries(&tools.ledger)?;
     let created = ledger::created_for(&entries, &op);
     ctx.check(Check::expect(
-        "the tool received the secret value (the call needs it)",
+        TOOL_GOT_SECRET,
         created.len() == 1 && created[0].to_string().contains(&secret),
         format!("{} created entries for {op}", created.len()),
     ));
@@ -43,11 +67,11 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     // The ledger table holds the reference only, and the operation settled.
     let row = ctx.operation(&op).await?;
     ctx.check(Check::equal(
-        "the ledger row's request body holds the reference, not the value",
+        LEDGER_HOLDS_REFERENCE,
         row["request_body"].clone(),
         json!({"amount": 7, "auth": {"$secret": "api-key"}}),
     ));
-    ctx.check(Check::equal("the operation succeeded", row["status"].as_str(), Some("succeeded")));
+    ctx.check(Check::equal(OPERATION_SUCCEEDED, row["status"].as_str(), Some("succeeded")));
     let hits: i64 = sqlx::query_scalar(&format!(
         "SELECT (SELECT count(*) FROM tool_operations t WHERE strpos(t::text, $1) > 0)
               + (SELECT count(*) FROM agent_runs r WHERE strpos(r::text, $1) > 0)
@@ -57,23 +81,19 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     .bind(&secret)
     .fetch_one(&ctx.pool)
     .await?;
-    ctx.check(Check::equal("no row of the ledger, the runs or the oracle contains the value", hits, 0));
+    ctx.check(Check::equal(NO_ROW_CONTAINS_VALUE, hits, 0));
 
     // Nothing else the experiment wrote contains it either: events, logs, timeline, oracle dumps.
     w.request(json!({"cmd": "exit"}), STEP).await.ok();
     d.request(json!({"cmd": "exit"}), STEP).await.ok();
     ctx.timeline.save(&ctx.dir.join("timeline.jsonl"))?;
     let leaks = files_containing(&ctx.dir, &secret, &[tools.ledger.clone(), ctx.secrets_dir()])?;
-    ctx.check(Check::expect(
-        "no file of the experiment except the tools' ledger and the secret store contains the value",
-        leaks.is_empty(),
-        format!("{leaks:?}"),
-    ));
+    ctx.check(Check::expect(NO_FILE_CONTAINS_VALUE, leaks.is_empty(), format!("{leaks:?}")));
     // The store holds the value, readable by the worker's own user only (the contract: one file per
     // value, mode 0600): no file or folder in it grants anything to its group or to others.
     let open = world_readable(&ctx.secrets_dir())?;
     ctx.check(Check::expect(
-        "the secret store grants nothing to group or others (files 0600)",
+        STORE_PRIVATE,
         open.is_empty(),
         if open.is_empty() { format!("{} checked", ctx.secrets_dir().display()) } else { open.join(", ") },
     ));

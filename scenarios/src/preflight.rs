@@ -39,24 +39,6 @@ pub async fn check_worker(binary: &Path, database_url: &str, dir: &Path) -> Resu
     )
     .await?;
     let answer = w.request(json!({"cmd": "metrics"}), FIRST_ANSWER).await;
-    let said = |w: &WorkerProc| {
-        let out: Vec<String> = w
-            .history
-            .iter()
-            .rev()
-            .take(3)
-            .map(|e| e.get("line").and_then(|l| l.as_str()).map(String::from).unwrap_or_else(|| e.to_string()))
-            .collect();
-        let err = tail(&dir.join("worker-preflight.stderr.log"), 3);
-        match (out.is_empty(), err.is_empty()) {
-            (true, true) => "it printed nothing".to_string(),
-            _ => format!(
-                "its last output: {} {}",
-                out.join(" | "),
-                if err.is_empty() { String::new() } else { format!("stderr: {err}") }
-            ),
-        }
-    };
     let fail = |what: String| HarnessError::Other(format!("worker {}: {what}", binary.display()));
     match answer {
         Ok(ev) if ev["outcome"].is_string() => {
@@ -67,31 +49,53 @@ pub async fn check_worker(binary: &Path, database_url: &str, dir: &Path) -> Resu
             let _ = w.kill().await;
             Err(fail(format!("answered its first command without an outcome: {ev}")))
         }
-        Err(e) => {
-            let msg = match w.wait_exit(Duration::from_millis(500)).await {
-                Ok(code) => {
-                    let seen = e.to_string();
-                    let seen = seen.trim_start_matches("worker preflight: ");
-                    let broke = if ["exited before", "write command", "flush command", "stdin closed"]
-                        .iter()
-                        .any(|p| seen.contains(p))
-                    {
-                        String::new()
-                    } else {
-                        format!(" (the harness saw: {seen})")
-                    };
-                    format!(
-                        "exited ({}){broke} before answering its first command; {}",
-                        code.map(|c| format!("status {c}")).unwrap_or_else(|| "killed by a signal".into()),
-                        said(&w)
-                    )
-                }
-                Err(_) => {
-                    let _ = w.kill().await;
-                    format!("did not answer its first command (metrics) within {FIRST_ANSWER:?} ({e}); {}", said(&w))
-                }
-            };
-            Err(fail(msg))
+        Err(e) => Err(fail(no_answer(&mut w, &e, dir).await)),
+    }
+}
+
+/// What the worker last printed: its last events and the last lines of its stderr.
+fn last_output(w: &WorkerProc, dir: &Path) -> String {
+    let out: Vec<String> = w
+        .history
+        .iter()
+        .rev()
+        .take(3)
+        .map(|e| e.get("line").and_then(|l| l.as_str()).map(String::from).unwrap_or_else(|| e.to_string()))
+        .collect();
+    let err = tail(&dir.join("worker-preflight.stderr.log"), 3);
+    match (out.is_empty(), err.is_empty()) {
+        (true, true) => "it printed nothing".to_string(),
+        _ => format!(
+            "its last output: {} {}",
+            out.join(" | "),
+            if err.is_empty() { String::new() } else { format!("stderr: {err}") }
+        ),
+    }
+}
+
+/// Why the worker gave no answer (`e`): it exited (with its status), or it hangs (then it is
+/// killed); with what it last printed.
+async fn no_answer(w: &mut WorkerProc, e: &HarnessError, dir: &Path) -> String {
+    match w.wait_exit(Duration::from_millis(500)).await {
+        Ok(code) => {
+            let seen = e.to_string();
+            let seen = seen.trim_start_matches("worker preflight: ");
+            let broke =
+                if ["exited before", "write command", "flush command", "stdin closed"].iter().any(|p| seen.contains(p))
+                {
+                    String::new()
+                } else {
+                    format!(" (the harness saw: {seen})")
+                };
+            format!(
+                "exited ({}){broke} before answering its first command; {}",
+                code.map(|c| format!("status {c}")).unwrap_or_else(|| "killed by a signal".into()),
+                last_output(w, dir)
+            )
+        }
+        Err(_) => {
+            let _ = w.kill().await;
+            format!("did not answer its first command (metrics) within {FIRST_ANSWER:?} ({e}); {}", last_output(w, dir))
         }
     }
 }

@@ -8,6 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use fenceproof_harness::check::rule::{judged_by, RuleRef};
+use fenceproof_harness::check::Check;
 use fenceproof_harness::db::container::{self, ContainerDb};
 use fenceproof_harness::db::external::{self, ExternalDb};
 use fenceproof_harness::db::native::NativeCluster;
@@ -115,33 +117,8 @@ impl Session {
     pub async fn start(opts: &VerifyOptions) -> Result<Session, HarnessError> {
         let started_at = chrono::Utc::now();
         let t0 = Instant::now();
-        for (what, p) in [("worker", &opts.worker_bin), ("fake-tools", &opts.tools_bin)] {
-            use std::os::unix::fs::PermissionsExt;
-            if p.is_dir() {
-                return Err(HarnessError::Other(format!("{what} binary {} is a folder, not a program", p.display())));
-            }
-            if p.is_file() && p.metadata().map(|m| m.permissions().mode() & 0o111 == 0).unwrap_or(false) {
-                return Err(HarnessError::Other(format!(
-                    "{what} binary {} is not executable (chmod +x it)",
-                    p.display()
-                )));
-            }
-            if !p.is_file() {
-                return Err(HarnessError::Other(format!(
-                    "{what} binary {} not found; build it with `cargo build --workspace`{}",
-                    p.display(),
-                    if what == "worker" { " or pass --worker-bin" } else { "" }
-                )));
-            }
-        }
-        let swept = fenceproof_harness::procs::freezer::sweep_leftovers();
-        if !swept.is_empty() {
-            eprintln!(
-                "fenceproof: thawed and removed {} freezer cgroup(s) left by a harness that no longer runs: {}",
-                swept.len(),
-                swept.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-            );
-        }
+        check_programs(opts)?;
+        sweep_freezers();
         // Nothing to run on is a one-line error before any run folder exists.
         let choice = if opts.database_url.is_some() { BackendChoice::Auto } else { resolve_backend(opts)? };
         let image = if choice == BackendChoice::Container {
@@ -150,39 +127,7 @@ impl Session {
             opts.pg_image.clone()
         };
         let run = RunDir::create(&opts.reports_dir)?;
-        let (server, pg_bin) = match &opts.database_url {
-            Some(url) => {
-                let ext = ExternalDb::connect(url).await?;
-                let swept = ext.sweep_stale().await?;
-                if !swept.is_empty() {
-                    eprintln!(
-                        "fenceproof: dropped {} schema(s) left in the database by harness runs that no longer exist: {}",
-                        swept.len(),
-                        swept.join(", ")
-                    );
-                }
-                (Server::External(ext), PgBin::locate(opts.pg_bin.as_deref()).ok())
-            }
-            None => match choice {
-                BackendChoice::Container => {
-                    if image != opts.pg_image {
-                        eprintln!(
-                            "fenceproof: {} is not in the local Docker daemon; using {image} (built by `just pg-image`)",
-                            opts.pg_image
-                        );
-                    }
-                    let c = ContainerDb::start(&image, &run.path.join("postgres.log")).await?;
-                    databases::create_template(&c).await?;
-                    (Server::Container(Box::new(c)), PgBin::locate(opts.pg_bin.as_deref()).ok())
-                }
-                _ => {
-                    let bin = PgBin::locate(opts.pg_bin.as_deref())?;
-                    let cluster = NativeCluster::start(bin.clone(), &run.path.join("postgres.log")).await?;
-                    databases::create_template(&cluster).await?;
-                    (Server::Native(cluster), Some(bin))
-                }
-            },
-        };
+        let (server, pg_bin) = start_server(opts, choice, &image, &run).await?;
         let reproduce_flags = reproduce_flags(opts, &server);
         Ok(Session {
             reproduce_flags,
@@ -382,27 +327,7 @@ impl Session {
         let mut ctx = self.context(label, exp.id, worker_args).await?;
         let (dir, pool) = (ctx.dir.clone(), ctx.pool.clone());
         let res = tokio::time::timeout(EXPERIMENT_TIMEOUT, (exp.run)(&mut ctx)).await;
-        let error = match res {
-            Ok(Ok(())) => {
-                if !exp.id.starts_with("H-lease") {
-                    ctx.check(fenceproof_harness::check::Check::pass(
-                        crate::ctx::LEGAL_STEP_CHECK,
-                        "every step the harness set up legally succeeded",
-                    ));
-                }
-                None
-            }
-            Ok(Err(HarnessError::StepRefused { step, answer })) => {
-                // Broken protocol code, not a harness fault: a FAIL naming the rule, never an ERROR.
-                ctx.check(fenceproof_harness::check::Check::fail(
-                    crate::ctx::LEGAL_STEP_CHECK,
-                    format!("{step} was set up legally and answered {answer}"),
-                ));
-                None
-            }
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(_) => Some(format!("experiment did not finish within {EXPERIMENT_TIMEOUT:?}")),
-        };
+        let error = ended(exp, &mut ctx, res);
         // Evidence, whatever happened.
         ctx.timeline.save(&dir.join("timeline.jsonl"))?;
         // An experiment that judged another database (H: its own promoted standby) saved that
@@ -412,24 +337,18 @@ impl Session {
             std::fs::write(dir.join("oracle.json"), serde_json::to_string_pretty(&rows).expect("json"))?;
             // Every row that ran to its end on one database judges the workers' answers against
             // its commits (a restore or a failover loses commits by design, and is judged there).
-            if error.is_none() && exp.id != "N-restore" {
+            if error.is_none() && exp.checks.answers {
                 ctx.checks.extend(crate::answers::judge(&dir, &rows)?);
             }
+        }
+        let error = error.or_else(|| undeclared_rules(exp, &ctx.checks));
+        for c in &mut ctx.checks {
+            c.rules = crate::catalogue::rules_for(&c.name).into_iter().map(RuleRef::from).collect();
         }
         std::fs::write(dir.join("checks.json"), serde_json::to_string_pretty(&ctx.checks).expect("json"))?;
         pool.close().await;
 
-        let outcome = if ctx.checks.iter().any(|c| !c.passed()) {
-            Outcome::Fail
-        } else if error.is_some() || ctx.checks.is_empty() {
-            Outcome::Error
-        } else {
-            Outcome::Pass
-        };
-        let mut observations = ctx.notes.join("; ");
-        if observations.is_empty() {
-            observations = error.clone().unwrap_or_default();
-        }
+        let (outcome, observations) = verdict(&ctx, error.as_deref());
         let extra =
             if worker_args.is_empty() { String::new() } else { format!(" (worker args: {})", worker_args.join(" ")) };
         Ok(ExperimentResult {
@@ -449,6 +368,140 @@ impl Session {
             evidence: dir.strip_prefix(&self.run.path).unwrap_or(&dir).display().to_string(),
         })
     }
+}
+
+/// The worker and tool programs exist and can run, or a one-line error says which does not.
+fn check_programs(opts: &VerifyOptions) -> Result<(), HarnessError> {
+    for (what, p) in [("worker", &opts.worker_bin), ("fake-tools", &opts.tools_bin)] {
+        use std::os::unix::fs::PermissionsExt;
+        if p.is_dir() {
+            return Err(HarnessError::Other(format!("{what} binary {} is a folder, not a program", p.display())));
+        }
+        if p.is_file() && p.metadata().map(|m| m.permissions().mode() & 0o111 == 0).unwrap_or(false) {
+            return Err(HarnessError::Other(format!("{what} binary {} is not executable (chmod +x it)", p.display())));
+        }
+        if !p.is_file() {
+            return Err(HarnessError::Other(format!(
+                "{what} binary {} not found; build it with `cargo build --workspace`{}",
+                p.display(),
+                if what == "worker" { " or pass --worker-bin" } else { "" }
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Thaw and remove the freezer cgroups a harness that no longer runs left, saying so.
+fn sweep_freezers() {
+    let swept = fenceproof_harness::procs::freezer::sweep_leftovers();
+    if !swept.is_empty() {
+        eprintln!(
+            "fenceproof: thawed and removed {} freezer cgroup(s) left by a harness that no longer runs: {}",
+            swept.len(),
+            swept.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
+    }
+}
+
+/// The server the session runs on: the user's database, a container, or a native cluster, each
+/// with its template made.
+async fn start_server(
+    opts: &VerifyOptions,
+    choice: BackendChoice,
+    image: &str,
+    run: &RunDir,
+) -> Result<(Server, Option<PgBin>), HarnessError> {
+    let found = match &opts.database_url {
+        Some(url) => {
+            let ext = ExternalDb::connect(url).await?;
+            let swept = ext.sweep_stale().await?;
+            if !swept.is_empty() {
+                eprintln!(
+                    "fenceproof: dropped {} schema(s) left in the database by harness runs that no longer exist: {}",
+                    swept.len(),
+                    swept.join(", ")
+                );
+            }
+            (Server::External(ext), PgBin::locate(opts.pg_bin.as_deref()).ok())
+        }
+        None => match choice {
+            BackendChoice::Container => {
+                if image != opts.pg_image {
+                    eprintln!(
+                        "fenceproof: {} is not in the local Docker daemon; using {image} (built by `just pg-image`)",
+                        opts.pg_image
+                    );
+                }
+                let c = ContainerDb::start(image, &run.path.join("postgres.log")).await?;
+                databases::create_template(&c).await?;
+                (Server::Container(Box::new(c)), PgBin::locate(opts.pg_bin.as_deref()).ok())
+            }
+            _ => {
+                let bin = PgBin::locate(opts.pg_bin.as_deref())?;
+                let cluster = NativeCluster::start(bin.clone(), &run.path.join("postgres.log")).await?;
+                databases::create_template(&cluster).await?;
+                (Server::Native(cluster), Some(bin))
+            }
+        },
+    };
+    Ok(found)
+}
+
+/// How the run of `exp` ended: `None` when it reached its end (with the legal-step check its
+/// declaration asks for, passed, or failed when the worker refused a legal step), else the error.
+fn ended(
+    exp: &Experiment,
+    ctx: &mut Ctx,
+    res: Result<Result<(), HarnessError>, tokio::time::error::Elapsed>,
+) -> Option<String> {
+    match res {
+        Ok(Ok(())) => {
+            if exp.checks.legal_step {
+                ctx.check(Check::pass(crate::ctx::LEGAL_STEP_CHECK, "every step the harness set up legally succeeded"));
+            }
+            None
+        }
+        Ok(Err(HarnessError::StepRefused { step, answer })) => {
+            // Broken protocol code, not a harness fault: a FAIL naming the rule, never an ERROR.
+            ctx.check(Check::fail(
+                crate::ctx::LEGAL_STEP_CHECK,
+                format!("{step} was set up legally and answered {answer}"),
+            ));
+            None
+        }
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(_) => Some(format!("experiment did not finish within {EXPERIMENT_TIMEOUT:?}")),
+    }
+}
+
+/// A row's verdict (FAIL on any failed check, ERROR without a verdict) and its key observations.
+fn verdict(ctx: &Ctx, error: Option<&str>) -> (Outcome, String) {
+    let outcome = if ctx.checks.iter().any(|c| !c.passed()) {
+        Outcome::Fail
+    } else if error.is_some() || ctx.checks.is_empty() {
+        Outcome::Error
+    } else {
+        Outcome::Pass
+    };
+    let mut observations = ctx.notes.join("; ");
+    if observations.is_empty() {
+        observations = error.unwrap_or_default().to_string();
+    }
+    (outcome, observations)
+}
+
+/// A row that ran to its end and passed must have judged every rule it declares: an experiment
+/// whose checks were renamed or skipped is an ERROR naming the rules, never a silent PASS.
+fn undeclared_rules(exp: &Experiment, checks: &[Check]) -> Option<String> {
+    if checks.iter().any(|c| !c.passed()) {
+        return None;
+    }
+    let missing: Vec<&str> = crate::catalogue::rules_of(exp)
+        .into_iter()
+        .filter(|r| !checks.iter().any(|c| judged_by(r, &c.name)))
+        .map(|r| r.id)
+        .collect();
+    (!missing.is_empty()).then(|| format!("declared to judge {} but ran none of its checks", missing.join(", ")))
 }
 
 /// The command-line flags that bring back the server (and contract) a session ran with: the

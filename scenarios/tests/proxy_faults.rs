@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use fenceproof_harness::faults::inject;
 use fenceproof_harness::faults::proxy::Proxy;
 use fenceproof_harness::record::timeline::Timeline;
 use sqlx::{Connection, PgConnection, PgPool};
@@ -21,108 +22,147 @@ async fn setup(c: &fenceproof_harness::testkit::TestCluster) -> (PgPool, Proxy, 
     (pool, proxy, timeline)
 }
 
+/// A connection through the proxy.
+async fn connect(proxy: &Proxy) -> PgConnection {
+    PgConnection::connect(proxy.url()).await.expect("connects through the proxy")
+}
+
 #[tokio::test]
 async fn proxy_faults_do_what_they_say_on_a_real_server() {
     let c = fenceproof_harness::testkit::TestCluster::start(fenceproof_harness::test_dir!("proxy-faults")).await;
     let (pool, proxy, timeline) = setup(&c).await;
-    let connect = || async { PgConnection::connect(proxy.url()).await.expect("connects through the proxy") };
-
-    // Plain relay: extended and simple protocol both pass.
-    let mut conn = connect().await;
-    sqlx::query("INSERT INTO t VALUES ($1)").bind(0).execute(&mut conn).await.unwrap();
-    sqlx::raw_sql("INSERT INTO t VALUES (100)").execute(&mut conn).await.unwrap();
-    assert!(has(&pool, 0).await && has(&pool, 100).await);
-
-    // A lost acknowledgement of an autocommit write: the client sees an error, the row exists.
-    let armed = proxy.lose_ack(r"insert into t\b", T).unwrap();
-    let r = sqlx::query("INSERT INTO t VALUES ($1)").bind(1).execute(&mut conn).await;
-    assert!(r.is_err(), "the client must not get an answer: {r:?}");
-    assert!(!matches!(r, Err(sqlx::Error::Database(_))), "no server error either: {r:?}");
-    let fired = armed.fired(T).await.unwrap();
-    assert!(fired.sql.contains("insert into t"), "{fired:?}");
-    assert!(has(&pool, 1).await, "the write committed on the server");
-
-    // A lost acknowledgement of an explicit COMMIT.
-    let mut conn = connect().await;
-    let armed = proxy.lose_ack(r"insert into t\b", T).unwrap();
-    let mut tx = conn.begin().await.unwrap();
-    sqlx::query("INSERT INTO t VALUES ($1)").bind(2).execute(&mut *tx).await.unwrap();
-    assert!(tx.commit().await.is_err(), "COMMIT's answer is lost");
-    armed.fired(T).await.unwrap();
-    assert!(has(&pool, 2).await, "the transaction committed on the server");
-
-    // A lost request, autocommit and in a transaction: nothing commits.
-    let mut conn = connect().await;
-    let armed = proxy.lose_request(r"insert into t\b", T).unwrap();
-    assert!(sqlx::raw_sql("INSERT INTO t VALUES (3)").execute(&mut conn).await.is_err());
-    armed.fired(T).await.unwrap();
-    let mut conn = connect().await;
-    let armed = proxy.lose_request(r"insert into t\b", T).unwrap();
-    let mut tx = conn.begin().await.unwrap();
-    sqlx::query("INSERT INTO t VALUES ($1)").bind(4).execute(&mut *tx).await.unwrap();
-    assert!(tx.commit().await.is_err());
-    armed.fired(T).await.unwrap();
-    assert!(!has(&pool, 3).await && !has(&pool, 4).await, "a lost request never commits");
-
-    // A cut inside a transaction: the server rolls it back.
-    let mut conn = connect().await;
-    let armed = proxy.cut_in_transaction(r"insert into t\b", T).unwrap();
-    let mut tx = conn.begin().await.unwrap();
-    assert!(sqlx::query("INSERT INTO t VALUES ($1)").bind(6).execute(&mut *tx).await.is_err());
-    drop(tx);
-    armed.fired(T).await.unwrap();
-    assert!(!has(&pool, 6).await);
-
-    // A statement barrier: held before the server sees it, released by the harness.
-    let mut conn = connect().await;
-    let hold = proxy.hold(r"insert into t\b", T).unwrap();
-    let writer =
-        tokio::spawn(async move { sqlx::query("INSERT INTO t VALUES (5)").execute(&mut conn).await.map(|_| ()) });
-    let (_, sql) = hold.held(T).await.unwrap();
-    assert!(sql.contains("values (5)"), "{sql}");
-    assert!(!has(&pool, 5).await, "a held statement has not reached the server");
-    hold.release();
-    tokio::time::timeout(T, writer).await.unwrap().unwrap().unwrap();
-    assert!(has(&pool, 5).await);
-
-    // Latency: every reply waits at least the base delay.
-    let mut conn = connect().await;
-    proxy.delay(Some((Duration::from_millis(150), Duration::from_millis(50))));
-    let t0 = Instant::now();
-    sqlx::raw_sql("SELECT 1").execute(&mut conn).await.unwrap();
-    assert!(t0.elapsed() >= Duration::from_millis(150), "{:?}", t0.elapsed());
-    proxy.delay(None);
-
-    // A partition: an open connection stalls, a new one is not answered; after the heal both work.
-    let partition = proxy.partition(T);
-    let stalled = tokio::time::timeout(Duration::from_millis(300), sqlx::raw_sql("SELECT 1").execute(&mut conn)).await;
-    assert!(stalled.is_err(), "a query across a partition gets no answer");
-    let fresh = tokio::time::timeout(Duration::from_millis(300), PgConnection::connect(proxy.url())).await;
-    assert!(fresh.is_err(), "a new connection across a partition is not answered");
-    partition.heal();
-    let mut again = connect().await;
-    sqlx::raw_sql("SELECT 1").execute(&mut again).await.unwrap();
+    relay_and_lost_acks(&pool, &proxy, &timeline).await;
+    lost_requests_and_cuts(&pool, &proxy, &timeline).await;
+    statement_barrier(&pool, &proxy, &timeline).await;
+    latency_and_partition(&proxy, &timeline).await;
 
     // An armed fault that never matches says so, bounded.
-    let armed = proxy.lose_ack("no such statement", T).unwrap();
+    let armed = inject(proxy.lose_ack("no such statement", T).unwrap(), &timeline).await.unwrap();
     let e = armed.fired(Duration::from_millis(100)).await.unwrap_err().to_string();
     assert!(e.contains("timed out"), "{e}");
 
     // Every fault is in the timeline.
     let actions: Vec<String> = timeline.entries().iter().map(|e| e.action.clone()).collect();
-    for want in
-        ["lost acknowledgement", "lost request", "cut inside a transaction", "statement held", "partition healed"]
-    {
+    for want in [
+        "lost acknowledgement",
+        "lost request",
+        "cut inside a transaction",
+        "statement held",
+        "barrier armed",
+        "barrier released",
+        "latency injected",
+        "latency healed",
+        "partition injected",
+        "partition healed",
+    ] {
         assert!(actions.iter().any(|a| a == want), "{want} missing from {actions:?}");
     }
+    // The injections and heals carry the fault's mark.
+    let partition_steps: Vec<_> = timeline
+        .entries()
+        .into_iter()
+        .filter_map(|e| e.fault.filter(|f| f.name == "partition"))
+        .map(|f| f.step)
+        .collect();
+    use fenceproof_harness::record::timeline::FaultStep;
+    assert_eq!(partition_steps, vec![FaultStep::Inject, FaultStep::Heal]);
+}
+
+/// Plain relay, and lost acknowledgements of an autocommit write and of an explicit COMMIT.
+async fn relay_and_lost_acks(pool: &PgPool, proxy: &Proxy, timeline: &Timeline) {
+    // Plain relay: extended and simple protocol both pass.
+    let mut conn = connect(proxy).await;
+    sqlx::query("INSERT INTO t VALUES ($1)").bind(0).execute(&mut conn).await.unwrap();
+    sqlx::raw_sql("INSERT INTO t VALUES (100)").execute(&mut conn).await.unwrap();
+    assert!(has(pool, 0).await && has(pool, 100).await);
+
+    // A lost acknowledgement of an autocommit write: the client sees an error, the row exists.
+    let armed = inject(proxy.lose_ack(r"insert into t\b", T).unwrap(), timeline).await.unwrap();
+    let r = sqlx::query("INSERT INTO t VALUES ($1)").bind(1).execute(&mut conn).await;
+    assert!(r.is_err(), "the client must not get an answer: {r:?}");
+    assert!(!matches!(r, Err(sqlx::Error::Database(_))), "no server error either: {r:?}");
+    let fired = armed.fired(T).await.unwrap();
+    assert!(fired.sql.contains("insert into t"), "{fired:?}");
+    assert!(has(pool, 1).await, "the write committed on the server");
+
+    // A lost acknowledgement of an explicit COMMIT.
+    let mut conn = connect(proxy).await;
+    let armed = inject(proxy.lose_ack(r"insert into t\b", T).unwrap(), timeline).await.unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    sqlx::query("INSERT INTO t VALUES ($1)").bind(2).execute(&mut *tx).await.unwrap();
+    assert!(tx.commit().await.is_err(), "COMMIT's answer is lost");
+    armed.fired(T).await.unwrap();
+    assert!(has(pool, 2).await, "the transaction committed on the server");
+}
+
+/// Lost requests (autocommit and in a transaction) and a cut inside a transaction: nothing commits.
+async fn lost_requests_and_cuts(pool: &PgPool, proxy: &Proxy, timeline: &Timeline) {
+    // A lost request, autocommit and in a transaction: nothing commits.
+    let mut conn = connect(proxy).await;
+    let armed = inject(proxy.lose_request(r"insert into t\b", T).unwrap(), timeline).await.unwrap();
+    assert!(sqlx::raw_sql("INSERT INTO t VALUES (3)").execute(&mut conn).await.is_err());
+    armed.fired(T).await.unwrap();
+    let mut conn = connect(proxy).await;
+    let armed = inject(proxy.lose_request(r"insert into t\b", T).unwrap(), timeline).await.unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    sqlx::query("INSERT INTO t VALUES ($1)").bind(4).execute(&mut *tx).await.unwrap();
+    assert!(tx.commit().await.is_err());
+    armed.fired(T).await.unwrap();
+    assert!(!has(pool, 3).await && !has(pool, 4).await, "a lost request never commits");
+
+    // A cut inside a transaction: the server rolls it back.
+    let mut conn = connect(proxy).await;
+    let armed = inject(proxy.cut_in_transaction(r"insert into t\b", T).unwrap(), timeline).await.unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    assert!(sqlx::query("INSERT INTO t VALUES ($1)").bind(6).execute(&mut *tx).await.is_err());
+    drop(tx);
+    armed.fired(T).await.unwrap();
+    assert!(!has(pool, 6).await);
+}
+
+/// A statement barrier: held before the server sees it, released by the harness.
+async fn statement_barrier(pool: &PgPool, proxy: &Proxy, timeline: &Timeline) {
+    // A statement barrier: held before the server sees it, released by the harness.
+    let mut conn = connect(proxy).await;
+    let hold = inject(proxy.hold(r"insert into t\b", T).unwrap(), timeline).await.unwrap();
+    let writer =
+        tokio::spawn(async move { sqlx::query("INSERT INTO t VALUES (5)").execute(&mut conn).await.map(|_| ()) });
+    let (_, sql) = hold.held(T).await.unwrap();
+    assert!(sql.contains("values (5)"), "{sql}");
+    assert!(!has(pool, 5).await, "a held statement has not reached the server");
+    hold.heal().await.unwrap();
+    tokio::time::timeout(T, writer).await.unwrap().unwrap().unwrap();
+    assert!(has(pool, 5).await);
+}
+
+/// Latency on every reply; a partition that stalls an open connection and refuses a new one
+/// until it is healed.
+async fn latency_and_partition(proxy: &Proxy, timeline: &Timeline) {
+    // Latency: every reply waits at least the base delay.
+    let mut conn = connect(proxy).await;
+    let latency = inject(proxy.latency(Duration::from_millis(150), Duration::from_millis(50)), timeline).await.unwrap();
+    let t0 = Instant::now();
+    sqlx::raw_sql("SELECT 1").execute(&mut conn).await.unwrap();
+    assert!(t0.elapsed() >= Duration::from_millis(150), "{:?}", t0.elapsed());
+    latency.heal().await.unwrap();
+
+    // A partition: an open connection stalls, a new one is not answered; after the heal both work.
+    let partition = inject(proxy.partition(T), timeline).await.unwrap();
+    let stalled = tokio::time::timeout(Duration::from_millis(300), sqlx::raw_sql("SELECT 1").execute(&mut conn)).await;
+    assert!(stalled.is_err(), "a query across a partition gets no answer");
+    let fresh = tokio::time::timeout(Duration::from_millis(300), PgConnection::connect(proxy.url())).await;
+    assert!(fresh.is_err(), "a new connection across a partition is not answered");
+    partition.heal().await.unwrap();
+    let mut again = connect(proxy).await;
+    sqlx::raw_sql("SELECT 1").execute(&mut again).await.unwrap();
 }
 
 #[tokio::test]
 async fn a_partition_ends_by_itself_at_its_bound() {
     let c = fenceproof_harness::testkit::TestCluster::start(fenceproof_harness::test_dir!("proxy-bound")).await;
-    let (_pool, proxy, _t) = setup(&c).await;
+    let (_pool, proxy, t) = setup(&c).await;
     let mut conn = PgConnection::connect(proxy.url()).await.unwrap();
-    let p = proxy.partition(Duration::from_millis(400));
+    let p = inject(proxy.partition(Duration::from_millis(400)), &t).await.unwrap();
     let t0 = Instant::now();
     tokio::time::timeout(T, sqlx::raw_sql("SELECT 1").execute(&mut conn)).await.unwrap().unwrap();
     assert!(t0.elapsed() >= Duration::from_millis(300), "{:?}", t0.elapsed());

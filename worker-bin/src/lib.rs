@@ -47,7 +47,7 @@ struct Args {
     #[arg(long)]
     mutant: Option<String>,
     /// Run one direct-path statement in a generated mutated form: a JSON file
-    /// `{"name": "<statement>", "sql": "<text>"}` (mutants build only; `fenceproof mutants --sql`).
+    /// `{"name": "<statement>", "sql": "<text>"}` (mutants build only; `fenceproof mutants-sql`).
     #[cfg(feature = "mutants")]
     #[arg(long)]
     sql_mutant: Option<PathBuf>,
@@ -104,7 +104,46 @@ pub fn main() -> std::process::ExitCode {
     if args.list_mutants {
         return list_mutants();
     }
-    #[cfg(feature = "mutants")]
+    let mutant_chosen = match choose_mutant(&args) {
+        Ok(chosen) => chosen,
+        Err(code) => return code,
+    };
+    let path = match (args.write_path.as_deref(), mutant_chosen) {
+        (Some("api"), true) => {
+            eprintln!("fenceproof-worker: a mutant lives on the direct write path; use --write-path direct");
+            return std::process::ExitCode::from(2);
+        }
+        (Some(p), _) => fenceproof_protocol::write_path::WritePath::parse(p).unwrap_or_default(),
+        (None, true) => fenceproof_protocol::write_path::WritePath::Direct,
+        (None, false) => fenceproof_protocol::write_path::WritePath::Api,
+    };
+    fenceproof_protocol::write_path::choose(path);
+    init_logging();
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    match rt.block_on(run(args)) {
+        Ok(code) => std::process::ExitCode::from(code),
+        Err(e) => {
+            eprintln!("fenceproof-worker: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+/// JSON logs on stderr, plus the layer that lets the protocol see server notices (the
+/// synchronous-replication cancel trap).
+fn init_logging() {
+    use fenceproof_protocol::notices::{NoticeLayer, NOTICE_TARGET};
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().json().with_writer(std::io::stderr).with_filter(LevelFilter::INFO))
+        .with(NoticeLayer.with_filter(Targets::new().with_target(NOTICE_TARGET, LevelFilter::TRACE)))
+        .init();
+}
+
+/// Activate `--mutant` and `--sql-mutant`; whether one was chosen, or the exit code of a bad one.
+#[cfg(feature = "mutants")]
+fn choose_mutant(args: &Args) -> Result<bool, std::process::ExitCode> {
     if let Some(name) = &args.mutant {
         match fenceproof_protocol::mutant::Mutant::parse(name) {
             Some(m) => {
@@ -112,11 +151,10 @@ pub fn main() -> std::process::ExitCode {
             }
             None => {
                 eprintln!("fenceproof-worker: unknown mutant '{name}' (see --list-mutants)");
-                return std::process::ExitCode::from(2);
+                return Err(std::process::ExitCode::from(2));
             }
         }
     }
-    #[cfg(feature = "mutants")]
     if let Some(file) = &args.sql_mutant {
         let parsed = std::fs::read_to_string(file)
             .map_err(|e| e.to_string())
@@ -130,42 +168,16 @@ pub fn main() -> std::process::ExitCode {
         };
         if !ok {
             eprintln!("fenceproof-worker: --sql-mutant {}: not a statement override ({parsed:?})", file.display());
-            return std::process::ExitCode::from(2);
+            return Err(std::process::ExitCode::from(2));
         }
     }
-    #[cfg(feature = "mutants")]
-    let mutant_chosen = args.mutant.is_some() || args.sql_mutant.is_some();
-    #[cfg(not(feature = "mutants"))]
-    let mutant_chosen = false;
-    let path = match (args.write_path.as_deref(), mutant_chosen) {
-        (Some("api"), true) => {
-            eprintln!("fenceproof-worker: a mutant lives on the direct write path; use --write-path direct");
-            return std::process::ExitCode::from(2);
-        }
-        (Some(p), _) => fenceproof_protocol::write_path::WritePath::parse(p).unwrap_or_default(),
-        (None, true) => fenceproof_protocol::write_path::WritePath::Direct,
-        (None, false) => fenceproof_protocol::write_path::WritePath::Api,
-    };
-    fenceproof_protocol::write_path::choose(path);
-    {
-        // JSON logs on stderr, plus the layer that lets the protocol see server notices (the
-        // synchronous-replication cancel trap).
-        use fenceproof_protocol::notices::{NoticeLayer, NOTICE_TARGET};
-        use tracing_subscriber::filter::{LevelFilter, Targets};
-        use tracing_subscriber::prelude::*;
-        tracing_subscriber::registry()
-            .with(tracing_subscriber::fmt::layer().json().with_writer(std::io::stderr).with_filter(LevelFilter::INFO))
-            .with(NoticeLayer.with_filter(Targets::new().with_target(NOTICE_TARGET, LevelFilter::TRACE)))
-            .init();
-    }
-    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
-    match rt.block_on(run(args)) {
-        Ok(code) => std::process::ExitCode::from(code),
-        Err(e) => {
-            eprintln!("fenceproof-worker: {e:#}");
-            std::process::ExitCode::from(2)
-        }
-    }
+    Ok(args.mutant.is_some() || args.sql_mutant.is_some())
+}
+
+/// The reference build has no mutants to choose.
+#[cfg(not(feature = "mutants"))]
+fn choose_mutant(_args: &Args) -> Result<bool, std::process::ExitCode> {
+    Ok(false)
 }
 
 #[cfg(feature = "mutants")]
@@ -185,6 +197,16 @@ fn list_mutants() -> std::process::ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<u8> {
+    let session = connect(&args).await?;
+    session.emit("ready", None, session::Outcome::note("ok", format!("pid {}", std::process::id())));
+    if args.script {
+        return run_script(&session, &args).await;
+    }
+    serve(session, Duration::from_millis(args.command_timeout_ms)).await
+}
+
+/// Connect with `application_name` = the owner id, open the events file and the secret store.
+async fn connect(args: &Args) -> anyhow::Result<Arc<Session>> {
     let (Some(database_url), Some(owner), Some(events)) =
         (args.database_url.clone(), args.owner.clone(), args.events.clone())
     else {
@@ -202,32 +224,35 @@ async fn run(args: Args) -> anyhow::Result<u8> {
         Some(dir) => Some(fenceproof_protocol::secrets::SecretStore::new(dir)?),
         None => None,
     };
-    let session = Session::new(owner, args.trace_id.clone(), args.tenant.clone(), args.tools_addr, secrets, pool, sink);
-    session.emit("ready", None, session::Outcome::note("ok", format!("pid {}", std::process::id())));
+    Ok(Session::new(owner, args.trace_id.clone(), args.tenant.clone(), args.tools_addr, secrets, pool, sink))
+}
 
-    if args.script {
-        let run_id = args.run_id.context("--script needs --run-id")?;
-        let done = script::run(
-            &session,
-            script::Script {
-                run_id,
-                steps: args.steps,
-                pace_ms: args.pace_ms,
-                ttl_ms: args.ttl_ms,
-                heartbeat_ms: args.heartbeat_ms,
-                renew_timeout_ms: args.renew_timeout_ms,
-            },
-        )
-        .await;
-        session.emit(
-            "script_end",
-            None,
-            session::Outcome::note(if done { "ok" } else { "stopped" }, "scripted task ended"),
-        );
-        return Ok(if done { 0 } else { 4 });
-    }
+/// Scripted mode: one whole task alone; 0 when it finished, 4 when it stopped.
+async fn run_script(session: &Arc<Session>, args: &Args) -> anyhow::Result<u8> {
+    let run_id = args.run_id.context("--script needs --run-id")?;
+    let done = script::run(
+        session,
+        script::Script {
+            run_id,
+            steps: args.steps,
+            pace_ms: args.pace_ms,
+            ttl_ms: args.ttl_ms,
+            heartbeat_ms: args.heartbeat_ms,
+            renew_timeout_ms: args.renew_timeout_ms,
+        },
+    )
+    .await;
+    session.emit(
+        "script_end",
+        None,
+        session::Outcome::note(if done { "ok" } else { "stopped" }, "scripted task ended"),
+    );
+    Ok(if done { 0 } else { 4 })
+}
 
-    let timeout = Duration::from_millis(args.command_timeout_ms);
+/// Commanded mode: one JSON command a line on stdin, each handled concurrently and bounded by
+/// `timeout`, until `exit` or the end of stdin.
+async fn serve(session: Arc<Session>, timeout: Duration) -> anyhow::Result<u8> {
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut inflight = tokio::task::JoinSet::new();
     while let Some(line) = lines.next_line().await? {

@@ -165,34 +165,7 @@ impl Session {
         let cmd = without_faults(cmd);
         match cmd {
             Command::Plan { step_id, tool, request, effect_version, expected_revision } => {
-                let (l, _) = self.lease_and_ttl()?;
-                // Secret fields are masked to references; their values go to the secret store
-                // before the intent that references them can commit.
-                let (request, secrets) = mask(&request).map_err(|e| ProtocolError::InvalidIntent(e.to_string()))?;
-                let intent = Intent::new(&self.tenant, l.run_id, &step_id, effect_version, &tool, request)?;
-                if !secrets.is_empty() {
-                    let store = self.secrets.as_ref().ok_or_else(|| {
-                        ProtocolError::InvalidIntent("a request with secret fields needs --secrets-dir".into())
-                    })?;
-                    for s in &secrets {
-                        store.put(&intent.operation_id, s).map_err(|e| ProtocolError::InvalidIntent(e.to_string()))?;
-                    }
-                }
-                self.settle_unknown(&l).await?;
-                let expected = expected_revision.or(self.held().revision).unwrap_or(0);
-                let checkpoint = json!({ "planned": step_id, "operation_id": intent.operation_id });
-                let (revision, reg) = outbox::plan_step(
-                    &self.pool,
-                    &l,
-                    expected,
-                    checkpoint,
-                    &intent,
-                    &FaultPoints::none(),
-                    RetryBudget::default(),
-                )
-                .await?;
-                self.saw_revision(revision);
-                Ok(Some(json!({ "operation_id": intent.operation_id, "registration": reg, "revision": revision })))
+                self.plan(&step_id, &tool, &request, effect_version, expected_revision).await
             }
             Command::Dispatch { claim_ttl_ms, call_timeout_ms, limit, faults } => {
                 let tools = self.tools(call_timeout_ms)?;
@@ -221,39 +194,10 @@ impl Session {
                 Ok(Some(json!({ "revision": revision })))
             }
             Command::Advance { operation_id, expected_revision } => {
-                let (l, _) = self.lease_and_ttl()?;
-                self.settle_unknown(&l).await?;
-                let expected = expected_revision.or(self.held().revision).unwrap_or(0);
-                let checkpoint = json!({ "done": operation_id });
-                let revision = outbox::advance_on_result(
-                    &self.pool,
-                    &l,
-                    expected,
-                    &operation_id,
-                    checkpoint,
-                    RetryBudget::default(),
-                )
-                .await?;
-                self.saw_revision(revision);
-                Ok(Some(json!({ "revision": revision })))
+                self.advance(&operation_id, expected_revision).await
             }
             Command::Acquire { run_id, ttl_ms, heartbeat_ms, renew_timeout_ms } => {
-                let ttl = Ttl::from_millis(ttl_ms)?;
-                let terms = lease::acquire(&self.pool, run_id, &self.owner, ttl).await?;
-                let run = fenceproof_protocol::runs::read_run(&self.pool, run_id).await?;
-                let stop = self.start_heartbeat(terms.lease.clone(), ttl, heartbeat_ms, renew_timeout_ms);
-                let mut h = self.held();
-                // A session tracks one lease: the one it held before stops being renewed (it is
-                // left to expire), so no heartbeat keeps a forgotten lease alive.
-                if let Some(previous) = h.heartbeat_stop.take() {
-                    previous.cancel();
-                }
-                h.lease = Some(terms.lease);
-                h.ttl = Some(ttl);
-                h.revision = Some(run.revision);
-                h.heartbeat_stop = Some(stop);
-                h.unknown = None;
-                Ok(None)
+                self.acquire(run_id, ttl_ms, heartbeat_ms, renew_timeout_ms).await.map(|_| None)
             }
             Command::Start { expected_revision } => {
                 self.transition(Transition::start(None), expected_revision, &FaultPoints::none()).await.map(|_| None)
@@ -280,6 +224,89 @@ impl Session {
             }
             Command::Exit => Ok(None),
         }
+    }
+
+    /// Plan a step: mask the request's secret fields (their values to the secret store first), then
+    /// save the "planned" checkpoint and register the intent in one protected transaction.
+    async fn plan(
+        &self,
+        step_id: &str,
+        tool: &str,
+        request: &Value,
+        effect_version: i32,
+        expected_revision: Option<i64>,
+    ) -> Result<Option<Value>, ProtocolError> {
+        let (l, _) = self.lease_and_ttl()?;
+        // Secret fields are masked to references; their values go to the secret store
+        // before the intent that references them can commit.
+        let (request, secrets) = mask(request).map_err(|e| ProtocolError::InvalidIntent(e.to_string()))?;
+        let intent = Intent::new(&self.tenant, l.run_id, step_id, effect_version, tool, request)?;
+        if !secrets.is_empty() {
+            let store = self.secrets.as_ref().ok_or_else(|| {
+                ProtocolError::InvalidIntent("a request with secret fields needs --secrets-dir".into())
+            })?;
+            for s in &secrets {
+                store.put(&intent.operation_id, s).map_err(|e| ProtocolError::InvalidIntent(e.to_string()))?;
+            }
+        }
+        self.settle_unknown(&l).await?;
+        let expected = expected_revision.or(self.held().revision).unwrap_or(0);
+        let checkpoint = json!({ "planned": step_id, "operation_id": intent.operation_id });
+        let (revision, reg) = outbox::plan_step(
+            &self.pool,
+            &l,
+            expected,
+            checkpoint,
+            &intent,
+            &FaultPoints::none(),
+            RetryBudget::default(),
+        )
+        .await?;
+        self.saw_revision(revision);
+        Ok(Some(json!({ "operation_id": intent.operation_id, "registration": reg, "revision": revision })))
+    }
+
+    /// Advance the run on the verified result of `operation_id`.
+    async fn advance(
+        &self,
+        operation_id: &str,
+        expected_revision: Option<i64>,
+    ) -> Result<Option<Value>, ProtocolError> {
+        let (l, _) = self.lease_and_ttl()?;
+        self.settle_unknown(&l).await?;
+        let expected = expected_revision.or(self.held().revision).unwrap_or(0);
+        let checkpoint = json!({ "done": operation_id });
+        let revision =
+            outbox::advance_on_result(&self.pool, &l, expected, operation_id, checkpoint, RetryBudget::default())
+                .await?;
+        self.saw_revision(revision);
+        Ok(Some(json!({ "revision": revision })))
+    }
+
+    /// Take the run's lease and start renewing it; the session now tracks this lease only.
+    async fn acquire(
+        self: &Arc<Self>,
+        run_id: uuid::Uuid,
+        ttl_ms: i64,
+        heartbeat_ms: u64,
+        renew_timeout_ms: u64,
+    ) -> Result<(), ProtocolError> {
+        let ttl = Ttl::from_millis(ttl_ms)?;
+        let terms = lease::acquire(&self.pool, run_id, &self.owner, ttl).await?;
+        let run = fenceproof_protocol::runs::read_run(&self.pool, run_id).await?;
+        let stop = self.start_heartbeat(terms.lease.clone(), ttl, heartbeat_ms, renew_timeout_ms);
+        let mut h = self.held();
+        // A session tracks one lease: the one it held before stops being renewed (it is
+        // left to expire), so no heartbeat keeps a forgotten lease alive.
+        if let Some(previous) = h.heartbeat_stop.take() {
+            previous.cancel();
+        }
+        h.lease = Some(terms.lease);
+        h.ttl = Some(ttl);
+        h.revision = Some(run.revision);
+        h.heartbeat_stop = Some(stop);
+        h.unknown = None;
+        Ok(())
     }
 
     fn lease_and_ttl(&self) -> Result<(Lease, Ttl), ProtocolError> {

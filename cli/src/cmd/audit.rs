@@ -16,21 +16,44 @@ use fenceproof_harness::db::pgbin::PgBin;
 use fenceproof_harness::db::{databases, Backend};
 use fenceproof_harness::record::run_dir::RunDir;
 use fenceproof_harness::report::exit;
+use fenceproof_scenarios::runner;
 
+use crate::fail::usage;
+
+/// Audit real job queues (procrastinate, pgqueuer, chancy) with the stale-worker faults, beside
+/// the reference protocol as the control; prints the audit table (exit 0 unless the control fails
+/// or a cell errs; `--strict`: any FAIL is exit 1).
+#[derive(clap::Args, Debug)]
 pub struct Args {
-    pub libraries: Option<Vec<String>>,
-    pub only: Option<Vec<String>>,
-    pub python: PathBuf,
-    pub adapters: PathBuf,
-    pub pg_bin: Option<PathBuf>,
-    pub reports_dir: PathBuf,
-    pub tools_bin: PathBuf,
-    pub json: bool,
-    pub strict: bool,
+    /// Only these libraries (comma-separated: reference, procrastinate, pgqueuer, chancy).
+    #[arg(long = "library", value_name = "LIBRARY", value_delimiter = ',')]
+    libraries: Option<Vec<String>>,
+    /// Only these experiments (comma-separated, e.g. pause-early-success,kill-control).
+    #[arg(long, value_delimiter = ',')]
+    only: Option<Vec<String>>,
+    /// The Python with the pinned libraries (scripts/setup.sh makes .audit/venv).
+    #[arg(long, default_value = DEFAULT_PYTHON)]
+    python: PathBuf,
+    /// The adapters folder.
+    #[arg(long, default_value = DEFAULT_ADAPTERS)]
+    adapters: PathBuf,
+    /// Folder with the PostgreSQL server binaries (initdb, postgres).
+    #[arg(long)]
+    pg_bin: Option<PathBuf>,
+    /// Where run folders are written.
+    #[arg(long, default_value = "reports")]
+    reports_dir: PathBuf,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Exit 1 when any library fails a check, not only the control.
+    #[arg(long)]
+    strict: bool,
 }
 
 /// Where the audit's Python is by default: the project-local environment `scripts/setup.sh` makes.
 pub const DEFAULT_PYTHON: &str = ".audit/venv/bin/python";
+/// Where the adapters are by default.
 pub const DEFAULT_ADAPTERS: &str = "audit/adapters";
 
 fn check_inputs(a: &Args) -> Result<(), String> {
@@ -47,29 +70,25 @@ fn check_inputs(a: &Args) -> Result<(), String> {
 }
 
 pub async fn run(a: Args) -> u8 {
+    crate::interrupt::interruptible(checked(a)).await
+}
+
+async fn checked(a: Args) -> u8 {
     let (libs, exps) = match (libraries::select(a.libraries.as_deref()), experiments::select(a.only.as_deref())) {
         (Ok(l), Ok(e)) => (l, e),
-        (Err(m), _) | (_, Err(m)) => {
-            eprintln!("fenceproof: {m}");
-            return exit::USAGE;
-        }
+        (Err(m), _) | (_, Err(m)) => return usage(m),
     };
     if let Err(m) = check_inputs(&a) {
-        eprintln!("fenceproof: {m}");
-        return exit::USAGE;
+        return usage(m);
     }
     for l in &libs {
         if !a.adapters.join(l.adapter).is_file() {
-            eprintln!("fenceproof: adapter {} of {} not found", a.adapters.join(l.adapter).display(), l.name);
-            return exit::USAGE;
+            return usage(format!("adapter {} of {} not found", a.adapters.join(l.adapter).display(), l.name));
         }
     }
     match audit(&a, &libs, &exps).await {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("fenceproof: {e}");
-            exit::HARNESS
-        }
+        Err(e) => crate::fail::harness_failed(e),
     }
 }
 
@@ -88,51 +107,12 @@ async fn audit(
     // Absolute but not resolved: a venv's python is a symlink whose target is not the venv.
     let python = std::path::absolute(&a.python)?;
     let adapters = std::fs::canonicalize(&a.adapters)?;
-    let env = Env { backend: &cluster as &dyn Backend, python: &python, adapters: &adapters, tools_bin: &a.tools_bin };
-    // Cells run two at a time, each in its own database with its own tools and workers: most of a
-    // cell is waiting for a library's stall recovery, and two fit the machine's two cores.
-    let mut plan = Vec::new();
-    for l in libs {
-        for e in exps {
-            plan.push((plan.len() + 1, *l, *e, run.experiment(&format!("{}-{}", l.name, e.id))?));
-        }
-    }
-    let mut results = Vec::new();
-    for pair in plan.chunks(2) {
-        let done = match pair {
-            [x, y] => {
-                let (r1, r2) =
-                    tokio::join!(cell::run(&env, &x.1, &x.2, &x.3, x.0), cell::run(&env, &y.1, &y.2, &y.3, y.0));
-                vec![r1, r2]
-            }
-            [x] => vec![cell::run(&env, &x.1, &x.2, &x.3, x.0).await],
-            _ => Vec::new(),
-        };
-        for r in done {
-            if !a.json {
-                eprintln!(
-                    "audit: {:<14} {:<22} {:<5} ({:.1} s)",
-                    r.library,
-                    r.experiment,
-                    r.verdict.label(),
-                    r.duration_ms as f64 / 1000.0
-                );
-            }
-            results.push(r);
-        }
-    }
+    let tools_bin = runner::default_tools_bin();
+    let env = Env { backend: &cluster as &dyn Backend, python: &python, adapters: &adapters, tools_bin: &tools_bin };
+    let results = cells(&env, &run, libs, exps, a.json).await?;
     cluster.stop();
     let names: Vec<&str> = libs.iter().map(|l| l.name).collect();
-    let md = format!(
-        "# fenceproof audit\n\n{}\n{}\n## Findings\n\n```\n{}```\n",
-        report::markdown(&results),
-        report::settings_markdown(&names),
-        report::findings(&results)
-    );
-    std::fs::write(run.path.join("audit.md"), &md)?;
-    std::fs::write(run.path.join("audit.json"), serde_json::to_string_pretty(&results).unwrap_or_default())?;
-    std::fs::write(run.path.join("index.html"), report::html(&results, &format!("fenceproof audit {}", run.run_id)))?;
-    run.mark_latest()?;
+    write(&run, &results, &names)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&results).unwrap_or_default());
     } else {
@@ -148,16 +128,79 @@ async fn audit(
             show(&run.path)
         );
     }
+    Ok(verdict(&results, a.strict))
+}
+
+/// Every library against every experiment. Cells run two at a time, each in its own database with
+/// its own tools and workers: most of a cell is waiting for a library's stall recovery, and two
+/// fit the machine's two cores. Each cell's verdict is said on stderr as it ends (not with `json`).
+async fn cells(
+    env: &Env<'_>,
+    run: &RunDir,
+    libs: &[libraries::Library],
+    exps: &[experiments::AuditExperiment],
+    json: bool,
+) -> Result<Vec<cell::CellResult>, fenceproof_harness::HarnessError> {
+    let mut plan = Vec::new();
+    for l in libs {
+        for e in exps {
+            plan.push((plan.len() + 1, *l, *e, run.experiment(&format!("{}-{}", l.name, e.id))?));
+        }
+    }
+    let mut results = Vec::new();
+    for pair in plan.chunks(2) {
+        let done = match pair {
+            [x, y] => {
+                let (r1, r2) =
+                    tokio::join!(cell::run(env, &x.1, &x.2, &x.3, x.0), cell::run(env, &y.1, &y.2, &y.3, y.0));
+                vec![r1, r2]
+            }
+            [x] => vec![cell::run(env, &x.1, &x.2, &x.3, x.0).await],
+            _ => Vec::new(),
+        };
+        for r in done {
+            if !json {
+                eprintln!(
+                    "audit: {:<14} {:<22} {:<5} ({:.1} s)",
+                    r.library,
+                    r.experiment,
+                    r.verdict.label(),
+                    r.duration_ms as f64 / 1000.0
+                );
+            }
+            results.push(r);
+        }
+    }
+    Ok(results)
+}
+
+/// `audit.md`, `audit.json` and `index.html` into the run folder, which becomes `latest`.
+fn write(run: &RunDir, results: &[cell::CellResult], names: &[&str]) -> Result<(), fenceproof_harness::HarnessError> {
+    let md = format!(
+        "# fenceproof audit\n\n{}\n{}\n## Findings\n\n```\n{}```\n",
+        report::markdown(results),
+        report::settings_markdown(names),
+        report::findings(results)
+    );
+    std::fs::write(run.path.join("audit.md"), &md)?;
+    std::fs::write(run.path.join("audit.json"), serde_json::to_string_pretty(results).unwrap_or_default())?;
+    std::fs::write(run.path.join("index.html"), report::html(results, &format!("fenceproof audit {}", run.run_id)))?;
+    run.mark_latest()?;
+    Ok(())
+}
+
+/// An ERROR is the harness's; a failed control (or, with `strict`, any FAIL) is a FAIL.
+fn verdict(results: &[cell::CellResult], strict: bool) -> u8 {
     let errored = results.iter().any(|r| r.verdict == Outcome::Error);
     let control_failed = results.iter().any(|r| r.control && r.verdict == Outcome::Fail);
     let any_failed = results.iter().any(|r| r.verdict == Outcome::Fail);
-    Ok(if errored {
+    if errored {
         exit::HARNESS
-    } else if control_failed || (a.strict && any_failed) {
+    } else if control_failed || (strict && any_failed) {
         exit::FAILED
     } else {
         exit::OK
-    })
+    }
 }
 
 fn show(p: &Path) -> String {

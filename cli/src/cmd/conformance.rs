@@ -2,13 +2,44 @@
 //! role, on a fresh database, in seconds; each deviation said precisely. `verify` runs it first for
 //! a worker that is not the reference (see [`gate`]).
 
+use std::path::PathBuf;
+
 use fenceproof_conformance::{Report, PROBES};
 use fenceproof_harness::report::exit;
 use fenceproof_harness::HarnessError;
 use fenceproof_scenarios::runner::{self, Session, VerifyOptions};
 
+use crate::server::{Deployment, ServerArgs};
+
+/// Exercise each command and role of the worker contract once on a fresh database and report
+/// every deviation precisely (seconds; run it before the matrix on a new worker).
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The worker program to check (defaults to fenceproof-worker beside this program).
+    #[arg(long)]
+    worker_bin: Option<PathBuf>,
+    /// Only these probes (comma-separated: flags, lease, barriers, outbox, control, script, sync_rep).
+    #[arg(long, value_delimiter = ',')]
+    only: Option<Vec<String>>,
+    /// Print every point checked, not only the deviations.
+    #[arg(long)]
+    all: bool,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+pub async fn run(a: Args) -> u8 {
+    if let Err(msg) = crate::cmd::input::check(a.worker_bin.as_deref(), None)
+        .and_then(|()| crate::cmd::input::reports_dir(&a.server.reports_dir))
+    {
+        return crate::fail::usage(msg);
+    }
+    let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), Deployment::default());
+    crate::interrupt::interruptible(probes(&opts, a.only.as_deref(), a.all)).await
+}
+
 /// Run the probes (all, or those in `only`) and print the report; `all` prints kept points too.
-pub async fn run(opts: &VerifyOptions, only: Option<&[String]>, all: bool) -> u8 {
+async fn probes(opts: &VerifyOptions, only: Option<&[String]>, all: bool) -> u8 {
     if let Some(bad) = only.and_then(|o| o.iter().find(|n| !PROBES.iter().any(|(p, _)| p == n))) {
         let names: Vec<&str> = PROBES.iter().map(|(p, _)| *p).collect();
         eprintln!("fenceproof: no probe named '{bad}' (probes: {})", names.join(", "));
@@ -24,10 +55,7 @@ pub async fn run(opts: &VerifyOptions, only: Option<&[String]>, all: bool) -> u8
                 exit::OK
             }
         }
-        Err(e) => {
-            eprintln!("fenceproof: {e}");
-            exit::HARNESS
-        }
+        Err(e) => crate::fail::harness_failed(e),
     }
 }
 

@@ -12,7 +12,19 @@ fn read(dir: &Path) -> Result<SqlKillMatrix, String> {
     serde_json::from_str(&text).map_err(|e| format!("{} is not a kill matrix: {e}", f.display()))
 }
 
-pub fn run(dirs: &[PathBuf], out: &Path) -> u8 {
+/// Join shard folders of `mutants-sql` into one kill matrix.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Run folders, each holding a mutants-sql.json.
+    #[arg(required = true)]
+    dirs: Vec<PathBuf>,
+    /// Where the merged mutants-sql.json / .md go.
+    #[arg(long, default_value = "reports/merged")]
+    out: PathBuf,
+}
+
+pub fn run(a: Args) -> u8 {
+    let (dirs, out) = (&a.dirs, a.out.as_path());
     let parts: Result<Vec<SqlKillMatrix>, String> = dirs.iter().map(|d| read(d)).collect();
     let merged = match parts.and_then(SqlKillMatrix::merge) {
         Ok(m) => m,

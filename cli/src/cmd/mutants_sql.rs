@@ -1,12 +1,72 @@
-//! `fenceproof mutants --sql [--shard K/N] [--list]`: the generated SQL mutant kill matrix.
+//! `fenceproof mutants-sql [--shard K/N] [--list]`: the generated mutants of the fenced fp_*
+//! functions (and the direct-path statements), each through the protocol's rows with the
+//! reference worker; the kill matrix.
+
+use std::path::PathBuf;
 
 use fenceproof_harness::report::exit;
 use fenceproof_mutants::sql::{self, Selection};
-use fenceproof_scenarios::runner::VerifyOptions;
+use fenceproof_scenarios::runner::{self, VerifyOptions};
 use fenceproof_scenarios::Experiment;
 
+use crate::server::{Deployment, ServerArgs};
+
+/// Run the generated mutants of the fenced fp_* functions through the experiments and print
+/// which experiments kill which mutant.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The worker to run against the mutated functions (default: the reference worker).
+    #[arg(long)]
+    worker_bin: Option<PathBuf>,
+    /// Only these mutants (comma-separated id prefixes such as fp_claim/).
+    #[arg(long, value_delimiter = ',')]
+    mutants: Option<Vec<String>>,
+    /// Run the K-th of N deterministic shares of the mutants (e.g. 2/4).
+    #[arg(long)]
+    shard: Option<String>,
+    /// List the generated mutants and exit.
+    #[arg(long)]
+    list: bool,
+    /// Stop each mutant at its first FAIL (the probes of the fenced functions run first); the kill
+    /// matrix then names that row only. CI runs this.
+    #[arg(long)]
+    first_kill: bool,
+    /// Only these experiments (comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
+    only: Option<Vec<String>>,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+/// The mutants picked by `--shard`, `--mutants` and `--first-kill`, or the usage exit code.
+pub fn selection(shard: Option<&str>, mutants: Option<Vec<String>>, first_kill: bool) -> Result<Selection, u8> {
+    let shard = match shard.map(sql::parse_shard) {
+        None => (1, 1),
+        Some(Ok(s)) => s,
+        Some(Err(msg)) => return Err(crate::fail::usage(msg)),
+    };
+    Ok(Selection { shard, only: mutants, first_kill, mutant_worker_bin: runner::default_mutant_worker_bin() })
+}
+
+pub async fn run(a: Args) -> u8 {
+    let experiments = match crate::select::only(a.only.as_deref()) {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let sel = match selection(a.shard.as_deref(), a.mutants, a.first_kill) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    if a.list {
+        return list(&sel);
+    }
+    let experiments = crate::select::for_sql_mutants(experiments, a.only.is_some());
+    let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), Deployment::default());
+    matrix(opts, experiments, sel).await
+}
+
 /// List the generated mutants (id, line, change) without running anything.
-pub fn list(sel: &Selection) -> u8 {
+fn list(sel: &Selection) -> u8 {
     match sql::pick(sel) {
         Ok(ms) => {
             let w = ms.iter().map(|m| m.id.len()).max().unwrap_or(0);
@@ -16,20 +76,16 @@ pub fn list(sel: &Selection) -> u8 {
             println!("{} mutants", ms.len());
             exit::OK
         }
-        Err(msg) => {
-            eprintln!("fenceproof: {msg}");
-            exit::USAGE
-        }
+        Err(msg) => crate::fail::usage(msg),
     }
 }
 
 /// Run the selection; exit 0 when every non-equivalent mutant is killed by a FAIL.
-pub async fn run(opts: VerifyOptions, experiments: Vec<Experiment>, sel: Selection) -> u8 {
+async fn matrix(opts: VerifyOptions, experiments: Vec<Experiment>, sel: Selection) -> u8 {
     if let Err(msg) = sql::pick(&sel) {
-        eprintln!("fenceproof: {msg}");
-        return exit::USAGE;
+        return crate::fail::usage(msg);
     }
-    crate::interruptible(async {
+    crate::interrupt::interruptible(async {
         match sql::run(&opts, experiments, &sel).await {
             Ok((km, dir)) => {
                 print!("{}", km.table());
@@ -40,7 +96,7 @@ pub async fn run(opts: VerifyOptions, experiments: Vec<Experiment>, sel: Selecti
                     exit::FAILED
                 }
             }
-            Err(e) => crate::harness_failed(e),
+            Err(e) => crate::fail::harness_failed(e),
         }
     })
     .await

@@ -1,20 +1,44 @@
 //! `fenceproof rules`: the rule catalogue with, per rule, the checkers that judge it and the
 //! experiments that exercise it.
 
-use fenceproof_harness::check::catalogue;
 use fenceproof_harness::report::exit;
+use fenceproof_scenarios::catalogue;
 
-pub fn run(json: bool) -> u8 {
+/// List the spec's rules, each with the checkers that judge it and the experiments that
+/// exercise it.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Print the catalogue as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Print the catalogue as the Markdown table of docs/detection.md.
+    #[arg(long, conflicts_with = "json")]
+    markdown: bool,
+}
+
+pub fn run(Args { json, markdown }: Args) -> u8 {
+    if markdown {
+        print!("{}", crate::cmd::docs::rules_markdown());
+        return exit::OK;
+    }
     let rules = catalogue::RULES;
     if json {
-        println!("{}", serde_json::to_string_pretty(rules).expect("json"));
+        let with_rows: Vec<serde_json::Value> = rules
+            .iter()
+            .map(|r| {
+                let rows: Vec<&str> = catalogue::exercised_by(r).iter().map(|e| e.id).collect();
+                serde_json::json!({"id": r.id, "section": r.section, "statement": r.statement, "checkers": r.checkers, "experiments": rows})
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&with_rows).expect("json"));
         return exit::OK;
     }
     let w = rules.iter().map(|r| r.id.len()).max().unwrap_or(0);
     for r in rules {
         println!("{:<w$}  §{:<5} {}", r.id, r.section, r.statement);
         println!("{:<w$}         judged by: {}", "", r.checkers.join("; "));
-        println!("{:<w$}         exercised by: {}", "", r.experiments.join(", "));
+        let rows: Vec<&str> = catalogue::exercised_by(r).iter().map(|e| e.id).collect();
+        println!("{:<w$}         exercised by: {}", "", rows.join(", "));
     }
     let checkers: std::collections::BTreeSet<&str> = rules.iter().flat_map(|r| r.checkers.iter().copied()).collect();
     println!("{} rules, judged by {} distinct checkers", rules.len(), checkers.len());

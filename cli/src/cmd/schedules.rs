@@ -1,11 +1,45 @@
-//! `fenceproof schedules` (generate, play, shrink; or replay a saved schedule, N times) and
-//! `fenceproof mutants --schedules` (the search alone against every named mutant).
+//! `fenceproof schedules`: generate random operation schedules, play each against a fresh
+//! database and check the global invariants; a failure is shrunk, saved and replayable (or replay
+//! a saved schedule, N times).
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fenceproof_harness::report::exit;
 use fenceproof_mutants::schedules::{self, ops::Op, Budget};
 use fenceproof_scenarios::runner::{self, VerifyOptions};
+
+use crate::fail::harness_failed;
+use crate::server::{Deployment, ServerArgs};
+
+/// Generate random operation schedules for several workers, play each against a fresh
+/// database, and check the global invariants; a failure is shrunk, saved and replayable.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// How many schedules to generate.
+    #[arg(long, default_value_t = 8)]
+    cases: u32,
+    /// Instead of --cases: generate schedules for this many seconds.
+    #[arg(long)]
+    budget_s: Option<u64>,
+    /// With --replay: play it this many times; a verdict that changes is reported (exit 3).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeat: u32,
+    /// Seed (decimal or 0x-hex); random when absent. Printed either way.
+    #[arg(long)]
+    seed: Option<String>,
+    /// Play this saved schedule (JSON) once instead of generating.
+    #[arg(long)]
+    replay: Option<PathBuf>,
+    /// The worker binary to test.
+    #[arg(long)]
+    worker_bin: Option<PathBuf>,
+    /// Run the workers as this mutant (needs a mutants build of the worker).
+    #[arg(long)]
+    mutant: Option<String>,
+    #[command(flatten)]
+    server: ServerArgs,
+}
 
 /// Replay `schedule` `repeat` times; exit 1 when it fails, 3 when the verdict changed between
 /// replays (a replay must give the same verdict every time).
@@ -14,7 +48,7 @@ async fn replay(session: &mut runner::Session, schedule: &[Op], worker_args: &[S
     for i in 1..=repeat {
         let played = match schedules::play(session, &format!("replay-{i}"), schedule, worker_args).await {
             Ok(p) => p,
-            Err(e) => return crate::harness_failed(e),
+            Err(e) => return harness_failed(e),
         };
         if i == 1 {
             for l in &played.log {
@@ -47,19 +81,62 @@ async fn replay(session: &mut runner::Session, schedule: &[Op], worker_args: &[S
     }
 }
 
-pub struct Args {
-    pub budget: Budget,
-    pub seed: u64,
-    pub replay: Option<Vec<Op>>,
-    pub repeat: u32,
-    pub worker_args: Vec<String>,
-    pub replay_args: String,
+/// What to play: a budget of generated schedules from a seed, or a saved schedule `repeat` times,
+/// with the workers' extra arguments (`--mutant`) and those a replay line repeats.
+struct Plan {
+    budget: Budget,
+    seed: u64,
+    replay: Option<Vec<Op>>,
+    repeat: u32,
+    worker_args: Vec<String>,
+    replay_args: String,
 }
 
-pub async fn run(opts: VerifyOptions, a: Args) -> u8 {
+pub async fn run(a: Args) -> u8 {
+    let (opts, plan) = match plan(a) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    crate::interrupt::interruptible(play(opts, plan)).await
+}
+
+/// The runner's options and the plan, from the flags; a bad seed or schedule is a usage error.
+fn plan(a: Args) -> Result<(VerifyOptions, Plan), u8> {
+    let seed = crate::seed::or_random(a.seed.as_deref())?;
+    let replay = match a.replay.as_ref().map(|p| read_schedule(p)) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            let path = a.replay.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+            return Err(crate::fail::usage(format!("cannot read the schedule {path}: {e}")));
+        }
+    };
+    let mut replay_args = String::new();
+    if let Some(w) = &a.worker_bin {
+        replay_args.push_str(&format!(" --worker-bin {}", w.display()));
+    }
+    if let Some(m) = &a.mutant {
+        replay_args.push_str(&format!(" --mutant {m}"));
+    }
+    let worker_args: Vec<String> = a.mutant.map(|m| vec!["--mutant".into(), m]).unwrap_or_default();
+    let budget = match a.budget_s {
+        Some(s) => Budget::time(Duration::from_secs(s)),
+        None => Budget::cases(a.cases),
+    };
+    let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), Deployment::default());
+    Ok((opts, Plan { budget, seed, replay, repeat: a.repeat, worker_args, replay_args }))
+}
+
+fn read_schedule(p: &Path) -> Result<Vec<Op>, String> {
+    let text = std::fs::read_to_string(p).map_err(|e| e.to_string())?;
+    serde_json::from_str(&text).map_err(|e| e.to_string())
+}
+
+/// Replay the saved schedule, or generate, play and shrink.
+async fn play(opts: VerifyOptions, a: Plan) -> u8 {
     let mut session = match runner::Session::start(&opts).await {
         Ok(s) => s,
-        Err(e) => return crate::harness_failed(e),
+        Err(e) => return harness_failed(e),
     };
     let _ = session.run.mark_latest();
     if let Some(schedule) = &a.replay {
@@ -101,37 +178,6 @@ pub async fn run(opts: VerifyOptions, a: Args) -> u8 {
                 }
             }
         }
-        Err(e) => crate::harness_failed(e),
+        Err(e) => harness_failed(e),
     }
-}
-
-/// What `mutants --schedules` searches: the named mutants (some of them), or a selection of the
-/// generated SQL mutants.
-pub enum Target {
-    Named(Option<Vec<String>>),
-    Sql(fenceproof_mutants::sql::Selection),
-}
-
-/// `mutants --schedules [--sql]`: exit 0 when the search ran (survivors are reported, not failed:
-/// the search is bounded; the experiments' kill matrix is the gate), unless `require_kills`.
-pub async fn mutants(opts: VerifyOptions, target: Target, seed: u64, budget: Duration, require_kills: bool) -> u8 {
-    crate::interruptible(async {
-        let searched = match &target {
-            Target::Named(only) => schedules::mutants::search(&opts, only.as_deref(), seed, budget).await,
-            Target::Sql(sel) => schedules::mutants::search_sql(&opts, sel, seed, budget).await,
-        };
-        match searched {
-            Ok((km, dir)) => {
-                print!("{}", km.table());
-                println!("report: {}", dir.display());
-                if require_kills && km.killed() < km.rows.len() {
-                    exit::FAILED
-                } else {
-                    exit::OK
-                }
-            }
-            Err(e) => crate::harness_failed(e),
-        }
-    })
-    .await
 }

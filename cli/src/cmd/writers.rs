@@ -6,7 +6,23 @@
 use fenceproof_harness::db::{databases, writers};
 use fenceproof_harness::report::exit;
 
-pub async fn run(database_url: &str, schema: Option<&str>, json: bool) -> u8 {
+/// List every role that can still write the protocol's tables directly, around the fp_*
+/// functions (read-only; exit 1 when a role other than the owner or a superuser can).
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The database to inspect.
+    #[arg(long)]
+    database_url: String,
+    /// The schema holding the protocol's tables (default: the connection's current schema).
+    #[arg(long)]
+    schema: Option<String>,
+    /// Print the list as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(a: Args) -> u8 {
+    let (database_url, schema, json) = (a.database_url.as_str(), a.schema.as_deref(), a.json);
     if url::Url::parse(database_url).map(|u| !u.scheme().starts_with("postgres")).unwrap_or(true) {
         eprintln!("fenceproof: --database-url must be a postgres:// URL");
         return exit::USAGE;

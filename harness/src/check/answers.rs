@@ -212,24 +212,13 @@ pub fn dispatch_answers_agree(rows: &[CommitRow], events: &[(String, Value)]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::commit_rows::{commit_row, CommitRowBuilder};
     use serde_json::json;
 
     fn commit(seq: i64, writer: &str) -> CommitRow {
-        CommitRow {
-            seq,
-            xid: seq.to_string(),
-            table_name: "agent_runs".into(),
-            op: "UPDATE".into(),
-            writer: writer.into(),
-            login: "fenceproof_worker_login".into(),
-            backend_pid: 1,
-            committed_at: chrono::Utc::now(),
-            run_id: Some(uuid::Uuid::nil()),
-            old_row: Some(json!({"revision": seq - 1})),
-            new_row: Some(json!({"revision": seq})),
-            lease_at_commit: None,
-            lease_live_at_commit: None,
-        }
+        commit_row(seq, "agent_runs", "UPDATE")
+            .by(writer)
+            .change(json!({"revision": seq - 1}), json!({"revision": seq}))
     }
 
     fn spawn(target: &str, owner: &str, scripted: bool) -> Value {

@@ -80,26 +80,13 @@ pub fn prepared_cancelled_with_their_run(rows: &[CommitRow]) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::commit_rows::{commit_row, CommitRowBuilder};
     use serde_json::{json, Value};
 
     const RUN: &str = "00000000-0000-0000-0000-000000000000";
 
     fn row(seq: i64, xid: &str, table: &str, op: &str, old: Value, new: Value) -> CommitRow {
-        CommitRow {
-            seq,
-            xid: xid.into(),
-            table_name: table.into(),
-            op: op.into(),
-            writer: "control-plane".into(),
-            login: "fenceproof".into(),
-            backend_pid: 1,
-            committed_at: chrono::Utc::now(),
-            run_id: Some(uuid::Uuid::nil()),
-            old_row: (!old.is_null()).then_some(old),
-            new_row: (!new.is_null()).then_some(new),
-            lease_at_commit: None,
-            lease_live_at_commit: None,
-        }
+        commit_row(seq, table, op).xid(xid).by("control-plane").change(old, new)
     }
 
     fn planned(seq: i64) -> CommitRow {

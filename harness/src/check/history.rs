@@ -257,26 +257,16 @@ pub fn all(rows: &[CommitRow], sent: &[SentWrite]) -> Vec<Check> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::commit_rows::{commit_row, CommitRowBuilder};
     use serde_json::json;
 
     fn update(seq: i64, from: i64, mark: &str, checkpoint: Value) -> CommitRow {
         let mut cp = checkpoint;
         cp["mark"] = json!(mark);
-        CommitRow {
-            seq,
-            xid: seq.to_string(),
-            table_name: "agent_runs".into(),
-            op: "UPDATE".into(),
-            writer: "worker-a".into(),
-            login: "x".into(),
-            backend_pid: 1,
-            committed_at: chrono::Utc::now(),
-            run_id: Some(uuid::Uuid::nil()),
-            old_row: Some(json!({"revision": from, "checkpoint": {"mark": "before"}})),
-            new_row: Some(json!({"revision": from + 1, "checkpoint": cp})),
-            lease_at_commit: None,
-            lease_live_at_commit: None,
-        }
+        commit_row(seq, "agent_runs", "UPDATE").by("worker-a").change(
+            json!({"revision": from, "checkpoint": {"mark": "before"}}),
+            json!({"revision": from + 1, "checkpoint": cp}),
+        )
     }
 
     fn sent(mark: &str, rev: i64, outcome: &str) -> SentWrite {

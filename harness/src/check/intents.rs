@@ -111,24 +111,11 @@ pub fn planned_with_new_checkpoint(rows: &[CommitRow], control: &[&str]) -> Chec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::commit_rows::{commit_row, CommitRowBuilder};
     use serde_json::{json, Value};
 
     fn row(seq: i64, xid: &str, table: &str, op: &str, old: Value, new: Value) -> CommitRow {
-        CommitRow {
-            seq,
-            xid: xid.into(),
-            table_name: table.into(),
-            op: op.into(),
-            writer: "w-a".into(),
-            login: "fenceproof_worker_login".into(),
-            backend_pid: 1,
-            committed_at: chrono::Utc::now(),
-            run_id: Some(uuid::Uuid::nil()),
-            old_row: (!old.is_null()).then_some(old),
-            new_row: (!new.is_null()).then_some(new),
-            lease_at_commit: None,
-            lease_live_at_commit: None,
-        }
+        commit_row(seq, table, op).xid(xid).by("w-a").change(old, new)
     }
 
     fn intent(seq: i64, xid: &str, body: Value, digest: &str) -> CommitRow {

@@ -278,6 +278,7 @@ pub fn all(rows: &[CommitRow], control: &[&str]) -> Vec<Check> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::commit_rows::{commit_row, CommitRowBuilder};
     use serde_json::json;
 
     fn row(
@@ -289,21 +290,7 @@ mod tests {
         new: serde_json::Value,
         lease_owner: &str,
     ) -> CommitRow {
-        CommitRow {
-            seq,
-            xid: String::new(),
-            table_name: table.into(),
-            op: op.into(),
-            writer: writer.into(),
-            login: "postgres".into(),
-            backend_pid: 1,
-            committed_at: chrono::Utc::now(),
-            run_id: Some(Uuid::nil()),
-            old_row: (!old.is_null()).then_some(old),
-            new_row: (!new.is_null()).then_some(new),
-            lease_at_commit: Some(json!({ "owner": lease_owner, "epoch": 1 })),
-            lease_live_at_commit: Some(true),
-        }
+        commit_row(seq, table, op).xid("").by(writer).change(old, new).under_lease(lease_owner, 1)
     }
 
     #[test]

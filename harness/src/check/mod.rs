@@ -4,8 +4,8 @@
 //! [`answers`] judges every worker's answers against what committed, in every row.
 //! [`invariants`] holds the spec's global invariants (section 01) judged over the oracle rows, and
 //! [`transitions`] its three state machines (lease, run, ledger) judged commit by commit; an
-//! experiment adds its own assertions with [`Check::expect`] and friends. [`catalogue`] lists the
-//! spec's rules with the checks that judge them. [`history`] judges the harness's own client history (what it
+//! experiment adds its own assertions with [`Check::expect`] and friends. [`rule`] is the
+//! shape of a rule of the spec (the scenarios crate's catalogue holds the rules). [`history`] judges the harness's own client history (what it
 //! sent, what the worker answered) against the oracle, and [`remote`] the operation ledger against
 //! the tools' ledger. [`intents`] judges registered intents (canonical digest, planned together with
 //! their checkpoint). [`restore`] judges a restore from an old backup (history before and after it).
@@ -13,12 +13,12 @@
 pub mod answers;
 pub mod audit;
 pub mod cancel;
-pub mod catalogue;
 pub mod history;
 pub mod intents;
 pub mod invariants;
 pub mod remote;
 pub mod restore;
+pub mod rule;
 pub mod transitions;
 
 use serde::Serialize;
@@ -37,15 +37,18 @@ pub struct Check {
     pub verdict: Verdict,
     /// What was observed, in a line or two: the numbers behind the verdict.
     pub evidence: String,
+    /// The rules of the spec this check judges (filled in from the catalogue when the row ends).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<rule::RuleRef>,
 }
 
 impl Check {
     pub fn pass(name: impl Into<String>, evidence: impl Into<String>) -> Check {
-        Check { name: name.into(), verdict: Verdict::Pass, evidence: evidence.into() }
+        Check { name: name.into(), verdict: Verdict::Pass, evidence: evidence.into(), rules: Vec::new() }
     }
 
     pub fn fail(name: impl Into<String>, evidence: impl Into<String>) -> Check {
-        Check { name: name.into(), verdict: Verdict::Fail, evidence: evidence.into() }
+        Check { name: name.into(), verdict: Verdict::Fail, evidence: evidence.into(), rules: Vec::new() }
     }
 
     /// Pass when `ok`, with the same evidence either way.

@@ -119,24 +119,11 @@ pub fn remote_reconciled(remote: &BTreeSet<String>, ledger: &BTreeMap<String, St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::commit_rows::{commit_row, CommitRowBuilder};
     use serde_json::{json, Value};
 
     fn row(seq: i64, table: &str, writer: &str, old: Value, new: Value, lease_epoch: i64) -> CommitRow {
-        CommitRow {
-            seq,
-            xid: String::new(),
-            table_name: table.into(),
-            op: "UPDATE".into(),
-            writer: writer.into(),
-            login: "postgres".into(),
-            backend_pid: 1,
-            committed_at: chrono::Utc::now(),
-            run_id: Some(Uuid::nil()),
-            old_row: (!old.is_null()).then_some(old),
-            new_row: (!new.is_null()).then_some(new),
-            lease_at_commit: Some(json!({ "owner": writer, "epoch": lease_epoch })),
-            lease_live_at_commit: Some(true),
-        }
+        commit_row(seq, table, "UPDATE").xid("").by(writer).change(old, new).under_lease(writer, lease_epoch)
     }
 
     fn before() -> Vec<CommitRow> {

@@ -131,22 +131,11 @@ const LEDGER_IMMUTABLE: &[&str] =
 pub fn ledger_follows_its_state_machine(rows: &[CommitRow], control: &[&str]) -> Check {
     let name =
         "ledger rows follow the outbox state machine (intent with its checkpoint, claim, result, unknown, converge)";
-    let mut bad = Vec::new();
+    let mut replay = LedgerReplay::new(rows);
     let mut judged = 0;
-    let run_updates: BTreeSet<(String, Option<uuid::Uuid>, String)> = rows
-        .iter()
-        .filter(|r| r.is_runs() && r.op == "UPDATE")
-        .map(|r| (r.xid.clone(), r.run_id, r.writer.clone()))
-        .collect();
-    // Who claimed what: (operation_id, dispatch_owner) -> writer of the claim.
-    let mut claimers: BTreeMap<(String, String), String> = BTreeMap::new();
-    // The latest committed run status, replayed in commit order.
-    let mut run_status: BTreeMap<uuid::Uuid, String> = BTreeMap::new();
     for r in rows {
         if r.is_runs() {
-            if let (Some(run), Some(s)) = (r.run_id, r.new_str("status")) {
-                run_status.insert(run, s.to_string());
-            }
+            replay.run_changed(r);
             continue;
         }
         if r.table_name != "tool_operations" {
@@ -160,97 +149,115 @@ pub fn ledger_follows_its_state_machine(rows: &[CommitRow], control: &[&str]) ->
         let at = format!("commit #{} by {} on {op}", r.seq, r.writer);
         let control_writer = is_control(r, control);
         match r.op.as_str() {
-            "INSERT" if !control_writer => {
-                if r.new_str("status") != Some("prepared") {
-                    bad.push(format!("{at}: inserted as {:?}, not prepared", r.new_str("status")));
-                }
-                if !r.xid.is_empty() && !run_updates.contains(&(r.xid.clone(), r.run_id, r.writer.clone())) {
-                    bad.push(format!("{at}: intent committed without a checkpoint of its run in the same transaction"));
-                }
-            }
-            "UPDATE" => {
-                let (from, to) = (r.old_str("status").unwrap_or(""), r.new_str("status").unwrap_or(""));
-                let (old_rev, new_rev) = (r.old_i64("revision"), r.new_i64("revision"));
-                if old_rev.zip(new_rev).is_none_or(|(o, n)| n != o + 1) {
-                    bad.push(format!("{at}: ledger revision {old_rev:?} -> {new_rev:?}, not + 1"));
-                }
-                for f in LEDGER_IMMUTABLE {
-                    if r.old_field(f) != r.new_field(f) {
-                        bad.push(format!("{at}: changed the intent's {f}"));
-                    }
-                }
-                let old_owner = r.old_str("dispatch_owner").unwrap_or("").to_string();
-                let claimed_by = claimers.get(&(op.clone(), old_owner.clone())).cloned();
-                let by_claimer = claimed_by.as_deref().is_none_or(|w| w == r.writer);
-                match (from, to) {
-                    ("prepared", "dispatching") => {
-                        let live = r
-                            .run_id
-                            .and_then(|run| run_status.get(&run))
-                            .is_none_or(|s| s == "pending" || s == "running");
-                        if !live {
-                            bad.push(format!(
-                                "{at}: claimed an operation of a run that was already {:?}",
-                                r.run_id.and_then(|run| run_status.get(&run))
-                            ));
-                        }
-                        let until = ts(r.new_str("dispatch_until")).zip(ts(r.new_str("updated_at")));
-                        if r.new_str("dispatch_owner").is_none() || until.is_none_or(|(d, u)| d <= u) {
-                            bad.push(format!("{at}: a claim without a dispatch owner and a deadline in the future"));
-                        }
-                        if let Some(o) = r.new_str("dispatch_owner") {
-                            claimers.insert((op.clone(), o.to_string()), r.writer.clone());
-                        }
-                    }
-                    ("prepared", "cancelled") if control_writer => {}
-                    ("dispatching", "succeeded" | "failed_final") => {
-                        if !by_claimer {
-                            bad.push(format!("{at}: wrote the result of a claim made by {claimed_by:?}"));
-                        }
-                    }
-                    ("dispatching", "unknown") => {
-                        let expired = ts(r.old_str("dispatch_until"))
-                            .zip(ts(r.new_str("updated_at")))
-                            .is_some_and(|(d, u)| d <= u);
-                        if !by_claimer && !expired {
-                            bad.push(format!(
-                                "{at}: moved a live claim of {claimed_by:?} (until {:?}) to unknown",
-                                r.old_str("dispatch_until")
-                            ));
-                        }
-                    }
-                    ("unknown", "succeeded" | "failed_final" | "unknown") => {}
-                    _ => bad.push(format!("{at}: {from} -> {to}")),
-                }
-            }
-            "DELETE" => bad.push(format!("{at}: deleted a ledger row")),
+            "INSERT" if !control_writer => replay.intent(r, &at),
+            "UPDATE" => replay.update(r, &op, &at, control_writer),
+            "DELETE" => replay.bad.push(format!("{at}: deleted a ledger row")),
             _ => {}
         }
     }
-    verdict(name, judged, "ledger changes", bad)
+    verdict(name, judged, "ledger changes", replay.bad)
+}
+
+/// What the ledger checker carries along the commit log, and what it found.
+struct LedgerReplay {
+    /// (xid, run, writer) of every run update: an intent must commit with one of its writer's.
+    run_updates: BTreeSet<(String, Option<uuid::Uuid>, String)>,
+    /// Who claimed what: (operation_id, dispatch_owner) -> writer of the claim.
+    claimers: BTreeMap<(String, String), String>,
+    /// The latest committed run status, replayed in commit order.
+    run_status: BTreeMap<uuid::Uuid, String>,
+    bad: Vec<String>,
+}
+
+impl LedgerReplay {
+    fn new(rows: &[CommitRow]) -> LedgerReplay {
+        let run_updates = rows
+            .iter()
+            .filter(|r| r.is_runs() && r.op == "UPDATE")
+            .map(|r| (r.xid.clone(), r.run_id, r.writer.clone()))
+            .collect();
+        LedgerReplay { run_updates, claimers: BTreeMap::new(), run_status: BTreeMap::new(), bad: Vec::new() }
+    }
+
+    fn run_changed(&mut self, r: &CommitRow) {
+        if let (Some(run), Some(s)) = (r.run_id, r.new_str("status")) {
+            self.run_status.insert(run, s.to_string());
+        }
+    }
+
+    /// A worker's insert: a prepared intent, committed with a checkpoint of its run.
+    fn intent(&mut self, r: &CommitRow, at: &str) {
+        if r.new_str("status") != Some("prepared") {
+            self.bad.push(format!("{at}: inserted as {:?}, not prepared", r.new_str("status")));
+        }
+        if !r.xid.is_empty() && !self.run_updates.contains(&(r.xid.clone(), r.run_id, r.writer.clone())) {
+            self.bad.push(format!("{at}: intent committed without a checkpoint of its run in the same transaction"));
+        }
+    }
+
+    /// An update: revision + 1, identity untouched, and a status move the machine allows.
+    fn update(&mut self, r: &CommitRow, op: &str, at: &str, control_writer: bool) {
+        let (from, to) = (r.old_str("status").unwrap_or(""), r.new_str("status").unwrap_or(""));
+        let (old_rev, new_rev) = (r.old_i64("revision"), r.new_i64("revision"));
+        if old_rev.zip(new_rev).is_none_or(|(o, n)| n != o + 1) {
+            self.bad.push(format!("{at}: ledger revision {old_rev:?} -> {new_rev:?}, not + 1"));
+        }
+        for f in LEDGER_IMMUTABLE {
+            if r.old_field(f) != r.new_field(f) {
+                self.bad.push(format!("{at}: changed the intent's {f}"));
+            }
+        }
+        let old_owner = r.old_str("dispatch_owner").unwrap_or("").to_string();
+        let claimed_by = self.claimers.get(&(op.to_string(), old_owner)).cloned();
+        let by_claimer = claimed_by.as_deref().is_none_or(|w| w == r.writer);
+        match (from, to) {
+            ("prepared", "dispatching") => self.claim(r, op, at),
+            ("prepared", "cancelled") if control_writer => {}
+            ("dispatching", "succeeded" | "failed_final") => {
+                if !by_claimer {
+                    self.bad.push(format!("{at}: wrote the result of a claim made by {claimed_by:?}"));
+                }
+            }
+            ("dispatching", "unknown") => {
+                let expired =
+                    ts(r.old_str("dispatch_until")).zip(ts(r.new_str("updated_at"))).is_some_and(|(d, u)| d <= u);
+                if !by_claimer && !expired {
+                    self.bad.push(format!(
+                        "{at}: moved a live claim of {claimed_by:?} (until {:?}) to unknown",
+                        r.old_str("dispatch_until")
+                    ));
+                }
+            }
+            ("unknown", "succeeded" | "failed_final" | "unknown") => {}
+            _ => self.bad.push(format!("{at}: {from} -> {to}")),
+        }
+    }
+
+    /// prepared -> dispatching: an operation of a live run, with an owner and a future deadline;
+    /// remembered so that only the claimer writes its result.
+    fn claim(&mut self, r: &CommitRow, op: &str, at: &str) {
+        let status = r.run_id.and_then(|run| self.run_status.get(&run));
+        if !status.is_none_or(|s| s == "pending" || s == "running") {
+            self.bad.push(format!("{at}: claimed an operation of a run that was already {status:?}"));
+        }
+        let until = ts(r.new_str("dispatch_until")).zip(ts(r.new_str("updated_at")));
+        if r.new_str("dispatch_owner").is_none() || until.is_none_or(|(d, u)| d <= u) {
+            self.bad.push(format!("{at}: a claim without a dispatch owner and a deadline in the future"));
+        }
+        if let Some(o) = r.new_str("dispatch_owner") {
+            self.claimers.insert((op.to_string(), o.to_string()), r.writer.clone());
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::commit_rows::{commit_row, CommitRowBuilder};
     use serde_json::{json, Value};
 
     fn row(seq: i64, table: &str, op: &str, writer: &str, xid: &str, old: Value, new: Value) -> CommitRow {
-        CommitRow {
-            seq,
-            xid: xid.into(),
-            table_name: table.into(),
-            op: op.into(),
-            writer: writer.into(),
-            login: "l".into(),
-            backend_pid: 1,
-            committed_at: chrono::Utc::now(),
-            run_id: Some(uuid::Uuid::nil()),
-            old_row: (!old.is_null()).then_some(old),
-            new_row: (!new.is_null()).then_some(new),
-            lease_at_commit: None,
-            lease_live_at_commit: None,
-        }
+        commit_row(seq, table, op).xid(xid).by(writer).change(old, new)
     }
 
     const T0: &str = "2026-01-01T00:00:00+00:00";
@@ -317,18 +324,35 @@ mod tests {
         assert!(!check(two), "one worker transaction, two runs");
     }
 
+    fn ledger_check(rows: Vec<CommitRow>) -> bool {
+        ledger_follows_its_state_machine(&rows, &["ctl"]).passed()
+    }
+
+    fn ledger_op(w: &str, xid: &str, old: Value, new: Value) -> CommitRow {
+        row(5, "tool_operations", if old.is_null() { "INSERT" } else { "UPDATE" }, w, xid, old, new)
+    }
+
+    fn prepared_op() -> Value {
+        json!({"operation_id": "o", "status": "prepared", "revision": 0})
+    }
+
+    fn claimed_op() -> Value {
+        json!({"operation_id": "o", "status": "dispatching", "revision": 1, "dispatch_owner": "d", "dispatch_until": T2, "updated_at": T1})
+    }
+
     #[test]
-    fn the_ledger_moves_only_along_the_outbox_state_machine() {
-        let check = |rows: Vec<CommitRow>| ledger_follows_its_state_machine(&rows, &["ctl"]).passed();
-        let op = |w: &str, xid: &str, old: Value, new: Value| {
-            row(5, "tool_operations", if old.is_null() { "INSERT" } else { "UPDATE" }, w, xid, old, new)
-        };
+    fn the_ledger_inserts_intents_with_their_checkpoint() {
+        let (check, op) = (ledger_check, ledger_op);
         let ckpt = row(4, "agent_runs", "UPDATE", "a", "1", json!({"status": "running"}), json!({"status": "running"}));
         let intent = json!({"operation_id": "o", "status": "prepared", "revision": 0});
         assert!(check(vec![ckpt.clone(), op("a", "1", Value::Null, intent.clone())]));
         assert!(!check(vec![ckpt.clone(), op("a", "2", Value::Null, intent.clone())]), "intent without its checkpoint");
-        let prepared = json!({"operation_id": "o", "status": "prepared", "revision": 0});
-        let claimed = json!({"operation_id": "o", "status": "dispatching", "revision": 1, "dispatch_owner": "d", "dispatch_until": T2, "updated_at": T1});
+    }
+
+    #[test]
+    fn the_ledger_claims_live_runs_and_only_the_claimer_or_the_expiry_settles() {
+        let (check, op) = (ledger_check, ledger_op);
+        let (prepared, claimed) = (prepared_op(), claimed_op());
         let claim = op("d", "3", prepared.clone(), claimed.clone());
         assert!(check(vec![claim.clone()]));
         let mut cancelled_run = vec![
@@ -358,6 +382,12 @@ mod tests {
         };
         assert!(check(vec![claim.clone(), unknown("r", T2)]), "expired claim");
         assert!(!check(vec![claim.clone(), unknown("r", T0)]), "live claim of another");
+    }
+
+    #[test]
+    fn the_ledger_moves_only_along_the_outbox_state_machine() {
+        let (check, op) = (ledger_check, ledger_op);
+        let (prepared, claimed) = (prepared_op(), claimed_op());
         assert!(
             !check(vec![op(
                 "d",

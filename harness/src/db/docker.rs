@@ -1,21 +1,20 @@
 //! The Docker command line, for what testcontainers does not cover: a private network per
 //! primary + standby pair (create, connect, disconnect — the network cut — and remove), `docker
-//! kill` as the fence, `docker exec`, inspection, and the removal sweeps that must work without an
-//! async runtime (the panic hook, the signal handler, `Drop`).
+//! kill` as the fence, `docker exec`, inspection. The removal sweeps that must work without an
+//! async runtime (the panic hook, the signal handler, `Drop`) live in [`crate::db::docker_sweep`]
+//! and are re-exported here.
 //!
 //! Everything the harness creates carries the label [`PID_LABEL`] = the harness's pid, so a sweep
 //! can remove what a harness killed with SIGKILL left behind, and a Ctrl-C can remove what this
 //! one created before its handle existed.
 
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
+use crate::db::docker_sweep::run_now;
+pub use crate::db::docker_sweep::{remove_all_of_this_process, remove_now, sweep_stale, PID_LABEL};
 use crate::error::{HarnessError, Result};
 use crate::procs::registry;
-
-/// The label that ties a container or network to the harness process that created it.
-pub const PID_LABEL: &str = "fenceproof.harness-pid";
 
 /// Bound on one docker command (they answer in well under a second on a live daemon).
 const CLI_TIMEOUT: Duration = Duration::from_secs(60);
@@ -34,56 +33,6 @@ pub async fn run(args: &[&str]) -> Result<String> {
         let err = String::from_utf8_lossy(&out.stderr);
         let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output");
         Err(HarnessError::Container(format!("{what}: {}", last.trim())))
-    }
-}
-
-/// Run `docker ARGS` synchronously, quietly, best effort (cleanup paths).
-fn run_now(args: &[&str]) -> Option<String> {
-    let out = Command::new("docker").args(args).stdin(Stdio::null()).stderr(Stdio::null()).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).to_string())
-}
-
-/// `docker rm -f -v` (best effort; used on the paths where no async runtime can be trusted).
-pub fn remove_now(id: &str) {
-    let _ = run_now(&["rm", "-f", "-v", id]);
-}
-
-/// Remove every container, then every network, this harness process created, registered or not
-/// (one may still be starting when a Ctrl-C or a panic arrives).
-pub fn remove_all_of_this_process() {
-    let filter = format!("label={PID_LABEL}={}", std::process::id());
-    if let Some(ids) = run_now(&["ps", "-aq", "--filter", &filter]) {
-        for id in ids.lines() {
-            remove_now(id.trim());
-        }
-    }
-    if let Some(ids) = run_now(&["network", "ls", "-q", "--filter", &filter]) {
-        for id in ids.lines() {
-            let _ = run_now(&["network", "rm", id.trim()]);
-        }
-    }
-}
-
-/// Remove containers, then networks, left by harness processes that no longer exist.
-pub fn sweep_stale() {
-    let label = format!("label={PID_LABEL}");
-    let format = format!("{{{{.ID}}}} {{{{.Label \"{PID_LABEL}\"}}}}");
-    for kind in [&["ps", "-a"][..], &["network", "ls"][..]] {
-        let mut args = kind.to_vec();
-        args.extend(["--filter", &label, "--format", &format]);
-        let Some(out) = run_now(&args) else { continue };
-        for line in out.lines() {
-            let mut parts = line.split_whitespace();
-            let (Some(id), Some(pid)) = (parts.next(), parts.next()) else { continue };
-            let alive = pid.parse::<i32>().is_ok_and(|p| Path::new(&format!("/proc/{p}")).exists());
-            if !alive {
-                if kind[0] == "ps" {
-                    remove_now(id);
-                } else {
-                    let _ = run_now(&["network", "rm", id]);
-                }
-            }
-        }
     }
 }
 

@@ -9,6 +9,7 @@
 pub mod container;
 pub mod databases;
 pub mod docker;
+pub mod docker_sweep;
 pub mod external;
 pub mod native;
 pub mod pgbin;

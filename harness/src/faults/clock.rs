@@ -3,12 +3,19 @@
 //! the monotonic clock left alone so the server's own timeouts still work. Writing an absolute
 //! time freezes `clock_timestamp()` at that instant, which makes the protocol's boundary instants
 //! exact: a lease whose `expires_at` equals the clock at the check, a claim due at that very
-//! microsecond. A relative offset (`+1h`, `-30m`) jumps it forward or back. Healed by dropping the
-//! server (the clock is its own, never the machine's). In a container of fenceproof's image the
-//! file is the container's `/tmp/faketime`, rewritten with a bounded `docker exec`.
+//! microsecond. A relative offset (`+1h`, `-30m`) jumps it forward or back. The clock is the
+//! server's own, never the machine's. In a container of fenceproof's image the file is the
+//! container's `/tmp/faketime`, rewritten with a bounded `docker exec`.
+//!
+//! As a fault ([`ClockFault`]): injected at a setting, moved while injected
+//! ([`Injected::move_to`], each move recorded as a change of the fault), healed back to real time
+//! (`+0`).
 
 use std::path::{Path, PathBuf};
 
+use serde_json::{json, Value};
+
+use super::fault::{Fault, Injected};
 use crate::error::{HarnessError, Result};
 
 /// Where Debian puts the preload library.
@@ -81,6 +88,67 @@ impl ServerClock {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
         std::fs::rename(&tmp, &self.file)?;
+        Ok(())
+    }
+}
+
+/// The server's clock set by the harness: at `at` once injected, back to real time when healed.
+pub struct ClockFault {
+    pub clock: ServerClock,
+    at: String,
+    server_reads: Option<String>,
+}
+
+/// The setting a healed clock returns to: real time.
+pub const REAL_TIME: &str = "+0";
+
+impl ClockFault {
+    pub fn new(clock: &ServerClock, at: &str) -> ClockFault {
+        ClockFault { clock: clock.clone(), at: at.to_string(), server_reads: None }
+    }
+
+    /// What the server's `clock_timestamp()` read at this setting, for the evidence.
+    pub fn reading(mut self, server_reads: &str) -> ClockFault {
+        self.server_reads = Some(server_reads.to_string());
+        self
+    }
+}
+
+impl Fault for ClockFault {
+    fn name(&self) -> &'static str {
+        "server-clock"
+    }
+
+    fn target(&self) -> String {
+        "database".into()
+    }
+
+    fn actions(&self) -> (&'static str, &'static str) {
+        ("clock_set", "clock_reset")
+    }
+
+    async fn inject(&mut self) -> Result<Value> {
+        self.clock.set(&self.at)?;
+        Ok(match &self.server_reads {
+            Some(r) => json!({"at": self.at, "server_reads": r}),
+            None => json!({"at": self.at}),
+        })
+    }
+
+    async fn heal(&mut self) -> Result<()> {
+        self.clock.set(REAL_TIME)
+    }
+
+    fn heal_now(&mut self) {
+        let _ = self.clock.set(REAL_TIME);
+    }
+}
+
+impl Injected<ClockFault> {
+    /// Move the injected clock to `at` (see [`ServerClock::set`]), recorded as a change of the fault.
+    pub fn move_to(&self, at: &str) -> Result<()> {
+        self.clock.set(at)?;
+        self.record_change("clock_set", json!({"at": at}));
         Ok(())
     }
 }

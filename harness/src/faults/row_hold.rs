@@ -5,48 +5,48 @@
 //! (READ COMMITTED's re-check), at that later moment. That makes "judged on the database clock at
 //! the moment of the check" testable without any cooperation from the worker: hold the lease row,
 //! let the worker's renewal or save start while the lease is live, wait until it has expired, heal.
-//! Healed by commit on every path (an abandoned hold is rolled back when its connection drops).
+//! Healed by commit; a hold dropped unhealed is rolled back when its connection closes.
 
 use std::time::Duration;
 
+use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection};
 
+use super::fault::Fault;
 use crate::error::{HarnessError, Result};
 use crate::wait;
 
+/// A hold of the row `table` WHERE `key_column = key` (text compared).
 pub struct RowHold {
+    url: String,
+    app: String,
+    table: String,
+    key: String,
+    sql: String,
+    /// Rewritten to itself (`update`) or share-locked only (`share`).
+    how: &'static str,
     conn: Option<PgConnection>,
     pid: i32,
 }
 
 impl RowHold {
-    /// Hold the row `table` WHERE `key_column = key` (text compared), on the database at `url`,
-    /// by rewriting it to itself: every writer and locker waits, and re-checks on release.
-    pub async fn hold(url: &str, app: &str, table: &str, key_column: &str, key: &str) -> Result<RowHold> {
+    /// Rewrite the row to itself, on the database at `url`, from a session named `app`: every
+    /// writer and locker waits, and re-checks on release.
+    pub fn update(url: &str, app: &str, table: &str, key_column: &str, key: &str) -> RowHold {
         let sql = format!("UPDATE {table} SET updated_at = updated_at WHERE {key_column}::text = $1");
-        RowHold::take(url, app, &sql, key).await
+        RowHold::with(url, app, table, key, sql, "update")
     }
 
     /// Hold the row with a share lock only (no new version): a `FOR UPDATE` read and an UPDATE of
     /// it wait, while plain reads and `INSERT … ON CONFLICT DO NOTHING` go on. So a statement
     /// sequence that reads the row without locking it runs up to its write and waits there.
-    pub async fn share(url: &str, app: &str, table: &str, key_column: &str, key: &str) -> Result<RowHold> {
+    pub fn share(url: &str, app: &str, table: &str, key_column: &str, key: &str) -> RowHold {
         let sql = format!("SELECT 1 FROM {table} WHERE {key_column}::text = $1 FOR SHARE");
-        RowHold::take(url, app, &sql, key).await
+        RowHold::with(url, app, table, key, sql, "share")
     }
 
-    async fn take(url: &str, app: &str, sql: &str, key: &str) -> Result<RowHold> {
-        let opts: sqlx::postgres::PgConnectOptions = url.parse()?;
-        let mut conn = PgConnection::connect_with(&opts.application_name(app)).await?;
-        sqlx::query("BEGIN").execute(&mut conn).await?;
-        // The hold itself never waits long on someone else's lock.
-        sqlx::query("SET LOCAL lock_timeout = '15s'").execute(&mut conn).await?;
-        let n = sqlx::query(sql).bind(key).execute(&mut conn).await?.rows_affected();
-        if n != 1 {
-            return Err(HarnessError::Other(format!("row hold: `{sql}` with {key} matched {n} rows")));
-        }
-        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut conn).await?;
-        Ok(RowHold { conn: Some(conn), pid })
+    fn with(url: &str, app: &str, table: &str, key: &str, sql: String, how: &'static str) -> RowHold {
+        RowHold { url: url.into(), app: app.into(), table: table.into(), key: key.into(), sql, how, conn: None, pid: 0 }
     }
 
     /// Wait until a session whose application_name is `app` waits on this hold.
@@ -88,13 +88,51 @@ impl RowHold {
         .fetch_one(pool)
         .await?)
     }
+}
 
-    /// Heal: commit the no-op, releasing the waiter.
-    pub async fn release(mut self) -> Result<()> {
+impl Fault for RowHold {
+    fn name(&self) -> &'static str {
+        "row-hold"
+    }
+
+    fn target(&self) -> String {
+        "database".into()
+    }
+
+    fn actions(&self) -> (&'static str, &'static str) {
+        ("row_hold", "row_release")
+    }
+
+    fn describe(&self) -> Value {
+        json!({"table": self.table, "key": self.key, "how": self.how})
+    }
+
+    async fn inject(&mut self) -> Result<Value> {
+        let opts: sqlx::postgres::PgConnectOptions = self.url.parse()?;
+        let mut conn = PgConnection::connect_with(&opts.application_name(&self.app)).await?;
+        sqlx::query("BEGIN").execute(&mut conn).await?;
+        // The hold itself never waits long on someone else's lock.
+        sqlx::query("SET LOCAL lock_timeout = '15s'").execute(&mut conn).await?;
+        let n = sqlx::query(&self.sql).bind(&self.key).execute(&mut conn).await?.rows_affected();
+        if n != 1 {
+            return Err(HarnessError::Other(format!("row hold: `{}` with {} matched {n} rows", self.sql, self.key)));
+        }
+        self.pid = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut conn).await?;
+        self.conn = Some(conn);
+        Ok(json!({"holder_pid": self.pid}))
+    }
+
+    /// Commit the no-op, releasing the waiter.
+    async fn heal(&mut self) -> Result<()> {
         if let Some(mut c) = self.conn.take() {
             sqlx::query("COMMIT").execute(&mut c).await?;
             let _ = c.close().await;
         }
         Ok(())
+    }
+
+    fn heal_now(&mut self) {
+        // Rolled back when the connection closes.
+        self.conn = None;
     }
 }

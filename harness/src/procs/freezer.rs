@@ -13,77 +13,10 @@ use std::time::Duration;
 use nix::unistd::Pid;
 
 use crate::error::{HarnessError, Result};
+pub use crate::procs::cgroup::{flavor, is_frozen, root, set_frozen, Flavor};
+use crate::procs::cgroup::{release, write};
 use crate::procs::{registry, signals};
 use crate::wait;
-
-const V1_ROOT: &str = "/sys/fs/cgroup/freezer";
-const V2_ROOT: &str = "/sys/fs/cgroup";
-
-/// Which freezer this machine has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flavor {
-    V1,
-    V2,
-}
-
-/// The freezer this machine offers, or why there is none.
-pub fn flavor() -> Result<Flavor> {
-    if Path::new(V1_ROOT).join("freezer.state").exists() || Path::new(V1_ROOT).join("cgroup.procs").exists() {
-        Ok(Flavor::V1)
-    } else if Path::new(V2_ROOT).join("cgroup.controllers").exists() {
-        Ok(Flavor::V2)
-    } else {
-        Err(HarnessError::Process("no cgroup freezer here (neither /sys/fs/cgroup/freezer nor cgroup v2)".into()))
-    }
-}
-
-/// The folder this flavor's cgroups live in.
-pub fn root(f: Flavor) -> &'static Path {
-    Path::new(match f {
-        Flavor::V1 => V1_ROOT,
-        Flavor::V2 => V2_ROOT,
-    })
-}
-
-fn write(path: &Path, value: &str) -> Result<()> {
-    std::fs::write(path, value)
-        .map_err(|e| HarnessError::Process(format!("write {value:?} to {}: {e}", path.display())))
-}
-
-/// Whether the cgroup at `dir` is frozen right now, as the kernel reports it.
-pub fn is_frozen(f: Flavor, dir: &Path) -> bool {
-    match f {
-        Flavor::V1 => std::fs::read_to_string(dir.join("freezer.state")).is_ok_and(|s| s.trim() == "FROZEN"),
-        Flavor::V2 => {
-            std::fs::read_to_string(dir.join("cgroup.events")).is_ok_and(|s| s.lines().any(|l| l == "frozen 1"))
-        }
-    }
-}
-
-/// Freeze or thaw the cgroup at `dir`.
-pub fn set_frozen(f: Flavor, dir: &Path, frozen: bool) -> Result<()> {
-    match f {
-        Flavor::V1 => write(&dir.join("freezer.state"), if frozen { "FROZEN" } else { "THAWED" }),
-        Flavor::V2 => write(&dir.join("cgroup.freeze"), if frozen { "1" } else { "0" }),
-    }
-}
-
-/// Thaw a cgroup, move whatever it holds back to the root, and remove it (best effort).
-fn release(f: Flavor, dir: &Path) {
-    let _ = set_frozen(f, dir, false);
-    if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
-        for p in procs.split_whitespace() {
-            let _ = std::fs::write(root(f).join("cgroup.procs"), p);
-        }
-    }
-    // A process killed while frozen leaves the cgroup only once it has really exited, just after
-    // the thaw: the removal fails with EBUSY until then. Retry briefly (bounded), observing the
-    // cgroup, rather than leave an empty cgroup behind.
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    while std::fs::remove_dir(dir).is_err() && dir.exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 /// Thaw and remove cgroups of harnesses that are no longer alive; the folders it removed.
 fn sweep_stale(f: Flavor) -> Vec<PathBuf> {
@@ -193,13 +126,6 @@ impl Drop for Frozen {
             release(self.flavor, &self.dir);
             registry::unregister_frozen(&self.dir);
         }
-    }
-}
-
-/// Thaw and remove one cgroup (the registry's last-resort cleanup).
-pub fn release_dir(dir: &Path) {
-    if let Ok(f) = flavor() {
-        release(f, dir);
     }
 }
 

@@ -5,6 +5,7 @@
 //! the [`registry`] so a panic or Ctrl-C still kills it.
 
 pub mod adapter;
+pub mod cgroup;
 pub mod event_schema;
 pub mod freezer;
 pub mod redis;

@@ -69,7 +69,7 @@ pub fn live_count() -> usize {
 pub fn kill_all() {
     let frozen: Vec<PathBuf> = std::mem::take(&mut *FROZEN.lock().unwrap_or_else(|p| p.into_inner()));
     for d in frozen {
-        crate::procs::freezer::release_dir(&d);
+        crate::procs::cgroup::release_dir(&d);
     }
     let live: Vec<(Pid, Kind)> = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|p| p.into_inner()));
     for (pgid, kind) in &live {
@@ -88,10 +88,10 @@ pub fn kill_all() {
     }
     let containers: Vec<String> = std::mem::take(&mut *CONTAINERS.lock().unwrap_or_else(|p| p.into_inner()));
     for id in &containers {
-        crate::db::docker::remove_now(id);
+        crate::db::docker_sweep::remove_now(id);
     }
     if STARTED_CONTAINERS.load(std::sync::atomic::Ordering::SeqCst) {
-        crate::db::docker::remove_all_of_this_process();
+        crate::db::docker_sweep::remove_all_of_this_process();
     }
     let dirs: Vec<PathBuf> = std::mem::take(&mut *DIRS.lock().unwrap_or_else(|p| p.into_inner()));
     for d in dirs {

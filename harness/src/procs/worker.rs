@@ -12,7 +12,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
 
 use crate::error::{HarnessError, Result};
@@ -57,7 +57,7 @@ async fn read_bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
         }
     }
 }
-use crate::faults::{Pause, PauseKind};
+use crate::faults::{Pause, PauseKind, ProcessPause};
 use crate::procs::registry::{self, Kind};
 use crate::procs::spawn::prepare;
 use crate::record::timeline::Timeline;
@@ -74,6 +74,36 @@ pub struct WorkerSpec {
     pub dir: PathBuf,
     /// Extra arguments (e.g. scripted mode).
     pub extra_args: Vec<String>,
+}
+
+/// Read the worker's stdout, one JSON event a line, into a channel.
+///
+/// Bounded both ways: a line longer than MAX_LINE ends the reading (the worker broke its
+/// language), and at most EVENT_QUEUE events wait in the channel; beyond that the reader
+/// stops reading, so a worker flooding its stdout blocks on its own pipe instead of growing
+/// the harness's memory.
+fn read_events(stdout: ChildStdout) -> mpsc::Receiver<Value> {
+    let (tx, rx) = mpsc::channel(EVENT_QUEUE);
+    tokio::spawn(async move {
+        let mut reader = tokio::io::BufReader::new(stdout);
+        loop {
+            let line = match read_bounded_line(&mut reader).await {
+                Ok(Some(line)) => line,
+                Ok(None) => break,
+                Err(start) => {
+                    let _ = tx
+                        .send(json!({ "event": "protocol_violation", "detail": format!("a line longer than {MAX_LINE} bytes (it starts: {start})") }))
+                        .await;
+                    break;
+                }
+            };
+            let v = serde_json::from_str(&line).unwrap_or_else(|_| json!({ "event": "unparsed", "line": line }));
+            if tx.send(v).await.is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }
 
 pub struct WorkerProc {
@@ -133,31 +163,7 @@ impl WorkerProc {
             json!({ "pid": pid.as_raw(), "owner": spec.owner, "args": spec.extra_args }),
         );
 
-        let stdout = child.stdout.take().expect("stdout piped");
-        // Bounded both ways: a line longer than MAX_LINE ends the reading (the worker broke its
-        // language), and at most EVENT_QUEUE events wait in the channel; beyond that the reader
-        // stops reading, so a worker flooding its stdout blocks on its own pipe instead of growing
-        // the harness's memory.
-        let (tx, rx) = mpsc::channel(EVENT_QUEUE);
-        tokio::spawn(async move {
-            let mut reader = tokio::io::BufReader::new(stdout);
-            loop {
-                let line = match read_bounded_line(&mut reader).await {
-                    Ok(Some(line)) => line,
-                    Ok(None) => break,
-                    Err(start) => {
-                        let _ = tx
-                            .send(json!({ "event": "protocol_violation", "detail": format!("a line longer than {MAX_LINE} bytes (it starts: {start})") }))
-                            .await;
-                        break;
-                    }
-                };
-                let v = serde_json::from_str(&line).unwrap_or_else(|_| json!({ "event": "unparsed", "line": line }));
-                if tx.send(v).await.is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = read_events(child.stdout.take().expect("stdout piped"));
         let stdin = child.stdin.take();
         Ok(WorkerProc {
             name: spec.name,
@@ -306,25 +312,13 @@ impl WorkerProc {
         self.pause_with(PauseKind::Sigstop).await
     }
 
-    /// Pause the whole worker process: SIGSTOP, or freeze it in a cgroup.
+    /// Pause the whole worker process: SIGSTOP, or freeze it in a cgroup (recorded by the fault).
     pub async fn pause_with(&self, kind: PauseKind) -> Result<Pause> {
-        let (action, state) = match kind {
-            PauseKind::Sigstop => ("sigstop", "T"),
-            PauseKind::Freeze => ("freeze", "FROZEN"),
-        };
-        self.timeline.record("harness", action, &self.name, json!({ "pid": self.pid.as_raw() }));
-        let p = Pause::inject_kind(self.pid, kind).await?;
-        self.timeline.record("harness", "stopped", &self.name, json!({ "state": state }));
-        Ok(p)
+        crate::faults::inject(ProcessPause::new(self.pid, &self.name, kind), &self.timeline).await
     }
 
     /// End a pause of this worker (SIGCONT, or thaw).
     pub async fn resume(&self, p: Pause) -> Result<()> {
-        let action = match p.kind {
-            PauseKind::Sigstop => "sigcont",
-            PauseKind::Freeze => "thaw",
-        };
-        self.timeline.record("harness", action, &self.name, json!({ "pid": self.pid.as_raw() }));
         p.heal().await
     }
 

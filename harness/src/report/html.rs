@@ -49,10 +49,20 @@ fn timeline_svg(dir: &Path) -> Option<String> {
     let timeline = lines(&dir.join("timeline.jsonl"));
     let first = timeline.first()?;
     let origin = wall_ms(&first["wall"])? - first["at_ms"].as_f64().unwrap_or(0.0);
+    let (mut marks, bands, owner_lane) = harness_marks(&timeline);
+    marks.extend(worker_marks(dir, origin));
+    marks.extend(commit_marks(dir, origin, &owner_lane));
+    marks.extend(tool_marks(dir, origin));
+    Some(draw(&marks, &bands))
+}
+
+/// What the harness recorded: pauses as bands, everything else as marks on the target's lane; and
+/// which lane each owner id spawned on.
+fn harness_marks(timeline: &[Value]) -> (Vec<Mark>, Vec<Band>, BTreeMap<String, String>) {
     let mut owner_lane: BTreeMap<String, String> = BTreeMap::new();
     let mut marks = Vec::new();
     let mut bands: Vec<Band> = Vec::new();
-    for e in &timeline {
+    for e in timeline {
         let at = e["at_ms"].as_f64().unwrap_or(0.0);
         let target = e["target"].as_str().unwrap_or("?").to_string();
         let action = e["action"].as_str().unwrap_or("?");
@@ -89,36 +99,45 @@ fn timeline_svg(dir: &Path) -> Option<String> {
             }
         }
     }
-    // What each worker said about itself.
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for f in rd.flatten() {
-            let name = f.file_name().to_string_lossy().to_string();
-            let Some(worker) = name.strip_prefix("worker-").and_then(|n| n.strip_suffix(".events.jsonl")) else {
+    (marks, bands, owner_lane)
+}
+
+/// What each worker said about itself (its events file), accepted or rejected.
+fn worker_marks(dir: &Path, origin: f64) -> Vec<Mark> {
+    let mut marks = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else { return marks };
+    for f in rd.flatten() {
+        let name = f.file_name().to_string_lossy().to_string();
+        let Some(worker) = name.strip_prefix("worker-").and_then(|n| n.strip_suffix(".events.jsonl")) else {
+            continue;
+        };
+        for ev in lines(&f.path()) {
+            let Some(t) = wall_ms(&ev["time"]) else { continue };
+            let event = ev["event"].as_str().unwrap_or("?");
+            if event == "ready" {
                 continue;
-            };
-            for ev in lines(&f.path()) {
-                let Some(t) = wall_ms(&ev["time"]) else { continue };
-                let event = ev["event"].as_str().unwrap_or("?");
-                if event == "ready" {
-                    continue;
-                }
-                let outcome = ev["outcome"].as_str().unwrap_or("?");
-                let kind = if outcome == "ok" { "ok" } else { "rejected" };
-                marks.push(Mark {
-                    lane: worker.to_string(),
-                    at: t - origin,
-                    kind,
-                    title: format!("{event}: {outcome} (epoch {}, revision {})", ev["epoch"], ev["revision"]),
-                    label: None,
-                });
             }
+            let outcome = ev["outcome"].as_str().unwrap_or("?");
+            let kind = if outcome == "ok" { "ok" } else { "rejected" };
+            marks.push(Mark {
+                lane: worker.to_string(),
+                at: t - origin,
+                kind,
+                title: format!("{event}: {outcome} (epoch {}, revision {})", ev["epoch"], ev["revision"]),
+                label: None,
+            });
         }
     }
-    // What the database committed (the oracle).
+    marks
+}
+
+/// What the database committed (the oracle), on the writer's lane; a takeover labelled with its epoch.
+fn commit_marks(dir: &Path, origin: f64, owner_lane: &BTreeMap<String, String>) -> Vec<Mark> {
     let oracle: Vec<Value> = std::fs::read_to_string(dir.join("oracle.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
+    let mut marks = Vec::new();
     for c in &oracle {
         let Some(t) = wall_ms(&c["committed_at"]) else { continue };
         let writer = c["writer"].as_str().unwrap_or("?");
@@ -143,6 +162,12 @@ fn timeline_svg(dir: &Path) -> Option<String> {
         );
         marks.push(Mark { lane, at: t - origin, kind: "commit", title, label });
     }
+    marks
+}
+
+/// The side effects the tools performed or refused (their ledger).
+fn tool_marks(dir: &Path, origin: f64) -> Vec<Mark> {
+    let mut marks = Vec::new();
     for e in lines(&dir.join("tools-ledger.jsonl")) {
         let Some(t) = wall_ms(&e["at"]) else { continue };
         let kind = if e["kind"] == "created" { "effect" } else { "rejected" };
@@ -154,6 +179,12 @@ fn timeline_svg(dir: &Path) -> Option<String> {
             label: None,
         });
     }
+    marks
+}
+
+/// The SVG: one lane per process (the database, the tools and the control plane last), the pause
+/// bands, then the marks.
+fn draw(marks: &[Mark], bands: &[Band]) -> String {
     let mut lanes: Vec<String> = Vec::new();
     for l in bands.iter().map(|b| &b.lane).chain(marks.iter().map(|m| &m.lane)) {
         if !lanes.contains(l) {
@@ -174,43 +205,48 @@ fn timeline_svg(dir: &Path) -> Option<String> {
         let ly = 30.0 + i as f64 * lane_h;
         let _ = write!(s, "<text x=\"4\" y=\"{}\" class=\"lane\">{}</text><line x1=\"{left}\" y1=\"{ly}\" x2=\"{}\" y2=\"{ly}\" class=\"lane\"/>", ly + 4.0, esc(l), left + width);
     }
-    for b in &bands {
+    for b in bands {
         let (x0, x1) = (x(b.from), x(b.to.unwrap_or(end)));
         let _ = write!(s, "<rect x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"18\" class=\"pause\"><title>paused (SIGSTOP)</title></rect>", y(&b.lane) - 9.0, (x1 - x0).max(2.0));
     }
-    for m in &marks {
-        let (cx, cy) = (x(m.at), y(&m.lane));
-        let title = format!("<title>{:.0} ms: {}</title>", m.at, esc(&m.title));
-        let _ = match m.kind {
-            "commit" => write!(
-                s,
-                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"8\" height=\"8\" class=\"commit\">{title}</rect>",
-                cx - 4.0,
-                cy - 4.0
-            ),
-            "kill" => write!(s, "<text x=\"{:.1}\" y=\"{:.1}\" class=\"kill\">✕{title}</text>", cx - 5.0, cy + 5.0),
-            "effect" => write!(
-                s,
-                "<polygon points=\"{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}\" class=\"effect\">{title}</polygon>",
-                cx,
-                cy - 6.0,
-                cx - 6.0,
-                cy + 5.0,
-                cx + 6.0,
-                cy + 5.0
-            ),
-            k => write!(
-                s,
-                "<circle cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"{}\" class=\"{k}\">{title}</circle>",
-                if k == "command" || k == "spawn" { 2.5 } else { 4.0 }
-            ),
-        };
-        if let Some(l) = &m.label {
-            let _ = write!(s, "<text x=\"{:.1}\" y=\"{:.1}\" class=\"epoch\">{}</text>", cx - 6.0, cy - 8.0, esc(l));
-        }
+    for m in marks {
+        draw_mark(&mut s, m, x(m.at), y(&m.lane));
     }
     let _ = write!(s, "<text x=\"{left}\" y=\"{:.1}\" class=\"axis\">0 ms</text><text x=\"{:.1}\" y=\"{:.1}\" class=\"axis\">{end:.0} ms</text></svg>", height - 4.0, left + width - 60.0, height - 4.0);
-    Some(s)
+    s
+}
+
+/// One mark at (`cx`, `cy`): a square for a commit, a cross for a kill, a triangle for a side
+/// effect, a dot for the rest; with its label (a takeover's epoch) above it.
+fn draw_mark(s: &mut String, m: &Mark, cx: f64, cy: f64) {
+    let title = format!("<title>{:.0} ms: {}</title>", m.at, esc(&m.title));
+    let _ = match m.kind {
+        "commit" => write!(
+            s,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"8\" height=\"8\" class=\"commit\">{title}</rect>",
+            cx - 4.0,
+            cy - 4.0
+        ),
+        "kill" => write!(s, "<text x=\"{:.1}\" y=\"{:.1}\" class=\"kill\">✕{title}</text>", cx - 5.0, cy + 5.0),
+        "effect" => write!(
+            s,
+            "<polygon points=\"{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}\" class=\"effect\">{title}</polygon>",
+            cx,
+            cy - 6.0,
+            cx - 6.0,
+            cy + 5.0,
+            cx + 6.0,
+            cy + 5.0
+        ),
+        k => write!(
+            s,
+            "<circle cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"{}\" class=\"{k}\">{title}</circle>",
+            if k == "command" || k == "spawn" { 2.5 } else { 4.0 }
+        ),
+    };
+    if let Some(l) = &m.label {
+        let _ = write!(s, "<text x=\"{:.1}\" y=\"{:.1}\" class=\"epoch\">{}</text>", cx - 6.0, cy - 8.0, esc(l));
+    }
 }
 
 fn section(r: &ExperimentResult, run_dir: &Path) -> String {
@@ -238,9 +274,9 @@ fn section(r: &ExperimentResult, run_dir: &Path) -> String {
             if c.passed() { "pass" } else { "fail" },
             esc(&c.name),
             esc(&c.evidence),
-            crate::check::catalogue::rules_for(&c.name)
+            c.rules
                 .iter()
-                .map(|r| format!("<a class=\"rule\" href=\"#rule-{0}\">{0} (§{1})</a>", esc(r.id), esc(r.section)))
+                .map(|r| format!("<a class=\"rule\" href=\"#rule-{0}\">{0} (§{1})</a>", esc(&r.id), esc(&r.section)))
                 .collect::<Vec<_>>()
                 .join(" ")
         );
@@ -298,13 +334,17 @@ pub fn render(m: &Matrix, run_dir: &Path) -> String {
         s.push_str(&section(r, run_dir));
     }
     s.push_str("<section id=\"rules\"><h2>Rules</h2><p>The spec's rules each check above judges (`fenceproof rules`).</p><ul class=\"rules\">");
-    for r in crate::check::catalogue::RULES {
+    let mut rules: Vec<&crate::check::rule::RuleRef> =
+        m.results.iter().flat_map(|r| &r.checks).flat_map(|c| &c.rules).collect();
+    rules.sort_by(|a, b| a.id.cmp(&b.id));
+    rules.dedup_by(|a, b| a.id == b.id);
+    for r in rules {
         let _ = write!(
             s,
             "<li id=\"rule-{id}\"><b>{id}</b> §{sec}: {st}</li>",
-            id = esc(r.id),
-            sec = esc(r.section),
-            st = esc(r.statement)
+            id = esc(&r.id),
+            sec = esc(&r.section),
+            st = esc(&r.statement)
         );
     }
     s.push_str("</ul></section></body></html>\n");

@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use fenceproof_harness::faults::{DbBarrier, ServerFreeze};
+use fenceproof_harness::faults::tools::ArmedToolFault;
+use fenceproof_harness::faults::{self, DbBarrier, ServerFreeze};
 use fenceproof_harness::HarnessError;
 use serde_json::json;
 use sqlx::Connection;
@@ -129,7 +130,8 @@ impl Exec<'_> {
         let b = if by == h { (h + 1) % WORKERS } else { by };
         self.ensure(b).await?;
         let key = BARRIER_BASE + self.next() as i64;
-        let barrier = DbBarrier::hold(&self.ctx.db_url, key).await?;
+        let barrier =
+            faults::inject(DbBarrier::new(&self.ctx.db_url, key).at(point.name()), &self.ctx.timeline).await?;
         let (_, rev) = self.run_state().await?;
         let faults = json!({"barriers": [{"point": point.name(), "key": key}]});
         let n = self.counter + 1;
@@ -142,7 +144,7 @@ impl Exec<'_> {
             let pause = self.slots[h].proc.as_ref().expect("holder has a process").pause().await?;
             self.slots[h].paused = Some(pause);
             if !self.expired().await? {
-                barrier.release().await?;
+                barrier.heal().await?;
                 self.resume(h).await?;
                 let ev = self.answer(h, save).await?;
                 return Ok(format!(
@@ -162,7 +164,7 @@ impl Exec<'_> {
                     }
                 }
             }
-            barrier.release().await?;
+            barrier.heal().await?;
             self.resume(h).await?;
             if let Some(t) = take {
                 if self.pending.iter().any(|p| p.slot == b && p.id == t) {
@@ -171,37 +173,18 @@ impl Exec<'_> {
             }
         } else {
             what.push(format!("w{h} did not stop at {}", point.name()));
-            barrier.release().await?;
+            barrier.heal().await?;
         }
         let ev = self.answer(h, save).await?;
         what.insert(0, format!("w{h} save held at {} over revision {rev}: {}", point.name(), outcome(&ev)));
         Ok(what.join(", "))
     }
 
-    /// Arm a fault in the fake tools for the next create of `tool`.
+    /// Arm a fault in the fake tools for the next create of `tool`. It stays armed until a create
+    /// fires it; the schedule's heal step disarms what is left ([`Exec::finish`]).
     pub(super) async fn arm_tool_fault(&mut self, tool: Tool, fault: ToolFault) -> Result<String, HarnessError> {
-        let body = json!({"tool": tool.name(), "mode": fault.mode(), "count": 1}).to_string();
-        let req = format!(
-            "POST /admin/faults HTTP/1.1\r\nHost: tools\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        let addr = self.tools.addr;
-        let answer = tokio::time::timeout(ANSWER, async move {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let mut s = tokio::net::TcpStream::connect(addr).await?;
-            s.write_all(req.as_bytes()).await?;
-            let mut out = Vec::new();
-            s.read_to_end(&mut out).await?;
-            Ok::<_, std::io::Error>(String::from_utf8_lossy(&out).lines().next().unwrap_or_default().to_string())
-        })
-        .await
-        .map_err(|_| HarnessError::Timeout {
-            what: "the fake tools to arm a fault".into(),
-            after_ms: ANSWER.as_millis(),
-        })??;
-        if !answer.contains(" 200") && !answer.contains(" 204") {
-            return Err(HarnessError::Other(format!("the fake tools refused a fault: {answer}")));
-        }
+        let armed = ArmedToolFault::new(self.tools.addr, tool.name(), fault.into());
+        self.tool_faults.push(faults::inject(armed, &self.ctx.timeline).await?);
         Ok(format!("armed {} on {}", fault.mode(), tool.name()))
     }
 
@@ -215,7 +198,8 @@ impl Exec<'_> {
         let n = self.next();
         let key = BARRIER_BASE + n as i64;
         let mut d = self.ctx.spawn_dispatcher(&format!("late{n}"), &self.tools).await?;
-        let barrier = DbBarrier::hold(&self.ctx.db_url, key).await?;
+        let barrier =
+            faults::inject(DbBarrier::new(&self.ctx.db_url, key).at("before_result_write"), &self.ctx.timeline).await?;
         let faults = json!({"barriers": [{"point": "before_result_write", "key": key}]});
         let cmd = d
             .send(json!({"cmd": "dispatch", "claim_ttl_ms": 300, "call_timeout_ms": 400, "limit": 1, "faults": faults}))
@@ -252,7 +236,7 @@ impl Exec<'_> {
         } else {
             what.push("the dispatcher did not stop before its result write".into());
         }
-        barrier.release().await?;
+        barrier.heal().await?;
         if !killed {
             let late = match d.reply(cmd, ANSWER).await {
                 Ok(ev) => format!("{} {}", outcome(&ev), data(&ev)),
@@ -416,7 +400,7 @@ impl Exec<'_> {
             return Ok(format!("w{h} release: {released}, longer term: {got}"));
         }
         let owner = self.owner(h).unwrap_or_default();
-        let freeze = ServerFreeze::inject(&target).await?;
+        let freeze = faults::inject(ServerFreeze::new(&target), &self.ctx.timeline).await?;
         let verdict = match self.slots[h].proc.as_mut() {
             Some(p) => p
                 .wait_event("an unanswered renewal", Duration::from_secs(2), |e| {
@@ -463,11 +447,12 @@ impl Exec<'_> {
         }
         let Some(h) = self.make_holder(None).await? else { return Ok(format!("{first}no live holder could be made")) };
         let pattern = fenceproof_harness::faults::proxy::patterns::RUN_WRITE;
-        let armed = match self.slots[h].proxy.as_ref() {
+        let fault = match self.slots[h].proxy.as_ref() {
             Some(p) if ack => p.lose_ack(pattern, ANSWER)?,
             Some(p) => p.lose_request(pattern, ANSWER)?,
             None => return Ok(format!("w{h} has no proxy")),
         };
+        let armed = faults::inject(fault, &self.ctx.timeline).await?;
         self.note_write(h, false).await?;
         let got = match what {
             LostWrite::Save => {
@@ -478,7 +463,7 @@ impl Exec<'_> {
             other => self.tell(h, json!({ "cmd": other.cmd() }), None).await?,
         };
         let fired = armed.fired(Duration::from_secs(2)).await.is_ok();
-        armed.disarm();
+        armed.heal().await?;
         if fired {
             self.reached.insert("commit-outcome-unknown");
         }

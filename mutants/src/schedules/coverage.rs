@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use fenceproof_harness::check::catalogue;
+use fenceproof_scenarios::catalogue;
 use serde::Serialize;
 
 pub struct Situation {

@@ -13,7 +13,8 @@ use std::time::Duration;
 use fenceproof_harness::check::history::{QuietWindow, SentWrite};
 use fenceproof_harness::check::remote::OperationRow;
 use fenceproof_harness::check::{history, invariants, remote, Check};
-use fenceproof_harness::faults::Pause;
+use fenceproof_harness::faults::tools::ArmedToolFault;
+use fenceproof_harness::faults::{Injected, Pause};
 use fenceproof_harness::procs::tools::ToolsProc;
 use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::ledger;
@@ -22,7 +23,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::bodies;
-use super::ops::{Body, Op, Rev, Tool, WORKERS};
+use super::ops::{Body, Op, Rev, Tool, ToolFault, WORKERS};
 use fenceproof_scenarios::ctx::{data, outcome, Ctx, CONTROL};
 
 /// Bound on one command's answer inside a schedule.
@@ -87,6 +88,8 @@ pub struct Exec<'a> {
     pub reached: BTreeSet<&'static str>,
     /// One line per operation: what happened.
     pub log: Vec<String>,
+    /// Tool faults armed and not yet healed (a create may still fire them).
+    pub(super) tool_faults: Vec<Injected<ArmedToolFault>>,
 }
 
 impl<'a> Exec<'a> {
@@ -115,6 +118,7 @@ impl<'a> Exec<'a> {
             quiet: Vec::new(),
             reached: BTreeSet::new(),
             log: Vec::new(),
+            tool_faults: Vec::new(),
         })
     }
 
@@ -318,32 +322,14 @@ impl<'a> Exec<'a> {
         let what = match op {
             Op::Acquire { w } => self.acquire(*w).await?,
             Op::Renew { w } => self.tell(*w, json!({"cmd": "renew"}), None).await?,
-            Op::Save { w, holder, at, body } => {
-                let w = &if *holder { self.make_holder(None).await?.unwrap_or(*w) } else { *w };
-                let (_, current) = self.run_state().await?;
-                let rev = match at {
-                    Rev::Known => self.slots[*w].known,
-                    Rev::Current => current,
-                    // A run at revision 0 has no earlier revision: the save names 0 (the contract
-                    // allows no negative revision), and is judged as a current one.
-                    Rev::Stale => (current - 1).max(0),
-                };
-                self.note_write(*w, rev < current).await?;
-                let n = self.counter + 1;
-                let (cmd, k) = self.save_cmd(*w, rev, bodies::value(*body, n), None);
-                format!("at {rev}: {}", self.tell(*w, cmd, Some(k)).await?)
-            }
+            Op::Save { w, holder, at, body } => self.save(*w, *holder, *at, *body).await?,
             Op::SaveTwice { w } => match self.make_holder(None).await? {
                 Some(h) => self.save_twice(h, *w).await?,
                 None => "no live holder could be made".into(),
             },
             Op::Release { w } => self.tell(*w, json!({"cmd": "release"}), None).await?,
-            Op::Succeed { w, holder } | Op::Fail { w, holder } => {
-                let w = &if *holder { self.make_holder(None).await?.unwrap_or(*w) } else { *w };
-                self.note_write(*w, false).await?;
-                let cmd = if matches!(op, Op::Succeed { .. }) { "succeed" } else { "fail" };
-                self.tell(*w, json!({ "cmd": cmd }), None).await?
-            }
+            Op::Succeed { w, holder } => self.complete("succeed", *w, *holder).await?,
+            Op::Fail { w, holder } => self.complete("fail", *w, *holder).await?,
             Op::Plan { w, tool, body } => self.plan(*w, *tool, *body).await?,
             Op::Advance { w } => match self.planned.last().cloned() {
                 Some(op) => self.tell(*w, json!({"cmd": "advance", "operation_id": op}), None).await?,
@@ -357,38 +343,13 @@ impl<'a> Exec<'a> {
                 _ => "not running".into(),
             },
             Op::Resume { w } => self.resume(*w).await?,
-            Op::Kill { w } => {
-                let slot = &mut self.slots[*w];
-                slot.paused = None;
-                match slot.proc.take() {
-                    Some(mut p) => {
-                        p.kill().await?;
-                        self.pending.retain(|p| p.slot != *w);
-                        "killed".into()
-                    }
-                    None => "no process".into(),
-                }
-            }
+            Op::Kill { w } => self.kill(*w).await?,
             Op::Expire => self.expire().await?,
             Op::StaleHolder { by, then_write } => self.stale_holder(*by, *then_write).await?,
             Op::StaleTwin { then_write } => self.stale_twin(*then_write).await?,
             Op::ServerFreeze => self.server_freeze().await?,
             Op::HeldAcrossTakeover { by, point } => self.held_across_takeover(*by, *point).await?,
-            Op::Cancel { plan_first, tool } => {
-                let mut first = String::new();
-                if *plan_first && !self.operation_statuses().await?.iter().any(|s| s == "prepared") {
-                    first = format!("plan first: {}; ", self.plan(0, *tool, Body::Plain).await?);
-                }
-                let ops = self.operation_statuses().await?;
-                if ops.iter().any(|s| s == "prepared") {
-                    self.reached.insert("cancel-with-prepared");
-                }
-                if ops.iter().any(|s| s == "dispatching" || s == "unknown") {
-                    self.reached.insert("cancel-with-in-flight");
-                }
-                let ev = ask(&mut self.cp, json!({"cmd": "cancel", "run_id": self.run_id}), ANSWER).await?;
-                format!("{first}{}", outcome(&ev))
-            }
+            Op::Cancel { plan_first, tool } => self.cancel(*plan_first, *tool).await?,
             Op::Retry => self.retry().await?,
             Op::ArmToolFault { fault } => {
                 for tool in [Tool::Idem, Tool::Detid, Tool::Opquery, Tool::Plain] {
@@ -396,47 +357,108 @@ impl<'a> Exec<'a> {
                 }
                 format!("armed {} on every tool", fault.mode())
             }
-            Op::Dispatch { tool, body, fault } => {
-                // Something to dispatch: when nothing of the run is prepared, the holder plans first.
-                let mut what = String::new();
-                if !self.operation_statuses().await?.iter().any(|s| s == "prepared") {
-                    what = format!("plan first: {}; ", self.plan(0, *tool, *body).await?);
-                }
-                if let Some(f) = fault {
-                    for t in [Tool::Idem, Tool::Detid, Tool::Opquery, Tool::Plain] {
-                        self.arm_tool_fault(t, *f).await?;
-                    }
-                    what.push_str(&format!("armed {}; ", f.mode()));
-                }
-                let (status, _) = self.run_state().await?;
-                if Self::terminal(&status) && self.operation_statuses().await?.iter().any(|s| s == "prepared") {
-                    self.reached.insert("claim-of-ended-run");
-                }
-                let ev = ask(
-                    &mut self.dispatcher,
-                    json!({"cmd": "dispatch", "claim_ttl_ms": 1000, "call_timeout_ms": 400, "limit": 5}),
-                    ANSWER,
-                )
-                .await?;
-                let lost = data(&ev).as_array().is_some_and(|a| a.iter().any(|d| d["outcome"] == "unknown"));
-                if lost || self.operation_statuses().await?.iter().any(|s| s == "unknown") {
-                    self.reached.insert("remote-answer-lost");
-                }
-                format!("{what}{} {}", outcome(&ev), data(&ev))
-            }
+            Op::Dispatch { tool, body, fault } => self.dispatch(*tool, *body, *fault).await?,
             Op::LateResult { kill, cancel, tool } => self.late_result(*kill, *cancel, *tool).await?,
-            Op::Reconcile => {
-                if self.operation_statuses().await?.iter().any(|s| s == "unknown") {
-                    self.reached.insert("unknown-reconciled");
-                }
-                let ev = ask(&mut self.dispatcher, json!({"cmd": "reconcile", "call_timeout_ms": 400}), ANSWER).await?;
-                format!("{} {}", outcome(&ev), data(&ev))
-            }
+            Op::Reconcile => self.reconcile().await?,
             Op::Rogue { forge } => self.rogue(*forge).await?,
             Op::LostAnswer { ack, what } => self.lost_answer(*ack, *what).await?,
         };
         self.log.push(format!("{} -> {what}", serde_json::to_string(op).expect("json")));
         Ok(())
+    }
+
+    /// A save by slot `w` (or by the holder, made if need be), naming the revision `at` says.
+    async fn save(&mut self, w: usize, holder: bool, at: Rev, body: Body) -> Result<String, HarnessError> {
+        let w = if holder { self.make_holder(None).await?.unwrap_or(w) } else { w };
+        let (_, current) = self.run_state().await?;
+        let rev = match at {
+            Rev::Known => self.slots[w].known,
+            Rev::Current => current,
+            // A run at revision 0 has no earlier revision: the save names 0 (the contract
+            // allows no negative revision), and is judged as a current one.
+            Rev::Stale => (current - 1).max(0),
+        };
+        self.note_write(w, rev < current).await?;
+        let n = self.counter + 1;
+        let (cmd, k) = self.save_cmd(w, rev, bodies::value(body, n), None);
+        Ok(format!("at {rev}: {}", self.tell(w, cmd, Some(k)).await?))
+    }
+
+    /// `succeed` or `fail` by slot `w` (or by the holder, made if need be).
+    async fn complete(&mut self, cmd: &str, w: usize, holder: bool) -> Result<String, HarnessError> {
+        let w = if holder { self.make_holder(None).await?.unwrap_or(w) } else { w };
+        self.note_write(w, false).await?;
+        self.tell(w, json!({ "cmd": cmd }), None).await
+    }
+
+    /// SIGKILL to slot `w`'s process; its unanswered commands are forgotten.
+    async fn kill(&mut self, w: usize) -> Result<String, HarnessError> {
+        let slot = &mut self.slots[w];
+        slot.paused = None;
+        Ok(match slot.proc.take() {
+            Some(mut p) => {
+                p.kill().await?;
+                self.pending.retain(|p| p.slot != w);
+                "killed".into()
+            }
+            None => "no process".into(),
+        })
+    }
+
+    /// The control plane cancels the run (after a plan, when asked for one and nothing is prepared).
+    async fn cancel(&mut self, plan_first: bool, tool: Tool) -> Result<String, HarnessError> {
+        let mut first = String::new();
+        if plan_first && !self.operation_statuses().await?.iter().any(|s| s == "prepared") {
+            first = format!("plan first: {}; ", self.plan(0, tool, Body::Plain).await?);
+        }
+        let ops = self.operation_statuses().await?;
+        if ops.iter().any(|s| s == "prepared") {
+            self.reached.insert("cancel-with-prepared");
+        }
+        if ops.iter().any(|s| s == "dispatching" || s == "unknown") {
+            self.reached.insert("cancel-with-in-flight");
+        }
+        let ev = ask(&mut self.cp, json!({"cmd": "cancel", "run_id": self.run_id}), ANSWER).await?;
+        Ok(format!("{first}{}", outcome(&ev)))
+    }
+
+    /// A dispatcher pass, with `fault` armed on every tool first.
+    async fn dispatch(&mut self, tool: Tool, body: Body, fault: Option<ToolFault>) -> Result<String, HarnessError> {
+        // Something to dispatch: when nothing of the run is prepared, the holder plans first.
+        let mut what = String::new();
+        if !self.operation_statuses().await?.iter().any(|s| s == "prepared") {
+            what = format!("plan first: {}; ", self.plan(0, tool, body).await?);
+        }
+        if let Some(f) = fault {
+            for t in [Tool::Idem, Tool::Detid, Tool::Opquery, Tool::Plain] {
+                self.arm_tool_fault(t, f).await?;
+            }
+            what.push_str(&format!("armed {}; ", f.mode()));
+        }
+        let (status, _) = self.run_state().await?;
+        if Self::terminal(&status) && self.operation_statuses().await?.iter().any(|s| s == "prepared") {
+            self.reached.insert("claim-of-ended-run");
+        }
+        let ev = ask(
+            &mut self.dispatcher,
+            json!({"cmd": "dispatch", "claim_ttl_ms": 1000, "call_timeout_ms": 400, "limit": 5}),
+            ANSWER,
+        )
+        .await?;
+        let lost = data(&ev).as_array().is_some_and(|a| a.iter().any(|d| d["outcome"] == "unknown"));
+        if lost || self.operation_statuses().await?.iter().any(|s| s == "unknown") {
+            self.reached.insert("remote-answer-lost");
+        }
+        Ok(format!("{what}{} {}", outcome(&ev), data(&ev)))
+    }
+
+    /// A reconciler pass.
+    async fn reconcile(&mut self) -> Result<String, HarnessError> {
+        if self.operation_statuses().await?.iter().any(|s| s == "unknown") {
+            self.reached.insert("unknown-reconciled");
+        }
+        let ev = ask(&mut self.dispatcher, json!({"cmd": "reconcile", "call_timeout_ms": 400}), ANSWER).await?;
+        Ok(format!("{} {}", outcome(&ev), data(&ev)))
     }
 
     /// The holder (made when there is none; slot `w` otherwise) plans a step for `tool`.
@@ -567,6 +589,9 @@ impl<'a> Exec<'a> {
         }
         let ev = ask(&mut self.dispatcher, json!({"cmd": "reconcile", "call_timeout_ms": 400}), ANSWER).await?;
         self.log.push(format!("final reconcile -> {} {}", outcome(&ev), data(&ev)));
+        for f in std::mem::take(&mut self.tool_faults) {
+            f.heal().await?;
+        }
         for slot in &mut self.slots {
             if let Some(mut p) = slot.proc.take() {
                 p.shutdown(ANSWER).await?;

@@ -81,18 +81,29 @@ impl Swarm {
     }
 }
 
+/// The bodies a planned or dispatched request may have.
+const BODIES: [Body; 5] = [Body::Plain, Body::Numbers, Body::Escapes, Body::Unicode, Body::Nested];
+/// The tools an operation may call.
+const TOOLS: [Tool; 4] = [Tool::Idem, Tool::Detid, Tool::Opquery, Tool::Plain];
+
 fn op_of_kind(kind: &str, rng: &mut Rng) -> Op {
     let w = rng.below(WORKERS);
-    let bodies = [Body::Plain, Body::Numbers, Body::Escapes, Body::Unicode, Body::Nested];
-    let tools = [Tool::Idem, Tool::Detid, Tool::Opquery, Tool::Plain];
-    match kind {
+    match lease_op(kind, w, rng) {
+        Some(op) => op,
+        None => outbox_op(kind, w, rng),
+    }
+}
+
+/// An op of the lease and the run (and the faults on them) by worker `w`; `None` for another kind.
+fn lease_op(kind: &str, w: usize, rng: &mut Rng) -> Option<Op> {
+    let op = match kind {
         "acquire" => Op::Acquire { w },
         "renew" => Op::Renew { w },
         "save" => Op::Save {
             w,
             holder: rng.below(3) > 0,
             at: rng.pick(&[Rev::Known, Rev::Known, Rev::Current, Rev::Stale]),
-            body: rng.pick(&bodies),
+            body: rng.pick(&BODIES),
         },
         "save_twice" => Op::SaveTwice { w },
         "release" => Op::Release { w },
@@ -112,31 +123,6 @@ fn op_of_kind(kind: &str, rng: &mut Rng) -> Op {
             by: rng.below(WORKERS),
             point: rng.pick(&[Point::AfterBegin, Point::AfterLeaseValidated, Point::BeforeCommit]),
         },
-        "cancel" => Op::Cancel { plan_first: rng.coin(), tool: rng.pick(&tools) },
-        "retry" => Op::Retry,
-        "plan" => Op::Plan { w, tool: rng.pick(&tools), body: rng.pick(&bodies) },
-        "arm_tool_fault" => Op::ArmToolFault {
-            fault: rng.pick(&[
-                ToolFault::DropAfterCommit,
-                ToolFault::DropAfterCommit,
-                ToolFault::Error5xx,
-                ToolFault::Hang,
-            ]),
-        },
-        "dispatch" => Op::Dispatch {
-            tool: rng.pick(&tools),
-            body: rng.pick(&bodies),
-            fault: rng.pick(&[
-                None,
-                None,
-                Some(ToolFault::DropAfterCommit),
-                Some(ToolFault::Hang),
-                Some(ToolFault::Error5xx),
-            ]),
-        },
-        "late_result" => Op::LateResult { kill: rng.coin(), cancel: rng.below(3) == 0, tool: rng.pick(&tools) },
-        "reconcile" => Op::Reconcile,
-        "advance" => Op::Advance { w },
         "lost_answer" => Op::LostAnswer {
             ack: rng.coin(),
             what: rng.pick(&[LostWrite::Save, LostWrite::Save, LostWrite::Succeed, LostWrite::Fail]),
@@ -153,6 +139,39 @@ fn op_of_kind(kind: &str, rng: &mut Rng) -> Op {
                 Forge::ForeignResult,
             ]),
         },
+        _ => return None,
+    };
+    Some(op)
+}
+
+/// An op of the control plane, the ledger and the tools (worker `w` where it needs one).
+fn outbox_op(kind: &str, w: usize, rng: &mut Rng) -> Op {
+    match kind {
+        "cancel" => Op::Cancel { plan_first: rng.coin(), tool: rng.pick(&TOOLS) },
+        "retry" => Op::Retry,
+        "plan" => Op::Plan { w, tool: rng.pick(&TOOLS), body: rng.pick(&BODIES) },
+        "arm_tool_fault" => Op::ArmToolFault {
+            fault: rng.pick(&[
+                ToolFault::DropAfterCommit,
+                ToolFault::DropAfterCommit,
+                ToolFault::Error5xx,
+                ToolFault::Hang,
+            ]),
+        },
+        "dispatch" => Op::Dispatch {
+            tool: rng.pick(&TOOLS),
+            body: rng.pick(&BODIES),
+            fault: rng.pick(&[
+                None,
+                None,
+                Some(ToolFault::DropAfterCommit),
+                Some(ToolFault::Hang),
+                Some(ToolFault::Error5xx),
+            ]),
+        },
+        "late_result" => Op::LateResult { kill: rng.coin(), cancel: rng.below(3) == 0, tool: rng.pick(&TOOLS) },
+        "reconcile" => Op::Reconcile,
+        "advance" => Op::Advance { w },
         other => unreachable!("unknown kind {other}"),
     }
 }

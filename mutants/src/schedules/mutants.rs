@@ -1,4 +1,4 @@
-//! `fenceproof mutants --schedules`: the randomized search alone against every named mutant, each
+//! `fenceproof schedules-mutants`: the randomized search alone against every named mutant, each
 //! with the same seed and a fixed time budget, and its kill matrix beside the experiments' (read
 //! from the newest `mutants.json` under the reports folder, when there is one).
 
@@ -46,7 +46,7 @@ impl ScheduleKillMatrix {
 
     pub fn table(&self) -> String {
         let mut s = format!(
-            "fenceproof mutants --schedules run {} (seed {}, budget {} s per mutant)\n",
+            "fenceproof schedules-mutants run {} (seed {}, budget {} s per mutant)\n",
             self.run_id, self.seed, self.budget_s
         );
         let w = self.rows.iter().map(|r| r.mutant.len()).max().unwrap_or(6).max(6);
@@ -82,7 +82,7 @@ impl ScheduleKillMatrix {
 
     pub fn markdown(&self) -> String {
         let mut s = format!(
-            "# fenceproof mutants --schedules `{}`\n\nSeed `{}`, budget {} s per mutant. {}/{} killed.\n\n",
+            "# fenceproof schedules-mutants `{}`\n\nSeed `{}`, budget {} s per mutant. {}/{} killed.\n\n",
             self.run_id,
             self.seed,
             self.budget_s,
@@ -213,9 +213,10 @@ pub async fn search(
     // An operator-side mutant breaks a step the harness performs as the operator (a restore's
     // recovery); the schedules have no such step, so it is not searched here.
     mutants.retain(|(n, _)| {
-        let operator = fenceproof_protocol::mutant::Mutant::parse(n).and_then(|m| m.operator_experiment());
-        if let Some(exp) = operator {
-            eprintln!("{n}: not searched (an operator step the schedules do not perform; killed by {exp})");
+        let operator =
+            fenceproof_protocol::mutant::Mutant::parse(n).and_then(fenceproof_scenarios::operator_experiment);
+        if let Some(exp) = &operator {
+            eprintln!("{n}: not searched (an operator step the schedules do not perform; killed by {})", exp.id);
         }
         operator.is_none()
     });
@@ -242,7 +243,7 @@ pub async fn search(
     finish(&session, seed, budget, rows, known.map(|(p, _)| p), "schedules-mutants")
 }
 
-/// `mutants --schedules --sql`: the same search against the generated SQL mutants of the selection
+/// `schedules-mutants --sql`: the same search against the generated SQL mutants of the selection
 /// (an fp_* function installed mutated in every schedule's database, or a direct-path statement
 /// given to the mutant worker). Reviewed equivalents are marked as such in the rule column.
 pub async fn search_sql(

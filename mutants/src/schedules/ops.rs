@@ -7,6 +7,10 @@
 //! Composite operations name *roles* ("the current holder"), resolved when they run, so every one
 //! of them applies to whatever state the schedule is in; one whose precondition is missing is a
 //! logged no-op, which also keeps shrinking simple (any operation can be removed).
+//!
+//! The faults the composites inject are the harness's ([`fenceproof_harness::faults`]): each is
+//! injected, recorded in the schedule's timeline and healed through the same guard the
+//! experiments use, so a composite names the fault and the moment, never its mechanics.
 
 use serde::{Deserialize, Serialize};
 
@@ -73,11 +77,19 @@ pub enum ToolFault {
 }
 
 impl ToolFault {
+    /// The fake tools' name for it.
     pub fn mode(self) -> &'static str {
-        match self {
-            ToolFault::DropAfterCommit => "drop_after_commit",
-            ToolFault::Error5xx => "error5xx",
-            ToolFault::Hang => "hang",
+        fenceproof_harness::faults::tools::ToolFault::from(self).mode()
+    }
+}
+
+/// The harness's tool fault it is (which arms it, records it and heals it).
+impl From<ToolFault> for fenceproof_harness::faults::tools::ToolFault {
+    fn from(f: ToolFault) -> Self {
+        match f {
+            ToolFault::DropAfterCommit => Self::DropAfterCommit,
+            ToolFault::Error5xx => Self::Error5xx,
+            ToolFault::Hang => Self::Hang,
         }
     }
 }
@@ -298,35 +310,11 @@ impl Op {
         }
     }
 
-    /// The kind's index in [`KINDS`] (for swarm weights).
+    /// The kind's index in [`KINDS`] (for swarm weights): its serialized tag, so a new kind is
+    /// named once, by its variant, and listed once, in [`KINDS`].
     pub fn kind(&self) -> usize {
-        let name = match self {
-            Op::Acquire { .. } => "acquire",
-            Op::Renew { .. } => "renew",
-            Op::Save { .. } => "save",
-            Op::SaveTwice { .. } => "save_twice",
-            Op::Release { .. } => "release",
-            Op::Succeed { .. } => "succeed",
-            Op::Fail { .. } => "fail",
-            Op::Pause { .. } => "pause",
-            Op::Resume { .. } => "resume",
-            Op::Kill { .. } => "kill",
-            Op::Expire => "expire",
-            Op::StaleHolder { .. } => "stale_holder",
-            Op::StaleTwin { .. } => "stale_twin",
-            Op::ServerFreeze => "server_freeze",
-            Op::HeldAcrossTakeover { .. } => "held_across_takeover",
-            Op::Cancel { .. } => "cancel",
-            Op::Retry => "retry",
-            Op::Plan { .. } => "plan",
-            Op::ArmToolFault { .. } => "arm_tool_fault",
-            Op::Dispatch { .. } => "dispatch",
-            Op::LateResult { .. } => "late_result",
-            Op::Reconcile => "reconcile",
-            Op::Advance { .. } => "advance",
-            Op::Rogue { .. } => "rogue",
-            Op::LostAnswer { .. } => "lost_answer",
-        };
+        let v = serde_json::to_value(self).expect("an operation serializes");
+        let name = v["op"].as_str().expect("every operation has its tag");
         KINDS.iter().position(|k| *k == name).expect("every kind is listed")
     }
 }

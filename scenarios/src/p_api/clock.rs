@@ -14,10 +14,35 @@ use fenceproof_harness::HarnessError;
 use uuid::Uuid;
 
 use super::{lease_key, lit, op_key, outcome, owner, refused, uuid, Answer, Prober};
+use crate::catalogue;
 use crate::ctx::Ctx;
+use crate::experiment::{Checks, Experiment, Judges, Need};
 use crate::frozen_clock::FrozenServer;
+use crate::tags;
 
 pub const TITLE: &str = "Fenced functions at the exact instant of expiry (database clock frozen with libfaketime)";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "P-api-clock",
+    title: TITLE,
+    section: "05, 09, 10",
+    needs: &[Need::WorkerLogin, Need::ClockServer],
+    judges: Judges::Functions,
+    checks: Checks::NO_ANSWERS,
+    rules: &[
+        &catalogue::LEASE_ACQUIRE_FREE_OR_EXPIRED,
+        &catalogue::LEASE_RENEW_UNEXPIRED,
+        &catalogue::COMMIT_LEASE_OWNER_EPOCH_LIVE,
+        &catalogue::CLOCK_DATABASE_TIME,
+        &catalogue::UNKNOWN_EXPIRED_CLAIM_AS_SEEN,
+    ],
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
+
+/// The name of its own check beside the probes (the rule catalogue links rules to it).
+pub const CLOCK_STAYED_FROZEN: &str = "the server's clock stayed frozen where the harness set it";
 
 const T0: &str = "2030-01-01 00:00:00";
 const T1: &str = "2030-01-01 00:00:01";
@@ -42,10 +67,9 @@ async fn probes(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), HarnessError
     let Some(mut p) = Prober::new(ctx) else { return Ok(()) };
     let (r1, r2) = (p.new_run("task-clock-1").await?, p.new_run("task-clock-2").await?);
     let (a, b) = (owner("a"), owner("b"));
-    let acquire =
-        |r: Uuid, o: &str| format!("SELECT to_jsonb(x) FROM fp_lease_acquire({}, {}, 1000) x", uuid(r), lit(o));
+    let rule = tags::LEASE_ACQUIRE_FREE_OR_EXPIRED;
     p.probe(
-        "lease.acquire-free-or-expired",
+        rule,
         &format!("at {T0}, A takes a 1 s lease (until {T1})"),
         &a,
         &acquire(r1, &a),
@@ -53,62 +77,11 @@ async fn probes(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), HarnessError
         &[lease_key(r1)],
     )
     .await?;
-    p.probe(
-        "lease.acquire-free-or-expired",
-        &format!("at {T0}, A takes a second 1 s lease"),
-        &a,
-        &acquire(r2, &a),
-        took(1),
-        &[lease_key(r2)],
-    )
-    .await?;
+    p.probe(rule, &format!("at {T0}, A takes a second 1 s lease"), &a, &acquire(r2, &a), took(1), &[lease_key(r2)])
+        .await?;
 
-    server.set(p.ctx, T1)?;
-    let at = format!("at {T1}, the instant the leases expire,");
-    p.probe(
-        "lease.renew-unexpired",
-        &format!("{at} a renewal is refused (expired when expires_at = clock)"),
-        &a,
-        &format!("SELECT to_jsonb(x) FROM fp_lease_renew({}, {}, 1, 1000) x", uuid(r1), lit(&a)),
-        refused,
-        &[],
-    )
-    .await?;
-    p.probe(
-        "lease.renew-unexpired",
-        &format!("{at} a batched renewal is refused"),
-        &a,
-        &format!(
-            "SELECT to_jsonb(x) FROM fp_lease_renew_many({}, ARRAY['{r1}']::uuid[], ARRAY[1]::bigint[], 1000) x",
-            lit(&a)
-        ),
-        refused,
-        &[],
-    )
-    .await?;
-    let start = format!(
-        "SELECT to_jsonb(x) FROM fp_run_transition({}, {}, 1, 0, 'pending', 'running', '{{}}'::jsonb, NULL, NULL, NULL, NULL, NULL, NULL, NULL) x",
-        uuid(r1),
-        lit(&a)
-    );
-    p.probe(
-        "commit.lease-owner-epoch-live",
-        &format!("{at} a protected write is refused as lease_lost"),
-        &a,
-        &start,
-        |x| outcome(x) == "lease_lost",
-        &[],
-    )
-    .await?;
-    p.probe(
-        "lease.acquire-free-or-expired",
-        &format!("{at} a takeover succeeds at epoch 2"),
-        &b,
-        &acquire(r1, &b),
-        took(2),
-        &[lease_key(r1)],
-    )
-    .await?;
+    server.set(T1)?;
+    at_lease_expiry(&mut p, r1, (&a, &b)).await?;
 
     // A claim due at T2, and the clock moved exactly there.
     let op = format!("clock-op-{}", &r2.simple().to_string()[..8]);
@@ -122,9 +95,9 @@ async fn probes(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), HarnessError
         lit(&d)
     ))
     .await?;
-    server.set(p.ctx, T2)?;
+    server.set(T2)?;
     p.probe(
-        "unknown.expired-claim-as-seen",
+        tags::UNKNOWN_EXPIRED_CLAIM_AS_SEEN,
         &format!("at {T2}, the instant the claim is due, a reconciler moves it to unknown"),
         &d,
         &format!("SELECT to_jsonb(fp_mark_expired_unknown({}, {}, 1))", lit(&op), lit(&d)),
@@ -133,10 +106,61 @@ async fn probes(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), HarnessError
     )
     .await?;
     let read: String = sqlx::query_scalar("SELECT clock_timestamp()::text").fetch_one(&p.ctx.pool).await?;
-    p.ctx.check(Check::expect(
-        "the server's clock stayed frozen where the harness set it",
-        read.starts_with(T2),
-        format!("the server reads {read}"),
-    ));
+    p.ctx.check(Check::expect(CLOCK_STAYED_FROZEN, read.starts_with(T2), format!("the server reads {read}")));
     p.finish().await
+}
+
+/// A's 1 s lease of `r1`, as the fp_lease_acquire call of `o`.
+fn acquire(r: Uuid, o: &str) -> String {
+    format!("SELECT to_jsonb(x) FROM fp_lease_acquire({}, {}, 1000) x", uuid(r), lit(o))
+}
+
+/// At T1, the instant A's leases expire: a renewal, single or batched, and a protected write are
+/// refused; B's takeover succeeds at epoch 2.
+async fn at_lease_expiry(p: &mut Prober<'_>, r1: Uuid, (a, b): (&str, &str)) -> Result<(), HarnessError> {
+    let at = format!("at {T1}, the instant the leases expire,");
+    p.probe(
+        tags::LEASE_RENEW_UNEXPIRED,
+        &format!("{at} a renewal is refused (expired when expires_at = clock)"),
+        a,
+        &format!("SELECT to_jsonb(x) FROM fp_lease_renew({}, {}, 1, 1000) x", uuid(r1), lit(a)),
+        refused,
+        &[],
+    )
+    .await?;
+    p.probe(
+        tags::LEASE_RENEW_UNEXPIRED,
+        &format!("{at} a batched renewal is refused"),
+        a,
+        &format!(
+            "SELECT to_jsonb(x) FROM fp_lease_renew_many({}, ARRAY['{r1}']::uuid[], ARRAY[1]::bigint[], 1000) x",
+            lit(a)
+        ),
+        refused,
+        &[],
+    )
+    .await?;
+    let start = format!(
+        "SELECT to_jsonb(x) FROM fp_run_transition({}, {}, 1, 0, 'pending', 'running', '{{}}'::jsonb, NULL, NULL, NULL, NULL, NULL, NULL, NULL) x",
+        uuid(r1),
+        lit(a)
+    );
+    p.probe(
+        tags::COMMIT_LEASE_OWNER_EPOCH_LIVE,
+        &format!("{at} a protected write is refused as lease_lost"),
+        a,
+        &start,
+        |x| outcome(x) == "lease_lost",
+        &[],
+    )
+    .await?;
+    p.probe(
+        tags::LEASE_ACQUIRE_FREE_OR_EXPIRED,
+        &format!("{at} a takeover succeeds at epoch 2"),
+        b,
+        &acquire(r1, b),
+        took(2),
+        &[lease_key(r1)],
+    )
+    .await
 }

@@ -9,9 +9,31 @@ use fenceproof_harness::HarnessError;
 use uuid::Uuid;
 
 use super::{lit, op_key, outcome, owner, run_key, uuid, Answer, Prober, LONG_TTL_MS, SHORT_TTL_MS};
+use crate::catalogue;
 use crate::ctx::Ctx;
+use crate::experiment::{Checks, Experiment, Judges, Need};
+use crate::tags::{self, tagged};
 
 pub const TITLE: &str = "Fenced protected commit (fp_run_transition) probed at each rule's boundary";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "P-api-commit",
+    title: TITLE,
+    section: "06, 08",
+    needs: &[Need::WorkerLogin],
+    judges: Judges::Functions,
+    checks: Checks::ALL,
+    rules: &[
+        &catalogue::COMMIT_LEASE_OWNER_EPOCH_LIVE,
+        &catalogue::RUNS_START,
+        &catalogue::INTENT_SAME_TRANSACTION,
+        &catalogue::INTENT_SAME_INTENT_RECOGNIZED,
+        &catalogue::INTENT_MISMATCH_COMMITS_NOTHING,
+    ],
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
 
 /// An intent to register: operation_id, step, version, tool, digest.
 type Intent<'a> = (&'a str, &'a str, i32, &'a str, &'a str);
@@ -88,34 +110,78 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     acquire(&p, r2, &a, LONG_TTL_MS).await?;
     let base =
         T { run: r1, owner: &a, epoch: 1, expected: 0, from: "pending", to: "running", require: None, intent: None };
-
-    let rule = "runs.start";
+    starts(&mut p, base, r2).await?;
+    let save = T { expected: 1, from: "running", to: "running", ..base };
+    saves(&mut p, base, save, &b).await?;
+    // A required result must exist, belong to this run, and be settled.
+    required_results(&mut p, save, r2).await?;
+    // Intents: registered with the checkpoint, recognized again, a mismatch commits nothing.
+    intents(&mut p, save, r2).await?;
+    // Terminal states are final.
     p.probe(
-        rule,
-        "the holder starts a pending run (revision 0 -> 1)",
+        tags::RUNS_TRANSITION_FROM_STATE,
+        "the holder completes the run",
         &a,
-        &base.sql(false),
-        ok_at(1, None),
+        &T { expected: 5, to: "succeeded", ..save }.sql(false),
+        ok_at(6, None),
         &[run_key(r1)],
     )
     .await?;
     p.probe(
-        rule,
-        "the holder starts a second run at the same revision, which changes that run only",
+        tags::RUNS_TERMINAL_FINAL,
+        "a save of a succeeded run is refused as invalid_state",
         &a,
+        &T { expected: 6, ..save }.sql(false),
+        is("invalid_state"),
+        &[],
+    )
+    .await?;
+    // Expiry on the database clock, at the moment the function runs.
+    expiry(&mut p, base, r3).await?;
+    let final_rev: i64 =
+        sqlx::query_scalar("SELECT revision FROM agent_runs WHERE run_id = $1").bind(r1).fetch_one(&p.ctx.pool).await?;
+    p.ctx.check(Check::equal(
+        tagged(tags::COMMIT_REVISION_CAS, "r1's revision after 6 accepted transitions"),
+        final_rev,
+        6,
+    ));
+    p.finish().await
+}
+
+/// The holder starts a pending run, and a second one at the same revision (`r2`), which changes
+/// that run only.
+async fn starts(p: &mut Prober<'_>, base: T<'_>, r2: Uuid) -> Result<(), HarnessError> {
+    let a = base.owner;
+    p.probe(
+        tags::RUNS_START,
+        "the holder starts a pending run (revision 0 -> 1)",
+        a,
+        &base.sql(false),
+        ok_at(1, None),
+        &[run_key(base.run)],
+    )
+    .await?;
+    p.probe(
+        tags::RUNS_START,
+        "the holder starts a second run at the same revision, which changes that run only",
+        a,
         &T { run: r2, ..base }.sql(false),
         ok_at(1, None),
         &[run_key(r2)],
     )
-    .await?;
+    .await
+}
 
-    let save = T { expected: 1, from: "running", to: "running", ..base };
-    let rule = "commit.lease-owner-epoch-live";
+/// A save commits only under the current owner and epoch, at the current revision, from the
+/// state it names, and changes that run only (`b` is another owner id).
+async fn saves(p: &mut Prober<'_>, base: T<'_>, save: T<'_>, b: &str) -> Result<(), HarnessError> {
+    let a = save.owner;
+    let rule = tags::COMMIT_LEASE_OWNER_EPOCH_LIVE;
     p.probe(
         rule,
         "a save under another owner id with the current epoch is refused as lease_lost",
-        &b,
-        &T { owner: &b, ..save }.sql(false),
+        b,
+        &T { owner: b, ..save }.sql(false),
         is("lease_lost"),
         &[],
     )
@@ -123,7 +189,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     p.probe(
         rule,
         "a save with a stale epoch (0) is refused as lease_lost",
-        &a,
+        a,
         &T { epoch: 0, ..save }.sql(false),
         is("lease_lost"),
         &[],
@@ -132,17 +198,17 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     p.probe(
         rule,
         "a save with a future epoch (2) is refused as lease_lost",
-        &a,
+        a,
         &T { epoch: 2, ..save }.sql(false),
         is("lease_lost"),
         &[],
     )
     .await?;
-    let rule = "commit.revision-cas";
+    let rule = tags::COMMIT_REVISION_CAS;
     p.probe(
         rule,
         "a save at a stale revision (0) is refused as a conflict",
-        &a,
+        a,
         &T { expected: 0, ..save }.sql(false),
         is("conflict"),
         &[],
@@ -151,32 +217,35 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     p.probe(
         rule,
         "a save at a future revision (7) is refused as a conflict",
-        &a,
+        a,
         &T { expected: 7, ..save }.sql(false),
         is("conflict"),
         &[],
     )
     .await?;
     p.probe(
-        "runs.transition-from-state",
+        tags::RUNS_TRANSITION_FROM_STATE,
         "a start of a running run is refused as invalid_state",
-        &a,
+        a,
         &T { expected: 1, ..base }.sql(false),
         is("invalid_state"),
         &[],
     )
     .await?;
     p.probe(
-        "commit.revision-cas",
+        tags::COMMIT_REVISION_CAS,
         "a save at the current revision commits revision + 1 of that run only (another run is at the same revision)",
-        &a,
+        a,
         &save.sql(false),
         ok_at(2, None),
-        &[run_key(r1)],
+        &[run_key(save.run)],
     )
-    .await?;
+    .await
+}
 
-    // A required result must exist, belong to this run, and be settled.
+/// Advancing on a required result: it must exist, belong to this run (not `r2`), and be settled.
+async fn required_results(p: &mut Prober<'_>, save: T<'_>, r2: Uuid) -> Result<(), HarnessError> {
+    let (r1, a) = (save.run, save.owner);
     p.admin(&format!(
         "INSERT INTO tool_operations (operation_id, run_id, step_id, effect_version, tool_name, request_digest, request_body, status, revision)
          VALUES ('pc-settled-{r1}', '{r1}', 'settled', 1, 'idem', 'd', '{{}}', 'succeeded', 3),
@@ -186,11 +255,11 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     .await?;
     let (settled, open, foreign) = (format!("pc-settled-{r1}"), format!("pc-unknown-{r1}"), format!("pc-foreign-{r2}"));
     let need = T { expected: 2, ..save };
-    let rule = "commit.required-result-own-settled";
+    let rule = tags::COMMIT_REQUIRED_RESULT_OWN_SETTLED;
     p.probe(
         rule,
         "advancing on a result that does not exist is refused",
-        &a,
+        a,
         &T { require: Some("pc-missing"), ..need }.sql(false),
         is("operation_not_found"),
         &[],
@@ -199,7 +268,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     p.probe(
         rule,
         "advancing on another run's result is refused (foreign_operation)",
-        &a,
+        a,
         &T { require: Some(&foreign), ..need }.sql(false),
         is("foreign_operation"),
         &[],
@@ -208,7 +277,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     p.probe(
         rule,
         "advancing on an unsettled (unknown) result is refused",
-        &a,
+        a,
         &T { require: Some(&open), ..need }.sql(false),
         is("operation_not_settled"),
         &[],
@@ -217,41 +286,43 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     p.probe(
         rule,
         "advancing on this run's settled result commits",
-        &a,
+        a,
         &T { require: Some(&settled), ..need }.sql(false),
         ok_at(3, None),
         &[run_key(r1)],
     )
-    .await?;
+    .await
+}
 
-    // Intents: registered with the checkpoint, recognized again, a mismatch commits nothing.
+/// An intent registers with its checkpoint, is recognized when registered again, and a mismatch
+/// (another digest, tool or run — `r2` —, or another id for the same step) commits nothing.
+async fn intents(p: &mut Prober<'_>, save: T<'_>, r2: Uuid) -> Result<(), HarnessError> {
+    let (r1, a) = (save.run, save.owner);
     let op = format!("pc-intent-{r1}");
     let plan = T { expected: 3, intent: Some((&op, "s1", 1, "idem", "digest-1")), ..save };
-    let rule = "intent.same-transaction";
     p.probe(
-        rule,
+        tags::INTENT_SAME_TRANSACTION,
         "planning a step registers its intent with the checkpoint, as new",
-        &a,
+        a,
         &plan.sql(false),
         ok_at(4, Some("new")),
         &[run_key(r1), op_key(&op)],
     )
     .await?;
-    let rule = "intent.same-intent-recognized";
     p.probe(
-        rule,
+        tags::INTENT_SAME_INTENT_RECOGNIZED,
         "planning the same intent again is recognized as already registered",
-        &a,
+        a,
         &T { expected: 4, ..plan }.sql(false),
         ok_at(5, Some("already_registered")),
         &[run_key(r1)],
     )
     .await?;
-    let rule = "intent.mismatch-commits-nothing";
+    let rule = tags::INTENT_MISMATCH_COMMITS_NOTHING;
     p.probe(
         rule,
         "the same operation_id with another request digest raises FP001 and commits nothing",
-        &a,
+        a,
         &T { expected: 5, intent: Some((&op, "s1", 1, "idem", "digest-2")), ..plan }.sql(false),
         raised("FP001"),
         &[],
@@ -260,7 +331,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     p.probe(
         rule,
         "the same operation_id with another tool raises FP001 and commits nothing",
-        &a,
+        a,
         &T { expected: 5, intent: Some((&op, "s1", 1, "plain", "digest-1")), ..plan }.sql(false),
         raised("FP001"),
         &[],
@@ -269,7 +340,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     p.probe(
         rule,
         "the same operation_id from another run raises FP001 and commits nothing",
-        &a,
+        a,
         &T { run: r2, expected: 1, ..plan }.sql(false),
         raised("FP001"),
         &[],
@@ -279,54 +350,36 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     p.probe(
         rule,
         "the same (run, step, version) under another operation_id raises FP001 and commits nothing",
-        &a,
+        a,
         &T { expected: 5, intent: Some((&other, "s1", 1, "idem", "digest-1")), ..plan }.sql(false),
         raised("FP001"),
         &[],
     )
-    .await?;
+    .await
+}
 
-    // Terminal states are final.
-    p.probe(
-        "runs.transition-from-state",
-        "the holder completes the run",
-        &a,
-        &T { expected: 5, to: "succeeded", ..save }.sql(false),
-        ok_at(6, None),
-        &[run_key(r1)],
-    )
-    .await?;
-    p.probe(
-        "runs.terminal-final",
-        "a save of a succeeded run is refused as invalid_state",
-        &a,
-        &T { expected: 6, ..save }.sql(false),
-        is("invalid_state"),
-        &[],
-    )
-    .await?;
-
-    // Expiry on the database clock, at the moment the function runs.
-    let mut done = false;
+/// A transition whose statement began before the lease (of `r3`) expired but runs after it is
+/// refused; retried with a longer lease while inconclusive (the statement began after the expiry
+/// on a loaded machine).
+async fn expiry(p: &mut Prober<'_>, base: T<'_>, r3: Uuid) -> Result<(), HarnessError> {
+    let a = base.owner;
     let mut expected = 0;
     let mut started = false;
     for ttl in [SHORT_TTL_MS, 2_000, 5_000] {
         p.until("r3's lease to be free or expired", &format!("(SELECT owner IS NULL OR expires_at <= clock_timestamp() FROM worker_leases WHERE run_id = '{r3}'::uuid)")).await?;
-        let e = acquire(&p, r3, &a, ttl).await?;
+        let e = acquire(p, r3, a, ttl).await?;
         let t = if started {
             T { run: r3, epoch: e, expected, from: "running", to: "running", ..base }
         } else {
             T { run: r3, epoch: e, ..base }
         };
         let moment = format!("(SELECT expires_at FROM worker_leases WHERE run_id = '{r3}'::uuid)");
-        let rule = "commit.lease-owner-epoch-live";
+        let rule = tags::COMMIT_LEASE_OWNER_EPOCH_LIVE;
         if let Some(_a) = p
-            .probe_held(rule, "a transition whose statement began before the lease expired but runs after it is refused as lease_lost", &a, &t.sql(true), &moment, is("lease_lost"), &[])
+            .probe_held(rule, "a transition whose statement began before the lease expired but runs after it is refused as lease_lost", a, &t.sql(true), &moment, is("lease_lost"), &[])
             .await?
         {
-            p.probe(rule, "a transition on an expired lease is refused as lease_lost", &a, &t.sql(false), is("lease_lost"), &[]).await?;
-            done = true;
-            break;
+            return p.probe(rule, "a transition on an expired lease is refused as lease_lost", a, &t.sql(false), is("lease_lost"), &[]).await;
         }
         // Inconclusive: whatever the held call did is now the run's state.
         let rev: i64 = sqlx::query_scalar("SELECT revision FROM agent_runs WHERE run_id = $1")
@@ -336,13 +389,5 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         started = rev > 0;
         expected = rev;
     }
-    if !done {
-        return Err(HarnessError::Other(
-            "the expiry probe stayed inconclusive with a 5 s lease (a very loaded machine)".into(),
-        ));
-    }
-    let final_rev: i64 =
-        sqlx::query_scalar("SELECT revision FROM agent_runs WHERE run_id = $1").bind(r1).fetch_one(&p.ctx.pool).await?;
-    p.ctx.check(Check::equal("[commit.revision-cas] r1's revision after 6 accepted transitions", final_rev, 6));
-    p.finish().await
+    Err(HarnessError::Other("the expiry probe stayed inconclusive with a 5 s lease (a very loaded machine)".into()))
 }

@@ -23,7 +23,7 @@ use serde_json::Value;
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
-use crate::ctx::{Ctx, CONTROL, STEP};
+use crate::ctx::{Ctx, CONTROL, STEP, WORKER_LOGIN_EXISTS};
 
 /// The advisory key the harness holds to keep a probe's statement waiting before its function runs.
 const HOLD_KEY: i64 = 0x7061_7069; // "papi"
@@ -108,7 +108,7 @@ impl<'a> Prober<'a> {
             Some(login) => Some(Prober { ctx, login }),
             None => {
                 ctx.check(Check::fail(
-                    "the worker login exists",
+                    WORKER_LOGIN_EXISTS,
                     "this backend gives the harness no worker login (an external database); run P-api on a cluster the harness starts",
                 ));
                 None
@@ -207,7 +207,7 @@ impl<'a> Prober<'a> {
             serde_json::json!({"what": what, "answer": show(a), "changed": moved, "allowed": want}),
         );
         self.ctx.check(Check::expect(
-            format!("[{rule}] {what}"),
+            crate::tags::tagged(rule, what),
             good,
             format!("answered {}; rows changed {:?}, allowed {:?}", show(a), moved, want),
         ));
@@ -324,8 +324,7 @@ impl<'a> Prober<'a> {
     pub async fn finish(self) -> Result<(), HarnessError> {
         let probes = self.ctx.checks.len();
         let failed = self.ctx.checks.iter().filter(|c| !c.passed()).count();
-        let rules: BTreeSet<&str> =
-            self.ctx.checks.iter().filter_map(|c| c.name.strip_prefix('[').and_then(|n| n.split(']').next())).collect();
+        let rules: BTreeSet<&str> = self.ctx.checks.iter().filter_map(|c| crate::tags::tag_of(&c.name)).collect();
         let note = format!("{probes} probes of {} rules, {failed} broken", rules.len());
         self.ctx.note(note);
         let rows = self.ctx.commits().await?;

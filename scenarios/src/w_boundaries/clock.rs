@@ -9,11 +9,31 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
+use crate::catalogue;
 use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::experiment::{Checks, Experiment, Judges, Need};
 use crate::frozen_clock::FrozenServer;
 use crate::outbox_setup;
 
 pub const TITLE: &str = "The worker at the exact instant of expiry (database clock frozen with libfaketime)";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "W-clock",
+    title: TITLE,
+    section: "05, 10",
+    needs: &[Need::ClockServer],
+    judges: Judges::Protocol,
+    checks: Checks::NO_ANSWERS,
+    rules: &[
+        &catalogue::LEASE_ACQUIRE_FREE_OR_EXPIRED,
+        &catalogue::COMMIT_LEASE_OWNER_EPOCH_LIVE,
+        &catalogue::CLOCK_DATABASE_TIME,
+        &catalogue::UNKNOWN_EXPIRED_CLAIM_AS_SEEN,
+    ],
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
 
 const T0: &str = "2030-01-01 00:00:00";
 const T1: &str = "2030-01-01 00:00:01";
@@ -34,7 +54,7 @@ async fn steps(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), HarnessError>
     require_ok(&a.request(acquire(1_000), STEP).await?, &format!("A takes a 1 s lease at {T0}"))?;
     require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A starts")?;
 
-    server.set(ctx, T1)?;
+    server.set(T1)?;
     let mark = ctx.oracle_mark().await?;
     let saved = a.request(json!({"cmd": "save", "checkpoint": {"at": T1}}), STEP).await?;
     let rows = ctx.commits().await?;
@@ -68,9 +88,9 @@ async fn steps(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), HarnessError>
     let op = planned["data"]["operation_id"].as_str().unwrap_or_default().to_string();
     let mut held = outbox_setup::dispatch_held_before_result(ctx, &tools, "d", 0x636c_6f63, 1_000).await?;
     held.dispatcher.kill().await?;
-    held.barrier.release().await?;
+    held.barrier.heal().await?;
     let claimed = ctx.operation(&op).await?;
-    server.set(ctx, T2)?;
+    server.set(T2)?;
     let mut r = ctx.spawn_dispatcher("r", &tools).await?;
     let pass = r.request(json!({"cmd": "reconcile"}), STEP).await?;
     let after = ctx.operation(&op).await?;

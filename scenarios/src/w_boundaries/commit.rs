@@ -8,8 +8,22 @@ use fenceproof_protocol::runs;
 use serde_json::json;
 
 use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::experiment::{Checks, Experiment, Judges};
 
 pub const TITLE: &str = "The worker's protected writes at their boundaries: neighbouring runs at the same revision, transitions from the wrong state";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "W-commit",
+    title: TITLE,
+    section: "06, 07",
+    needs: &[],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[],
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
 
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let err = |e: fenceproof_protocol::ProtocolError| HarnessError::Other(e.to_string());

@@ -11,10 +11,25 @@ use fenceproof_harness::HarnessError;
 use serde_json::json;
 use uuid::Uuid;
 
+use crate::catalogue;
 use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::experiment::{Checks, Experiment, Judges};
 
 pub const TITLE: &str =
     "The worker's control plane at its boundaries: cancel of one run among others, of a finished run, racing retries";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "W-control",
+    title: TITLE,
+    section: "04, 07, 09.3",
+    needs: &[],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[&catalogue::RUNS_ONE_LIVE_RUN_PER_TASK, &catalogue::CANCEL_PREPARED_TO_CANCELLED],
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
 
 fn run_of(ev: &serde_json::Value) -> Result<Uuid, HarnessError> {
     data(ev)["run_id"]
@@ -75,7 +90,11 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     require_ok(&cp.request(json!({"cmd": "cancel", "run_id": r3}), STEP).await?, "cancel it (a retry may follow)")?;
     // A share lock: a create that locks the task row waits at that lock; one that reads it
     // unlocked runs on to its write of active_run_id and waits there, having read the old value.
-    let hold = RowHold::share(&ctx.db_url, CONTROL, "agent_tasks", "task_id", &task).await?;
+    let hold = fenceproof_harness::faults::inject(
+        RowHold::share(&ctx.db_url, CONTROL, "agent_tasks", "task_id", &task),
+        &ctx.timeline,
+    )
+    .await?;
     let ids = (
         cp.send(json!({"cmd": "create_run", "task_id": task})).await?,
         cp2.send(json!({"cmd": "create_run", "task_id": task})).await?,
@@ -94,7 +113,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
                 break;
             }
             if started.elapsed() > STEP {
-                hold.release().await?;
+                hold.heal().await?;
                 return Err(HarnessError::Other(format!(
                     "{} neither answered create_run nor waited within {STEP:?}",
                     p.owner
@@ -103,7 +122,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
             tokio::time::sleep(fenceproof_harness::wait::POLL_EVERY).await;
         }
     }
-    hold.release().await?;
+    hold.heal().await?;
     let [e1, e2] = early;
     let a1 = match e1 {
         Some(a) => a,

@@ -21,9 +21,31 @@ use fenceproof_protocol::runs;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use crate::catalogue;
 use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::experiment::{Checks, Experiment, Judges};
 
 pub const TITLE: &str = "The worker at the lease rules' boundaries: neighbouring leases, expiry without takeover, checks held across expiry";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "W-lease",
+    title: TITLE,
+    section: "05",
+    needs: &[],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[
+        &catalogue::LEASE_ACQUIRE_FREE_OR_EXPIRED,
+        &catalogue::LEASE_RENEW_OWNER_EPOCH,
+        &catalogue::LEASE_RENEW_UNEXPIRED,
+        &catalogue::LEASE_RELEASE_OWNER_EPOCH,
+        &catalogue::LEASE_RELEASE_KEEPS_EPOCH,
+        &catalogue::COMMIT_LEASE_OWNER_EPOCH_LIVE,
+    ],
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
 
 fn acquire(run: Uuid, ttl_ms: i64) -> Value {
     json!({"cmd": "acquire", "run_id": run, "ttl_ms": ttl_ms, "heartbeat_ms": 600_000, "renew_timeout_ms": 5_000})
@@ -152,7 +174,11 @@ async fn held_across_expiry(
         if run_now["status"] == "pending" {
             require_ok(&x.request(json!({"cmd": "start"}), STEP).await?, &format!("{what} worker starts"))?;
         }
-        let hold = RowHold::hold(&ctx.db_url, CONTROL, "worker_leases", "run_id", &run.to_string()).await?;
+        let hold = fenceproof_harness::faults::inject(
+            RowHold::update(&ctx.db_url, CONTROL, "worker_leases", "run_id", &run.to_string()),
+            &ctx.timeline,
+        )
+        .await?;
         let mark = ctx.oracle_mark().await?;
         let id = x.send(cmd(i as u32)).await?;
         // The worker's statement must come to the lease row (its check is made under the row's
@@ -172,7 +198,7 @@ async fn held_across_expiry(
             tokio::time::sleep(fenceproof_harness::wait::POLL_EVERY).await;
         }
         if let Some(a) = early {
-            hold.release().await?;
+            hold.heal().await?;
             let rule = if what == "renew" { "lease.renew-unexpired" } else { "commit.lease-owner-epoch-live" };
             check(
                 ctx,
@@ -190,7 +216,7 @@ async fn held_across_expiry(
                 .fetch_one(&ctx.pool)
                 .await?;
         let waited = if blocked && live { ctx.wait_lease_expired(run).await } else { Ok(()) };
-        hold.release().await?;
+        hold.heal().await?;
         if !blocked {
             return Err(HarnessError::Other(format!(
                 "the {what} neither answered nor waited on the lease row within {STEP:?}"

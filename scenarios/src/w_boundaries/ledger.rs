@@ -9,10 +9,25 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
+use crate::catalogue;
 use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::experiment::{Checks, Experiment, Judges};
 
 pub const TITLE: &str =
     "The worker's dispatcher at the outbox boundaries: intents of finished runs, rows held by another claim";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "W-ledger",
+    title: TITLE,
+    section: "09",
+    needs: &[],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    rules: &[&catalogue::CLAIM_PREPARED_OF_LIVE_RUNS, &catalogue::CLAIM_SKIP_LOCKED],
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
 
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let err = |e: fenceproof_protocol::ProtocolError| HarnessError::Other(e.to_string());
@@ -57,7 +72,11 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         data(&first)["operation_id"].as_str().unwrap_or_default().to_string(),
         data(&second)["operation_id"].as_str().unwrap_or_default().to_string(),
     );
-    let hold = RowHold::hold(&ctx.db_url, CONTROL, "tool_operations", "operation_id", &held_op).await?;
+    let hold = fenceproof_harness::faults::inject(
+        RowHold::update(&ctx.db_url, CONTROL, "tool_operations", "operation_id", &held_op),
+        &ctx.timeline,
+    )
+    .await?;
     let mut e = ctx.spawn_dispatcher("e", &tools).await?;
     let id = e.send(json!({"cmd": "dispatch", "claim_ttl_ms": 30_000, "call_timeout_ms": 5_000, "limit": 1})).await?;
     // Either the answer comes, or the dispatcher is seen waiting on the held row: only that
@@ -76,7 +95,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         }
         tokio::time::sleep(fenceproof_harness::wait::POLL_EVERY).await;
     }
-    hold.release().await?;
+    hold.heal().await?;
     let answer = match early {
         Some(a) => a,
         None => e.reply(id, STEP).await?,

@@ -7,16 +7,18 @@
 //! - a **lost request** ([`Proxy::lose_request`]): that transaction's COMMIT (or the autocommit
 //!   statement itself) never reaches the server, and the connection is closed;
 //! - a **cut inside a transaction** ([`Proxy::cut_in_transaction`]);
-//! - **latency** on every reply ([`Proxy::delay`]), with jitter;
+//! - **latency** on every reply ([`Proxy::latency`]), with jitter;
 //! - a **partition** ([`Proxy::partition`]): every connection of the worker stalls in both
 //!   directions and new ones are not answered, while the process keeps running;
 //! - a **statement barrier** ([`Proxy::hold`], [`Proxy::hold_n`]): statements matching a pattern
 //!   are held before they reach the server until the harness releases them, so a barrier needs no
 //!   cooperation from the worker.
 //!
-//! Every fault is bounded (an armed fault has a deadline, a partition and a hold a maximum
-//! length), recorded in the timeline as it is injected, fires and heals, and healed when its
-//! handle or the proxy is dropped. The proxy lives inside the harness process: when the harness
+//! Each method answers a fault of the common shape ([`crate::faults::Fault`]), injected with
+//! [`crate::faults::inject`], which records its injection and heal. Every fault is bounded (an
+//! armed fault has a deadline, a partition and a hold a maximum length); the proxy itself records
+//! what happens on the wire (a statement held, an armed fault firing); each fault is healed when
+//! its guard or the proxy is dropped. The proxy lives inside the harness process: when the harness
 //! dies its connections die with it and nothing is left behind.
 //!
 //! Patterns are regular expressions matched against the statement's SQL reduced by
@@ -24,8 +26,11 @@
 //! experiments use.
 
 mod conn;
+mod faults;
 pub mod frame;
 pub mod patterns;
+
+pub use faults::{Armed, Hold, Latency, Partition};
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -50,7 +55,7 @@ pub enum ArmKind {
 }
 
 impl ArmKind {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             ArmKind::LoseAck => "lost acknowledgement",
             ArmKind::LoseRequest => "lost request",
@@ -305,15 +310,20 @@ impl Proxy {
     }
 
     fn arm(&self, kind: ArmKind, p: &str, within: Duration) -> Result<Armed> {
-        let pattern = pattern(p)?;
+        Ok(Armed {
+            id: self.next_id(),
+            kind,
+            pattern: pattern(p)?,
+            source: p.to_string(),
+            within,
+            shared: self.shared.clone(),
+        })
+    }
+
+    fn next_id(&self) -> u64 {
         let mut st = self.shared.st();
         st.next_id += 1;
-        let id = st.next_id;
-        st.arm = Some(Arm { id, kind, pattern, until: Instant::now() + within });
-        drop(st);
-        self.shared
-            .record(&format!("armed: {}", kind.as_str()), json!({"pattern": p, "within_ms": within.as_millis()}));
-        Ok(Armed { id, kind, shared: self.shared.clone() })
+        st.next_id
     }
 
     /// The next transaction (within `within`) that runs a statement matching `p` commits on the
@@ -334,24 +344,16 @@ impl Proxy {
         self.arm(ArmKind::CutInTransaction, p, within)
     }
 
-    /// Add `base` plus up to `jitter` to every reply (at each ReadyForQuery); `None` heals it.
-    pub fn delay(&self, d: Option<(Duration, Duration)>) {
-        self.shared.st().delay = d;
-        let detail = match d {
-            Some((b, j)) => json!({"base_ms": b.as_millis(), "jitter_ms": j.as_millis()}),
-            None => json!({}),
-        };
-        self.shared.record(if d.is_some() { "latency injected" } else { "latency healed" }, detail);
+    /// `base` plus up to `jitter` added to every reply (at each ReadyForQuery).
+    pub fn latency(&self, base: Duration, jitter: Duration) -> Latency {
+        Latency { base, jitter, shared: self.shared.clone() }
     }
 
-    /// Cut the worker off from the server for at most `max`: every connection stalls in both
-    /// directions and new connections are held, while the process runs on. Healed by
-    /// [`Partition::heal`], on drop, or when `max` has passed.
+    /// The worker cut off from the server for at most `max`: every connection stalls in both
+    /// directions and new connections are held, while the process runs on. Healed by its heal,
+    /// on drop, or when `max` has passed.
     pub fn partition(&self, max: Duration) -> Partition {
-        self.shared.st().partition_until = Some(Instant::now() + max);
-        self.shared.record("partition injected", json!({"max_ms": max.as_millis()}));
-        self.shared.bump();
-        Partition { shared: self.shared.clone(), healed: false }
+        Partition { max, shared: self.shared.clone(), on: false }
     }
 
     /// Hold the first statement matching `p` before it reaches the server, for at most `max`.
@@ -362,14 +364,14 @@ impl Proxy {
     /// Hold the first `limit` statements matching `p` (on any of the worker's connections) before
     /// they reach the server, all until one release, for at most `max`.
     pub fn hold_n(&self, p: &str, limit: usize, max: Duration) -> Result<Hold> {
-        let pattern = pattern(p)?;
-        let mut st = self.shared.st();
-        st.next_id += 1;
-        let id = st.next_id;
-        st.hold = Some(HoldArm { id, pattern, until: Instant::now() + max, limit, held: Vec::new(), released: false });
-        drop(st);
-        self.shared.record("barrier armed", json!({"pattern": p, "max_ms": max.as_millis()}));
-        Ok(Hold { id, shared: self.shared.clone(), released: false })
+        Ok(Hold {
+            id: self.next_id(),
+            pattern: pattern(p)?,
+            source: p.to_string(),
+            limit,
+            max,
+            shared: self.shared.clone(),
+        })
     }
 
     /// Heal every fault: disarm, end the partition, release the barrier, remove the latency.
@@ -392,127 +394,5 @@ impl Drop for Proxy {
         self.heal_all();
         self.accept.abort();
         self.shared.record("proxy stopped", json!({}));
-    }
-}
-
-/// An armed one-shot fault.
-pub struct Armed {
-    id: u64,
-    pub kind: ArmKind,
-    shared: Arc<Shared>,
-}
-
-impl Armed {
-    /// Wait (at most `timeout`) until the fault fired.
-    pub async fn fired(&self, timeout: Duration) -> Result<Fired> {
-        let until = Instant::now() + timeout;
-        loop {
-            let mut rx = self.shared.changed.subscribe();
-            if let Some((_, f)) = self.shared.st().fired.iter().find(|(id, _)| *id == self.id) {
-                return Ok(f.clone());
-            }
-            if Instant::now() >= until {
-                return Err(HarnessError::Timeout {
-                    what: format!("the armed {} to fire (no matching statement reached the proxy)", self.kind.as_str()),
-                    after_ms: timeout.as_millis(),
-                });
-            }
-            let _ = tokio::time::timeout_at(until.into(), rx.changed()).await;
-        }
-    }
-
-    /// Disarm, if it has not fired.
-    pub fn disarm(&self) {
-        let mut st = self.shared.st();
-        if st.arm.as_ref().is_some_and(|a| a.id == self.id) {
-            st.arm = None;
-        }
-    }
-}
-
-/// A partition, healed by [`Partition::heal`] or on drop.
-pub struct Partition {
-    shared: Arc<Shared>,
-    healed: bool,
-}
-
-impl Partition {
-    pub fn heal(mut self) {
-        self.do_heal();
-    }
-
-    fn do_heal(&mut self) {
-        if !self.healed {
-            self.healed = true;
-            self.shared.st().partition_until = None;
-            self.shared.record("partition healed", json!({}));
-            self.shared.bump();
-        }
-    }
-}
-
-impl Drop for Partition {
-    fn drop(&mut self) {
-        self.do_heal();
-    }
-}
-
-/// A statement barrier; released by [`Hold::release`] or on drop.
-pub struct Hold {
-    id: u64,
-    shared: Arc<Shared>,
-    released: bool,
-}
-
-impl Hold {
-    /// Wait (at most `timeout`) until a matching statement is held; returns its connection and SQL.
-    pub async fn held(&self, timeout: Duration) -> Result<(u64, String)> {
-        let h = self.held_n(1, timeout).await?.remove(0);
-        Ok((h.connection, h.sql))
-    }
-
-    /// The statements held so far.
-    pub fn holding(&self) -> Vec<HeldStatement> {
-        self.shared.st().hold.as_ref().filter(|h| h.id == self.id).map(|h| h.held.clone()).unwrap_or_default()
-    }
-
-    /// Wait (at most `timeout`) until `n` matching statements are held.
-    pub async fn held_n(&self, n: usize, timeout: Duration) -> Result<Vec<HeldStatement>> {
-        let until = Instant::now() + timeout;
-        loop {
-            let mut rx = self.shared.changed.subscribe();
-            let now = self.holding();
-            if now.len() >= n {
-                return Ok(now);
-            }
-            if Instant::now() >= until {
-                return Err(HarnessError::Timeout {
-                    what: "a statement matching the barrier's pattern to reach the proxy".into(),
-                    after_ms: timeout.as_millis(),
-                });
-            }
-            let _ = tokio::time::timeout_at(until.into(), rx.changed()).await;
-        }
-    }
-
-    pub fn release(mut self) {
-        self.do_release();
-    }
-
-    fn do_release(&mut self) {
-        if !self.released {
-            self.released = true;
-            if let Some(h) = self.shared.st().hold.as_mut().filter(|h| h.id == self.id) {
-                h.released = true;
-            }
-            self.shared.record("barrier released", json!({}));
-            self.shared.bump();
-        }
-    }
-}
-
-impl Drop for Hold {
-    fn drop(&mut self) {
-        self.do_release();
     }
 }

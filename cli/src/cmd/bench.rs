@@ -1,0 +1,121 @@
+//! `fenceproof bench`: renewal, claim and protected-commit load on a fresh native cluster, beside
+//! raw PostgreSQL and pgbench, and whether the database holds the contract's load.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fenceproof_bench::BenchOptions;
+use fenceproof_harness::contract::{BackendKind, Contract};
+use fenceproof_harness::report::exit;
+
+use crate::fail::usage;
+use crate::server::ServerArgs;
+
+/// Measure renewal, claim and protected-commit load on a fresh cluster, side by side with raw
+/// PostgreSQL and pgbench, and say whether the database holds the contract's load.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Seconds per main phase (load-curve and growth phases take half).
+    #[arg(long, default_value_t = 2.0)]
+    duration: f64,
+    /// Clients of the main phases.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
+    clients: u32,
+    /// Lease owners (worker processes' worth) of the renewal phases.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
+    workers: u32,
+    /// Dispatchers of the claim phases.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    dispatchers: u32,
+    /// Leases per batched renewal.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    renew_batch: u32,
+    /// Operations per claim.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    claim_batch: u32,
+    /// Active leases and prepared backlog of the main phases.
+    #[arg(long, default_value_t = 10_000)]
+    size: u64,
+    /// Only the driver-overhead phases (our driver and pgbench on identical SQL), e.g. to profile
+    /// the driver under callgrind.
+    #[arg(long)]
+    driver_only: bool,
+    /// Sizes of the growth phases (comma-separated; up to 1000000).
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000")]
+    growth: Vec<u64>,
+    /// Client counts of the load curves (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,16")]
+    load_clients: Vec<usize>,
+    /// A deployment contract: its [lease] heartbeat and [load] active_runs are what is sized.
+    #[arg(long)]
+    contract: Option<PathBuf>,
+    /// Active runs to size for (overrides the contract's).
+    #[arg(long)]
+    runs: Option<u64>,
+    /// Heartbeat in milliseconds to size for (overrides the contract's).
+    #[arg(long)]
+    heartbeat_ms: Option<u64>,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+pub async fn run(a: Args) -> u8 {
+    let contract = match crate::server::load_contract(a.contract.as_deref()) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if let Err(msg) = check(&a, contract.as_ref()) {
+        return usage(msg);
+    }
+    let opts = options(a, contract.as_ref());
+    crate::interrupt::interruptible(async move {
+        match fenceproof_bench::run(opts).await {
+            Ok((run, dir)) => {
+                print!("{}", fenceproof_bench::report::summary(&run, &dir));
+                exit::OK
+            }
+            Err(e) => crate::fail::harness_failed(e),
+        }
+    })
+    .await
+}
+
+/// The flags' combinations clap cannot check: the backend, the duration, the growth and load sizes.
+fn check(a: &Args, contract: Option<&Contract>) -> Result<(), &'static str> {
+    if a.server.backend.as_deref() == Some("container")
+        || contract.is_some_and(|c| c.database.backend == BackendKind::Container)
+    {
+        return Err("bench starts a native cluster with its own durable settings; the container backend is for verify");
+    }
+    if !(0.1..=3600.0).contains(&a.duration) {
+        return Err("--duration must be between 0.1 and 3600 seconds");
+    }
+    if a.growth.iter().any(|&g| !(100..=1_000_000).contains(&g))
+        || a.load_clients.iter().any(|&c| !(1..=64).contains(&c))
+    {
+        return Err("--growth sizes must be 100..=1000000 and --load-clients 1..=64");
+    }
+    Ok(())
+}
+
+/// The bench's options: the flags, else the contract's load and lease, else the defaults.
+fn options(a: Args, contract: Option<&Contract>) -> BenchOptions {
+    let lease = contract.map(|c| c.lease.clone()).unwrap_or_default();
+    BenchOptions {
+        pg_bin: a.server.pg_bin,
+        reports_dir: a.server.reports_dir,
+        duration: Duration::from_secs_f64(a.duration),
+        clients: a.clients as usize,
+        workers: a.workers as usize,
+        dispatchers: a.dispatchers as usize,
+        renew_batch: a.renew_batch as usize,
+        claim_batch: a.claim_batch as i64,
+        size: a.size.clamp(100, 1_000_000),
+        growth: a.growth,
+        driver_only: a.driver_only,
+        load_clients: a.load_clients,
+        active_runs: a.runs.or(contract.map(|c| c.load.active_runs)).unwrap_or(30_000),
+        heartbeat: Duration::from_millis(a.heartbeat_ms.unwrap_or(lease.heartbeat_ms as u64).max(1)),
+        renewal_timeout: Duration::from_millis(lease.renewal_timeout_ms as u64),
+    }
+}

@@ -1,0 +1,378 @@
+//! `fenceproof docs`: the tables and counts the docs show that describe the code, generated from
+//! the code, and the rewrite of the generated blocks of `README.md` and `docs/*.md`.
+//!
+//! A generated block sits between `<!-- generated:NAME -->` and `<!-- /generated -->`. A table
+//! (a generator whose text ends with a newline) starts on the line after the opening marker and
+//! the closing marker has a line of its own; a count or a list is inline, between the markers.
+//! `fenceproof docs` rewrites every block in place; `--check` writes nothing and names each stale
+//! block in one line (exit 1), which `cli/tests/generated_docs.rs` runs.
+
+use std::path::{Path, PathBuf};
+
+use fenceproof_harness::contract::ReplicationMode;
+use fenceproof_harness::report::exit;
+use fenceproof_scenarios::experiment::Need;
+
+const OPEN: &str = "<!-- generated:";
+const OPEN_END: &str = " -->";
+const CLOSE: &str = "<!-- /generated -->";
+
+/// One generated block: the name its markers carry and the function that writes it.
+struct Block {
+    name: &'static str,
+    make: fn() -> String,
+}
+
+const BLOCKS: &[Block] = &[
+    Block { name: "experiments", make: experiments_markdown },
+    Block { name: "matrix", make: matrix_markdown },
+    Block { name: "experiment-count", make: experiment_count },
+    Block { name: "rules", make: rules_markdown },
+    Block { name: "rule-count", make: rule_count },
+    Block { name: "checker-count", make: checker_count },
+    Block { name: "named-mutants", make: named_mutants_markdown },
+    Block { name: "named-mutant-count", make: named_mutant_count },
+    Block { name: "worker-mutant-count", make: worker_mutant_count },
+    Block { name: "sql-mutants", make: sql_mutants_markdown },
+    Block { name: "sql-mutant-count", make: sql_mutant_count },
+    Block { name: "equivalent-count", make: equivalent_count },
+    Block { name: "external-rows", make: external_rows },
+    Block { name: "external-row-count", make: external_row_count },
+    Block { name: "external-skipped", make: external_skipped_markdown },
+];
+
+/// The text of the block called `name`, or `None` for a name no generator has.
+pub fn generate(name: &str) -> Option<String> {
+    BLOCKS.iter().find(|b| b.name == name).map(|b| (b.make)())
+}
+
+/// A Markdown table cell: pipes escaped, line breaks folded.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// The experiment table, one line per row of the matrix, as `list --markdown` prints it.
+pub fn experiments_markdown() -> String {
+    let mut s =
+        String::from("| id | experiment | spec § | needs | against `--database-url` |\n|---|---|---|---|---|\n");
+    for e in fenceproof_scenarios::all() {
+        let needs: Vec<&str> = e.needs.iter().map(|n| need_label(*n)).collect();
+        let needs = if needs.is_empty() { "-".to_string() } else { needs.join(", ") };
+        let external = match (e.external_skip(false), e.external_skip(true)) {
+            (None, _) => "runs",
+            (Some(_), None) => "with `[failover]` hooks",
+            (Some(_), Some(_)) => "skipped",
+        };
+        s.push_str(&format!("| {} | {} | {} | {needs} | {external} |\n", e.id, cell(e.title), e.section));
+    }
+    s
+}
+
+/// A need as the experiment table names it.
+fn need_label(n: Need) -> &'static str {
+    match n {
+        Need::WorkerLogin => "worker login",
+        Need::LegacyLogin => "legacy login",
+        Need::ServerFreeze => "server freeze",
+        Need::OwnServer => "own server",
+        Need::Standby(ReplicationMode::Async) => "async standby",
+        Need::Standby(ReplicationMode::Sync) => "sync standby",
+        Need::ClockServer => "clock server",
+        Need::Redis => "Redis",
+    }
+}
+
+/// The README's one-line-per-row summary of the matrix.
+pub fn matrix_markdown() -> String {
+    let mut s = String::from("| id | what the row tests |\n|---|---|\n");
+    for e in fenceproof_scenarios::all() {
+        s.push_str(&format!("| {} | {} |\n", e.id, cell(e.title)));
+    }
+    s
+}
+
+fn experiment_count() -> String {
+    fenceproof_scenarios::all().len().to_string()
+}
+
+/// The rule catalogue: per rule its section, statement, and how many checks judge it and rows
+/// exercise it, as `rules --markdown` prints it.
+pub fn rules_markdown() -> String {
+    let mut s = String::from("| rule | § | statement | checks | rows |\n|---|---|---|---|---|\n");
+    for r in catalogue::rules() {
+        s.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} |\n",
+            r.id,
+            r.section,
+            cell(r.statement),
+            r.checkers.len(),
+            catalogue::exercised_by(r)
+        ));
+    }
+    s.push_str(&format!("\n{} rules, judged by {} distinct checks.\n", rule_count(), checker_count()));
+    s
+}
+
+fn rule_count() -> String {
+    catalogue::rules().len().to_string()
+}
+
+fn checker_count() -> String {
+    let names: std::collections::BTreeSet<&str> =
+        catalogue::rules().iter().flat_map(|r| r.checkers.iter().copied()).collect();
+    names.len().to_string()
+}
+
+/// The named worker mutants, each with the rule it removes.
+pub fn named_mutants_markdown() -> String {
+    use fenceproof_protocol::mutant::Mutant;
+    let mut s = String::from("| mutant | the rule it removes |\n|---|---|\n");
+    for m in Mutant::ALL {
+        let rule = match fenceproof_scenarios::operator_experiment(*m) {
+            Some(row) => format!("{} (an operator step, run in {})", m.rule(), row.id),
+            None => m.rule().to_string(),
+        };
+        s.push_str(&format!("| `{}` | {} |\n", m.name(), cell(&rule)));
+    }
+    s
+}
+
+fn named_mutant_count() -> String {
+    fenceproof_protocol::mutant::Mutant::ALL.len().to_string()
+}
+
+/// The named mutants of worker code (all but the operator mutants), which the schedules search.
+fn worker_mutant_count() -> String {
+    let all = fenceproof_protocol::mutant::Mutant::ALL;
+    all.iter().filter(|m| !m.is_operator()).count().to_string()
+}
+
+/// The generated SQL mutants per fenced function and per direct-path statement.
+pub fn sql_mutants_markdown() -> String {
+    let mut per: Vec<(String, usize)> = Vec::new();
+    for m in fenceproof_mutants::sql::all_mutants() {
+        match per.iter_mut().find(|(f, _)| *f == m.function) {
+            Some((_, n)) => *n += 1,
+            None => per.push((m.function.clone(), 1)),
+        }
+    }
+    let mut s = String::from("| function or statement | mutants |\n|---|---|\n");
+    for (f, n) in &per {
+        s.push_str(&format!("| `{f}` | {n} |\n"));
+    }
+    let direct: usize = per.iter().filter(|(f, _)| fenceproof_mutants::sql::is_direct(f)).map(|(_, n)| n).sum();
+    let total: usize = per.iter().map(|(_, n)| n).sum();
+    s.push_str(&format!(
+        "\n{total} mutants: {} of the `fp_*` functions, {direct} of the direct-path statements; {} reviewed as equivalent.\n",
+        total - direct,
+        equivalent_count()
+    ));
+    s
+}
+
+fn sql_mutant_count() -> String {
+    fenceproof_mutants::sql::all_mutants().len().to_string()
+}
+
+fn equivalent_count() -> String {
+    fenceproof_mutants::equivalents::load().map(|m| m.len()).unwrap_or(0).to_string()
+}
+
+/// The ids of the rows that run against `--database-url` without a contract's failover hooks.
+fn external_ids() -> Vec<&'static str> {
+    fenceproof_scenarios::all().iter().filter(|e| e.external_skip(false).is_none()).map(|e| e.id).collect()
+}
+
+fn external_rows() -> String {
+    external_ids().join(", ")
+}
+
+fn external_row_count() -> String {
+    external_ids().len().to_string()
+}
+
+/// The rows an external database does not run (without a contract's hooks), each with the reason.
+pub fn external_skipped_markdown() -> String {
+    let mut s = String::from("| row | why it does not run against `--database-url` |\n|---|---|\n");
+    for e in fenceproof_scenarios::all() {
+        if let Some(why) = e.external_skip(false) {
+            s.push_str(&format!("| {} | {} |\n", e.id, cell(why)));
+        }
+    }
+    s
+}
+
+/// The rule catalogue, wherever it lives.
+mod catalogue {
+    pub use fenceproof_harness::check::rule::Rule;
+
+    pub fn rules() -> &'static [&'static Rule] {
+        fenceproof_scenarios::catalogue::RULES
+    }
+
+    /// How many rows exercise rule `r`.
+    pub fn exercised_by(r: &Rule) -> usize {
+        fenceproof_scenarios::catalogue::exercised_by(r).len()
+    }
+}
+
+/// One block whose text differs from what the code generates.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Stale {
+    /// The 1-based line of the opening marker.
+    pub line: usize,
+    pub name: String,
+    /// The first line of the block (1-based, counted from the marker's) that differs.
+    pub first_difference: usize,
+}
+
+/// `text` with every generated block rewritten, and the blocks that were stale; an error for an
+/// unknown block name or a marker left open.
+pub fn rewrite(text: &str) -> Result<(String, Vec<Stale>), String> {
+    rewrite_with(text, generate)
+}
+
+fn rewrite_with(text: &str, make: impl Fn(&str) -> Option<String>) -> Result<(String, Vec<Stale>), String> {
+    let (mut out, mut stale, mut rest) = (String::new(), Vec::new(), text);
+    while let Some(at) = rest.find(OPEN) {
+        let line = text[..text.len() - rest.len() + at].matches('\n').count() + 1;
+        let after = &rest[at + OPEN.len()..];
+        let name_end = after.find(OPEN_END).ok_or(format!("line {line}: a generated marker without ` -->`"))?;
+        let name = &after[..name_end];
+        let body_start = at + OPEN.len() + name_end + OPEN_END.len();
+        let close = rest[body_start..].find(CLOSE).ok_or(format!("line {line}: generated:{name} is never closed"))?;
+        let old = &rest[body_start..body_start + close];
+        let fresh = make(name).ok_or(format!("line {line}: no generator is called `{name}`"))?;
+        let new = if fresh.ends_with('\n') { format!("\n{fresh}") } else { fresh };
+        if old != new {
+            let first_difference = old.lines().zip(new.lines()).take_while(|(a, b)| a == b).count() + 1;
+            stale.push(Stale { line, name: name.to_string(), first_difference });
+        }
+        out.push_str(&rest[..body_start]);
+        out.push_str(&new);
+        rest = &rest[body_start + close..];
+    }
+    out.push_str(rest);
+    Ok((out, stale))
+}
+
+/// The Markdown files that may hold generated blocks: `README.md` and `docs/*.md` under `root`.
+fn files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut v = vec![root.join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    v.extend(docs);
+    Ok(v)
+}
+
+/// Rewrite the generated blocks under `root` (with `check`, only list the stale ones). Exit 0 when
+/// nothing was stale or everything was rewritten, 1 when `check` found a stale block, 2 for a
+/// folder without the docs or a malformed marker.
+pub fn run(root: &Path, check: bool) -> u8 {
+    let paths = match files(root) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("fenceproof: cannot read {}: {e}", root.join("docs").display());
+            return exit::USAGE;
+        }
+    };
+    let mut stale_blocks = 0;
+    for path in paths {
+        let shown = path.strip_prefix(root).unwrap_or(&path).display().to_string();
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("fenceproof: cannot read {shown}: {e}");
+                return exit::USAGE;
+            }
+        };
+        let (new, stale) = match rewrite(&text) {
+            Ok(r) => r,
+            Err(msg) => {
+                eprintln!("fenceproof: {shown}: {msg}");
+                return exit::USAGE;
+            }
+        };
+        for s in &stale {
+            let verb = if check { "is stale" } else { "rewritten" };
+            println!(
+                "{shown}:{}: generated:{} {verb} (first difference at its line {})",
+                s.line, s.name, s.first_difference
+            );
+        }
+        stale_blocks += stale.len();
+        if !check && !stale.is_empty() {
+            if let Err(e) = std::fs::write(&path, new) {
+                eprintln!("fenceproof: cannot write {shown}: {e}");
+                return exit::HARNESS;
+            }
+        }
+    }
+    if check && stale_blocks > 0 {
+        println!("{stale_blocks} generated block(s) differ from the code; run `fenceproof docs` (or `just docs`)");
+        return exit::FAILED;
+    }
+    exit::OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixed(name: &str) -> Option<String> {
+        match name {
+            "table" => Some("| a |\n|---|\n| 1 |\n".into()),
+            "count" => Some("3".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn blocks_and_inline_counts_are_rewritten_and_reported_stale() {
+        let text = "x <!-- generated:count -->2<!-- /generated --> y\n<!-- generated:table -->\n| a |\n|---|\n| 0 |\n<!-- /generated -->\nend\n";
+        let (new, stale) = rewrite_with(text, fixed).unwrap();
+        assert_eq!(
+            new,
+            "x <!-- generated:count -->3<!-- /generated --> y\n<!-- generated:table -->\n| a |\n|---|\n| 1 |\n<!-- /generated -->\nend\n"
+        );
+        assert_eq!(
+            stale,
+            vec![
+                Stale { line: 1, name: "count".into(), first_difference: 1 },
+                Stale { line: 2, name: "table".into(), first_difference: 4 },
+            ]
+        );
+        let (again, none) = rewrite_with(&new, fixed).unwrap();
+        assert_eq!((again.as_str(), none.len()), (new.as_str(), 0), "a rewritten text is current");
+    }
+
+    #[test]
+    fn unknown_names_and_open_markers_are_errors() {
+        assert!(rewrite_with("<!-- generated:nope -->x<!-- /generated -->", fixed).unwrap_err().contains("nope"));
+        assert!(rewrite_with("a\n<!-- generated:count -->3", fixed).unwrap_err().contains("line 2"));
+    }
+
+    #[test]
+    fn every_generator_writes_something() {
+        for b in BLOCKS {
+            assert!(!(b.make)().trim().is_empty(), "generated:{} is empty", b.name);
+        }
+        assert_eq!(experiments_markdown().lines().count(), fenceproof_scenarios::all().len() + 2);
+    }
+}
+
+/// Rewrite the tables and counts of README.md and docs/*.md that are generated from the code
+/// (between `<!-- generated:NAME -->` and `<!-- /generated -->`); `--check` only lists the
+/// stale ones, one line each, and exits 1.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Write nothing: list each stale block and exit 1 when there is one.
+    #[arg(long)]
+    pub check: bool,
+    /// The folder holding README.md and docs/.
+    #[arg(long, default_value = ".")]
+    pub root: PathBuf,
+}

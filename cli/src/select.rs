@@ -1,0 +1,68 @@
+//! Which experiments a command runs: `--only`, then what each command leaves out (the rows an
+//! external database cannot run, the rows a mutant run does not judge). It reads what the
+//! experiments declare (their needs and what they judge); it names none of them.
+
+use fenceproof_harness::contract::Contract;
+use fenceproof_scenarios::experiment::Judges;
+use fenceproof_scenarios::Experiment;
+
+/// The experiments named by `--only` (all without it), or the usage exit code after saying why.
+pub fn only(only: Option<&[String]>) -> Result<Vec<Experiment>, u8> {
+    fenceproof_scenarios::select(only).map_err(crate::fail::usage)
+}
+
+/// `verify`'s rows: with a contract, only the rows whose standby runs in its replication mode
+/// (rows without a standby stay); against a database URL, none of the rows whose needs only a
+/// server of the harness's own meets (each skip said once on stderr, with the reason the
+/// experiment's need gives).
+pub fn for_verify(
+    mut experiments: Vec<Experiment>,
+    contract: Option<&Contract>,
+    database_url: Option<&str>,
+) -> Vec<Experiment> {
+    if let Some(c) = contract {
+        experiments.retain(|e| e.standby().is_none_or(|m| m == c.replication.mode));
+    }
+    if database_url.is_none() {
+        return experiments;
+    }
+    let hooks = contract.is_some_and(|c| c.failover.is_some());
+    let mut said: Vec<&str> = Vec::new();
+    experiments.retain(|e| match e.external_skip(hooks) {
+        None => true,
+        Some(why) => {
+            if !said.contains(&why) {
+                let rows: Vec<&str> = fenceproof_scenarios::all()
+                    .iter()
+                    .filter(|x| x.external_skip(hooks) == Some(why))
+                    .map(|x| x.id)
+                    .collect();
+                eprintln!("fenceproof: {} {why}; skipped against --database-url", rows.join(", "));
+                said.push(why);
+            }
+            false
+        }
+    });
+    experiments
+}
+
+/// The named mutants' rows without `--only`: the rows that judge the protocol as a worker keeps
+/// it (a deployment row judges no worker; the role boundary and the fenced functions are outside
+/// what a worker mutant changes).
+pub fn for_named_mutants(mut experiments: Vec<Experiment>, only_given: bool) -> Vec<Experiment> {
+    if !only_given {
+        experiments.retain(|e| e.judges == Judges::Protocol);
+    }
+    experiments
+}
+
+/// The generated SQL mutants' rows: without `--only`, all but the deployment rows (the functions
+/// are the protocol: every other row calls them); the probes of the fenced functions first, short
+/// rows that kill most mutants.
+pub fn for_sql_mutants(mut experiments: Vec<Experiment>, only_given: bool) -> Vec<Experiment> {
+    if !only_given {
+        experiments.retain(|e| e.judges != Judges::Deployment);
+    }
+    experiments.sort_by_key(|e| e.judges != Judges::Functions);
+    experiments
+}

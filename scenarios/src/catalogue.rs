@@ -1,0 +1,639 @@
+//! The rule catalogue: the normative rules of spec §01–§13, one constant each, with the checks that
+//! judge it from evidence (the oracle, the final rows, the tools' ledger, the harness's timeline;
+//! never a worker's own word). A rule names its checks by their constant names, so a broken link
+//! is a compile error; which experiments exercise a rule is what the experiments declare
+//! ([`crate::experiment::Experiment::rules`] and [`crate::experiment::Checks`]), read by
+//! [`exercised_by`]. `fenceproof rules` prints it; each check of a run carries the rules it judges.
+//!
+//! A `*` in a checker matches any text: names built at run time (the P-api and W probes are named
+//! `[rule-id] what was probed`, so `[rule-id]*` names all of them).
+
+use fenceproof_harness::check::rule::{judged_by, Rule};
+
+use crate::experiment::Experiment;
+
+const HOLDER: &str = "only the current lease holder commits run state";
+const REVISIONS: &str = "revisions rise by exactly one per committed write";
+// The history and remote checks of the randomized schedules (`check::history`, `check::remote`).
+const NAMED_REVISION: &str = "a write commits only at the revision it named, and at most once";
+const STORED_AS_SENT: &str = "a committed checkpoint is exactly what was sent";
+const ANSWERS_AGREE: &str = "a write answered ok committed, a write answered with a refusal did not";
+const EFFECTS_REGISTERED: &str = "every remote effect carries a registered operation_id and its request";
+const QUIET: &str = "nothing commits while only a stale process of an owner acts";
+const TERMINAL_TOLD: &str = "a worker ends a run only when it was told to";
+const SETTLED_AGREE: &str = "a settled operation's status agrees with the tools' ledger";
+const EPOCHS: &str = "lease epochs only rise, by one per takeover";
+const TAKEOVERS: &str = "takeovers only of free or expired leases";
+const TERMINAL_FINAL: &str = "terminal states never change";
+const TERMINAL_HOLDER: &str = "terminal states written only by the lease holder or the control plane";
+const LEDGER_BACK: &str = "operations never return to prepared, settled ones never change";
+const LEASE_MACHINE: &str = "lease rows change only by takeover, renewal or release of the writer's own term";
+const RUN_MACHINE: &str =
+    "runs follow the state machine (created pending with their lease; worker and control-plane transitions)";
+const LEDGER_MACHINE: &str =
+    "ledger rows follow the outbox state machine (intent with its checkpoint, claim, result, unknown, converge)";
+const ONE_EFFECT: &str = "one operation_id, at most one real side effect*";
+
+// §01 / §02: the invariants and identities.
+pub const HOLDER_ONLY_CURRENT_EPOCH_WRITES: Rule = Rule {
+    id: "holder.only-current-epoch-writes",
+    section: "01",
+    statement: "only the current run's current epoch (its lease holder) commits workflow state",
+    checkers: &[
+        HOLDER,
+        "nothing commits while only the stale A acts (oracle)",
+        "* commits nothing after #*",
+        "[commit.lease-owner-epoch-live]*",
+        "[lease.partition-stale-rejected]*",
+    ],
+};
+pub const IDS_RETRY_NEW_RUN: Rule = Rule {
+    id: "ids.retry-new-run",
+    section: "02",
+    statement: "a retry is a new run with a new run_id; an old run's late result cannot advance the new run",
+    checkers: &[
+        "the retry is a new run_id",
+        "the old run's result is refused by the new run",
+        "nothing committed on the new run after the late result (oracle)",
+    ],
+};
+pub const IDS_OPERATION_ID_PER_INTENT: Rule = Rule {
+    id: "ids.operation-id-per-intent",
+    section: "02, 08",
+    statement: "one business intent keeps one operation_id across takeover and retry; a new run's intent gets a new one",
+    checkers: &["the new run plans the same step under a new operation_id", "exactly one real resource for the intent, under any key (tools' ledger)", EFFECTS_REGISTERED, "the new term's plan of the same step and request keeps the operation_id: one intent registered", "a modified effect (effect_version 2, another request) is registered under a new operation_id beside the original", "the planned intent was executed once (tools' ledger, under any key)"],
+};
+// §04: the data model.
+pub const RUNS_CREATED_WITH_LEASE: Rule = Rule {
+    id: "runs.created-with-lease",
+    section: "04",
+    statement: "task, run and lease are created in one short transaction; a run starts pending at revision 0",
+    checkers: &[RUN_MACHINE],
+};
+pub const RUNS_ONE_LIVE_RUN_PER_TASK: Rule = Rule {
+    id: "runs.one-live-run-per-task",
+    section: "04, 07",
+    statement: "a task has one active run: a retry is created only once the active run is finished, in the transaction that switches active_run_id",
+    checkers: &["[runs.one-live-run-per-task]*"],
+};
+// §05: the lease.
+pub const LEASE_ACQUIRE_FREE_OR_EXPIRED: Rule = Rule {
+    id: "lease.acquire-free-or-expired",
+    section: "05.1",
+    statement: "a takeover only of a free lease or one expired on the database clock when it is checked, for the caller, of that run only",
+    checkers: &[TAKEOVERS, LEASE_MACHINE, "a takeover while A's lease is live is refused", "A's acquire while B's lease is live is answered busy", "[lease.acquire-free-or-expired]*"],
+};
+pub const LEASE_EPOCH_PLUS_ONE: Rule = Rule {
+    id: "lease.epoch-plus-one",
+    section: "05.1",
+    statement: "a takeover raises the epoch by exactly one; epochs never go back",
+    checkers: &[EPOCHS, "B's takeover is epoch A + 1", "B then takes over with epoch A + 1"],
+};
+pub const LEASE_TAKEOVER_WAITS_FOR_VALIDATED_COMMIT: Rule = Rule {
+    id: "lease.takeover-waits-for-validated-commit",
+    section: "05.1, 06",
+    statement: "a takeover waits for a protected transaction that locked and validated the lease, and commits after it",
+    checkers: &[
+        "B's takeover waits on A's open transaction (pg_blocking_pids)",
+        "serial order: A's commit, then B's takeover (oracle)",
+    ],
+};
+pub const LEASE_RENEW_OWNER_EPOCH: Rule = Rule {
+    id: "lease.renew-owner-epoch",
+    section: "05.2",
+    statement: "a renewal extends only the named lease, and only under its owner and epoch",
+    checkers: &[
+        "[lease.renew-owner-epoch]*",
+        LEASE_MACHINE,
+        "A's renew/save/succeed/fail/release leave B's lease and the run unchanged (database rows)",
+        "fp_lease_renew refuses a stale epoch",
+        QUIET,
+    ],
+};
+pub const LEASE_RENEW_UNEXPIRED: Rule = Rule {
+    id: "lease.renew-unexpired",
+    section: "05.2",
+    statement: "a renewal only extends a lease that has not expired, judged on the database clock at the moment of the check; a lost lease cannot be resurrected",
+    checkers: &["[lease.renew-unexpired]*"],
+};
+pub const LEASE_RELEASE_OWNER_EPOCH: Rule = Rule {
+    id: "lease.release-owner-epoch",
+    section: "05.2",
+    statement: "release works only under owner + epoch, on the named lease only",
+    checkers: &["[lease.release-owner-epoch]*", LEASE_MACHINE],
+};
+pub const LEASE_RELEASE_KEEPS_EPOCH: Rule = Rule {
+    id: "lease.release-keeps-epoch",
+    section: "05.2",
+    statement: "release keeps the epoch (never zeroed)",
+    checkers: &["[lease.release-keeps-epoch]*", "release keeps B's epoch (never zeroed)", EPOCHS],
+};
+pub const LEASE_UNCONFIRMED_RENEWAL_CANCELS: Rule = Rule {
+    id: "lease.unconfirmed-renewal-cancels",
+    section: "05.2, 07",
+    statement: "an unanswered or lost renewal cancels the execution; nothing new commits after it and the lease is left to expire",
+    checkers: &["after the thaw A committed at most the checkpoint already in flight", "A left its lease to expire: it did not release it after the unanswered renewal", "A's heartbeat cancels its execution once it runs again", "A stopped its task unfinished", "[lease.renew-unknown-cancels]*"],
+};
+// §06: the protected commit.
+pub const COMMIT_LEASE_OWNER_EPOCH_LIVE: Rule = Rule {
+    id: "commit.lease-owner-epoch-live",
+    section: "06",
+    statement: "a protected write locks the lease row and validates owner, epoch and expiry (database clock, at the check) in the writing transaction",
+    checkers: &["[commit.lease-owner-epoch-live]*", HOLDER, "A is fenced after the takeover", "fp_run_transition refuses a forged owner", "fp_run_transition refuses a stale epoch"],
+};
+pub const COMMIT_VALID_AT_CHECK: Rule = Rule {
+    id: "commit.valid-at-check",
+    section: "06",
+    statement:
+        "a write validated under the row lock may commit after the lease expired; the takeover is ordered after it",
+    checkers: &["A's validated save commits (valid at check)", "serial order: A's commit, then B's takeover (oracle)"],
+};
+pub const COMMIT_REVISION_CAS: Rule = Rule {
+    id: "commit.revision-cas",
+    section: "06",
+    statement: "state writes compare-and-set the revision: of two writes at one expected revision at most one commits, each commit is + 1 on the previous, on that run only",
+    checkers: &[REVISIONS, "exactly one save commits (oracle)", "revision rose by exactly one", "[commit.revision-cas]*", NAMED_REVISION, STORED_AS_SENT],
+};
+pub const COMMIT_CONFLICT_LOSER_REREADS: Rule = Rule {
+    id: "commit.conflict-loser-rereads",
+    section: "06",
+    statement: "the loser of a revision conflict re-reads before deciding; it never blindly overwrites",
+    checkers: &[
+        "the worker is told: one ok, one conflict",
+        "final checkpoint is the committed save's",
+        "a late save naming the raced revision is refused as a conflict and commits nothing",
+        REVISIONS,
+        NAMED_REVISION,
+    ],
+};
+pub const COMMIT_ONE_RUN_PER_TRANSACTION: Rule = Rule {
+    id: "commit.one-run-per-transaction",
+    section: "06",
+    statement: "a protected transaction changes one run only",
+    checkers: &[RUN_MACHINE],
+};
+// §07: the state machine and error handling.
+pub const RUNS_START: Rule = Rule {
+    id: "runs.start",
+    section: "07",
+    statement: "a run starts from pending under the current lease and a revision CAS",
+    checkers: &["[runs.start]*", RUN_MACHINE],
+};
+pub const RUNS_TRANSITION_FROM_STATE: Rule = Rule {
+    id: "runs.transition-from-state",
+    section: "07",
+    statement:
+        "workers move runs pending -> running -> running ... -> succeeded | failed; only the control plane cancels",
+    checkers: &["[runs.transition-from-state]*", RUN_MACHINE],
+};
+pub const RUNS_TERMINAL_FINAL: Rule = Rule {
+    id: "runs.terminal-final",
+    section: "07",
+    statement: "terminal states never return to running; a retry creates a new run",
+    checkers: &[TERMINAL_FINAL, "[runs.terminal-final]*", "the old run stays cancelled"],
+};
+pub const RUNS_NO_TERMINAL_WITHOUT_LEASE: Rule = Rule {
+    id: "runs.no-terminal-without-lease",
+    section: "07",
+    statement: "a worker that lost its lease writes no terminal state (neither failed nor succeeded)",
+    checkers: &[TERMINAL_HOLDER, "the only terminal write is B's completion, after A's attempts", TERMINAL_TOLD],
+};
+pub const RUNS_UNKNOWN_COMMIT_OUTCOME: Rule = Rule {
+    id: "runs.unknown-commit-outcome",
+    section: "06, 07, 10",
+    statement: "a commit whose outcome is unknown (a cancelled synchronous wait, a lost connection) is reported as unknown, never as success",
+    checkers: &["a commit whose synchronous wait was cancelled is reported as outcome unknown, not success", "that commit was local only: on the old primary, not after failover", ANSWERS_AGREE, "[commit.unknown-answered-unknown]*"],
+};
+pub const RUNS_ANSWERS_AGREE: Rule = Rule {
+    id: "runs.answers-agree",
+    section: "06, 07, 09.3",
+    statement: "a worker reports each protected write as it committed: ok only for a commit, a refusal or error only for a write that did not commit, unknown when it cannot tell",
+    checkers: &[
+        "every write answered ok committed, and every write that committed was answered ok or unknown",
+        "every acquire answered ok took the lease and every takeover was answered ok or unknown; every release answered ok released it",
+        "every dispatch entry reported succeeded, failed_final or unknown is committed so in the ledger by its dispatcher",
+    ],
+};
+pub const RUNS_UNKNOWN_READ_BACK: Rule = Rule {
+    id: "runs.unknown-read-back",
+    section: "06, 07",
+    statement: "after an unknown outcome the worker starts no next step before reading owner, epoch and revision back from the primary, and continues from what really committed: no checkpoint twice, none lost, no revision skipped",
+    checkers: &["[commit.unknown-read-back]*"],
+};
+pub const RUNS_UNKNOWN_NEVER_FAILURE: Rule = Rule {
+    id: "runs.unknown-never-failure",
+    section: "01, 07",
+    statement: "an unknown outcome is never turned into a failure write, nor followed by a second terminal write",
+    checkers: &["[commit.unknown-not-failure]*", TERMINAL_TOLD],
+};
+pub const CLOCK_DATABASE_TIME: Rule = Rule {
+    id: "clock.database-time",
+    section: "05, 10",
+    statement: "expiry is judged on the database server's clock: at expires_at = clock a lease has expired (taken over, never renewed or written under), at dispatch_until = clock a claim has",
+    checkers: &["[commit.lease-owner-epoch-live] at *", "[unknown.expired-claim-as-seen] at *", "the server's clock stayed frozen where the harness set it", "[lease.renew-unexpired] at *", "[lease.acquire-free-or-expired] at *"],
+};
+pub const CLOCK_JUMPS_KEEP_STATE_SAFE: Rule = Rule {
+    id: "clock.jumps-keep-state-safe",
+    section: "10",
+    statement: "the database clock's own jumps move takeovers (a forward jump: early; a backward jump: late) but protected transactions keep state safe: no stale write commits, no second owner",
+    checkers: &["[clock.jumps-keep-state-safe]*"],
+};
+pub const LEASE_PARAMETERS: Rule = Rule {
+    id: "lease.parameters",
+    section: "07",
+    statement: "lease parameters follow from measured latency and jitter: timeout >= 2 x p99 renewal, heartbeat + jitter + timeout < TTL",
+    checkers: &["renewal timeout leaves room above the p99 renewal latency (>= 2 x p99)", "a late renewal that uses its whole timeout still lands before expiry"],
+};
+// §08 / §09: side effects and the outbox.
+pub const INTENT_SAME_TRANSACTION: Rule = Rule {
+    id: "intent.same-transaction",
+    section: "08, 09.1",
+    statement: "an intent is registered prepared in the same protected transaction as its step-planned checkpoint",
+    checkers: &[
+        LEDGER_MACHINE,
+        "[intent.same-transaction]*",
+        "an intent commits in the transaction that moves its run's checkpoint to the step planned",
+    ],
+};
+pub const INTENT_CANONICAL_DIGEST: Rule = Rule {
+    id: "intent.canonical-digest",
+    section: "08",
+    statement: "the request digest is computed over explicit canonical JSON (RFC 8785), not over arbitrary JSON text",
+    checkers: &[
+        "every registered intent's request_digest is SHA-256 of its request body in RFC 8785 canonical JSON",
+        "request_digest is SHA-256 (hex) of the registered request body in RFC 8785 canonical JSON*",
+    ],
+};
+pub const INTENT_SAME_INTENT_RECOGNIZED: Rule = Rule {
+    id: "intent.same-intent-recognized",
+    section: "08",
+    statement: "an intent registered again with the same run, tool and digest is the same intent",
+    checkers: &["[intent.same-intent-recognized]*"],
+};
+pub const INTENT_MISMATCH_COMMITS_NOTHING: Rule = Rule {
+    id: "intent.mismatch-commits-nothing",
+    section: "08",
+    statement: "an operation_id registered with another run, tool or digest (or a step planned under another id) is refused, and nothing of that transaction commits",
+    checkers: &["[intent.mismatch-commits-nothing]*", "re-planning a step with another request is refused"],
+};
+pub const CLAIM_PREPARED_OF_LIVE_RUNS: Rule = Rule {
+    id: "claim.prepared-of-live-runs",
+    section: "09.2",
+    statement: "a claim takes only prepared operations of pending or running runs, with an owner and a finite deadline",
+    checkers: &[
+        "[claim.prepared-of-live-runs]*",
+        LEDGER_MACHINE,
+        "the dispatcher finds nothing to claim",
+        "it was never claimed (oracle)",
+    ],
+};
+pub const CLAIM_SKIP_LOCKED: Rule = Rule {
+    id: "claim.skip-locked",
+    section: "09.2",
+    statement: "concurrent claims skip rows another claim holds instead of waiting or double-claiming",
+    checkers: &["[claim.skip-locked]*"],
+};
+pub const LEDGER_REVISION_PLUS_ONE: Rule = Rule {
+    id: "ledger.revision-plus-one",
+    section: "09",
+    statement: "every ledger change raises the ledger revision by one and leaves the intent's identity, digest and request alone",
+    checkers: &[LEDGER_MACHINE, "[ledger.revision-plus-one]*"],
+};
+pub const LEDGER_NEVER_BACK_TO_PREPARED: Rule = Rule {
+    id: "ledger.never-back-to-prepared",
+    section: "09.2",
+    statement: "a claimed operation never goes back to prepared; an expired claim moves to unknown first",
+    checkers: &[
+        LEDGER_BACK,
+        "the expired claim is moved to unknown, not back to prepared",
+        "no prepared operation is left to dispatch again",
+    ],
+};
+pub const RESULT_CLAIM_OWNER_REVISION_DIGEST: Rule = Rule {
+    id: "result.claim-owner-revision-digest",
+    section: "09.3",
+    statement:
+        "a result is written only under the claim's owner, ledger revision and request digest, to that operation only",
+    checkers: &[
+        "[result.claim-owner-revision-digest]*",
+        LEDGER_MACHINE,
+        "the resumed dispatcher's stale result write is rejected",
+    ],
+};
+pub const RESULT_SETTLED_STATUSES_ONLY: Rule = Rule {
+    id: "result.settled-statuses-only",
+    section: "09.3",
+    statement: "a result or a convergence settles to succeeded or failed_final only",
+    checkers: &["[result.settled-statuses-only]*", LEDGER_MACHINE],
+};
+pub const LEDGER_SETTLED_FINAL: Rule = Rule {
+    id: "ledger.settled-final",
+    section: "09.3",
+    statement: "a settled operation never changes again (a late result is evidence only)",
+    checkers: &[LEDGER_BACK, "[ledger.settled-final]*", "the converged ledger row is unchanged by it"],
+};
+pub const UNKNOWN_OWN_CLAIM_ONLY: Rule = Rule {
+    id: "unknown.own-claim-only",
+    section: "09.2",
+    statement: "a dispatcher marks only its own live claim unknown, at the revision it claimed",
+    checkers: &["[unknown.own-claim-only]*", LEDGER_MACHINE],
+};
+pub const UNKNOWN_EXPIRED_CLAIM_AS_SEEN: Rule = Rule {
+    id: "unknown.expired-claim-as-seen",
+    section: "09.2",
+    statement: "a reconciler moves a claim to unknown only once it expired (database clock, at the check), only as it was seen (owner + revision), only while dispatching",
+    checkers: &["[unknown.expired-claim-as-seen]*", LEDGER_MACHINE, "the expired claim is moved to unknown, not back to prepared"],
+};
+pub const CONVERGE_UNKNOWN_AT_REVISION: Rule = Rule {
+    id: "converge.unknown-at-revision",
+    section: "09.3",
+    statement: "convergence moves only unknown rows, at the revision read, to the remote fact",
+    checkers: &[
+        "[converge.unknown-at-revision]*",
+        "the operation converges to the remote fact",
+        "*: reconcile converges it to the remote fact: succeeded, exactly one resource",
+    ],
+};
+pub const EFFECTS_ONE_PER_OPERATION: Rule = Rule {
+    id: "effects.one-per-operation",
+    section: "08, 09",
+    statement:
+        "one operation_id yields at most one real side effect through a tool that deduplicates or can be queried",
+    checkers: &[
+        ONE_EFFECT,
+        "exactly one real resource for the operation (tools' ledger)",
+        "it really executed once (tools' ledger)",
+        EFFECTS_REGISTERED,
+    ],
+};
+pub const UNKNOWN_NEVER_FAILURE: Rule = Rule {
+    id: "unknown.never-failure",
+    section: "01, 09.3",
+    statement: "an unknown remote outcome stays unknown and is raised; it is never recorded as failed or unexecuted",
+    checkers: &[
+        "a tool without query or idempotency leaves the operation unknown",
+        "it is raised for manual handling on every pass",
+        "it is never recorded as unexecuted",
+        SETTLED_AGREE,
+        "*: the unverified call leaves the operation unknown (not failed, not succeeded)",
+        "*: the call reached the tool as often as the fault lets it create (tools' ledger)",
+        "*: after reconcile the operation is still unknown and raised, with no second create",
+        "the 503 leaves the operation unknown",
+    ],
+};
+pub const REMOTE_CONFLICT_OWNERSHIP: Rule = Rule {
+    id: "remote.conflict-ownership",
+    section: "09",
+    statement: "a deterministic-id conflict is the operation's own creation only when the resource carries its operation_id; a name taken by another intent is never its success",
+    checkers: &["a 409 carrying the operation's own operation_id is its own creation: succeeded with that resource", "and still one resource of that name (tools' ledger)", "a 409 naming another intent is never recorded as this operation's success", "the reconciler never converges an operation to a resource another intent created under its name"],
+};
+pub const CANCEL_PREPARED_TO_CANCELLED: Rule = Rule {
+    id: "cancel.prepared-to-cancelled",
+    section: "09.3",
+    statement: "cancel moves the run's prepared operations to cancelled in the same transaction; they are never dispatched",
+    checkers: &["[cancel.prepared-to-cancelled]*", "prepared becomes cancelled in the cancel transaction", "it was never executed (tools' ledger)", "a run's cancel transaction also cancels every operation of it still prepared, and operations are cancelled only there"],
+};
+pub const CANCEL_IN_FLIGHT_KEPT: Rule = Rule {
+    id: "cancel.in-flight-kept",
+    section: "09.3",
+    statement: "cancel keeps dispatching and unknown operations as they are (not claimed unexecuted)",
+    checkers: &[
+        "cancel keeps the in-flight status",
+        "the in-flight result is still recorded",
+        "after cancel it is still raised for manual handling",
+    ],
+};
+// §10: failover.
+pub const FAILOVER_CONTRACT: Rule = Rule {
+    id: "failover.contract",
+    section: "10",
+    statement: "the failover outcome matches the deployment contract: sync loses nothing acknowledged; async loss is reported with epochs, ledger and remote high-water",
+    checkers: &["contract: acknowledged epochs and ledger transitions survive failover", "contract: loss allowed, and reported", "the tools' high-water never goes back"],
+};
+pub const FAILOVER_FENCE_BEFORE_PROMOTE: Rule = Rule {
+    id: "failover.fence-before-promote",
+    section: "10",
+    statement: "the old primary is fenced before the standby is promoted; a worker on it cannot commit",
+    checkers: &[
+        "the fenced old primary has no process left (its stopped walsender included)",
+        "a worker still connected to the fenced primary cannot commit",
+    ],
+};
+// §12: roles and secrets.
+pub const ROLES_FENCED_FUNCTIONS_ONLY: Rule = Rule {
+    id: "roles.fenced-functions-only",
+    section: "12",
+    statement: "the worker role cannot write the protocol's tables except through the fenced functions",
+    checkers: &[
+        "denied with 42501: *",
+        "state unchanged: every protocol table is as it was before the attempts",
+        "the worker binary on its direct write path is refused (permission denied)",
+    ],
+};
+pub const SECRETS_MASKED: Rule = Rule {
+    id: "secrets.masked",
+    section: "12",
+    statement: "ledger request bodies hold a reference to a secret, never its value",
+    checkers: &[
+        "no row of the ledger, the runs or the oracle contains the value",
+        "the secret store grants nothing to group or others (files 0600)",
+        "the ledger row's request body holds the reference, not the value",
+    ],
+};
+pub const METRICS_OUTCOMES: Rule = Rule {
+    id: "metrics.outcomes",
+    section: "12",
+    statement: "lease and write outcomes are counted by reason (lost renewals, rejected writes, unknown operations)",
+    checkers: &[
+        "A's metrics count the rejected stale writes and the lost renewals",
+        "the reconciler's metrics count the operation it moved to unknown",
+    ],
+};
+pub const ROLLOUT_REVOKE_DIRECT_WRITES: Rule = Rule {
+    id: "rollout.revoke-direct-writes",
+    section: "13",
+    statement: "while old workers still write the tables directly they bypass fencing; once their table-write privileges are revoked they are refused and every rule holds",
+    checkers: &[
+        "coexisting phase, the known risk of §13: the legacy writer's direct UPDATE commits around the lease",
+        "the inspection lists the legacy role as a direct writer while it keeps its grants",
+        "after the revoke no role but the owner and superusers can write the protocol's tables directly",
+        "after the revoke the legacy writer's UPDATE is refused with 42501",
+    ],
+};
+pub const PREFILTER_NOT_A_BOUNDARY: Rule = Rule {
+    id: "prefilter.not-a-boundary",
+    section: "03",
+    statement: "a Redis lock (SET NX PX, compare-token renew and release) is a contention pre-filter only; when it is lost or wrongly granted, PostgreSQL's protected-write rules still reject the stale holder",
+    checkers: &[
+        "[prefilter.not-a-boundary] nothing A writes after B's takeover commits: PostgreSQL fences what the pre-filter could not (oracle)",
+        "[prefilter.not-a-boundary] B's lease and the run are unchanged by the resumed A (database rows)",
+        "A's compare-token renew and release are refused: the key stays B's",
+    ],
+};
+pub const RESTORE_RECOVER_BEFORE_DISPATCH: Rule = Rule {
+    id: "restore.recover-before-dispatch",
+    section: "10",
+    statement: "after a restore from an old backup, stale workers are fenced (every later epoch above any handed out before), the ledger is settled from the remote history and forks are reported, before dispatch resumes",
+    checkers: &[
+        fenceproof_harness::check::restore::HELD,
+        fenceproof_harness::check::restore::EPOCHS_ABOVE,
+        fenceproof_harness::check::restore::STALE_SILENT,
+        fenceproof_harness::check::restore::REMOTE_RECONCILED,
+        "one operation_id, at most one real side effect (plain)",
+    ],
+};
+// Liveness: the protocol must allow what it allows.
+pub const LIVENESS_LEGAL_STEP: Rule = Rule {
+    id: "liveness.legal-step",
+    section: "05-09",
+    statement:
+        "a step the protocol allows (acquire a free lease, save at the current revision, plan, dispatch) succeeds",
+    checkers: &["a step the protocol must allow succeeds"],
+};
+
+/// Every rule, in the spec's order.
+pub const RULES: &[&Rule] = &[
+    &HOLDER_ONLY_CURRENT_EPOCH_WRITES,
+    &IDS_RETRY_NEW_RUN,
+    &IDS_OPERATION_ID_PER_INTENT,
+    &RUNS_CREATED_WITH_LEASE,
+    &RUNS_ONE_LIVE_RUN_PER_TASK,
+    &LEASE_ACQUIRE_FREE_OR_EXPIRED,
+    &LEASE_EPOCH_PLUS_ONE,
+    &LEASE_TAKEOVER_WAITS_FOR_VALIDATED_COMMIT,
+    &LEASE_RENEW_OWNER_EPOCH,
+    &LEASE_RENEW_UNEXPIRED,
+    &LEASE_RELEASE_OWNER_EPOCH,
+    &LEASE_RELEASE_KEEPS_EPOCH,
+    &LEASE_UNCONFIRMED_RENEWAL_CANCELS,
+    &COMMIT_LEASE_OWNER_EPOCH_LIVE,
+    &COMMIT_VALID_AT_CHECK,
+    &COMMIT_REVISION_CAS,
+    &COMMIT_CONFLICT_LOSER_REREADS,
+    &COMMIT_ONE_RUN_PER_TRANSACTION,
+    &RUNS_START,
+    &RUNS_TRANSITION_FROM_STATE,
+    &RUNS_TERMINAL_FINAL,
+    &RUNS_NO_TERMINAL_WITHOUT_LEASE,
+    &RUNS_UNKNOWN_COMMIT_OUTCOME,
+    &RUNS_ANSWERS_AGREE,
+    &RUNS_UNKNOWN_READ_BACK,
+    &RUNS_UNKNOWN_NEVER_FAILURE,
+    &CLOCK_DATABASE_TIME,
+    &CLOCK_JUMPS_KEEP_STATE_SAFE,
+    &LEASE_PARAMETERS,
+    &INTENT_SAME_TRANSACTION,
+    &INTENT_CANONICAL_DIGEST,
+    &INTENT_SAME_INTENT_RECOGNIZED,
+    &INTENT_MISMATCH_COMMITS_NOTHING,
+    &CLAIM_PREPARED_OF_LIVE_RUNS,
+    &CLAIM_SKIP_LOCKED,
+    &LEDGER_REVISION_PLUS_ONE,
+    &LEDGER_NEVER_BACK_TO_PREPARED,
+    &RESULT_CLAIM_OWNER_REVISION_DIGEST,
+    &RESULT_SETTLED_STATUSES_ONLY,
+    &LEDGER_SETTLED_FINAL,
+    &UNKNOWN_OWN_CLAIM_ONLY,
+    &UNKNOWN_EXPIRED_CLAIM_AS_SEEN,
+    &CONVERGE_UNKNOWN_AT_REVISION,
+    &EFFECTS_ONE_PER_OPERATION,
+    &UNKNOWN_NEVER_FAILURE,
+    &REMOTE_CONFLICT_OWNERSHIP,
+    &CANCEL_PREPARED_TO_CANCELLED,
+    &CANCEL_IN_FLIGHT_KEPT,
+    &FAILOVER_CONTRACT,
+    &FAILOVER_FENCE_BEFORE_PROMOTE,
+    &ROLES_FENCED_FUNCTIONS_ONLY,
+    &SECRETS_MASKED,
+    &METRICS_OUTCOMES,
+    &ROLLOUT_REVOKE_DIRECT_WRITES,
+    &PREFILTER_NOT_A_BOUNDARY,
+    &RESTORE_RECOVER_BEFORE_DISPATCH,
+    &LIVENESS_LEGAL_STEP,
+];
+
+/// The rules every row that judges the global invariants exercises ([`crate::experiment::Checks::invariants`]).
+pub const INVARIANT_RULES: &[&Rule] = &[
+    &HOLDER_ONLY_CURRENT_EPOCH_WRITES,
+    &RUNS_CREATED_WITH_LEASE,
+    &LEASE_EPOCH_PLUS_ONE,
+    &COMMIT_REVISION_CAS,
+    &COMMIT_ONE_RUN_PER_TRANSACTION,
+    &RUNS_TRANSITION_FROM_STATE,
+    &RUNS_TERMINAL_FINAL,
+    &RUNS_NO_TERMINAL_WITHOUT_LEASE,
+    &LEDGER_REVISION_PLUS_ONE,
+    &LEDGER_NEVER_BACK_TO_PREPARED,
+];
+
+/// The rules every row whose workers' answers are judged exercises ([`crate::experiment::Checks::answers`]).
+pub const ANSWER_RULES: &[&Rule] = &[&RUNS_ANSWERS_AGREE];
+
+/// The rules every row that checks its legal steps exercises ([`crate::experiment::Checks::legal_step`]).
+pub const LEGAL_STEP_RULES: &[&Rule] = &[&LIVENESS_LEGAL_STEP];
+
+/// The rules `e` declares it exercises: its own and those of the checks it runs.
+pub fn rules_of(e: &Experiment) -> Vec<&'static Rule> {
+    let mut v: Vec<&'static Rule> = e.rules.to_vec();
+    for (on, set) in [
+        (e.checks.invariants, INVARIANT_RULES),
+        (e.checks.answers, ANSWER_RULES),
+        (e.checks.legal_step, LEGAL_STEP_RULES),
+    ] {
+        if on {
+            for r in set.iter().copied() {
+                if !v.iter().any(|x| x.id == r.id) {
+                    v.push(r);
+                }
+            }
+        }
+    }
+    v
+}
+
+/// The experiments that exercise `rule`, in the matrix's order.
+pub fn exercised_by(rule: &Rule) -> Vec<Experiment> {
+    crate::all().into_iter().filter(|e| rules_of(e).iter().any(|r| r.id == rule.id)).collect()
+}
+
+/// The rules a check named `name` judges.
+pub fn rules_for(name: &str) -> Vec<&'static Rule> {
+    RULES.iter().copied().filter(|r| judged_by(r, name)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_has_a_checker_an_experiment_and_a_unique_id() {
+        let mut ids = std::collections::BTreeSet::new();
+        for r in RULES {
+            assert!(!r.checkers.is_empty(), "{} has no checker", r.id);
+            assert!(!exercised_by(r).is_empty(), "{} is exercised by no experiment", r.id);
+            assert!(ids.insert(r.id), "{} twice", r.id);
+        }
+        for set in [INVARIANT_RULES, ANSWER_RULES, LEGAL_STEP_RULES] {
+            assert!(set.iter().all(|r| RULES.iter().any(|x| x.id == r.id)));
+        }
+    }
+
+    #[test]
+    fn every_experiment_exercises_a_rule() {
+        for e in crate::all() {
+            assert!(!rules_of(&e).is_empty(), "experiment {} exercises no rule of the catalogue", e.id);
+        }
+    }
+
+    #[test]
+    fn every_global_invariant_is_in_the_catalogue() {
+        let rows = Vec::new();
+        let mut all = fenceproof_harness::check::invariants::all(&rows, &[]);
+        all.extend(fenceproof_harness::check::history::all(&rows, &[]));
+        all.extend(fenceproof_harness::check::remote::all(&[], &[]));
+        all.push(fenceproof_harness::check::history::quiet_windows_stay_quiet(&rows, &[]));
+        for c in all {
+            assert!(!rules_for(&c.name).is_empty(), "{} judges no rule of the catalogue", c.name);
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! What an experiment is and what it declares, as Jepsen's databases declare optional
+//! capabilities: its id and title, the spec section it tests, what it needs from the server and
+//! the machine, what it judges (the protocol's rules, or a deployment), and which checks it must
+//! run. The runner, the external-database mode, the mutant runs and the catalogue read these
+//! declarations; nothing else names an experiment by its id.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use fenceproof_harness::check::rule::Rule;
+use fenceproof_harness::contract::ReplicationMode;
+use fenceproof_harness::HarnessError;
+use fenceproof_protocol::mutant::Mutant;
+
+use crate::ctx::Ctx;
+
+pub type ExperimentFuture<'a> = Pin<Box<dyn Future<Output = Result<(), HarnessError>> + 'a>>;
+
+/// How an experiment runs: the story of its own file, on the context the runner made for it.
+pub type RunFn = for<'a> fn(&'a mut Ctx) -> ExperimentFuture<'a>;
+
+/// Something an experiment needs beyond a fresh database and worker processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// A login in the fenceproof_worker role, which the harness creates only in its own clusters.
+    WorkerLogin,
+    /// A legacy login with direct table grants, created and dropped by the harness.
+    LegacyLogin,
+    /// The whole database server frozen (SIGSTOP of its processes, or `docker pause`).
+    ServerFreeze,
+    /// A server of its own to back up and restore.
+    OwnServer,
+    /// A standby in this replication mode, fenced and promoted by the harness (or the contract's
+    /// `[failover]` hooks).
+    Standby(ReplicationMode),
+    /// A local PostgreSQL under libfaketime, whose clock the harness sets.
+    ClockServer,
+    /// A local Redis server (the pre-filter rows).
+    Redis,
+}
+
+impl Need {
+    /// Why a row with this need does not run against `--database-url`, or `None` when it does.
+    /// A standby runs there only with the contract's failover hooks (`hooks`).
+    pub fn external_skip(self, hooks: bool) -> Option<&'static str> {
+        match self {
+            Need::WorkerLogin => Some("needs a login in the fenceproof_worker role, which the harness creates only in its own clusters"),
+            Need::LegacyLogin => Some("creates and drops a legacy login, which the harness does only in its own clusters (`fenceproof writers` inspects your database read-only)"),
+            Need::ServerFreeze => Some("freezes the whole database server, which the harness does only to servers it starts"),
+            Need::OwnServer => Some("backs up and restores a server of its own, which says nothing about your database"),
+            Need::Standby(_) if !hooks => Some("needs a primary + standby it can fence and promote; against --database-url it runs only with a contract's [failover] hooks"),
+            Need::Standby(_) | Need::ClockServer | Need::Redis => None,
+        }
+    }
+}
+
+/// What an experiment's verdict is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judges {
+    /// The protocol's rules as a worker keeps them: named worker mutants and SQL mutants run it.
+    Protocol,
+    /// The fenced functions themselves, probed directly: SQL mutants run it first (short rows that
+    /// kill most of them); a worker mutant cannot change what it probes.
+    Functions,
+    /// The permission boundary of the worker role: SQL mutants run it; a worker mutant runs outside
+    /// it by construction (it needs table privileges).
+    Boundary,
+    /// The deployment (failover, lease parameters against measured latency): no mutant changes it.
+    Deployment,
+}
+
+/// The checks every run of an experiment must carry beside its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checks {
+    /// The global invariants and state machines over the oracle rows (`check::invariants`).
+    pub invariants: bool,
+    /// The workers' answers against what committed, judged by the runner from the row's oracle.
+    pub answers: bool,
+    /// Every step the harness set up legally succeeded (the runner adds it).
+    pub legal_step: bool,
+}
+
+impl Checks {
+    /// A row on one database: invariants, answers, legal steps.
+    pub const ALL: Checks = Checks { invariants: true, answers: true, legal_step: true };
+    /// A row that judges another database than its own (a promoted standby, a frozen-clock
+    /// server, a restore): it judges invariants there itself; the answers are not judged.
+    pub const NO_ANSWERS: Checks = Checks { invariants: true, answers: false, legal_step: true };
+    /// A measurement: only its own checks.
+    pub const OWN_ONLY: Checks = Checks { invariants: false, answers: false, legal_step: false };
+}
+
+/// One experiment of the matrix, as it declares itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Experiment {
+    /// The spec's letter, with a suffix for variants (`B-sigstop`).
+    pub id: &'static str,
+    pub title: &'static str,
+    /// The spec sections it tests (`11 B; 05, 06`).
+    pub section: &'static str,
+    pub needs: &'static [Need],
+    pub judges: Judges,
+    pub checks: Checks,
+    /// The rules its own checks judge (beside those of [`Checks`]); the row is an ERROR when one
+    /// of them got no check in a run that reached its end.
+    pub rules: &'static [&'static Rule],
+    /// The operator-side mutants whose broken step this experiment performs as the operator.
+    pub operator_of: &'static [Mutant],
+    pub run: RunFn,
+}
+
+impl Experiment {
+    /// Whether it needs `need`.
+    pub fn needs(&self, need: Need) -> bool {
+        self.needs.contains(&need)
+    }
+
+    /// The replication mode of the standby it needs, if any.
+    pub fn standby(&self) -> Option<ReplicationMode> {
+        self.needs.iter().find_map(|n| match n {
+            Need::Standby(m) => Some(*m),
+            _ => None,
+        })
+    }
+
+    /// Why it does not run against `--database-url`, or `None` when it does.
+    pub fn external_skip(&self, hooks: bool) -> Option<&'static str> {
+        self.needs.iter().find_map(|n| n.external_skip(hooks))
+    }
+}

@@ -98,6 +98,7 @@ test: build
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --quiet -- -D warnings
+    python3 scripts/import-cycles.py
     python3 -m pyflakes examples/python-worker/worker.py audit/adapters/*.py
     check-jsonschema --check-metaschema contract/worker-protocol.v1.schema.json
     check-jsonschema --builtin-schema vendor.github-workflows examples/ci/github-actions.yml

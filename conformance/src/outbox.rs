@@ -70,7 +70,7 @@ async fn plan_with_a_secret(
     );
     let digest = fenceproof_protocol::operation::request_digest(&masked);
     p.expect(
-        "request_digest is SHA-256 (hex) of the registered request body in RFC 8785 canonical JSON",
+        fenceproof_harness::check::intents::DIGEST_POINT,
         row["request_digest"] == json!(digest),
         format!("request_digest {}; expected {digest}", row["request_digest"]),
     );

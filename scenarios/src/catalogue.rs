@@ -11,28 +11,23 @@
 use fenceproof_harness::check::rule::{judged_by, Rule};
 
 use crate::experiment::Experiment;
-
-const HOLDER: &str = "only the current lease holder commits run state";
-const REVISIONS: &str = "revisions rise by exactly one per committed write";
-// The history and remote checks of the randomized schedules (`check::history`, `check::remote`).
-const NAMED_REVISION: &str = "a write commits only at the revision it named, and at most once";
-const STORED_AS_SENT: &str = "a committed checkpoint is exactly what was sent";
-const ANSWERS_AGREE: &str = "a write answered ok committed, a write answered with a refusal did not";
-const EFFECTS_REGISTERED: &str = "every remote effect carries a registered operation_id and its request";
-const QUIET: &str = "nothing commits while only a stale process of an owner acts";
-const TERMINAL_TOLD: &str = "a worker ends a run only when it was told to";
-const SETTLED_AGREE: &str = "a settled operation's status agrees with the tools' ledger";
-const EPOCHS: &str = "lease epochs only rise, by one per takeover";
-const TAKEOVERS: &str = "takeovers only of free or expired leases";
-const TERMINAL_FINAL: &str = "terminal states never change";
-const TERMINAL_HOLDER: &str = "terminal states written only by the lease holder or the control plane";
-const LEDGER_BACK: &str = "operations never return to prepared, settled ones never change";
-const LEASE_MACHINE: &str = "lease rows change only by takeover, renewal or release of the writer's own term";
-const RUN_MACHINE: &str =
-    "runs follow the state machine (created pending with their lease; worker and control-plane transitions)";
-const LEDGER_MACHINE: &str =
-    "ledger rows follow the outbox state machine (intent with its checkpoint, claim, result, unknown, converge)";
-const ONE_EFFECT: &str = "one operation_id, at most one real side effect*";
+use fenceproof_harness::check::history::ANSWERS_AGREE;
+use fenceproof_harness::check::history::NAMED_REVISION;
+use fenceproof_harness::check::history::QUIET;
+use fenceproof_harness::check::history::STORED_AS_SENT;
+use fenceproof_harness::check::history::TERMINAL_TOLD;
+use fenceproof_harness::check::invariants::EPOCHS;
+use fenceproof_harness::check::invariants::HOLDER;
+use fenceproof_harness::check::invariants::LEDGER_BACK;
+use fenceproof_harness::check::invariants::REVISIONS;
+use fenceproof_harness::check::invariants::TAKEOVERS;
+use fenceproof_harness::check::invariants::TERMINAL_FINAL;
+use fenceproof_harness::check::invariants::TERMINAL_HOLDER;
+use fenceproof_harness::check::remote::EFFECTS_REGISTERED;
+use fenceproof_harness::check::remote::SETTLED_AGREE;
+use fenceproof_harness::check::transitions::LEASE_MACHINE;
+use fenceproof_harness::check::transitions::LEDGER_MACHINE;
+use fenceproof_harness::check::transitions::RUN_MACHINE;
 
 // §01 / §02: the invariants and identities.
 pub const HOLDER_ONLY_CURRENT_EPOCH_WRITES: Rule = Rule {
@@ -41,8 +36,8 @@ pub const HOLDER_ONLY_CURRENT_EPOCH_WRITES: Rule = Rule {
     statement: "only the current run's current epoch (its lease holder) commits workflow state",
     checkers: &[
         HOLDER,
-        "nothing commits while only the stale A acts (oracle)",
-        "* commits nothing after #*",
+        crate::b_old_owner_resumes::NOTHING_COMMITS_WHILE_STALE,
+        fenceproof_harness::check::invariants::STALE_COMMITS_NOTHING_AFTER,
         "[commit.lease-owner-epoch-live]*",
         "[lease.partition-stale-rejected]*",
     ],
@@ -52,16 +47,24 @@ pub const IDS_RETRY_NEW_RUN: Rule = Rule {
     section: "02",
     statement: "a retry is a new run with a new run_id; an old run's late result cannot advance the new run",
     checkers: &[
-        "the retry is a new run_id",
-        "the old run's result is refused by the new run",
-        "nothing committed on the new run after the late result (oracle)",
+        crate::g_retry_isolation::RETRY_IS_NEW_RUN,
+        crate::g_retry_isolation::OLD_RESULT_REFUSED,
+        crate::g_retry_isolation::NOTHING_COMMITTED_ON_NEW_RUN,
     ],
 };
 pub const IDS_OPERATION_ID_PER_INTENT: Rule = Rule {
     id: "ids.operation-id-per-intent",
     section: "02, 08",
-    statement: "one business intent keeps one operation_id across takeover and retry; a new run's intent gets a new one",
-    checkers: &["the new run plans the same step under a new operation_id", "exactly one real resource for the intent, under any key (tools' ledger)", EFFECTS_REGISTERED, "the new term's plan of the same step and request keeps the operation_id: one intent registered", "a modified effect (effect_version 2, another request) is registered under a new operation_id beside the original", "the planned intent was executed once (tools' ledger, under any key)"],
+    statement:
+        "one business intent keeps one operation_id across takeover and retry; a new run's intent gets a new one",
+    checkers: &[
+        crate::g_retry_isolation::NEW_OPERATION_ID,
+        crate::e_remote_success_then_crash::ONE_RESOURCE_FOR_INTENT,
+        EFFECTS_REGISTERED,
+        crate::e_unverified_answers::REPLAN_KEEPS_OPERATION_ID,
+        crate::e_unverified_answers::MODIFIED_EFFECT_NEW_ID,
+        crate::e_unverified_answers::EXECUTED_ONCE,
+    ],
 };
 // §04: the data model.
 pub const RUNS_CREATED_WITH_LEASE: Rule = Rule {
@@ -81,22 +84,19 @@ pub const LEASE_ACQUIRE_FREE_OR_EXPIRED: Rule = Rule {
     id: "lease.acquire-free-or-expired",
     section: "05.1",
     statement: "a takeover only of a free lease or one expired on the database clock when it is checked, for the caller, of that run only",
-    checkers: &[TAKEOVERS, LEASE_MACHINE, "a takeover while A's lease is live is refused", "A's acquire while B's lease is live is answered busy", "[lease.acquire-free-or-expired]*"],
+    checkers: &[TAKEOVERS, LEASE_MACHINE, crate::b_old_owner_resumes::EARLY_TAKEOVER_REFUSED, crate::b_old_owner_resumes::STALE_ACQUIRE_BUSY, "[lease.acquire-free-or-expired]*"],
 };
 pub const LEASE_EPOCH_PLUS_ONE: Rule = Rule {
     id: "lease.epoch-plus-one",
     section: "05.1",
     statement: "a takeover raises the epoch by exactly one; epochs never go back",
-    checkers: &[EPOCHS, "B's takeover is epoch A + 1", "B then takes over with epoch A + 1"],
+    checkers: &[EPOCHS, crate::b_old_owner_resumes::TAKEOVER_EPOCH, crate::d_race_after_validation::TAKEOVER_EPOCH],
 };
 pub const LEASE_TAKEOVER_WAITS_FOR_VALIDATED_COMMIT: Rule = Rule {
     id: "lease.takeover-waits-for-validated-commit",
     section: "05.1, 06",
     statement: "a takeover waits for a protected transaction that locked and validated the lease, and commits after it",
-    checkers: &[
-        "B's takeover waits on A's open transaction (pg_blocking_pids)",
-        "serial order: A's commit, then B's takeover (oracle)",
-    ],
+    checkers: &[crate::d_race_after_validation::TAKEOVER_WAITS, crate::d_race_after_validation::SERIAL_ORDER],
 };
 pub const LEASE_RENEW_OWNER_EPOCH: Rule = Rule {
     id: "lease.renew-owner-epoch",
@@ -132,7 +132,7 @@ pub const LEASE_UNCONFIRMED_RENEWAL_CANCELS: Rule = Rule {
     id: "lease.unconfirmed-renewal-cancels",
     section: "05.2, 07",
     statement: "an unanswered or lost renewal cancels the execution; nothing new commits after it and the lease is left to expire",
-    checkers: &["after the thaw A committed at most the checkpoint already in flight", "A left its lease to expire: it did not release it after the unanswered renewal", "A's heartbeat cancels its execution once it runs again", "A stopped its task unfinished", "[lease.renew-unknown-cancels]*"],
+    checkers: &[crate::b_database_freeze::AT_MOST_IN_FLIGHT_AFTER_THAW, crate::b_database_freeze::A_LEFT_LEASE_TO_EXPIRE, crate::b_old_owner_resumes::HEARTBEAT_CANCELS, crate::b_database_freeze::A_STOPPED_UNFINISHED, "[lease.renew-unknown-cancels]*"],
 };
 // §06: the protected commit.
 pub const COMMIT_LEASE_OWNER_EPOCH_LIVE: Rule = Rule {
@@ -146,22 +146,22 @@ pub const COMMIT_VALID_AT_CHECK: Rule = Rule {
     section: "06",
     statement:
         "a write validated under the row lock may commit after the lease expired; the takeover is ordered after it",
-    checkers: &["A's validated save commits (valid at check)", "serial order: A's commit, then B's takeover (oracle)"],
+    checkers: &[crate::d_race_after_validation::VALIDATED_SAVE_COMMITS, crate::d_race_after_validation::SERIAL_ORDER],
 };
 pub const COMMIT_REVISION_CAS: Rule = Rule {
     id: "commit.revision-cas",
     section: "06",
     statement: "state writes compare-and-set the revision: of two writes at one expected revision at most one commits, each commit is + 1 on the previous, on that run only",
-    checkers: &[REVISIONS, "exactly one save commits (oracle)", "revision rose by exactly one", "[commit.revision-cas]*", NAMED_REVISION, STORED_AS_SENT],
+    checkers: &[REVISIONS, crate::c_same_epoch_reorder::EXACTLY_ONE_SAVE, crate::c_same_epoch_reorder::REVISION_PLUS_ONE, "[commit.revision-cas]*", NAMED_REVISION, STORED_AS_SENT],
 };
 pub const COMMIT_CONFLICT_LOSER_REREADS: Rule = Rule {
     id: "commit.conflict-loser-rereads",
     section: "06",
     statement: "the loser of a revision conflict re-reads before deciding; it never blindly overwrites",
     checkers: &[
-        "the worker is told: one ok, one conflict",
-        "final checkpoint is the committed save's",
-        "a late save naming the raced revision is refused as a conflict and commits nothing",
+        crate::c_same_epoch_reorder::TOLD_OK_AND_CONFLICT,
+        crate::c_same_epoch_reorder::FINAL_IS_WINNERS,
+        crate::c_same_epoch_reorder::LATE_SAVE_REFUSED,
         REVISIONS,
         NAMED_REVISION,
     ],
@@ -196,22 +196,22 @@ pub const RUNS_NO_TERMINAL_WITHOUT_LEASE: Rule = Rule {
     id: "runs.no-terminal-without-lease",
     section: "07",
     statement: "a worker that lost its lease writes no terminal state (neither failed nor succeeded)",
-    checkers: &[TERMINAL_HOLDER, "the only terminal write is B's completion, after A's attempts", TERMINAL_TOLD],
+    checkers: &[TERMINAL_HOLDER, crate::b_old_owner_resumes::ONLY_TERMINAL_IS_HOLDERS, TERMINAL_TOLD],
 };
 pub const RUNS_UNKNOWN_COMMIT_OUTCOME: Rule = Rule {
     id: "runs.unknown-commit-outcome",
     section: "06, 07, 10",
     statement: "a commit whose outcome is unknown (a cancelled synchronous wait, a lost connection) is reported as unknown, never as success",
-    checkers: &["a commit whose synchronous wait was cancelled is reported as outcome unknown, not success", "that commit was local only: on the old primary, not after failover", ANSWERS_AGREE, "[commit.unknown-answered-unknown]*"],
+    checkers: &[crate::h_failover::CANCELLED_WAIT_UNKNOWN, crate::h_failover::LOCAL_ONLY, ANSWERS_AGREE, "[commit.unknown-answered-unknown]*"],
 };
 pub const RUNS_ANSWERS_AGREE: Rule = Rule {
     id: "runs.answers-agree",
     section: "06, 07, 09.3",
     statement: "a worker reports each protected write as it committed: ok only for a commit, a refusal or error only for a write that did not commit, unknown when it cannot tell",
     checkers: &[
-        "every write answered ok committed, and every write that committed was answered ok or unknown",
-        "every acquire answered ok took the lease and every takeover was answered ok or unknown; every release answered ok released it",
-        "every dispatch entry reported succeeded, failed_final or unknown is committed so in the ledger by its dispatcher",
+        fenceproof_harness::check::answers::WRITES_AGREE,
+        fenceproof_harness::check::answers::LEASE_ANSWERS_AGREE,
+        fenceproof_harness::check::answers::DISPATCH_ANSWERS_AGREE,
     ],
 };
 pub const RUNS_UNKNOWN_READ_BACK: Rule = Rule {
@@ -242,7 +242,7 @@ pub const LEASE_PARAMETERS: Rule = Rule {
     id: "lease.parameters",
     section: "07",
     statement: "lease parameters follow from measured latency and jitter: timeout >= 2 x p99 renewal, heartbeat + jitter + timeout < TTL",
-    checkers: &["renewal timeout leaves room above the p99 renewal latency (>= 2 x p99)", "a late renewal that uses its whole timeout still lands before expiry"],
+    checkers: &[crate::h_lease_params::TIMEOUT_ABOVE_P99, crate::h_lease_params::LATE_RENEWAL_IN_TIME],
 };
 // §08 / §09: side effects and the outbox.
 pub const INTENT_SAME_TRANSACTION: Rule = Rule {
@@ -260,8 +260,8 @@ pub const INTENT_CANONICAL_DIGEST: Rule = Rule {
     section: "08",
     statement: "the request digest is computed over explicit canonical JSON (RFC 8785), not over arbitrary JSON text",
     checkers: &[
-        "every registered intent's request_digest is SHA-256 of its request body in RFC 8785 canonical JSON",
-        "request_digest is SHA-256 (hex) of the registered request body in RFC 8785 canonical JSON*",
+        fenceproof_harness::check::intents::DIGESTS_CANONICAL,
+        fenceproof_harness::check::intents::DIGEST_POINT,
     ],
 };
 pub const INTENT_SAME_INTENT_RECOGNIZED: Rule = Rule {
@@ -305,8 +305,8 @@ pub const LEDGER_NEVER_BACK_TO_PREPARED: Rule = Rule {
     statement: "a claimed operation never goes back to prepared; an expired claim moves to unknown first",
     checkers: &[
         LEDGER_BACK,
-        "the expired claim is moved to unknown, not back to prepared",
-        "no prepared operation is left to dispatch again",
+        crate::e_remote_success_then_crash::EXPIRED_CLAIM_TO_UNKNOWN,
+        crate::e_remote_success_then_crash::NOTHING_LEFT_PREPARED,
     ],
 };
 pub const RESULT_CLAIM_OWNER_REVISION_DIGEST: Rule = Rule {
@@ -360,9 +360,9 @@ pub const EFFECTS_ONE_PER_OPERATION: Rule = Rule {
     statement:
         "one operation_id yields at most one real side effect through a tool that deduplicates or can be queried",
     checkers: &[
-        ONE_EFFECT,
-        "exactly one real resource for the operation (tools' ledger)",
-        "it really executed once (tools' ledger)",
+        fenceproof_harness::check::invariants::ONE_EFFECT_PER_OPERATION,
+        crate::e_remote_success_then_crash::ONE_RESOURCE_FOR_OPERATION,
+        crate::f_cancel_race::EXECUTED_ONCE,
         EFFECTS_REGISTERED,
     ],
 };
@@ -371,21 +371,21 @@ pub const UNKNOWN_NEVER_FAILURE: Rule = Rule {
     section: "01, 09.3",
     statement: "an unknown remote outcome stays unknown and is raised; it is never recorded as failed or unexecuted",
     checkers: &[
-        "a tool without query or idempotency leaves the operation unknown",
-        "it is raised for manual handling on every pass",
-        "it is never recorded as unexecuted",
+        crate::e_remote_success_then_crash::PLAIN_LEAVES_UNKNOWN,
+        crate::e_remote_success_then_crash::RAISED_EVERY_PASS,
+        crate::f_cancel_race::NEVER_UNEXECUTED,
         SETTLED_AGREE,
-        "*: the unverified call leaves the operation unknown (not failed, not succeeded)",
-        "*: the call reached the tool as often as the fault lets it create (tools' ledger)",
-        "*: after reconcile the operation is still unknown and raised, with no second create",
-        "the 503 leaves the operation unknown",
+        crate::e_unverified_answers::ANY_UNVERIFIED_LEAVES_UNKNOWN,
+        crate::e_unverified_answers::ANY_CALL_REACHED_TOOL,
+        crate::e_unverified_answers::ANY_STILL_UNKNOWN_AFTER_RECONCILE,
+        crate::e_unverified_answers::FIVE_OH_THREE_LEAVES_UNKNOWN,
     ],
 };
 pub const REMOTE_CONFLICT_OWNERSHIP: Rule = Rule {
     id: "remote.conflict-ownership",
     section: "09",
     statement: "a deterministic-id conflict is the operation's own creation only when the resource carries its operation_id; a name taken by another intent is never its success",
-    checkers: &["a 409 carrying the operation's own operation_id is its own creation: succeeded with that resource", "and still one resource of that name (tools' ledger)", "a 409 naming another intent is never recorded as this operation's success", "the reconciler never converges an operation to a resource another intent created under its name"],
+    checkers: &[crate::e_unverified_answers::OWN_409_IS_OWN_CREATION, crate::e_unverified_answers::STILL_ONE_RESOURCE, crate::e_unverified_answers::FOREIGN_409_NOT_SUCCESS, crate::e_unverified_answers::NEVER_CONVERGES_TO_FOREIGN],
 };
 pub const CANCEL_PREPARED_TO_CANCELLED: Rule = Rule {
     id: "cancel.prepared-to-cancelled",
@@ -398,9 +398,9 @@ pub const CANCEL_IN_FLIGHT_KEPT: Rule = Rule {
     section: "09.3",
     statement: "cancel keeps dispatching and unknown operations as they are (not claimed unexecuted)",
     checkers: &[
-        "cancel keeps the in-flight status",
-        "the in-flight result is still recorded",
-        "after cancel it is still raised for manual handling",
+        crate::f_cancel_race::IN_FLIGHT_KEPT,
+        crate::f_cancel_race::IN_FLIGHT_RECORDED,
+        crate::f_cancel_race::STILL_RAISED,
     ],
 };
 // §10: failover.
@@ -408,16 +408,13 @@ pub const FAILOVER_CONTRACT: Rule = Rule {
     id: "failover.contract",
     section: "10",
     statement: "the failover outcome matches the deployment contract: sync loses nothing acknowledged; async loss is reported with epochs, ledger and remote high-water",
-    checkers: &["contract: acknowledged epochs and ledger transitions survive failover", "contract: loss allowed, and reported", "the tools' high-water never goes back"],
+    checkers: &[crate::h_failover::CONTRACT_NO_LOSS, crate::h_failover::CONTRACT_LOSS_REPORTED, crate::h_failover::HIGH_WATER_KEPT],
 };
 pub const FAILOVER_FENCE_BEFORE_PROMOTE: Rule = Rule {
     id: "failover.fence-before-promote",
     section: "10",
     statement: "the old primary is fenced before the standby is promoted; a worker on it cannot commit",
-    checkers: &[
-        "the fenced old primary has no process left (its stopped walsender included)",
-        "a worker still connected to the fenced primary cannot commit",
-    ],
+    checkers: &[crate::h_failover::NO_PROCESS_LEFT, crate::h_failover::STALE_CANNOT_COMMIT],
 };
 // §12: roles and secrets.
 pub const ROLES_FENCED_FUNCTIONS_ONLY: Rule = Rule {
@@ -425,9 +422,9 @@ pub const ROLES_FENCED_FUNCTIONS_ONLY: Rule = Rule {
     section: "12",
     statement: "the worker role cannot write the protocol's tables except through the fenced functions",
     checkers: &[
-        "denied with 42501: *",
-        "state unchanged: every protocol table is as it was before the attempts",
-        "the worker binary on its direct write path is refused (permission denied)",
+        crate::p_role_boundary::ANY_DENIED,
+        crate::p_role_boundary::STATE_UNCHANGED,
+        crate::p_role_boundary::DIRECT_PATH_REFUSED,
     ],
 };
 pub const SECRETS_MASKED: Rule = Rule {
@@ -435,9 +432,9 @@ pub const SECRETS_MASKED: Rule = Rule {
     section: "12",
     statement: "ledger request bodies hold a reference to a secret, never its value",
     checkers: &[
-        "no row of the ledger, the runs or the oracle contains the value",
-        "the secret store grants nothing to group or others (files 0600)",
-        "the ledger row's request body holds the reference, not the value",
+        crate::p_secret_masking::NO_ROW_CONTAINS_VALUE,
+        crate::p_secret_masking::STORE_PRIVATE,
+        crate::p_secret_masking::LEDGER_HOLDS_REFERENCE,
     ],
 };
 pub const METRICS_OUTCOMES: Rule = Rule {
@@ -445,8 +442,8 @@ pub const METRICS_OUTCOMES: Rule = Rule {
     section: "12",
     statement: "lease and write outcomes are counted by reason (lost renewals, rejected writes, unknown operations)",
     checkers: &[
-        "A's metrics count the rejected stale writes and the lost renewals",
-        "the reconciler's metrics count the operation it moved to unknown",
+        crate::b_old_owner_resumes::METRICS_COUNT_REJECTIONS,
+        crate::e_remote_success_then_crash::METRICS_COUNT_UNKNOWN,
     ],
 };
 pub const ROLLOUT_REVOKE_DIRECT_WRITES: Rule = Rule {
@@ -454,10 +451,10 @@ pub const ROLLOUT_REVOKE_DIRECT_WRITES: Rule = Rule {
     section: "13",
     statement: "while old workers still write the tables directly they bypass fencing; once their table-write privileges are revoked they are refused and every rule holds",
     checkers: &[
-        "coexisting phase, the known risk of §13: the legacy writer's direct UPDATE commits around the lease",
-        "the inspection lists the legacy role as a direct writer while it keeps its grants",
-        "after the revoke no role but the owner and superusers can write the protocol's tables directly",
-        "after the revoke the legacy writer's UPDATE is refused with 42501",
+        crate::l_rollout::BYPASS_COMMITS,
+        crate::l_rollout::LEGACY_LISTED,
+        crate::l_rollout::NO_DIRECT_WRITER_LEFT,
+        crate::l_rollout::LEGACY_REFUSED,
     ],
 };
 pub const PREFILTER_NOT_A_BOUNDARY: Rule = Rule {
@@ -479,7 +476,7 @@ pub const RESTORE_RECOVER_BEFORE_DISPATCH: Rule = Rule {
         fenceproof_harness::check::restore::EPOCHS_ABOVE,
         fenceproof_harness::check::restore::STALE_SILENT,
         fenceproof_harness::check::restore::REMOTE_RECONCILED,
-        "one operation_id, at most one real side effect (plain)",
+        fenceproof_harness::check::invariants::ONE_EFFECT_PER_OPERATION,
     ],
 };
 // Liveness: the protocol must allow what it allows.
@@ -488,7 +485,7 @@ pub const LIVENESS_LEGAL_STEP: Rule = Rule {
     section: "05-09",
     statement:
         "a step the protocol allows (acquire a free lease, save at the current revision, plan, dispatch) succeeds",
-    checkers: &["a step the protocol must allow succeeds"],
+    checkers: &[crate::ctx::LEGAL_STEP_CHECK],
 };
 
 /// Every rule, in the spec's order.

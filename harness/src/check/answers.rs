@@ -17,6 +17,17 @@ use serde_json::Value;
 use super::Check;
 use crate::record::oracle::CommitRow;
 
+/// A checker's name (the rule catalogue links rules to it).
+pub const DISPATCH_ANSWERS_AGREE: &str =
+    "every dispatch entry reported succeeded, failed_final or unknown is committed so in the ledger by its dispatcher";
+
+/// A checker's name (the rule catalogue links rules to it).
+pub const LEASE_ANSWERS_AGREE: &str = "every acquire answered ok took the lease and every takeover was answered ok or unknown; every release answered ok released it";
+
+/// A checker's name (the rule catalogue links rules to it).
+pub const WRITES_AGREE: &str =
+    "every write answered ok committed, and every write that committed was answered ok or unknown";
+
 /// The commands that commit a run update when they succeed.
 pub const RUN_WRITES: &[&str] = &["start", "save", "succeed", "fail", "plan", "advance"];
 
@@ -95,7 +106,7 @@ pub fn tally_of(timeline: &[Value], events: &[(String, Value)], cmds: &[&str]) -
 
 /// Judge every owner's tally against its run commits (control-plane writers are not judged).
 pub fn answers_agree_with_commits(rows: &[CommitRow], tallies: &BTreeMap<String, Tally>, control: &[&str]) -> Check {
-    let name = "every write answered ok committed, and every write that committed was answered ok or unknown";
+    let name = WRITES_AGREE;
     let mut commits: BTreeMap<&str, usize> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.is_runs() && r.op == "UPDATE" && !control.contains(&r.writer.as_str())) {
         *commits.entry(r.writer.as_str()).or_default() += 1;
@@ -150,7 +161,7 @@ pub fn lease_answers_agree(
     releases: &BTreeMap<String, Tally>,
     control: &[&str],
 ) -> Check {
-    let name = "every acquire answered ok took the lease and every takeover was answered ok or unknown; every release answered ok released it";
+    let name = LEASE_ANSWERS_AGREE;
     let (took, released) = lease_commits(rows, control);
     let mut bad = Vec::new();
     let mut judged = 0;
@@ -182,7 +193,7 @@ pub fn lease_answers_agree(
 /// a dispatcher that reports a result it never wrote (or whose write the database refused) hides a
 /// `write_rejected` that "must not be silently ignored" (§09.3).
 pub fn dispatch_answers_agree(rows: &[CommitRow], events: &[(String, Value)]) -> Check {
-    let name = "every dispatch entry reported succeeded, failed_final or unknown is committed so in the ledger by its dispatcher";
+    let name = DISPATCH_ANSWERS_AGREE;
     let mut bad = Vec::new();
     let mut judged = 0;
     for (_, e) in events.iter().filter(|(_, e)| e["event"] == "dispatch" && e["outcome"] == "ok") {

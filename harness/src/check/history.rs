@@ -12,6 +12,21 @@ use uuid::Uuid;
 use super::Check;
 use crate::record::oracle::CommitRow;
 
+/// A checker's name (the rule catalogue links rules to it).
+pub const TERMINAL_TOLD: &str = "a worker ends a run only when it was told to";
+
+/// A checker's name (the rule catalogue links rules to it).
+pub const QUIET: &str = "nothing commits while only a stale process of an owner acts";
+
+/// A checker's name (the rule catalogue links rules to it).
+pub const ANSWERS_AGREE: &str = "a write answered ok committed, a write answered with a refusal did not";
+
+/// A checker's name (the rule catalogue links rules to it).
+pub const STORED_AS_SENT: &str = "a committed checkpoint is exactly what was sent";
+
+/// A checker's name (the rule catalogue links rules to it).
+pub const NAMED_REVISION: &str = "a write commits only at the revision it named, and at most once";
+
 /// Answers that say "this write did not commit".
 pub const REFUSALS: &[&str] = &["lease_lost", "conflict", "invalid_state", "not_found", "busy"];
 
@@ -56,7 +71,7 @@ fn committed_marks(rows: &[CommitRow]) -> BTreeMap<String, Vec<&CommitRow>> {
 
 /// Compare-and-set: a write committed from exactly the revision it named, and at most once.
 pub fn writes_commit_at_the_revision_named(rows: &[CommitRow], sent: &[SentWrite]) -> Check {
-    let name = "a write commits only at the revision it named, and at most once";
+    let name = NAMED_REVISION;
     let committed = committed_marks(rows);
     let mut bad = Vec::new();
     let mut judged = 0;
@@ -90,7 +105,7 @@ pub fn writes_commit_at_the_revision_named(rows: &[CommitRow], sent: &[SentWrite
 /// The worker's answers agree with the oracle: `ok` has its commit, a refusal has none.
 /// (`outcome_unknown` and transport errors may go either way; that is what they say.)
 pub fn answers_agree_with_commits(rows: &[CommitRow], sent: &[SentWrite]) -> Check {
-    let name = "a write answered ok committed, a write answered with a refusal did not";
+    let name = ANSWERS_AGREE;
     let committed = committed_marks(rows);
     let mut bad = Vec::new();
     let mut judged = 0;
@@ -118,7 +133,7 @@ pub fn answers_agree_with_commits(rows: &[CommitRow], sent: &[SentWrite]) -> Che
 
 /// A committed checkpoint is exactly the JSON that was sent (numbers, escapes, unicode, nesting).
 pub fn checkpoints_stored_as_sent(rows: &[CommitRow], sent: &[SentWrite]) -> Check {
-    let name = "a committed checkpoint is exactly what was sent";
+    let name = STORED_AS_SENT;
     let committed = committed_marks(rows);
     let mut bad = Vec::new();
     let mut judged = 0;
@@ -165,7 +180,7 @@ pub struct QuietWindow {
 /// Nothing commits under an owner while only a stale process of that owner acts (a renewal or a
 /// write that matched on the owner id alone, without the epoch, would).
 pub fn quiet_windows_stay_quiet(rows: &[CommitRow], windows: &[QuietWindow]) -> Check {
-    let name = "nothing commits while only a stale process of an owner acts";
+    let name = QUIET;
     let mut bad = Vec::new();
     for w in windows {
         let inside: Vec<&CommitRow> = rows
@@ -195,7 +210,7 @@ pub fn quiet_windows_stay_quiet(rows: &[CommitRow], windows: &[QuietWindow]) -> 
 /// than those it answered `ok`. A worker that writes a failure of its own (after an unknown
 /// outcome, a lost lease, an error), or claims a completion that never committed, fails this.
 pub fn terminal_writes_only_when_sent(rows: &[CommitRow], sent: &[SentWrite]) -> Check {
-    let name = "a worker ends a run only when it was told to";
+    let name = TERMINAL_TOLD;
     let mut told: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     let mut said_ok: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for s in sent {

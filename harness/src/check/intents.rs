@@ -24,6 +24,11 @@ fn inserted_intents<'a>(rows: &'a [CommitRow], control: &'a [&str]) -> impl Iter
 }
 
 /// The name of [`digests_are_canonical`]'s check.
+/// The conformance point that judges one registered intent's digest (the worker contract's check
+/// of the same rule, before the matrix).
+pub const DIGEST_POINT: &str =
+    "request_digest is SHA-256 (hex) of the registered request body in RFC 8785 canonical JSON";
+
 pub const DIGESTS_CANONICAL: &str =
     "every registered intent's request_digest is SHA-256 of its request body in RFC 8785 canonical JSON";
 

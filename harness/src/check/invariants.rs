@@ -10,6 +10,33 @@ use uuid::Uuid;
 use super::Check;
 use crate::record::oracle::CommitRow;
 
+/// The pattern of a checker's names, built at run time (`*` is any text).
+pub const ONE_EFFECT_PER_OPERATION: &str = "one operation_id, at most one real side effect*";
+
+/// The pattern of a checker's names, built at run time (`*` is any text).
+pub const STALE_COMMITS_NOTHING_AFTER: &str = "* commits nothing after #*";
+
+/// A checker's name (the rule catalogue links rules to it).
+pub const LEDGER_BACK: &str = "operations never return to prepared, settled ones never change";
+
+/// A checker's name (the rule catalogue links rules to it).
+pub const TERMINAL_HOLDER: &str = "terminal states written only by the lease holder or the control plane";
+
+/// A checker's name (the rule catalogue links rules to it).
+pub const TERMINAL_FINAL: &str = "terminal states never change";
+
+/// A checker's name (the rule catalogue links rules to it).
+pub const TAKEOVERS: &str = "takeovers only of free or expired leases";
+
+/// A checker's name (the rule catalogue links rules to it).
+pub const EPOCHS: &str = "lease epochs only rise, by one per takeover";
+
+/// A checker's name (the rule catalogue links rules to it).
+pub const REVISIONS: &str = "revisions rise by exactly one per committed write";
+
+/// A checker's name (the rule catalogue links rules to it).
+pub const HOLDER: &str = "only the current lease holder commits run state";
+
 const TERMINAL: &[&str] = &["succeeded", "failed", "cancelled"];
 
 fn is_terminal(s: Option<&str>) -> bool {
@@ -29,7 +56,7 @@ fn by_run(rows: &[CommitRow], pick: impl Fn(&CommitRow) -> bool) -> BTreeMap<Uui
 /// Only the current epoch's owner commits workflow state: every committed update of a run by a
 /// worker was made while that worker was the lease's owner at commit time.
 pub fn only_lease_holder_commits(rows: &[CommitRow], control: &[&str]) -> Check {
-    let name = "only the current lease holder commits run state";
+    let name = HOLDER;
     let mut checked = 0;
     let bad: Vec<String> = rows
         .iter()
@@ -56,7 +83,7 @@ pub fn only_lease_holder_commits(rows: &[CommitRow], control: &[&str]) -> Check 
 
 /// Revisions of a run rise by exactly one per committed write and form one unbroken chain.
 pub fn revisions_rise_by_one(rows: &[CommitRow]) -> Check {
-    let name = "revisions rise by exactly one per committed write";
+    let name = REVISIONS;
     let mut bad = Vec::new();
     let mut writes = 0;
     for (run, commits) in by_run(rows, CommitRow::is_runs) {
@@ -89,7 +116,7 @@ pub fn revisions_rise_by_one(rows: &[CommitRow]) -> Check {
 
 /// Epochs never go backwards, and each change of epoch is a +1.
 pub fn epochs_never_go_back(rows: &[CommitRow]) -> Check {
-    let name = "lease epochs only rise, by one per takeover";
+    let name = EPOCHS;
     let mut bad = Vec::new();
     let mut terms = 0;
     for (run, commits) in by_run(rows, CommitRow::is_leases) {
@@ -112,7 +139,7 @@ pub fn epochs_never_go_back(rows: &[CommitRow]) -> Check {
 /// A new term only replaces a lease that was free or had expired: for every epoch increment, the
 /// previous holder was none, or its expiry was not later than the takeover's commit.
 pub fn takeovers_only_of_free_or_expired(rows: &[CommitRow]) -> Check {
-    let name = "takeovers only of free or expired leases";
+    let name = TAKEOVERS;
     let mut takeovers = 0;
     let mut bad = Vec::new();
     for r in rows.iter().filter(|r| r.is_leases() && r.op == "UPDATE") {
@@ -145,7 +172,7 @@ pub fn takeovers_only_of_free_or_expired(rows: &[CommitRow]) -> Check {
 
 /// Terminal states never change again (a retry is a new run).
 pub fn terminal_states_are_final(rows: &[CommitRow]) -> Check {
-    let name = "terminal states never change";
+    let name = TERMINAL_FINAL;
     let bad: Vec<String> = rows
         .iter()
         .filter(|r| r.is_runs() && r.op == "UPDATE" && is_terminal(r.old_str("status")))
@@ -183,7 +210,7 @@ pub fn silent_after(rows: &[CommitRow], owner: &str, after_seq: i64) -> Check {
 
 /// Every terminal state was written by a worker holding the lease, or by the control plane.
 pub fn terminal_only_by_holder(rows: &[CommitRow], control: &[&str]) -> Check {
-    let name = "terminal states written only by the lease holder or the control plane";
+    let name = TERMINAL_HOLDER;
     let bad: Vec<String> = rows
         .iter()
         .filter(|r| {
@@ -229,7 +256,7 @@ pub fn one_effect_per_operation(ledger: &[serde_json::Value], tools: &[&str]) ->
 
 /// A claimed operation never goes back to prepared, and a settled one never changes again.
 pub fn ledger_never_goes_back(rows: &[CommitRow]) -> Check {
-    let name = "operations never return to prepared, settled ones never change";
+    let name = LEDGER_BACK;
     let settled = ["succeeded", "failed_final", "cancelled"];
     let bad: Vec<String> = rows
         .iter()

@@ -8,6 +8,12 @@ use serde_json::Value;
 
 use super::Check;
 
+/// A checker's name (the rule catalogue links rules to it).
+pub const SETTLED_AGREE: &str = "a settled operation's status agrees with the tools' ledger";
+
+/// A checker's name (the rule catalogue links rules to it).
+pub const EFFECTS_REGISTERED: &str = "every remote effect carries a registered operation_id and its request";
+
 /// A `tool_operations` row as it stands at the end.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct OperationRow {
@@ -29,7 +35,7 @@ fn created(entries: &[Value]) -> BTreeMap<String, Vec<&Value>> {
 /// Every real side effect was made for a registered intent, under its operation_id (the
 /// idempotency key) and with its request: nothing is sent under an invented key or a changed body.
 pub fn effects_are_registered_intents(entries: &[Value], ops: &[OperationRow]) -> Check {
-    let name = "every remote effect carries a registered operation_id and its request";
+    let name = EFFECTS_REGISTERED;
     let by_id: BTreeMap<&str, &OperationRow> = ops.iter().map(|o| (o.operation_id.as_str(), o)).collect();
     let mut bad = Vec::new();
     let mut judged = 0;
@@ -60,7 +66,7 @@ pub fn effects_are_registered_intents(entries: &[Value], ops: &[OperationRow]) -
 /// `succeeded` only when the remote holds the effect. (An effect that cannot be confirmed stays
 /// `unknown`; declaring it failed is the bug of spec §01 and §09.3.)
 pub fn settled_statuses_agree_with_the_remote(entries: &[Value], ops: &[OperationRow]) -> Check {
-    let name = "a settled operation's status agrees with the tools' ledger";
+    let name = SETTLED_AGREE;
     let made = created(entries);
     let mut bad = Vec::new();
     let mut judged = 0;

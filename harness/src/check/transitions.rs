@@ -13,6 +13,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::Check;
 use crate::record::oracle::CommitRow;
 
+/// A checker's name (the rule catalogue links rules to it).
+pub const LEDGER_MACHINE: &str =
+    "ledger rows follow the outbox state machine (intent with its checkpoint, claim, result, unknown, converge)";
+
+/// A checker's name (the rule catalogue links rules to it).
+pub const RUN_MACHINE: &str =
+    "runs follow the state machine (created pending with their lease; worker and control-plane transitions)";
+
+/// A checker's name (the rule catalogue links rules to it).
+pub const LEASE_MACHINE: &str = "lease rows change only by takeover, renewal or release of the writer's own term";
+
 fn ts(v: Option<&str>) -> Option<chrono::DateTime<chrono::FixedOffset>> {
     v.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
 }
@@ -29,7 +40,7 @@ fn verdict(name: &str, judged: usize, what: &str, bad: Vec<String>) -> Check {
 /// owner of the term it changes; a takeover only of a free lease or one expired by the takeover's
 /// own clock; an owner never changes without a new epoch.
 pub fn lease_changes_follow_the_protocol(rows: &[CommitRow], control: &[&str]) -> Check {
-    let name = "lease rows change only by takeover, renewal or release of the writer's own term";
+    let name = LEASE_MACHINE;
     let mut bad = Vec::new();
     let mut judged = 0;
     for r in rows.iter().filter(|r| r.is_leases() && r.op == "UPDATE" && !is_control(r, control)) {
@@ -69,7 +80,7 @@ pub fn lease_changes_follow_the_protocol(rows: &[CommitRow], control: &[&str]) -
 /// them pending → running → running … → succeeded | failed, the control plane to cancelled; a
 /// worker transaction changes at most one run.
 pub fn runs_follow_their_state_machine(rows: &[CommitRow], control: &[&str]) -> Check {
-    let name = "runs follow the state machine (created pending with their lease; worker and control-plane transitions)";
+    let name = RUN_MACHINE;
     let worker_ok = [("pending", "running"), ("running", "running"), ("running", "succeeded"), ("running", "failed")];
     let control_ok = [("pending", "cancelled"), ("running", "cancelled")];
     let mut bad = Vec::new();
@@ -129,8 +140,7 @@ const LEDGER_IMMUTABLE: &[&str] =
 /// unknown → succeeded | failed_final | unknown. Every update raises the ledger revision by one and
 /// leaves the intent's identity, digest and request alone.
 pub fn ledger_follows_its_state_machine(rows: &[CommitRow], control: &[&str]) -> Check {
-    let name =
-        "ledger rows follow the outbox state machine (intent with its checkpoint, claim, result, unknown, converge)";
+    let name = LEDGER_MACHINE;
     let mut replay = LedgerReplay::new(rows);
     let mut judged = 0;
     for r in rows {

@@ -27,22 +27,21 @@ pub fn for_verify(
         return experiments;
     }
     let hooks = contract.is_some_and(|c| c.failover.is_some());
-    let mut said: Vec<&str> = Vec::new();
+    // Each reason once, with the selected rows it skips.
+    let mut skipped: Vec<(&str, Vec<&str>)> = Vec::new();
     experiments.retain(|e| match e.external_skip(hooks) {
         None => true,
         Some(why) => {
-            if !said.contains(&why) {
-                let rows: Vec<&str> = fenceproof_scenarios::all()
-                    .iter()
-                    .filter(|x| x.external_skip(hooks) == Some(why))
-                    .map(|x| x.id)
-                    .collect();
-                eprintln!("fenceproof: {} {why}; skipped against --database-url", rows.join(", "));
-                said.push(why);
+            match skipped.iter_mut().find(|(w, _)| *w == why) {
+                Some((_, rows)) => rows.push(e.id),
+                None => skipped.push((why, vec![e.id])),
             }
             false
         }
     });
+    for (why, rows) in skipped {
+        eprintln!("fenceproof: skipped against --database-url: {} ({why})", rows.join(", "));
+    }
     experiments
 }
 

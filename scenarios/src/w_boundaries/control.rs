@@ -11,6 +11,8 @@ use fenceproof_harness::HarnessError;
 use serde_json::json;
 use uuid::Uuid;
 
+use fenceproof_harness::procs::worker::WorkerProc;
+
 use crate::catalogue;
 use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
@@ -38,18 +40,44 @@ fn run_of(ev: &serde_json::Value) -> Result<Uuid, HarnessError> {
         .ok_or_else(|| HarnessError::Other(format!("create_run answered no run_id: {ev}")))
 }
 
+fn create(t: &str, task: &str) -> serde_json::Value {
+    json!({"cmd": "create_run", "task_id": format!("{task}-{t}")})
+}
+
+fn acquire(r: Uuid) -> serde_json::Value {
+    json!({"cmd": "acquire", "run_id": r, "ttl_ms": 600_000, "heartbeat_ms": 600_000, "renew_timeout_ms": 5_000})
+}
+
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let mut cp = ctx.spawn_control_plane().await?;
     let mut cp2 = ctx.spawn_control_plane().await?;
     let control = [CONTROL, cp.owner.as_str(), cp2.owner.as_str()].map(String::from);
-    let t = &Uuid::new_v4().simple().to_string()[..8];
-    let create = |task: &str| json!({"cmd": "create_run", "task_id": format!("{task}-{t}")});
-    let acquire = |r: Uuid| json!({"cmd": "acquire", "run_id": r, "ttl_ms": 600_000, "heartbeat_ms": 600_000, "renew_timeout_ms": 5_000});
+    let t = Uuid::new_v4().simple().to_string()[..8].to_string();
+    let (mut workers, r2) = cancel_one_of_two(ctx, &mut cp, &t).await?;
+    cancel_finished(ctx, &mut cp, &mut workers[1], r2).await?;
+    racing_retries(ctx, &mut cp, &mut cp2, &t).await?;
+    for w in workers.iter_mut() {
+        w.shutdown(STEP).await?;
+    }
+    cp.shutdown(Duration::from_secs(10)).await?;
+    cp2.shutdown(Duration::from_secs(10)).await?;
+    let rows = ctx.commits().await?;
+    ctx.note(format!("{} boundary checks on the worker's control plane", ctx.checks.len()));
+    let control: Vec<&str> = control.iter().map(String::as_str).collect();
+    ctx.checks.extend(invariants::all(&rows, &control));
+    Ok(())
+}
 
-    // Two live runs, each with a prepared intent; cancel one.
-    let c1 = cp.request(create("wx-1"), STEP).await?;
+/// Two live runs, each with a prepared intent; cancel one: the other run and its intent stay.
+/// Returns the two runs' workers and the second run.
+async fn cancel_one_of_two(
+    ctx: &mut Ctx,
+    cp: &mut WorkerProc,
+    t: &str,
+) -> Result<(Vec<WorkerProc>, Uuid), HarnessError> {
+    let c1 = cp.request(create(t, "wx-1"), STEP).await?;
     require_ok(&c1, "create a first run")?;
-    let c2 = cp.request(create("wx-2"), STEP).await?;
+    let c2 = cp.request(create(t, "wx-2"), STEP).await?;
     require_ok(&c2, "create a second run")?;
     let (r1, r2) = (run_of(&c1)?, run_of(&c2)?);
     let mut intents = Vec::new();
@@ -71,9 +99,17 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         other["status"] == "running" && other_op["status"] == "prepared",
         format!("the other run is {}, its intent {}", other["status"], other_op["status"]),
     ));
+    Ok((workers, r2))
+}
 
-    // A finished run cannot be cancelled.
-    require_ok(&workers[1].request(json!({"cmd": "succeed"}), STEP).await?, "the second run completes")?;
+/// A finished run cannot be cancelled.
+async fn cancel_finished(
+    ctx: &mut Ctx,
+    cp: &mut WorkerProc,
+    worker: &mut WorkerProc,
+    r2: Uuid,
+) -> Result<(), HarnessError> {
+    require_ok(&worker.request(json!({"cmd": "succeed"}), STEP).await?, "the second run completes")?;
     let late = cp.request(json!({"cmd": "cancel", "run_id": r2}), STEP).await?;
     let done = fenceproof_harness::record::oracle::run_state(&ctx.pool, r2).await?.run;
     ctx.check(Check::expect(
@@ -81,7 +117,11 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         done["status"] == "succeeded",
         format!("cancel answered {}; the run is {}", outcome(&late), done["status"]),
     ));
+    Ok(())
+}
 
+/// Two retries of one finished task, held on the task row, then released together: one live run.
+async fn racing_retries(ctx: &mut Ctx, cp: &mut WorkerProc, cp2: &mut WorkerProc, t: &str) -> Result<(), HarnessError> {
     // Two retries of one finished task, held on the task row, then released together.
     let task = format!("wx-3-{t}");
     let c3 = cp.request(json!({"cmd": "create_run", "task_id": task}), STEP).await?;
@@ -103,7 +143,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     // plane that never touches the task row answers at once, and is judged all the same.
     let mut early = [None, None];
     let started = std::time::Instant::now();
-    for (k, (p, id)) in [(&mut cp, ids.0), (&mut cp2, ids.1)].into_iter().enumerate() {
+    for (k, (p, id)) in [(&mut *cp, ids.0), (&mut *cp2, ids.1)].into_iter().enumerate() {
         loop {
             if let Some(a) = p.poll_event(|ev| ev["id"] == json!(id)) {
                 early[k] = Some(a);
@@ -144,14 +184,5 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         format!("the retries answered {} and {}; live runs of the task: {live:?}", outcome(&a1), outcome(&a2)),
     ));
 
-    for w in workers.iter_mut() {
-        w.shutdown(STEP).await?;
-    }
-    cp.shutdown(Duration::from_secs(10)).await?;
-    cp2.shutdown(Duration::from_secs(10)).await?;
-    let rows = ctx.commits().await?;
-    ctx.note(format!("{} boundary checks on the worker's control plane", ctx.checks.len()));
-    let control: Vec<&str> = control.iter().map(String::as_str).collect();
-    ctx.checks.extend(invariants::all(&rows, &control));
     Ok(())
 }

@@ -111,11 +111,32 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         released.to_string(),
     );
 
-    // Expiry with nobody taking over: no renewal, no write.
+    expiry_without_takeover(ctx, r[2]).await?;
+
+    // A renewal and a save whose check waits, on the lease row, across the expiry.
+    let renew_done = held_across_expiry(ctx, r[3], "renew", |_| json!({"cmd": "renew"})).await?;
+    let save_done =
+        held_across_expiry(ctx, r[4], "save", |_| json!({"cmd": "save", "checkpoint": {"held": true}})).await?;
+    if !(renew_done && save_done) {
+        return Err(HarnessError::Other(
+            "the held-across-expiry probes stayed inconclusive with a 5 s lease (a very loaded machine)".into(),
+        ));
+    }
+
+    a.shutdown(STEP).await?;
+    a2.shutdown(STEP).await?;
+    let rows = ctx.commits().await?;
+    ctx.note(format!("{} boundary checks on the worker's lease handling", ctx.checks.len()));
+    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
+    Ok(())
+}
+
+/// Expiry with nobody taking over: the worker's renewal and save after it commit nothing.
+async fn expiry_without_takeover(ctx: &mut Ctx, run: Uuid) -> Result<(), HarnessError> {
     let mut c = ctx.spawn_worker("c", vec![]).await?;
-    require_ok(&c.request(acquire(r[2], 700), STEP).await?, "C acquires a short lease")?;
+    require_ok(&c.request(acquire(run, 700), STEP).await?, "C acquires a short lease")?;
     require_ok(&c.request(json!({"cmd": "start"}), STEP).await?, "C starts its run")?;
-    ctx.wait_lease_expired(r[2]).await?;
+    ctx.wait_lease_expired(run).await?;
     let mark = ctx.oracle_mark().await?;
     let renewed = c.request(json!({"cmd": "renew"}), STEP).await?;
     let saved = c.request(json!({"cmd": "save", "checkpoint": {"late": true}}), STEP).await?;
@@ -134,21 +155,47 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     );
     c.shutdown(STEP).await?;
 
-    // A renewal and a save whose check waits, on the lease row, across the expiry.
-    let renew_done = held_across_expiry(ctx, r[3], "renew", |_| json!({"cmd": "renew"})).await?;
-    let save_done =
-        held_across_expiry(ctx, r[4], "save", |_| json!({"cmd": "save", "checkpoint": {"held": true}})).await?;
-    if !(renew_done && save_done) {
-        return Err(HarnessError::Other(
-            "the held-across-expiry probes stayed inconclusive with a 5 s lease (a very loaded machine)".into(),
-        ));
-    }
+    Ok(())
+}
 
-    a.shutdown(STEP).await?;
-    a2.shutdown(STEP).await?;
+/// Wait until the worker's command `id` is seen waiting on the harness's hold of the lease row
+/// (true) or answered without waiting (its answer), bounded by [`STEP`].
+async fn seen_at_hold(
+    ctx: &Ctx,
+    x: &mut WorkerProc,
+    hold: &fenceproof_harness::faults::Injected<RowHold>,
+    id: u64,
+) -> Result<(bool, Option<Value>), HarnessError> {
+    let started = std::time::Instant::now();
+    while started.elapsed() < STEP {
+        if let Some(a) = x.poll_event(|ev| ev["id"] == json!(id)) {
+            return Ok((false, Some(a)));
+        }
+        if hold.blocks(&ctx.pool, &x.owner).await? {
+            return Ok((true, None));
+        }
+        tokio::time::sleep(fenceproof_harness::wait::POLL_EVERY).await;
+    }
+    Ok((false, None))
+}
+
+/// A command that began while the lease was live but reached its check after expiry commits
+/// nothing (the worker's commits after `mark`).
+async fn judge_held(ctx: &mut Ctx, x: &WorkerProc, what: &str, mark: i64, answer: &Value) -> Result<(), HarnessError> {
     let rows = ctx.commits().await?;
-    ctx.note(format!("{} boundary checks on the worker's lease handling", ctx.checks.len()));
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
+    let late: Vec<String> = rows
+        .iter()
+        .filter(|r| r.seq > mark && r.writer == x.owner)
+        .map(|r| format!("#{} {} {}", r.seq, r.op, r.table_name))
+        .collect();
+    let rule = if what == "renew" { "lease.renew-unexpired" } else { "commit.lease-owner-epoch-live" };
+    check(
+        ctx,
+        rule,
+        &format!("a {what} that began while the lease was live but reached its check after expiry commits nothing"),
+        late.is_empty(),
+        format!("answered {}; commits by the worker after the hold: {late:?}", outcome(answer)),
+    );
     Ok(())
 }
 
@@ -183,20 +230,7 @@ async fn held_across_expiry(
         let id = x.send(cmd(i as u32)).await?;
         // The worker's statement must come to the lease row (its check is made under the row's
         // lock): either it is seen waiting on the hold, or it answered without ever touching it.
-        let started = std::time::Instant::now();
-        let mut blocked = false;
-        let mut early = None;
-        while started.elapsed() < STEP {
-            if let Some(a) = x.poll_event(|ev| ev["id"] == json!(id)) {
-                early = Some(a);
-                break;
-            }
-            if hold.blocks(&ctx.pool, &x.owner).await? {
-                blocked = true;
-                break;
-            }
-            tokio::time::sleep(fenceproof_harness::wait::POLL_EVERY).await;
-        }
+        let (blocked, early) = seen_at_hold(ctx, &mut x, &hold, id).await?;
         if let Some(a) = early {
             hold.heal().await?;
             let rule = if what == "renew" { "lease.renew-unexpired" } else { "commit.lease-owner-epoch-live" };
@@ -234,20 +268,7 @@ async fn held_across_expiry(
             w = Some(x);
             continue;
         }
-        let rows = ctx.commits().await?;
-        let late: Vec<String> = rows
-            .iter()
-            .filter(|r| r.seq > mark && r.writer == x.owner)
-            .map(|r| format!("#{} {} {}", r.seq, r.op, r.table_name))
-            .collect();
-        let rule = if what == "renew" { "lease.renew-unexpired" } else { "commit.lease-owner-epoch-live" };
-        check(
-            ctx,
-            rule,
-            &format!("a {what} that began while the lease was live but reached its check after expiry commits nothing"),
-            late.is_empty(),
-            format!("answered {}; commits by the worker after the hold: {late:?}", outcome(&answer)),
-        );
+        judge_held(ctx, &x, what, mark, &answer).await?;
         x.shutdown(STEP).await?;
         return Ok(true);
     }

@@ -9,6 +9,9 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
+use fenceproof_harness::procs::tools::ToolsProc;
+use fenceproof_harness::procs::worker::WorkerProc;
+
 use crate::catalogue;
 use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
@@ -29,13 +32,18 @@ pub const EXPERIMENT: Experiment = Experiment {
     run: |c| Box::pin(run(c)),
 };
 
-pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
-    let err = |e: fenceproof_protocol::ProtocolError| HarnessError::Other(e.to_string());
-    let tools = ctx.spawn_tools().await?;
-    let acquire = |r| json!({"cmd": "acquire", "run_id": r, "ttl_ms": 600_000, "heartbeat_ms": 600_000, "renew_timeout_ms": 5_000});
-    let plan = |step: &str| json!({"cmd": "plan", "step_id": step, "tool": "idem", "request": {"step": step}});
+fn acquire(r: uuid::Uuid) -> serde_json::Value {
+    json!({"cmd": "acquire", "run_id": r, "ttl_ms": 600_000, "heartbeat_ms": 600_000, "renew_timeout_ms": 5_000})
+}
 
-    // An intent left prepared by a run that then finished.
+fn plan(step: &str) -> serde_json::Value {
+    json!({"cmd": "plan", "step_id": step, "tool": "idem", "request": {"step": step}})
+}
+
+/// An intent left prepared by a run that then finished is not claimed. Returns the run's worker
+/// and the dispatcher.
+async fn finished_run_not_claimed(ctx: &mut Ctx, tools: &ToolsProc) -> Result<(WorkerProc, WorkerProc), HarnessError> {
+    let err = |e: fenceproof_protocol::ProtocolError| HarnessError::Other(e.to_string());
     let done_run = runs::create_run(&ctx.pool, "task-wg-done", json!({})).await.map_err(err)?;
     let mut w = ctx.spawn_worker("w", vec![]).await?;
     require_ok(&w.request(acquire(done_run), STEP).await?, "W acquires")?;
@@ -44,7 +52,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     require_ok(&planned, "W plans a step")?;
     let left = data(&planned)["operation_id"].as_str().unwrap_or_default().to_string();
     require_ok(&w.request(json!({"cmd": "succeed"}), STEP).await?, "W completes the run")?;
-    let mut d = ctx.spawn_dispatcher("d", &tools).await?;
+    let mut d = ctx.spawn_dispatcher("d", tools).await?;
     let mark = ctx.oracle_mark().await?;
     let pass = d
         .request(json!({"cmd": "dispatch", "claim_ttl_ms": 30_000, "call_timeout_ms": 5_000, "limit": 10}), STEP)
@@ -58,6 +66,15 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         claimed.is_empty() && op["status"] == "prepared",
         format!("dispatch answered {}; the operation is {}; ledger commits {claimed:?}", outcome(&pass), op["status"]),
     ));
+
+    Ok((w, d))
+}
+
+pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let err = |e: fenceproof_protocol::ProtocolError| HarnessError::Other(e.to_string());
+    let tools = ctx.spawn_tools().await?;
+
+    let (mut w, mut d) = finished_run_not_claimed(ctx, &tools).await?;
 
     // Two prepared intents of a live run; the harness holds the older one.
     let live = runs::create_run(&ctx.pool, "task-wg-live", json!({})).await.map_err(err)?;

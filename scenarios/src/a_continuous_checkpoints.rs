@@ -7,7 +7,6 @@ use fenceproof_harness::record::oracle;
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 
-use crate::catalogue;
 use crate::ctx::{Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 
@@ -21,7 +20,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[&catalogue::RUNS_START],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

@@ -23,7 +23,6 @@ use fenceproof_harness::{wait, HarnessError};
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::catalogue;
 use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges, Need};
 
@@ -38,7 +37,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[Need::ServerFreeze],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[&catalogue::LEASE_UNCONFIRMED_RENEWAL_CANCELS],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

@@ -17,7 +17,6 @@ use fenceproof_protocol::runs;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::catalogue;
 use crate::ctx::{outcome, require_ok, scrape, stale_acquire, stale_attempts, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 
@@ -33,15 +32,6 @@ pub const SIGSTOP: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::LEASE_ACQUIRE_FREE_OR_EXPIRED,
-        &catalogue::LEASE_RENEW_OWNER_EPOCH,
-        &catalogue::LEASE_RELEASE_OWNER_EPOCH,
-        &catalogue::LEASE_RELEASE_KEEPS_EPOCH,
-        &catalogue::LEASE_UNCONFIRMED_RENEWAL_CANCELS,
-        &catalogue::COMMIT_LEASE_OWNER_EPOCH_LIVE,
-        &catalogue::METRICS_OUTCOMES,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c, false, PauseKind::Sigstop)),
 };
@@ -54,15 +44,6 @@ pub const FREEZE: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::LEASE_ACQUIRE_FREE_OR_EXPIRED,
-        &catalogue::LEASE_RENEW_OWNER_EPOCH,
-        &catalogue::LEASE_RELEASE_OWNER_EPOCH,
-        &catalogue::LEASE_RELEASE_KEEPS_EPOCH,
-        &catalogue::LEASE_UNCONFIRMED_RENEWAL_CANCELS,
-        &catalogue::COMMIT_LEASE_OWNER_EPOCH_LIVE,
-        &catalogue::METRICS_OUTCOMES,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c, false, PauseKind::Freeze)),
 };
@@ -75,15 +56,6 @@ pub const SAME_OWNER: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::LEASE_ACQUIRE_FREE_OR_EXPIRED,
-        &catalogue::LEASE_RENEW_OWNER_EPOCH,
-        &catalogue::LEASE_RELEASE_OWNER_EPOCH,
-        &catalogue::LEASE_RELEASE_KEEPS_EPOCH,
-        &catalogue::LEASE_UNCONFIRMED_RENEWAL_CANCELS,
-        &catalogue::COMMIT_LEASE_OWNER_EPOCH_LIVE,
-        &catalogue::METRICS_OUTCOMES,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c, true, PauseKind::Sigstop)),
 };

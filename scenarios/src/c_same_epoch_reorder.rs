@@ -15,7 +15,6 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::catalogue;
 use crate::ctx::{outcome, require_ok, Barriers, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 
@@ -29,7 +28,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[&catalogue::COMMIT_CONFLICT_LOSER_REREADS],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

@@ -549,6 +549,230 @@ pub const RULES: &[&Rule] = &[
     &LIVENESS_LEGAL_STEP,
 ];
 
+/// The rules each experiment's own checks judge, beside those of the check sets it runs
+/// ([`crate::experiment::Checks`]); a row that ends with every check passed is an ERROR when one of
+/// its rules got no check. The experiments are named by their registrations, never by id.
+pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
+    (&IDS_RETRY_NEW_RUN, &[&crate::g_retry_isolation::EXPERIMENT]),
+    (
+        &IDS_OPERATION_ID_PER_INTENT,
+        &[
+            &crate::e_remote_success_then_crash::IDEM,
+            &crate::e_remote_success_then_crash::DETID,
+            &crate::e_remote_success_then_crash::OPQUERY,
+            &crate::e_remote_success_then_crash::PLAIN,
+            &crate::e_remote_success_then_crash::IDEM_PAUSE,
+            &crate::e_unverified_answers::REPLAN,
+            &crate::g_retry_isolation::EXPERIMENT,
+        ],
+    ),
+    (&RUNS_ONE_LIVE_RUN_PER_TASK, &[&crate::w_boundaries::control::EXPERIMENT]),
+    (
+        &LEASE_ACQUIRE_FREE_OR_EXPIRED,
+        &[
+            &crate::b_old_owner_resumes::SIGSTOP,
+            &crate::b_old_owner_resumes::FREEZE,
+            &crate::b_old_owner_resumes::SAME_OWNER,
+            &crate::d_race_after_validation::EXPERIMENT,
+            &crate::p_api::lease::EXPERIMENT,
+            &crate::p_api::clock::EXPERIMENT,
+            &crate::w_boundaries::lease::EXPERIMENT,
+            &crate::w_boundaries::clock::EXPERIMENT,
+        ],
+    ),
+    (&LEASE_TAKEOVER_WAITS_FOR_VALIDATED_COMMIT, &[&crate::d_race_after_validation::EXPERIMENT]),
+    (
+        &LEASE_RENEW_OWNER_EPOCH,
+        &[
+            &crate::b_old_owner_resumes::SIGSTOP,
+            &crate::b_old_owner_resumes::FREEZE,
+            &crate::b_old_owner_resumes::SAME_OWNER,
+            &crate::p_role_boundary::EXPERIMENT,
+            &crate::p_api::lease::EXPERIMENT,
+            &crate::w_boundaries::lease::EXPERIMENT,
+        ],
+    ),
+    (
+        &LEASE_RENEW_UNEXPIRED,
+        &[&crate::p_api::lease::EXPERIMENT, &crate::p_api::clock::EXPERIMENT, &crate::w_boundaries::lease::EXPERIMENT],
+    ),
+    (
+        &LEASE_RELEASE_OWNER_EPOCH,
+        &[
+            &crate::b_old_owner_resumes::SIGSTOP,
+            &crate::b_old_owner_resumes::FREEZE,
+            &crate::b_old_owner_resumes::SAME_OWNER,
+            &crate::p_api::lease::EXPERIMENT,
+            &crate::w_boundaries::lease::EXPERIMENT,
+        ],
+    ),
+    (
+        &LEASE_RELEASE_KEEPS_EPOCH,
+        &[
+            &crate::b_old_owner_resumes::SIGSTOP,
+            &crate::b_old_owner_resumes::FREEZE,
+            &crate::b_old_owner_resumes::SAME_OWNER,
+            &crate::p_api::lease::EXPERIMENT,
+            &crate::w_boundaries::lease::EXPERIMENT,
+        ],
+    ),
+    (
+        &LEASE_UNCONFIRMED_RENEWAL_CANCELS,
+        &[
+            &crate::b_old_owner_resumes::SIGSTOP,
+            &crate::b_old_owner_resumes::FREEZE,
+            &crate::b_database_freeze::EXPERIMENT,
+            &crate::b_old_owner_resumes::SAME_OWNER,
+            &crate::i_lost_ack::RENEW,
+            &crate::j_partition::EXPERIMENT,
+        ],
+    ),
+    (
+        &COMMIT_LEASE_OWNER_EPOCH_LIVE,
+        &[
+            &crate::b_old_owner_resumes::SIGSTOP,
+            &crate::b_old_owner_resumes::FREEZE,
+            &crate::b_old_owner_resumes::SAME_OWNER,
+            &crate::d_race_after_validation::EXPERIMENT,
+            &crate::p_role_boundary::EXPERIMENT,
+            &crate::p_api::commit::EXPERIMENT,
+            &crate::p_api::clock::EXPERIMENT,
+            &crate::w_boundaries::lease::EXPERIMENT,
+            &crate::w_boundaries::clock::EXPERIMENT,
+        ],
+    ),
+    (&COMMIT_VALID_AT_CHECK, &[&crate::d_race_after_validation::EXPERIMENT]),
+    (&COMMIT_CONFLICT_LOSER_REREADS, &[&crate::c_same_epoch_reorder::EXPERIMENT]),
+    (&RUNS_START, &[&crate::a_continuous_checkpoints::EXPERIMENT, &crate::p_api::commit::EXPERIMENT]),
+    (&RUNS_UNKNOWN_COMMIT_OUTCOME, &[&crate::h_failover::SYNC, &crate::i_lost_ack::SAVE, &crate::i_lost_ack::TERMINAL]),
+    (&RUNS_UNKNOWN_READ_BACK, &[&crate::i_lost_ack::SAVE]),
+    (&RUNS_UNKNOWN_NEVER_FAILURE, &[&crate::i_lost_ack::SAVE, &crate::i_lost_ack::TERMINAL]),
+    (&CLOCK_DATABASE_TIME, &[&crate::p_api::clock::EXPERIMENT, &crate::w_boundaries::clock::EXPERIMENT]),
+    (&CLOCK_JUMPS_KEEP_STATE_SAFE, &[&crate::k_clock_jump::FORWARD, &crate::k_clock_jump::BACKWARD]),
+    (&LEASE_PARAMETERS, &[&crate::h_lease_params::EXPERIMENT]),
+    (
+        &INTENT_SAME_TRANSACTION,
+        &[
+            &crate::e_remote_success_then_crash::IDEM,
+            &crate::e_remote_success_then_crash::DETID,
+            &crate::e_remote_success_then_crash::OPQUERY,
+            &crate::e_remote_success_then_crash::PLAIN,
+            &crate::e_unverified_answers::NO_ANSWER,
+            &crate::e_unverified_answers::CONFLICT,
+            &crate::e_unverified_answers::REPLAN,
+            &crate::f_cancel_race::PREPARED,
+            &crate::g_retry_isolation::EXPERIMENT,
+            &crate::p_role_boundary::EXPERIMENT,
+            &crate::p_api::commit::EXPERIMENT,
+        ],
+    ),
+    (
+        &INTENT_CANONICAL_DIGEST,
+        &[
+            &crate::e_remote_success_then_crash::IDEM,
+            &crate::e_remote_success_then_crash::DETID,
+            &crate::e_remote_success_then_crash::OPQUERY,
+            &crate::e_remote_success_then_crash::PLAIN,
+            &crate::e_unverified_answers::NO_ANSWER,
+            &crate::e_unverified_answers::CONFLICT,
+            &crate::e_unverified_answers::REPLAN,
+            &crate::f_cancel_race::PREPARED,
+            &crate::g_retry_isolation::EXPERIMENT,
+            &crate::p_secret_masking::EXPERIMENT,
+        ],
+    ),
+    (&INTENT_SAME_INTENT_RECOGNIZED, &[&crate::p_api::commit::EXPERIMENT]),
+    (&INTENT_MISMATCH_COMMITS_NOTHING, &[&crate::p_role_boundary::EXPERIMENT, &crate::p_api::commit::EXPERIMENT]),
+    (
+        &CLAIM_PREPARED_OF_LIVE_RUNS,
+        &[&crate::f_cancel_race::PREPARED, &crate::p_api::ledger::EXPERIMENT, &crate::w_boundaries::ledger::EXPERIMENT],
+    ),
+    (&CLAIM_SKIP_LOCKED, &[&crate::p_api::ledger::EXPERIMENT, &crate::w_boundaries::ledger::EXPERIMENT]),
+    (
+        &RESULT_CLAIM_OWNER_REVISION_DIGEST,
+        &[&crate::e_remote_success_then_crash::IDEM_PAUSE, &crate::p_api::ledger::EXPERIMENT],
+    ),
+    (&RESULT_SETTLED_STATUSES_ONLY, &[&crate::p_api::ledger::EXPERIMENT]),
+    (
+        &LEDGER_SETTLED_FINAL,
+        &[
+            &crate::e_remote_success_then_crash::IDEM_PAUSE,
+            &crate::g_retry_isolation::EXPERIMENT,
+            &crate::p_api::ledger::EXPERIMENT,
+        ],
+    ),
+    (&UNKNOWN_OWN_CLAIM_ONLY, &[&crate::p_api::ledger::EXPERIMENT]),
+    (
+        &UNKNOWN_EXPIRED_CLAIM_AS_SEEN,
+        &[
+            &crate::e_remote_success_then_crash::IDEM,
+            &crate::e_remote_success_then_crash::DETID,
+            &crate::e_remote_success_then_crash::OPQUERY,
+            &crate::e_remote_success_then_crash::PLAIN,
+            &crate::e_remote_success_then_crash::IDEM_PAUSE,
+            &crate::p_api::ledger::EXPERIMENT,
+            &crate::p_api::clock::EXPERIMENT,
+            &crate::w_boundaries::clock::EXPERIMENT,
+        ],
+    ),
+    (
+        &CONVERGE_UNKNOWN_AT_REVISION,
+        &[
+            &crate::e_remote_success_then_crash::IDEM,
+            &crate::e_remote_success_then_crash::DETID,
+            &crate::e_remote_success_then_crash::OPQUERY,
+            &crate::e_unverified_answers::NO_ANSWER,
+            &crate::p_api::ledger::EXPERIMENT,
+        ],
+    ),
+    (
+        &EFFECTS_ONE_PER_OPERATION,
+        &[
+            &crate::e_remote_success_then_crash::IDEM,
+            &crate::e_remote_success_then_crash::DETID,
+            &crate::e_remote_success_then_crash::OPQUERY,
+            &crate::e_remote_success_then_crash::PLAIN,
+            &crate::e_remote_success_then_crash::IDEM_PAUSE,
+            &crate::e_unverified_answers::NO_ANSWER,
+            &crate::e_unverified_answers::REPLAN,
+            &crate::f_cancel_race::DISPATCHING,
+            &crate::f_cancel_race::UNKNOWN,
+        ],
+    ),
+    (
+        &UNKNOWN_NEVER_FAILURE,
+        &[
+            &crate::e_remote_success_then_crash::PLAIN,
+            &crate::e_unverified_answers::NO_ANSWER,
+            &crate::f_cancel_race::DISPATCHING,
+            &crate::f_cancel_race::UNKNOWN,
+        ],
+    ),
+    (&REMOTE_CONFLICT_OWNERSHIP, &[&crate::e_unverified_answers::CONFLICT]),
+    (&CANCEL_PREPARED_TO_CANCELLED, &[&crate::f_cancel_race::PREPARED, &crate::w_boundaries::control::EXPERIMENT]),
+    (&CANCEL_IN_FLIGHT_KEPT, &[&crate::f_cancel_race::DISPATCHING, &crate::f_cancel_race::UNKNOWN]),
+    (&FAILOVER_CONTRACT, &[&crate::h_failover::ASYNC, &crate::h_failover::SYNC]),
+    (&FAILOVER_FENCE_BEFORE_PROMOTE, &[&crate::h_failover::ASYNC, &crate::h_failover::SYNC]),
+    (&ROLES_FENCED_FUNCTIONS_ONLY, &[&crate::p_role_boundary::EXPERIMENT]),
+    (&SECRETS_MASKED, &[&crate::p_secret_masking::EXPERIMENT]),
+    (
+        &METRICS_OUTCOMES,
+        &[
+            &crate::b_old_owner_resumes::SIGSTOP,
+            &crate::b_old_owner_resumes::FREEZE,
+            &crate::b_old_owner_resumes::SAME_OWNER,
+            &crate::e_remote_success_then_crash::IDEM,
+            &crate::e_remote_success_then_crash::DETID,
+            &crate::e_remote_success_then_crash::OPQUERY,
+            &crate::e_remote_success_then_crash::PLAIN,
+            &crate::e_remote_success_then_crash::IDEM_PAUSE,
+        ],
+    ),
+    (&ROLLOUT_REVOKE_DIRECT_WRITES, &[&crate::l_rollout::EXPERIMENT]),
+    (&PREFILTER_NOT_A_BOUNDARY, &[&crate::m_redis_prefilter::REDIS_EXPIRY, &crate::m_redis_prefilter::REDIS_RESTART]),
+    (&RESTORE_RECOVER_BEFORE_DISPATCH, &[&crate::n_restore::EXPERIMENT]),
+];
+
 /// The rules every row that judges the global invariants exercises ([`crate::experiment::Checks::invariants`]).
 pub const INVARIANT_RULES: &[&Rule] = &[
     &HOLDER_ONLY_CURRENT_EPOCH_WRITES,
@@ -571,7 +795,8 @@ pub const LEGAL_STEP_RULES: &[&Rule] = &[&LIVENESS_LEGAL_STEP];
 
 /// The rules `e` declares it exercises: its own and those of the checks it runs.
 pub fn rules_of(e: &Experiment) -> Vec<&'static Rule> {
-    let mut v: Vec<&'static Rule> = e.rules.to_vec();
+    let mut v: Vec<&'static Rule> =
+        EXERCISED.iter().filter(|(_, rows)| rows.iter().any(|x| x.id == e.id)).map(|(r, _)| *r).collect();
     for (on, set) in [
         (e.checks.invariants, INVARIANT_RULES),
         (e.checks.answers, ANSWER_RULES),

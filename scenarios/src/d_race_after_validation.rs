@@ -19,7 +19,6 @@ use fenceproof_harness::{wait, HarnessError};
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::catalogue;
 use crate::ctx::{outcome, require_ok, Barriers, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 
@@ -33,12 +32,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::LEASE_ACQUIRE_FREE_OR_EXPIRED,
-        &catalogue::LEASE_TAKEOVER_WAITS_FOR_VALIDATED_COMMIT,
-        &catalogue::COMMIT_LEASE_OWNER_EPOCH_LIVE,
-        &catalogue::COMMIT_VALID_AT_CHECK,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

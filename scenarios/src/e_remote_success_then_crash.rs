@@ -22,7 +22,6 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::{json, Value};
 
-use crate::catalogue;
 use crate::ctx::{data, require_ok, scrape, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 use crate::outbox_setup::{dispatch_held_before_result, plan_operation};
@@ -37,15 +36,6 @@ pub const IDEM: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::IDS_OPERATION_ID_PER_INTENT,
-        &catalogue::INTENT_SAME_TRANSACTION,
-        &catalogue::INTENT_CANONICAL_DIGEST,
-        &catalogue::UNKNOWN_EXPIRED_CLAIM_AS_SEEN,
-        &catalogue::CONVERGE_UNKNOWN_AT_REVISION,
-        &catalogue::EFFECTS_ONE_PER_OPERATION,
-        &catalogue::METRICS_OUTCOMES,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c, "idem", Stop::Kill)),
 };
@@ -58,15 +48,6 @@ pub const DETID: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::IDS_OPERATION_ID_PER_INTENT,
-        &catalogue::INTENT_SAME_TRANSACTION,
-        &catalogue::INTENT_CANONICAL_DIGEST,
-        &catalogue::UNKNOWN_EXPIRED_CLAIM_AS_SEEN,
-        &catalogue::CONVERGE_UNKNOWN_AT_REVISION,
-        &catalogue::EFFECTS_ONE_PER_OPERATION,
-        &catalogue::METRICS_OUTCOMES,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c, "detid", Stop::Kill)),
 };
@@ -79,15 +60,6 @@ pub const OPQUERY: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::IDS_OPERATION_ID_PER_INTENT,
-        &catalogue::INTENT_SAME_TRANSACTION,
-        &catalogue::INTENT_CANONICAL_DIGEST,
-        &catalogue::UNKNOWN_EXPIRED_CLAIM_AS_SEEN,
-        &catalogue::CONVERGE_UNKNOWN_AT_REVISION,
-        &catalogue::EFFECTS_ONE_PER_OPERATION,
-        &catalogue::METRICS_OUTCOMES,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c, "opquery", Stop::Kill)),
 };
@@ -100,15 +72,6 @@ pub const PLAIN: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::IDS_OPERATION_ID_PER_INTENT,
-        &catalogue::INTENT_SAME_TRANSACTION,
-        &catalogue::INTENT_CANONICAL_DIGEST,
-        &catalogue::UNKNOWN_EXPIRED_CLAIM_AS_SEEN,
-        &catalogue::EFFECTS_ONE_PER_OPERATION,
-        &catalogue::UNKNOWN_NEVER_FAILURE,
-        &catalogue::METRICS_OUTCOMES,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c, "plain", Stop::Kill)),
 };
@@ -121,14 +84,6 @@ pub const IDEM_PAUSE: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::IDS_OPERATION_ID_PER_INTENT,
-        &catalogue::RESULT_CLAIM_OWNER_REVISION_DIGEST,
-        &catalogue::LEDGER_SETTLED_FINAL,
-        &catalogue::UNKNOWN_EXPIRED_CLAIM_AS_SEEN,
-        &catalogue::EFFECTS_ONE_PER_OPERATION,
-        &catalogue::METRICS_OUTCOMES,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c, "idem", Stop::Pause)),
 };

@@ -30,7 +30,6 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::{json, Value};
 
-use crate::catalogue;
 use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 use crate::outbox_setup::exacting_request;
@@ -47,13 +46,6 @@ pub const NO_ANSWER: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::INTENT_SAME_TRANSACTION,
-        &catalogue::INTENT_CANONICAL_DIGEST,
-        &catalogue::CONVERGE_UNKNOWN_AT_REVISION,
-        &catalogue::EFFECTS_ONE_PER_OPERATION,
-        &catalogue::UNKNOWN_NEVER_FAILURE,
-    ],
     operator_of: &[],
     run: |c| Box::pin(no_answer(c)),
 };
@@ -66,11 +58,6 @@ pub const CONFLICT: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::INTENT_SAME_TRANSACTION,
-        &catalogue::INTENT_CANONICAL_DIGEST,
-        &catalogue::REMOTE_CONFLICT_OWNERSHIP,
-    ],
     operator_of: &[],
     run: |c| Box::pin(conflict(c)),
 };
@@ -83,12 +70,6 @@ pub const REPLAN: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::IDS_OPERATION_ID_PER_INTENT,
-        &catalogue::INTENT_SAME_TRANSACTION,
-        &catalogue::INTENT_CANONICAL_DIGEST,
-        &catalogue::EFFECTS_ONE_PER_OPERATION,
-    ],
     operator_of: &[],
     run: |c| Box::pin(replan(c)),
 };

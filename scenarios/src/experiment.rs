@@ -7,7 +7,6 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use fenceproof_harness::check::rule::Rule;
 use fenceproof_harness::contract::ReplicationMode;
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::mutant::Mutant;
@@ -101,9 +100,6 @@ pub struct Experiment {
     pub needs: &'static [Need],
     pub judges: Judges,
     pub checks: Checks,
-    /// The rules its own checks judge (beside those of [`Checks`]); the row is an ERROR when one
-    /// of them got no check in a run that reached its end.
-    pub rules: &'static [&'static Rule],
     /// The operator-side mutants whose broken step this experiment performs as the operator.
     pub operator_of: &'static [Mutant],
     pub run: RunFn,

@@ -17,7 +17,6 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::{json, Value};
 
-use crate::catalogue;
 use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 use crate::outbox_setup::{dispatch_held_before_result, plan_operation};
@@ -32,12 +31,6 @@ pub const PREPARED: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::INTENT_SAME_TRANSACTION,
-        &catalogue::INTENT_CANONICAL_DIGEST,
-        &catalogue::CLAIM_PREPARED_OF_LIVE_RUNS,
-        &catalogue::CANCEL_PREPARED_TO_CANCELLED,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c, At::Prepared)),
 };
@@ -50,11 +43,6 @@ pub const DISPATCHING: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::EFFECTS_ONE_PER_OPERATION,
-        &catalogue::UNKNOWN_NEVER_FAILURE,
-        &catalogue::CANCEL_IN_FLIGHT_KEPT,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c, At::Dispatching)),
 };
@@ -67,11 +55,6 @@ pub const UNKNOWN: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::EFFECTS_ONE_PER_OPERATION,
-        &catalogue::UNKNOWN_NEVER_FAILURE,
-        &catalogue::CANCEL_IN_FLIGHT_KEPT,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c, At::Unknown)),
 };

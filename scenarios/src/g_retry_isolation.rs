@@ -13,7 +13,6 @@ use fenceproof_protocol::runs;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::catalogue;
 use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 use crate::outbox_setup::{dispatch_held_before_result, plan_operation};
@@ -28,13 +27,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::IDS_RETRY_NEW_RUN,
-        &catalogue::IDS_OPERATION_ID_PER_INTENT,
-        &catalogue::INTENT_SAME_TRANSACTION,
-        &catalogue::INTENT_CANONICAL_DIGEST,
-        &catalogue::LEDGER_SETTLED_FINAL,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

@@ -32,7 +32,6 @@ use serde_json::{json, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::catalogue;
 use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges, Need};
 
@@ -46,7 +45,6 @@ pub const ASYNC: Experiment = Experiment {
     needs: &[Need::Standby(ReplicationMode::Async)],
     judges: Judges::Deployment,
     checks: Checks::NO_ANSWERS,
-    rules: &[&catalogue::FAILOVER_CONTRACT, &catalogue::FAILOVER_FENCE_BEFORE_PROMOTE],
     operator_of: &[],
     run: |c| Box::pin(run(c, ReplicationMode::Async)),
 };
@@ -59,11 +57,6 @@ pub const SYNC: Experiment = Experiment {
     needs: &[Need::Standby(ReplicationMode::Sync)],
     judges: Judges::Deployment,
     checks: Checks::NO_ANSWERS,
-    rules: &[
-        &catalogue::RUNS_UNKNOWN_COMMIT_OUTCOME,
-        &catalogue::FAILOVER_CONTRACT,
-        &catalogue::FAILOVER_FENCE_BEFORE_PROMOTE,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c, ReplicationMode::Sync)),
 };

@@ -20,7 +20,6 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::{lease, runs, Ttl};
 use serde_json::json;
 
-use crate::catalogue;
 use crate::ctx::Ctx;
 use crate::experiment::{Checks, Experiment, Judges};
 
@@ -34,7 +33,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[],
     judges: Judges::Deployment,
     checks: Checks::OWN_ONLY,
-    rules: &[&catalogue::LEASE_PARAMETERS],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

@@ -27,7 +27,6 @@ use fenceproof_protocol::runs;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::catalogue;
 use crate::ctx::{outcome, require_ok, scrape, Ctx, STEP, TAKEOVER_IS_NEXT_EPOCH};
 use crate::experiment::{Checks, Experiment, Judges};
 
@@ -43,11 +42,6 @@ pub const SAVE: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::RUNS_UNKNOWN_COMMIT_OUTCOME,
-        &catalogue::RUNS_UNKNOWN_READ_BACK,
-        &catalogue::RUNS_UNKNOWN_NEVER_FAILURE,
-    ],
     operator_of: &[],
     run: |c| Box::pin(save(c)),
 };
@@ -60,7 +54,6 @@ pub const TERMINAL: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[&catalogue::RUNS_UNKNOWN_COMMIT_OUTCOME, &catalogue::RUNS_UNKNOWN_NEVER_FAILURE],
     operator_of: &[],
     run: |c| Box::pin(terminal(c)),
 };
@@ -73,7 +66,6 @@ pub const RENEW: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[&catalogue::LEASE_UNCONFIRMED_RENEWAL_CANCELS],
     operator_of: &[],
     run: |c| Box::pin(renew(c)),
 };

@@ -15,7 +15,6 @@ use fenceproof_protocol::runs;
 use serde_json::json;
 
 use crate::b_old_owner_resumes::TAKEOVER_EPOCH;
-use crate::catalogue;
 use crate::ctx::{require_ok, scrape, Ctx, StaleChecks, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 
@@ -29,7 +28,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[&catalogue::LEASE_UNCONFIRMED_RENEWAL_CANCELS],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

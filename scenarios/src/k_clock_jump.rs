@@ -19,7 +19,6 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::catalogue;
 use crate::ctx::{outcome, require_ok, Ctx, STEP, TAKEOVER_IS_NEXT_EPOCH};
 use crate::experiment::{Checks, Experiment, Judges, Need};
 use crate::frozen_clock::FrozenServer;
@@ -36,7 +35,6 @@ pub const FORWARD: Experiment = Experiment {
     needs: &[Need::ClockServer],
     judges: Judges::Protocol,
     checks: Checks::NO_ANSWERS,
-    rules: &[&catalogue::CLOCK_JUMPS_KEEP_STATE_SAFE],
     operator_of: &[],
     run: |c| Box::pin(forward(c)),
 };
@@ -49,7 +47,6 @@ pub const BACKWARD: Experiment = Experiment {
     needs: &[Need::ClockServer],
     judges: Judges::Protocol,
     checks: Checks::NO_ANSWERS,
-    rules: &[&catalogue::CLOCK_JUMPS_KEEP_STATE_SAFE],
     operator_of: &[],
     run: |c| Box::pin(backward(c)),
 };

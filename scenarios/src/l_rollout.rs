@@ -22,7 +22,6 @@ use fenceproof_protocol::runs;
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::catalogue;
 use crate::ctx::{outcome, require_ok, Ctx, CONTROL, LEGAL_STEP_CHECK, STEP};
 use crate::experiment::{Checks, Experiment, Judges, Need};
 
@@ -36,7 +35,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[Need::LegacyLogin],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[&catalogue::ROLLOUT_REVOKE_DIRECT_WRITES],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

@@ -24,7 +24,6 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::catalogue;
 use crate::ctx::{require_ok, Ctx, StaleChecks, STEP, TAKEOVER_IS_NEXT_EPOCH};
 use crate::experiment::{Checks, Experiment, Judges, Need};
 
@@ -40,7 +39,6 @@ pub const REDIS_EXPIRY: Experiment = Experiment {
     needs: &[Need::Redis],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[&catalogue::PREFILTER_NOT_A_BOUNDARY],
     operator_of: &[],
     run: |c| Box::pin(run(c, Loss::Expiry)),
 };
@@ -53,7 +51,6 @@ pub const REDIS_RESTART: Experiment = Experiment {
     needs: &[Need::Redis],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[&catalogue::PREFILTER_NOT_A_BOUNDARY],
     operator_of: &[],
     run: |c| Box::pin(run(c, Loss::Restart)),
 };

@@ -39,7 +39,6 @@ use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::catalogue;
 use crate::ctx::{data, outcome, require_ok, stale_attempts, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges, Need};
 
@@ -53,7 +52,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[Need::OwnServer],
     judges: Judges::Protocol,
     checks: Checks::NO_ANSWERS,
-    rules: &[&catalogue::RESTORE_RECOVER_BEFORE_DISPATCH],
     operator_of: &[Mutant::RestoreSkipsRecovery],
     run: |c| Box::pin(run(c)),
 };

@@ -16,7 +16,6 @@ use serde_json::{json, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::catalogue;
 use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP, WORKER_LOGIN_EXISTS};
 use crate::experiment::{Checks, Experiment, Judges, Need};
 
@@ -30,13 +29,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[Need::WorkerLogin],
     judges: Judges::Boundary,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::LEASE_RENEW_OWNER_EPOCH,
-        &catalogue::COMMIT_LEASE_OWNER_EPOCH_LIVE,
-        &catalogue::INTENT_SAME_TRANSACTION,
-        &catalogue::INTENT_MISMATCH_COMMITS_NOTHING,
-        &catalogue::ROLES_FENCED_FUNCTIONS_ONLY,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

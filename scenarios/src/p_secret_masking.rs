@@ -9,7 +9,6 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::catalogue;
 use crate::ctx::{data, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 
@@ -23,7 +22,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[],
     judges: Judges::Boundary,
     checks: Checks::ALL,
-    rules: &[&catalogue::INTENT_CANONICAL_DIGEST, &catalogue::SECRETS_MASKED],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

@@ -14,7 +14,6 @@ use fenceproof_harness::HarnessError;
 use uuid::Uuid;
 
 use super::{lease_key, lit, op_key, outcome, owner, refused, uuid, Answer, Prober};
-use crate::catalogue;
 use crate::ctx::Ctx;
 use crate::experiment::{Checks, Experiment, Judges, Need};
 use crate::frozen_clock::FrozenServer;
@@ -30,13 +29,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[Need::WorkerLogin, Need::ClockServer],
     judges: Judges::Functions,
     checks: Checks::NO_ANSWERS,
-    rules: &[
-        &catalogue::LEASE_ACQUIRE_FREE_OR_EXPIRED,
-        &catalogue::LEASE_RENEW_UNEXPIRED,
-        &catalogue::COMMIT_LEASE_OWNER_EPOCH_LIVE,
-        &catalogue::CLOCK_DATABASE_TIME,
-        &catalogue::UNKNOWN_EXPIRED_CLAIM_AS_SEEN,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

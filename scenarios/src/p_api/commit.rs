@@ -9,7 +9,6 @@ use fenceproof_harness::HarnessError;
 use uuid::Uuid;
 
 use super::{lit, op_key, outcome, owner, run_key, uuid, Answer, Prober, LONG_TTL_MS, SHORT_TTL_MS};
-use crate::catalogue;
 use crate::ctx::Ctx;
 use crate::experiment::{Checks, Experiment, Judges, Need};
 use crate::tags::{self, tagged};
@@ -24,13 +23,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[Need::WorkerLogin],
     judges: Judges::Functions,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::COMMIT_LEASE_OWNER_EPOCH_LIVE,
-        &catalogue::RUNS_START,
-        &catalogue::INTENT_SAME_TRANSACTION,
-        &catalogue::INTENT_SAME_INTENT_RECOGNIZED,
-        &catalogue::INTENT_MISMATCH_COMMITS_NOTHING,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

@@ -7,7 +7,6 @@ use fenceproof_harness::HarnessError;
 use uuid::Uuid;
 
 use super::{lease_key, lit, owner, q, refused, uuid, Answer, Prober, LONG_TTL_MS, SHORT_TTL_MS};
-use crate::catalogue;
 use crate::ctx::Ctx;
 use crate::experiment::{Checks, Experiment, Judges, Need};
 use crate::tags::{self, tagged};
@@ -22,13 +21,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[Need::WorkerLogin],
     judges: Judges::Functions,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::LEASE_ACQUIRE_FREE_OR_EXPIRED,
-        &catalogue::LEASE_RENEW_OWNER_EPOCH,
-        &catalogue::LEASE_RENEW_UNEXPIRED,
-        &catalogue::LEASE_RELEASE_OWNER_EPOCH,
-        &catalogue::LEASE_RELEASE_KEEPS_EPOCH,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

@@ -12,7 +12,6 @@ use sqlx::Connection;
 use uuid::Uuid;
 
 use super::{lit, op_key, owner, q, refused, uuid, Answer, Prober, LONG_TTL_MS, SHORT_TTL_MS};
-use crate::catalogue;
 use crate::ctx::Ctx;
 use crate::experiment::{Checks, Experiment, Judges, Need};
 use crate::tags::{self, tagged};
@@ -27,16 +26,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[Need::WorkerLogin],
     judges: Judges::Functions,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::CLAIM_PREPARED_OF_LIVE_RUNS,
-        &catalogue::CLAIM_SKIP_LOCKED,
-        &catalogue::RESULT_CLAIM_OWNER_REVISION_DIGEST,
-        &catalogue::RESULT_SETTLED_STATUSES_ONLY,
-        &catalogue::LEDGER_SETTLED_FINAL,
-        &catalogue::UNKNOWN_OWN_CLAIM_ONLY,
-        &catalogue::UNKNOWN_EXPIRED_CLAIM_AS_SEEN,
-        &catalogue::CONVERGE_UNKNOWN_AT_REVISION,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

@@ -9,7 +9,6 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::catalogue;
 use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges, Need};
 use crate::frozen_clock::FrozenServer;
@@ -25,12 +24,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[Need::ClockServer],
     judges: Judges::Protocol,
     checks: Checks::NO_ANSWERS,
-    rules: &[
-        &catalogue::LEASE_ACQUIRE_FREE_OR_EXPIRED,
-        &catalogue::COMMIT_LEASE_OWNER_EPOCH_LIVE,
-        &catalogue::CLOCK_DATABASE_TIME,
-        &catalogue::UNKNOWN_EXPIRED_CLAIM_AS_SEEN,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

@@ -20,7 +20,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

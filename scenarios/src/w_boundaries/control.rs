@@ -13,7 +13,6 @@ use uuid::Uuid;
 
 use fenceproof_harness::procs::worker::WorkerProc;
 
-use crate::catalogue;
 use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 
@@ -28,7 +27,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[&catalogue::RUNS_ONE_LIVE_RUN_PER_TASK, &catalogue::CANCEL_PREPARED_TO_CANCELLED],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

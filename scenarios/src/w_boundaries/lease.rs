@@ -21,7 +21,6 @@ use fenceproof_protocol::runs;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::catalogue;
 use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 
@@ -35,14 +34,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[
-        &catalogue::LEASE_ACQUIRE_FREE_OR_EXPIRED,
-        &catalogue::LEASE_RENEW_OWNER_EPOCH,
-        &catalogue::LEASE_RENEW_UNEXPIRED,
-        &catalogue::LEASE_RELEASE_OWNER_EPOCH,
-        &catalogue::LEASE_RELEASE_KEEPS_EPOCH,
-        &catalogue::COMMIT_LEASE_OWNER_EPOCH_LIVE,
-    ],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

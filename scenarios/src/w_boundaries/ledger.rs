@@ -12,7 +12,6 @@ use serde_json::json;
 use fenceproof_harness::procs::tools::ToolsProc;
 use fenceproof_harness::procs::worker::WorkerProc;
 
-use crate::catalogue;
 use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 
@@ -27,7 +26,6 @@ pub const EXPERIMENT: Experiment = Experiment {
     needs: &[],
     judges: Judges::Protocol,
     checks: Checks::ALL,
-    rules: &[&catalogue::CLAIM_PREPARED_OF_LIVE_RUNS, &catalogue::CLAIM_SKIP_LOCKED],
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

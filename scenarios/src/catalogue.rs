@@ -38,8 +38,8 @@ pub const HOLDER_ONLY_CURRENT_EPOCH_WRITES: Rule = Rule {
         HOLDER,
         crate::b_old_owner_resumes::NOTHING_COMMITS_WHILE_STALE,
         fenceproof_harness::check::invariants::STALE_COMMITS_NOTHING_AFTER,
-        "[commit.lease-owner-epoch-live]*",
-        "[lease.partition-stale-rejected]*",
+        crate::tags::ANY_COMMIT_LEASE_OWNER_EPOCH_LIVE,
+        crate::tags::ANY_LEASE_PARTITION_STALE_REJECTED,
     ],
 };
 pub const IDS_RETRY_NEW_RUN: Rule = Rule {
@@ -77,14 +77,14 @@ pub const RUNS_ONE_LIVE_RUN_PER_TASK: Rule = Rule {
     id: "runs.one-live-run-per-task",
     section: "04, 07",
     statement: "a task has one active run: a retry is created only once the active run is finished, in the transaction that switches active_run_id",
-    checkers: &["[runs.one-live-run-per-task]*"],
+    checkers: &[crate::tags::ANY_RUNS_ONE_LIVE_RUN_PER_TASK],
 };
 // §05: the lease.
 pub const LEASE_ACQUIRE_FREE_OR_EXPIRED: Rule = Rule {
     id: "lease.acquire-free-or-expired",
     section: "05.1",
     statement: "a takeover only of a free lease or one expired on the database clock when it is checked, for the caller, of that run only",
-    checkers: &[TAKEOVERS, LEASE_MACHINE, crate::b_old_owner_resumes::EARLY_TAKEOVER_REFUSED, crate::b_old_owner_resumes::STALE_ACQUIRE_BUSY, "[lease.acquire-free-or-expired]*"],
+    checkers: &[TAKEOVERS, LEASE_MACHINE, crate::b_old_owner_resumes::EARLY_TAKEOVER_REFUSED, crate::b_old_owner_resumes::STALE_ACQUIRE_BUSY, crate::tags::ANY_LEASE_ACQUIRE_FREE_OR_EXPIRED],
 };
 pub const LEASE_EPOCH_PLUS_ONE: Rule = Rule {
     id: "lease.epoch-plus-one",
@@ -103,10 +103,10 @@ pub const LEASE_RENEW_OWNER_EPOCH: Rule = Rule {
     section: "05.2",
     statement: "a renewal extends only the named lease, and only under its owner and epoch",
     checkers: &[
-        "[lease.renew-owner-epoch]*",
+        crate::tags::ANY_LEASE_RENEW_OWNER_EPOCH,
         LEASE_MACHINE,
-        "A's renew/save/succeed/fail/release leave B's lease and the run unchanged (database rows)",
-        "fp_lease_renew refuses a stale epoch",
+        crate::b_old_owner_resumes::STALE_LEAVES_ROWS,
+        crate::p_role_boundary::RENEW_REFUSES_STALE_EPOCH,
         QUIET,
     ],
 };
@@ -114,32 +114,32 @@ pub const LEASE_RENEW_UNEXPIRED: Rule = Rule {
     id: "lease.renew-unexpired",
     section: "05.2",
     statement: "a renewal only extends a lease that has not expired, judged on the database clock at the moment of the check; a lost lease cannot be resurrected",
-    checkers: &["[lease.renew-unexpired]*"],
+    checkers: &[crate::tags::ANY_LEASE_RENEW_UNEXPIRED],
 };
 pub const LEASE_RELEASE_OWNER_EPOCH: Rule = Rule {
     id: "lease.release-owner-epoch",
     section: "05.2",
     statement: "release works only under owner + epoch, on the named lease only",
-    checkers: &["[lease.release-owner-epoch]*", LEASE_MACHINE],
+    checkers: &[crate::tags::ANY_LEASE_RELEASE_OWNER_EPOCH, LEASE_MACHINE],
 };
 pub const LEASE_RELEASE_KEEPS_EPOCH: Rule = Rule {
     id: "lease.release-keeps-epoch",
     section: "05.2",
     statement: "release keeps the epoch (never zeroed)",
-    checkers: &["[lease.release-keeps-epoch]*", "release keeps B's epoch (never zeroed)", EPOCHS],
+    checkers: &[crate::tags::ANY_LEASE_RELEASE_KEEPS_EPOCH, crate::b_old_owner_resumes::RELEASE_KEEPS_EPOCH, EPOCHS],
 };
 pub const LEASE_UNCONFIRMED_RENEWAL_CANCELS: Rule = Rule {
     id: "lease.unconfirmed-renewal-cancels",
     section: "05.2, 07",
     statement: "an unanswered or lost renewal cancels the execution; nothing new commits after it and the lease is left to expire",
-    checkers: &[crate::b_database_freeze::AT_MOST_IN_FLIGHT_AFTER_THAW, crate::b_database_freeze::A_LEFT_LEASE_TO_EXPIRE, crate::b_old_owner_resumes::HEARTBEAT_CANCELS, crate::b_database_freeze::A_STOPPED_UNFINISHED, "[lease.renew-unknown-cancels]*"],
+    checkers: &[crate::b_database_freeze::AT_MOST_IN_FLIGHT_AFTER_THAW, crate::b_database_freeze::A_LEFT_LEASE_TO_EXPIRE, crate::b_old_owner_resumes::HEARTBEAT_CANCELS, crate::b_database_freeze::A_STOPPED_UNFINISHED, crate::tags::ANY_LEASE_RENEW_UNKNOWN_CANCELS],
 };
 // §06: the protected commit.
 pub const COMMIT_LEASE_OWNER_EPOCH_LIVE: Rule = Rule {
     id: "commit.lease-owner-epoch-live",
     section: "06",
     statement: "a protected write locks the lease row and validates owner, epoch and expiry (database clock, at the check) in the writing transaction",
-    checkers: &["[commit.lease-owner-epoch-live]*", HOLDER, "A is fenced after the takeover", "fp_run_transition refuses a forged owner", "fp_run_transition refuses a stale epoch"],
+    checkers: &[crate::tags::ANY_COMMIT_LEASE_OWNER_EPOCH_LIVE, HOLDER, crate::d_race_after_validation::A_FENCED, crate::p_role_boundary::TRANSITION_REFUSES_FORGED_OWNER, crate::p_role_boundary::TRANSITION_REFUSES_STALE_EPOCH],
 };
 pub const COMMIT_VALID_AT_CHECK: Rule = Rule {
     id: "commit.valid-at-check",
@@ -152,7 +152,7 @@ pub const COMMIT_REVISION_CAS: Rule = Rule {
     id: "commit.revision-cas",
     section: "06",
     statement: "state writes compare-and-set the revision: of two writes at one expected revision at most one commits, each commit is + 1 on the previous, on that run only",
-    checkers: &[REVISIONS, crate::c_same_epoch_reorder::EXACTLY_ONE_SAVE, crate::c_same_epoch_reorder::REVISION_PLUS_ONE, "[commit.revision-cas]*", NAMED_REVISION, STORED_AS_SENT],
+    checkers: &[REVISIONS, crate::c_same_epoch_reorder::EXACTLY_ONE_SAVE, crate::c_same_epoch_reorder::REVISION_PLUS_ONE, crate::tags::ANY_COMMIT_REVISION_CAS, NAMED_REVISION, STORED_AS_SENT],
 };
 pub const COMMIT_CONFLICT_LOSER_REREADS: Rule = Rule {
     id: "commit.conflict-loser-rereads",
@@ -177,20 +177,24 @@ pub const RUNS_START: Rule = Rule {
     id: "runs.start",
     section: "07",
     statement: "a run starts from pending under the current lease and a revision CAS",
-    checkers: &["[runs.start]*", RUN_MACHINE],
+    checkers: &[crate::tags::ANY_RUNS_START, RUN_MACHINE],
 };
 pub const RUNS_TRANSITION_FROM_STATE: Rule = Rule {
     id: "runs.transition-from-state",
     section: "07",
     statement:
         "workers move runs pending -> running -> running ... -> succeeded | failed; only the control plane cancels",
-    checkers: &["[runs.transition-from-state]*", RUN_MACHINE],
+    checkers: &[crate::tags::ANY_RUNS_TRANSITION_FROM_STATE, RUN_MACHINE],
 };
 pub const RUNS_TERMINAL_FINAL: Rule = Rule {
     id: "runs.terminal-final",
     section: "07",
     statement: "terminal states never return to running; a retry creates a new run",
-    checkers: &[TERMINAL_FINAL, "[runs.terminal-final]*", "the old run stays cancelled"],
+    checkers: &[
+        TERMINAL_FINAL,
+        crate::tags::ANY_RUNS_TERMINAL_FINAL,
+        crate::g_retry_isolation::OLD_RUN_STAYS_CANCELLED,
+    ],
 };
 pub const RUNS_NO_TERMINAL_WITHOUT_LEASE: Rule = Rule {
     id: "runs.no-terminal-without-lease",
@@ -202,7 +206,7 @@ pub const RUNS_UNKNOWN_COMMIT_OUTCOME: Rule = Rule {
     id: "runs.unknown-commit-outcome",
     section: "06, 07, 10",
     statement: "a commit whose outcome is unknown (a cancelled synchronous wait, a lost connection) is reported as unknown, never as success",
-    checkers: &[crate::h_failover::CANCELLED_WAIT_UNKNOWN, crate::h_failover::LOCAL_ONLY, ANSWERS_AGREE, "[commit.unknown-answered-unknown]*"],
+    checkers: &[crate::h_failover::CANCELLED_WAIT_UNKNOWN, crate::h_failover::LOCAL_ONLY, ANSWERS_AGREE, crate::tags::ANY_COMMIT_UNKNOWN_ANSWERED_UNKNOWN],
 };
 pub const RUNS_ANSWERS_AGREE: Rule = Rule {
     id: "runs.answers-agree",
@@ -218,25 +222,25 @@ pub const RUNS_UNKNOWN_READ_BACK: Rule = Rule {
     id: "runs.unknown-read-back",
     section: "06, 07",
     statement: "after an unknown outcome the worker starts no next step before reading owner, epoch and revision back from the primary, and continues from what really committed: no checkpoint twice, none lost, no revision skipped",
-    checkers: &["[commit.unknown-read-back]*"],
+    checkers: &[crate::tags::ANY_COMMIT_UNKNOWN_READ_BACK],
 };
 pub const RUNS_UNKNOWN_NEVER_FAILURE: Rule = Rule {
     id: "runs.unknown-never-failure",
     section: "01, 07",
     statement: "an unknown outcome is never turned into a failure write, nor followed by a second terminal write",
-    checkers: &["[commit.unknown-not-failure]*", TERMINAL_TOLD],
+    checkers: &[crate::tags::ANY_COMMIT_UNKNOWN_NOT_FAILURE, TERMINAL_TOLD],
 };
 pub const CLOCK_DATABASE_TIME: Rule = Rule {
     id: "clock.database-time",
     section: "05, 10",
     statement: "expiry is judged on the database server's clock: at expires_at = clock a lease has expired (taken over, never renewed or written under), at dispatch_until = clock a claim has",
-    checkers: &["[commit.lease-owner-epoch-live] at *", "[unknown.expired-claim-as-seen] at *", "the server's clock stayed frozen where the harness set it", "[lease.renew-unexpired] at *", "[lease.acquire-free-or-expired] at *"],
+    checkers: &[crate::tags::AT_COMMIT_LEASE_OWNER_EPOCH_LIVE, crate::tags::AT_UNKNOWN_EXPIRED_CLAIM_AS_SEEN, crate::p_api::clock::CLOCK_STAYED_FROZEN, crate::tags::AT_LEASE_RENEW_UNEXPIRED, crate::tags::AT_LEASE_ACQUIRE_FREE_OR_EXPIRED],
 };
 pub const CLOCK_JUMPS_KEEP_STATE_SAFE: Rule = Rule {
     id: "clock.jumps-keep-state-safe",
     section: "10",
     statement: "the database clock's own jumps move takeovers (a forward jump: early; a backward jump: late) but protected transactions keep state safe: no stale write commits, no second owner",
-    checkers: &["[clock.jumps-keep-state-safe]*"],
+    checkers: &[crate::tags::ANY_CLOCK_JUMPS_KEEP_STATE_SAFE],
 };
 pub const LEASE_PARAMETERS: Rule = Rule {
     id: "lease.parameters",
@@ -251,8 +255,8 @@ pub const INTENT_SAME_TRANSACTION: Rule = Rule {
     statement: "an intent is registered prepared in the same protected transaction as its step-planned checkpoint",
     checkers: &[
         LEDGER_MACHINE,
-        "[intent.same-transaction]*",
-        "an intent commits in the transaction that moves its run's checkpoint to the step planned",
+        crate::tags::ANY_INTENT_SAME_TRANSACTION,
+        fenceproof_harness::check::intents::PLANNED_WITH_CHECKPOINT,
     ],
 };
 pub const INTENT_CANONICAL_DIGEST: Rule = Rule {
@@ -268,36 +272,36 @@ pub const INTENT_SAME_INTENT_RECOGNIZED: Rule = Rule {
     id: "intent.same-intent-recognized",
     section: "08",
     statement: "an intent registered again with the same run, tool and digest is the same intent",
-    checkers: &["[intent.same-intent-recognized]*"],
+    checkers: &[crate::tags::ANY_INTENT_SAME_INTENT_RECOGNIZED],
 };
 pub const INTENT_MISMATCH_COMMITS_NOTHING: Rule = Rule {
     id: "intent.mismatch-commits-nothing",
     section: "08",
     statement: "an operation_id registered with another run, tool or digest (or a step planned under another id) is refused, and nothing of that transaction commits",
-    checkers: &["[intent.mismatch-commits-nothing]*", "re-planning a step with another request is refused"],
+    checkers: &[crate::tags::ANY_INTENT_MISMATCH_COMMITS_NOTHING, crate::p_role_boundary::REPLAN_REFUSED],
 };
 pub const CLAIM_PREPARED_OF_LIVE_RUNS: Rule = Rule {
     id: "claim.prepared-of-live-runs",
     section: "09.2",
     statement: "a claim takes only prepared operations of pending or running runs, with an owner and a finite deadline",
     checkers: &[
-        "[claim.prepared-of-live-runs]*",
+        crate::tags::ANY_CLAIM_PREPARED_OF_LIVE_RUNS,
         LEDGER_MACHINE,
-        "the dispatcher finds nothing to claim",
-        "it was never claimed (oracle)",
+        crate::f_cancel_race::NOTHING_TO_CLAIM,
+        crate::f_cancel_race::NEVER_CLAIMED,
     ],
 };
 pub const CLAIM_SKIP_LOCKED: Rule = Rule {
     id: "claim.skip-locked",
     section: "09.2",
     statement: "concurrent claims skip rows another claim holds instead of waiting or double-claiming",
-    checkers: &["[claim.skip-locked]*"],
+    checkers: &[crate::tags::ANY_CLAIM_SKIP_LOCKED],
 };
 pub const LEDGER_REVISION_PLUS_ONE: Rule = Rule {
     id: "ledger.revision-plus-one",
     section: "09",
     statement: "every ledger change raises the ledger revision by one and leaves the intent's identity, digest and request alone",
-    checkers: &[LEDGER_MACHINE, "[ledger.revision-plus-one]*"],
+    checkers: &[LEDGER_MACHINE, crate::tags::ANY_LEDGER_REVISION_PLUS_ONE],
 };
 pub const LEDGER_NEVER_BACK_TO_PREPARED: Rule = Rule {
     id: "ledger.never-back-to-prepared",
@@ -315,43 +319,47 @@ pub const RESULT_CLAIM_OWNER_REVISION_DIGEST: Rule = Rule {
     statement:
         "a result is written only under the claim's owner, ledger revision and request digest, to that operation only",
     checkers: &[
-        "[result.claim-owner-revision-digest]*",
+        crate::tags::ANY_RESULT_CLAIM_OWNER_REVISION_DIGEST,
         LEDGER_MACHINE,
-        "the resumed dispatcher's stale result write is rejected",
+        crate::e_remote_success_then_crash::STALE_RESULT_REJECTED,
     ],
 };
 pub const RESULT_SETTLED_STATUSES_ONLY: Rule = Rule {
     id: "result.settled-statuses-only",
     section: "09.3",
     statement: "a result or a convergence settles to succeeded or failed_final only",
-    checkers: &["[result.settled-statuses-only]*", LEDGER_MACHINE],
+    checkers: &[crate::tags::ANY_RESULT_SETTLED_STATUSES_ONLY, LEDGER_MACHINE],
 };
 pub const LEDGER_SETTLED_FINAL: Rule = Rule {
     id: "ledger.settled-final",
     section: "09.3",
     statement: "a settled operation never changes again (a late result is evidence only)",
-    checkers: &[LEDGER_BACK, "[ledger.settled-final]*", "the converged ledger row is unchanged by it"],
+    checkers: &[
+        LEDGER_BACK,
+        crate::tags::ANY_LEDGER_SETTLED_FINAL,
+        crate::e_remote_success_then_crash::CONVERGED_UNCHANGED,
+    ],
 };
 pub const UNKNOWN_OWN_CLAIM_ONLY: Rule = Rule {
     id: "unknown.own-claim-only",
     section: "09.2",
     statement: "a dispatcher marks only its own live claim unknown, at the revision it claimed",
-    checkers: &["[unknown.own-claim-only]*", LEDGER_MACHINE],
+    checkers: &[crate::tags::ANY_UNKNOWN_OWN_CLAIM_ONLY, LEDGER_MACHINE],
 };
 pub const UNKNOWN_EXPIRED_CLAIM_AS_SEEN: Rule = Rule {
     id: "unknown.expired-claim-as-seen",
     section: "09.2",
     statement: "a reconciler moves a claim to unknown only once it expired (database clock, at the check), only as it was seen (owner + revision), only while dispatching",
-    checkers: &["[unknown.expired-claim-as-seen]*", LEDGER_MACHINE, "the expired claim is moved to unknown, not back to prepared"],
+    checkers: &[crate::tags::ANY_UNKNOWN_EXPIRED_CLAIM_AS_SEEN, LEDGER_MACHINE, crate::e_remote_success_then_crash::EXPIRED_CLAIM_TO_UNKNOWN],
 };
 pub const CONVERGE_UNKNOWN_AT_REVISION: Rule = Rule {
     id: "converge.unknown-at-revision",
     section: "09.3",
     statement: "convergence moves only unknown rows, at the revision read, to the remote fact",
     checkers: &[
-        "[converge.unknown-at-revision]*",
-        "the operation converges to the remote fact",
-        "*: reconcile converges it to the remote fact: succeeded, exactly one resource",
+        crate::tags::ANY_CONVERGE_UNKNOWN_AT_REVISION,
+        crate::e_remote_success_then_crash::CONVERGES_TO_REMOTE,
+        crate::e_unverified_answers::ANY_RECONCILE_CONVERGES,
     ],
 };
 pub const EFFECTS_ONE_PER_OPERATION: Rule = Rule {
@@ -390,8 +398,14 @@ pub const REMOTE_CONFLICT_OWNERSHIP: Rule = Rule {
 pub const CANCEL_PREPARED_TO_CANCELLED: Rule = Rule {
     id: "cancel.prepared-to-cancelled",
     section: "09.3",
-    statement: "cancel moves the run's prepared operations to cancelled in the same transaction; they are never dispatched",
-    checkers: &["[cancel.prepared-to-cancelled]*", "prepared becomes cancelled in the cancel transaction", "it was never executed (tools' ledger)", "a run's cancel transaction also cancels every operation of it still prepared, and operations are cancelled only there"],
+    statement:
+        "cancel moves the run's prepared operations to cancelled in the same transaction; they are never dispatched",
+    checkers: &[
+        crate::tags::ANY_CANCEL_PREPARED_TO_CANCELLED,
+        crate::f_cancel_race::PREPARED_BECOMES_CANCELLED,
+        crate::f_cancel_race::NEVER_EXECUTED,
+        fenceproof_harness::check::cancel::PREPARED_CANCELLED_WITH_RUN,
+    ],
 };
 pub const CANCEL_IN_FLIGHT_KEPT: Rule = Rule {
     id: "cancel.in-flight-kept",
@@ -462,9 +476,9 @@ pub const PREFILTER_NOT_A_BOUNDARY: Rule = Rule {
     section: "03",
     statement: "a Redis lock (SET NX PX, compare-token renew and release) is a contention pre-filter only; when it is lost or wrongly granted, PostgreSQL's protected-write rules still reject the stale holder",
     checkers: &[
-        "[prefilter.not-a-boundary] nothing A writes after B's takeover commits: PostgreSQL fences what the pre-filter could not (oracle)",
-        "[prefilter.not-a-boundary] B's lease and the run are unchanged by the resumed A (database rows)",
-        "A's compare-token renew and release are refused: the key stays B's",
+        crate::m_redis_prefilter::NOTHING_OF_A_COMMITS,
+        crate::m_redis_prefilter::ROWS_UNCHANGED_BY_RESUMED,
+        crate::m_redis_prefilter::COMPARE_TOKEN_REFUSES_A,
     ],
 };
 pub const RESTORE_RECOVER_BEFORE_DISPATCH: Rule = Rule {
@@ -856,6 +870,40 @@ mod tests {
         all.push(fenceproof_harness::check::history::quiet_windows_stay_quiet(&rows, &[]));
         for c in all {
             assert!(!rules_for(&c.name).is_empty(), "{} judges no rule of the catalogue", c.name);
+        }
+    }
+
+    /// A pattern checker (a `*` in it) names checks built at run time: each must match a name
+    /// that the code building such names produces, or it links its rule to nothing.
+    #[test]
+    fn every_pattern_checker_matches_a_name_the_code_builds() {
+        use fenceproof_harness::check::invariants;
+        use fenceproof_harness::check::rule::matches;
+        use fenceproof_harness::faults::tools::ToolFault;
+
+        let mut built: Vec<String> = crate::tags::ALL
+            .iter()
+            .map(|(tag, _)| crate::tags::tagged(tag, "at 2030-01-01 00:00:01, probed"))
+            .collect();
+        built.push(invariants::silent_after(&[], "worker-a-1", 6).name);
+        built.push(invariants::one_effect_per_operation(&[], &["plain"]).name);
+        built.push(crate::p_role_boundary::denied_check("TRUNCATE worker_leases"));
+        for what in [
+            crate::e_unverified_answers::UNVERIFIED_LEAVES_UNKNOWN,
+            crate::e_unverified_answers::CALL_REACHED_TOOL,
+            crate::e_unverified_answers::STILL_UNKNOWN_AFTER_RECONCILE,
+            crate::e_unverified_answers::RECONCILE_CONVERGES,
+        ] {
+            built.push(crate::e_unverified_answers::call_check("plain", ToolFault::Hang, what));
+        }
+        for r in RULES {
+            for p in r.checkers.iter().filter(|p| p.contains('*')) {
+                assert!(
+                    built.iter().any(|n| matches(p, n)),
+                    "rule {}: pattern {p} matches no name the code builds",
+                    r.id
+                );
+            }
         }
     }
 }

@@ -179,7 +179,7 @@ fn no_answer_cases() -> Vec<(&'static str, ToolFault)> {
 }
 
 /// The name of a check about one call of `E-no-answer`: `{tool}, {fault mode}: {what}`.
-fn call_check(tool: &str, fault: ToolFault, what: &str) -> String {
+pub(crate) fn call_check(tool: &str, fault: ToolFault, what: &str) -> String {
     format!("{tool}, {}: {what}", fault.mode())
 }
 

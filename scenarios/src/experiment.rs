@@ -85,8 +85,8 @@ impl Checks {
     /// A row that judges another database than its own (a promoted standby, a frozen-clock
     /// server, a restore): it judges invariants there itself; the answers are not judged.
     pub const NO_ANSWERS: Checks = Checks { invariants: true, answers: false, legal_step: true };
-    /// A measurement: only its own checks.
-    pub const OWN_ONLY: Checks = Checks { invariants: false, answers: false, legal_step: false };
+    /// A measurement: its own checks and the answers of the workers it measured.
+    pub const MEASUREMENT: Checks = Checks { invariants: false, answers: true, legal_step: false };
 }
 
 /// One experiment of the matrix, as it declares itself.

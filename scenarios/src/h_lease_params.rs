@@ -32,7 +32,7 @@ pub const EXPERIMENT: Experiment = Experiment {
     section: "07; 11 H",
     needs: &[],
     judges: Judges::Deployment,
-    checks: Checks::OWN_ONLY,
+    checks: Checks::MEASUREMENT,
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };

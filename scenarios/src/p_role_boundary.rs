@@ -165,7 +165,7 @@ async fn judge_login(ctx: &mut Ctx, role: &PgPool, owner: &str) -> Result<(), Ha
 }
 
 /// The name of the check of one direct write (`denied with 42501: {what}`).
-fn denied_check(what: &str) -> String {
+pub(crate) fn denied_check(what: &str) -> String {
     format!("denied with 42501: {what}")
 }
 

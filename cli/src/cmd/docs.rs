@@ -39,6 +39,8 @@ const BLOCKS: &[Block] = &[
     Block { name: "external-rows", make: external_rows },
     Block { name: "external-row-count", make: external_row_count },
     Block { name: "external-skipped", make: external_skipped_markdown },
+    Block { name: "audit-libraries", make: audit_libraries_markdown },
+    Block { name: "audit-experiments", make: audit_experiments_markdown },
 ];
 
 /// The text of the block called `name`, or `None` for a name no generator has.
@@ -202,6 +204,32 @@ pub fn external_skipped_markdown() -> String {
     s
 }
 
+/// The job queues `fenceproof audit` runs, with their pinned versions and how they are configured.
+pub fn audit_libraries_markdown() -> String {
+    let mut s = String::from(
+        "| library | version | stall recovery as configured | completion guarded by |\n|---|---|---|---|\n",
+    );
+    for l in fenceproof_audit::libraries::LIBRARIES {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            l.name,
+            cell(l.version),
+            cell(l.recovery),
+            cell(l.completion_guard)
+        ));
+    }
+    s
+}
+
+/// The audit's fixed experiments, each run against every library.
+pub fn audit_experiments_markdown() -> String {
+    let mut s = String::from("| experiment | what happens |\n|---|---|\n");
+    for e in fenceproof_audit::experiments::EXPERIMENTS {
+        s.push_str(&format!("| `{}` | {} |\n", e.id, cell(e.title)));
+    }
+    s
+}
+
 /// The rule catalogue, wherever it lives.
 mod catalogue {
     pub use fenceproof_harness::check::rule::Rule;
@@ -234,13 +262,14 @@ pub fn rewrite(text: &str) -> Result<(String, Vec<Stale>), String> {
 
 fn rewrite_with(text: &str, make: impl Fn(&str) -> Option<String>) -> Result<(String, Vec<Stale>), String> {
     let (mut out, mut stale, mut rest) = (String::new(), Vec::new(), text);
-    while let Some(at) = rest.find(OPEN) {
+    while let Some(at) = find_marker(rest, OPEN) {
         let line = text[..text.len() - rest.len() + at].matches('\n').count() + 1;
         let after = &rest[at + OPEN.len()..];
         let name_end = after.find(OPEN_END).ok_or(format!("line {line}: a generated marker without ` -->`"))?;
         let name = &after[..name_end];
         let body_start = at + OPEN.len() + name_end + OPEN_END.len();
-        let close = rest[body_start..].find(CLOSE).ok_or(format!("line {line}: generated:{name} is never closed"))?;
+        let close =
+            find_marker(&rest[body_start..], CLOSE).ok_or(format!("line {line}: generated:{name} is never closed"))?;
         let old = &rest[body_start..body_start + close];
         let fresh = make(name).ok_or(format!("line {line}: no generator is called `{name}`"))?;
         let new = if fresh.ends_with('\n') { format!("\n{fresh}") } else { fresh };
@@ -254,6 +283,12 @@ fn rewrite_with(text: &str, make: impl Fn(&str) -> Option<String>) -> Result<(St
     }
     out.push_str(rest);
     Ok((out, stale))
+}
+
+/// The first `marker` in `text` that is not quoted as code (preceded by a backtick), so a page can
+/// name the markers without opening a block.
+fn find_marker(text: &str, marker: &str) -> Option<usize> {
+    text.match_indices(marker).map(|(i, _)| i).find(|&i| !text[..i].ends_with('`'))
 }
 
 /// The Markdown files that may hold generated blocks: `README.md` and `docs/*.md` under `root`.
@@ -353,6 +388,8 @@ mod tests {
     fn unknown_names_and_open_markers_are_errors() {
         assert!(rewrite_with("<!-- generated:nope -->x<!-- /generated -->", fixed).unwrap_err().contains("nope"));
         assert!(rewrite_with("a\n<!-- generated:count -->3", fixed).unwrap_err().contains("line 2"));
+        let quoted = "blocks sit between `<!-- generated:NAME -->` and `<!-- /generated -->`\n";
+        assert_eq!(rewrite_with(quoted, fixed).unwrap(), (quoted.to_string(), vec![]), "quoted markers are text");
     }
 
     #[test]

@@ -17,9 +17,12 @@ fn run_of(r: &CommitRow) -> Option<String> {
     r.new_str("run_id").or(r.old_str("run_id")).map(str::to_string).or(r.run_id.map(|u| u.to_string()))
 }
 
+/// The name of [`prepared_cancelled_with_their_run`]'s check.
+pub const PREPARED_CANCELLED_WITH_RUN: &str = "a run's cancel transaction also cancels every operation of it still prepared, and operations are cancelled only there";
+
 /// The check: prepared operations are cancelled in their run's cancel transaction, and only there.
 pub fn prepared_cancelled_with_their_run(rows: &[CommitRow]) -> Check {
-    let name = "a run's cancel transaction also cancels every operation of it still prepared, and operations are cancelled only there";
+    let name = PREPARED_CANCELLED_WITH_RUN;
     let mut bad = Vec::new();
     // The transactions that cancelled a run: xid -> run, and the first seq of each.
     let mut cancels: BTreeMap<&str, (String, i64)> = BTreeMap::new();

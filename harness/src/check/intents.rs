@@ -55,13 +55,17 @@ pub fn digests_are_canonical(rows: &[CommitRow], control: &[&str]) -> Check {
     Check::from_violations(name, bad, format!("{judged} registered intent(s), each digest canonical"))
 }
 
+/// The name of [`planned_with_new_checkpoint`]'s check.
+pub const PLANNED_WITH_CHECKPOINT: &str =
+    "an intent commits in the transaction that moves its run's checkpoint to the step planned";
+
 /// Every intent a worker registered committed together with a change of its run's checkpoint by
 /// the same writer: the step-planned checkpoint and its intent are one transaction. A run update
 /// that leaves the checkpoint as it was (only the revision moved) means the planned checkpoint
 /// committed earlier, on its own: a crash between the two leaves "state says call the tool, but
 /// the intent is lost".
 pub fn planned_with_new_checkpoint(rows: &[CommitRow], control: &[&str]) -> Check {
-    let name = "an intent commits in the transaction that moves its run's checkpoint to the step planned";
+    let name = PLANNED_WITH_CHECKPOINT;
     let mut bad = Vec::new();
     let mut judged = 0;
     for r in inserted_intents(rows, control) {

@@ -5,6 +5,8 @@
 //! and then to the remote fact).
 
 use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::procs::tools::ToolsProc;
+use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
@@ -13,6 +15,7 @@ use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges, Need};
 use crate::frozen_clock::FrozenServer;
 use crate::outbox_setup;
+use crate::tags::{self, tagged};
 
 pub const TITLE: &str = "The worker at the exact instant of expiry (database clock frozen with libfaketime)";
 
@@ -53,14 +56,20 @@ async fn steps(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), HarnessError>
     let rows = ctx.commits().await?;
     let late: Vec<i64> = rows.iter().filter(|r| r.seq > mark && r.writer == a.owner).map(|r| r.seq).collect();
     ctx.check(Check::expect(
-        format!("[commit.lease-owner-epoch-live] at {T1}, the instant A's lease expires, A's save commits nothing"),
+        tagged(
+            tags::COMMIT_LEASE_OWNER_EPOCH_LIVE,
+            &format!("at {T1}, the instant A's lease expires, A's save commits nothing"),
+        ),
         late.is_empty(),
         format!("A's save answered {}; commits by A: {late:?}", outcome(&saved)),
     ));
     let mut b = ctx.spawn_worker("b", vec![]).await?;
     let took = b.request(acquire(600_000), STEP).await?;
     ctx.check(Check::expect(
-        format!("[lease.acquire-free-or-expired] at {T1}, the instant A's lease expires, B's takeover succeeds"),
+        tagged(
+            tags::LEASE_ACQUIRE_FREE_OR_EXPIRED,
+            &format!("at {T1}, the instant A's lease expires, B's takeover succeeds"),
+        ),
         outcome(&took) == "ok" && took["epoch"] == 2,
         format!("B's acquire answered {took}"),
     ));
@@ -74,30 +83,7 @@ async fn steps(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), HarnessError>
 
     // A claim due at T2 whose dispatcher is gone after the remote call.
     let tools = ctx.spawn_tools().await?;
-    let request = json!({"name": "clock-resource", "size": 1});
-    let planned =
-        b.request(json!({"cmd": "plan", "step_id": "create", "tool": "idem", "request": request}), STEP).await?;
-    require_ok(&planned, "B plans a step")?;
-    let op = planned["data"]["operation_id"].as_str().unwrap_or_default().to_string();
-    let mut held = outbox_setup::dispatch_held_before_result(ctx, &tools, "d", 0x636c_6f63, 1_000).await?;
-    held.dispatcher.kill().await?;
-    held.barrier.heal().await?;
-    let claimed = ctx.operation(&op).await?;
-    server.set(T2)?;
-    let mut r = ctx.spawn_dispatcher("r", &tools).await?;
-    let pass = r.request(json!({"cmd": "reconcile"}), STEP).await?;
-    let after = ctx.operation(&op).await?;
-    ctx.check(Check::expect(
-        format!("[unknown.expired-claim-as-seen] at {T2}, the instant the claim is due, the reconciler moves it on"),
-        claimed["status"] == "dispatching" && after["status"] != "dispatching",
-        format!(
-            "claim until {}, status {} before the pass; reconcile answered {}; status after {}",
-            claimed["dispatch_until"],
-            claimed["status"],
-            outcome(&pass),
-            after["status"]
-        ),
-    ));
+    let mut r = claim_due_at_t2(ctx, server, &mut b, &tools).await?;
     for p in [&mut b, &mut r] {
         p.shutdown(STEP).await?;
     }
@@ -107,4 +93,42 @@ async fn steps(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), HarnessError>
     ctx.note(format!("{} checks at the frozen instants {T1} and {T2}", ctx.checks.len()));
     ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     Ok(())
+}
+
+/// B plans a step; its dispatcher claims it (until T2), calls the tool and is killed before the
+/// result; at T2, the instant the claim is due, a reconciler `r` moves it on. Returns `r`.
+async fn claim_due_at_t2(
+    ctx: &mut Ctx,
+    server: &FrozenServer,
+    b: &mut WorkerProc,
+    tools: &ToolsProc,
+) -> Result<WorkerProc, HarnessError> {
+    let request = json!({"name": "clock-resource", "size": 1});
+    let planned =
+        b.request(json!({"cmd": "plan", "step_id": "create", "tool": "idem", "request": request}), STEP).await?;
+    require_ok(&planned, "B plans a step")?;
+    let op = planned["data"]["operation_id"].as_str().unwrap_or_default().to_string();
+    let mut held = outbox_setup::dispatch_held_before_result(ctx, tools, "d", 0x636c_6f63, 1_000).await?;
+    held.dispatcher.kill().await?;
+    held.barrier.heal().await?;
+    let claimed = ctx.operation(&op).await?;
+    server.set(T2)?;
+    let mut r = ctx.spawn_dispatcher("r", tools).await?;
+    let pass = r.request(json!({"cmd": "reconcile"}), STEP).await?;
+    let after = ctx.operation(&op).await?;
+    ctx.check(Check::expect(
+        tagged(
+            tags::UNKNOWN_EXPIRED_CLAIM_AS_SEEN,
+            &format!("at {T2}, the instant the claim is due, the reconciler moves it on"),
+        ),
+        claimed["status"] == "dispatching" && after["status"] != "dispatching",
+        format!(
+            "claim until {}, status {} before the pass; reconcile answered {}; status after {}",
+            claimed["dispatch_until"],
+            claimed["status"],
+            outcome(&pass),
+            after["status"]
+        ),
+    ));
+    Ok(r)
 }

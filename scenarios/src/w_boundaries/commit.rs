@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
+use crate::tags::{self, tagged};
 
 pub const TITLE: &str = "The worker's protected writes at their boundaries: neighbouring runs at the same revision, transitions from the wrong state";
 
@@ -41,7 +42,10 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"by": "a"}}), STEP).await?, "A saves")?;
     let after = fenceproof_harness::record::oracle::run_state(&ctx.pool, r1).await?.run;
     ctx.check(Check::expect(
-        "[commit.revision-cas] a save changes the writer's run only (another run is at the same revision and status)",
+        tagged(
+            tags::COMMIT_REVISION_CAS,
+            "a save changes the writer's run only (another run is at the same revision and status)",
+        ),
         before == after,
         format!("the other run before {before}, after {after}"),
     ));
@@ -58,7 +62,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         .map(|r| format!("#{} {:?} -> {:?}", r.seq, r.old_str("status"), r.new_str("status")))
         .collect();
     ctx.check(Check::expect(
-        "[runs.transition-from-state] a run that was never started is neither completed nor failed",
+        tagged(tags::RUNS_TRANSITION_FROM_STATE, "a run that was never started is neither completed nor failed"),
         wrote.is_empty(),
         format!("succeed answered {}, fail answered {}; run commits: {wrote:?}", outcome(&done), outcome(&failed)),
     ));

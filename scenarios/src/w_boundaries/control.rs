@@ -15,6 +15,7 @@ use fenceproof_harness::procs::worker::WorkerProc;
 
 use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
+use crate::tags::{self, tagged};
 
 pub const TITLE: &str =
     "The worker's control plane at its boundaries: cancel of one run among others, of a finished run, racing retries";
@@ -93,7 +94,7 @@ async fn cancel_one_of_two(
     let other = fenceproof_harness::record::oracle::run_state(&ctx.pool, r2).await?.run;
     let other_op = ctx.operation(&intents[1]).await?;
     ctx.check(Check::expect(
-        "[cancel.prepared-to-cancelled] a cancel changes the named run and its own prepared intents only",
+        tagged(tags::CANCEL_PREPARED_TO_CANCELLED, "a cancel changes the named run and its own prepared intents only"),
         other["status"] == "running" && other_op["status"] == "prepared",
         format!("the other run is {}, its intent {}", other["status"], other_op["status"]),
     ));
@@ -111,7 +112,7 @@ async fn cancel_finished(
     let late = cp.request(json!({"cmd": "cancel", "run_id": r2}), STEP).await?;
     let done = fenceproof_harness::record::oracle::run_state(&ctx.pool, r2).await?.run;
     ctx.check(Check::expect(
-        "[runs.terminal-final] a cancel of a finished run changes nothing",
+        tagged(tags::RUNS_TERMINAL_FINAL, "a cancel of a finished run changes nothing"),
         done["status"] == "succeeded",
         format!("cancel answered {}; the run is {}", outcome(&late), done["status"]),
     ));
@@ -177,7 +178,7 @@ async fn racing_retries(ctx: &mut Ctx, cp: &mut WorkerProc, cp2: &mut WorkerProc
     .fetch_all(&ctx.pool)
     .await?;
     ctx.check(Check::expect(
-        "[runs.one-live-run-per-task] two racing retries of one task leave it one live run",
+        tagged(tags::RUNS_ONE_LIVE_RUN_PER_TASK, "two racing retries of one task leave it one live run"),
         live.len() == 1,
         format!("the retries answered {} and {}; live runs of the task: {live:?}", outcome(&a1), outcome(&a2)),
     ));

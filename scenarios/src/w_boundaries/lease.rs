@@ -23,6 +23,7 @@ use uuid::Uuid;
 
 use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
+use crate::tags::{self, tagged};
 
 pub const TITLE: &str = "The worker at the lease rules' boundaries: neighbouring leases, expiry without takeover, checks held across expiry";
 
@@ -48,7 +49,7 @@ async fn lease(ctx: &Ctx, run: Uuid) -> Result<Value, HarnessError> {
 
 /// The rule id goes first, in brackets, so the catalogue maps the check.
 fn check(ctx: &mut Ctx, rule: &str, what: &str, ok: bool, evidence: String) {
-    ctx.check(Check::expect(format!("[{rule}] {what}"), ok, evidence));
+    ctx.check(Check::expect(tagged(rule, what), ok, evidence));
 }
 
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
@@ -66,7 +67,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let after = [lease(ctx, r[1]).await?, lease(ctx, r[2]).await?];
     check(
         ctx,
-        "lease.acquire-free-or-expired",
+        tags::LEASE_ACQUIRE_FREE_OR_EXPIRED,
         "a takeover changes the named lease only (other leases are free)",
         before == after,
         format!("free leases before {before:?}, after {after:?}"),
@@ -78,7 +79,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let other_after = lease(ctx, r[1]).await?;
     check(
         ctx,
-        "lease.renew-owner-epoch",
+        tags::LEASE_RENEW_OWNER_EPOCH,
         "a renewal changes the named lease only (the same owner holds another at the same epoch)",
         other == other_after,
         format!("{:?} -> {:?}", other["expires_at"], other_after["expires_at"]),
@@ -88,7 +89,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let mine_after = lease(ctx, r[0]).await?;
     check(
         ctx,
-        "lease.release-owner-epoch",
+        tags::LEASE_RELEASE_OWNER_EPOCH,
         "a release frees the named lease only (the same owner holds another at the same epoch)",
         mine == mine_after,
         format!("{mine} -> {mine_after}"),
@@ -96,7 +97,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let released = lease(ctx, r[1]).await?;
     check(
         ctx,
-        "lease.release-keeps-epoch",
+        tags::LEASE_RELEASE_KEEPS_EPOCH,
         "the released lease is free and keeps its epoch",
         released["owner"].is_null() && released["epoch"] == 1,
         released.to_string(),
@@ -135,7 +136,7 @@ async fn expiry_without_takeover(ctx: &mut Ctx, run: Uuid) -> Result<(), Harness
     let late: Vec<i64> = rows.iter().filter(|x| x.seq > mark && x.writer == c.owner).map(|x| x.seq).collect();
     check(
         ctx,
-        "lease.renew-unexpired",
+        tags::LEASE_RENEW_UNEXPIRED,
         "after its lease expired (no takeover), the worker's renewal and save commit nothing",
         late.is_empty(),
         format!(
@@ -179,7 +180,7 @@ async fn judge_held(ctx: &mut Ctx, x: &WorkerProc, what: &str, mark: i64, answer
         .filter(|r| r.seq > mark && r.writer == x.owner)
         .map(|r| format!("#{} {} {}", r.seq, r.op, r.table_name))
         .collect();
-    let rule = if what == "renew" { "lease.renew-unexpired" } else { "commit.lease-owner-epoch-live" };
+    let rule = if what == "renew" { tags::LEASE_RENEW_UNEXPIRED } else { tags::COMMIT_LEASE_OWNER_EPOCH_LIVE };
     check(
         ctx,
         rule,
@@ -224,7 +225,7 @@ async fn held_across_expiry(
         let (blocked, early) = seen_at_hold(ctx, &mut x, &hold, id).await?;
         if let Some(a) = early {
             hold.heal().await?;
-            let rule = if what == "renew" { "lease.renew-unexpired" } else { "commit.lease-owner-epoch-live" };
+            let rule = if what == "renew" { tags::LEASE_RENEW_UNEXPIRED } else { tags::COMMIT_LEASE_OWNER_EPOCH_LIVE };
             check(
                 ctx,
                 rule,

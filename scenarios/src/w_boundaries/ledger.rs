@@ -14,6 +14,7 @@ use fenceproof_harness::procs::worker::WorkerProc;
 
 use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
+use crate::tags::{self, tagged};
 
 pub const TITLE: &str =
     "The worker's dispatcher at the outbox boundaries: intents of finished runs, rows held by another claim";
@@ -60,7 +61,7 @@ async fn finished_run_not_claimed(ctx: &mut Ctx, tools: &ToolsProc) -> Result<(W
     let claimed: Vec<i64> =
         rows.iter().filter(|r| r.seq > mark && r.table_name == "tool_operations").map(|r| r.seq).collect();
     ctx.check(Check::expect(
-        "[claim.prepared-of-live-runs] a prepared operation of a finished run is not claimed",
+        tagged(tags::CLAIM_PREPARED_OF_LIVE_RUNS, "a prepared operation of a finished run is not claimed"),
         claimed.is_empty() && op["status"] == "prepared",
         format!("dispatch answered {}; the operation is {}; ledger commits {claimed:?}", outcome(&pass), op["status"]),
     ));
@@ -69,24 +70,12 @@ async fn finished_run_not_claimed(ctx: &mut Ctx, tools: &ToolsProc) -> Result<(W
 }
 
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
-    let err = |e: fenceproof_protocol::ProtocolError| HarnessError::Other(e.to_string());
     let tools = ctx.spawn_tools().await?;
 
     let (mut w, mut d) = finished_run_not_claimed(ctx, &tools).await?;
 
     // Two prepared intents of a live run; the harness holds the older one.
-    let live = runs::create_run(&ctx.pool, "task-wg-live", json!({})).await.map_err(err)?;
-    let mut v = ctx.spawn_worker("v", vec![]).await?;
-    require_ok(&v.request(acquire(live), STEP).await?, "V acquires")?;
-    require_ok(&v.request(json!({"cmd": "start"}), STEP).await?, "V starts")?;
-    let first = v.request(plan("first"), STEP).await?;
-    require_ok(&first, "V plans a first step")?;
-    let second = v.request(plan("second"), STEP).await?;
-    require_ok(&second, "V plans a second step")?;
-    let (held_op, next_op) = (
-        data(&first)["operation_id"].as_str().unwrap_or_default().to_string(),
-        data(&second)["operation_id"].as_str().unwrap_or_default().to_string(),
-    );
+    let (mut v, held_op, next_op) = two_prepared_intents(ctx).await?;
     let hold = fenceproof_harness::faults::inject(
         RowHold::update(&ctx.db_url, CONTROL, "tool_operations", "operation_id", &held_op),
         &ctx.timeline,
@@ -117,7 +106,10 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     };
     let (h, n) = (ctx.operation(&held_op).await?, ctx.operation(&next_op).await?);
     ctx.check(Check::expect(
-        "[claim.skip-locked] a claim skips the row another transaction holds and takes the next, without waiting",
+        tagged(
+            tags::CLAIM_SKIP_LOCKED,
+            "a claim skips the row another transaction holds and takes the next, without waiting",
+        ),
         !waited
             && h["dispatch_owner"] != serde_json::Value::String(e.owner.clone())
             && n["dispatch_owner"] == serde_json::Value::String(e.owner.clone()),
@@ -142,4 +134,22 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     drop(tools);
     Ok(())
+}
+
+/// A live run whose owner V planned two steps: V, and the older and the newer intent.
+async fn two_prepared_intents(ctx: &Ctx) -> Result<(WorkerProc, String, String), HarnessError> {
+    let live =
+        runs::create_run(&ctx.pool, "task-wg-live", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
+    let mut v = ctx.spawn_worker("v", vec![]).await?;
+    require_ok(&v.request(acquire(live), STEP).await?, "V acquires")?;
+    require_ok(&v.request(json!({"cmd": "start"}), STEP).await?, "V starts")?;
+    let first = v.request(plan("first"), STEP).await?;
+    require_ok(&first, "V plans a first step")?;
+    let second = v.request(plan("second"), STEP).await?;
+    require_ok(&second, "V plans a second step")?;
+    let (held_op, next_op) = (
+        data(&first)["operation_id"].as_str().unwrap_or_default().to_string(),
+        data(&second)["operation_id"].as_str().unwrap_or_default().to_string(),
+    );
+    Ok((v, held_op, next_op))
 }

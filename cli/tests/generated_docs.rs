@@ -1,0 +1,81 @@
+//! The docs' tables and counts that describe the code are generated from it (`fenceproof docs`):
+//! the committed README.md and docs/*.md must match what the code generates, and a block that
+//! differs is named, one line each, until `fenceproof docs` rewrites it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const FENCEPROOF: &str = env!("CARGO_BIN_EXE_fenceproof");
+
+/// The workspace root, which holds README.md and docs/.
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the cli crate sits in the workspace").to_path_buf()
+}
+
+/// `fenceproof docs [--check] --root ROOT`: its exit code and its output.
+fn docs(root: &Path, check: bool, dir: &Path) -> (Option<i32>, String) {
+    let mut cmd = Command::new(FENCEPROOF);
+    cmd.arg("docs").arg("--root").arg(root);
+    if check {
+        cmd.arg("--check");
+    }
+    let (out, _) = fenceproof_harness::testkit::run_bounded(&mut cmd, dir, Duration::from_secs(60));
+    (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// A copy of README.md and docs/*.md under `to`.
+fn copy_docs(to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to.join("docs")).unwrap();
+    std::fs::copy(workspace().join("README.md"), to.join("README.md")).unwrap();
+    for entry in std::fs::read_dir(workspace().join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "md") {
+            std::fs::copy(&path, to.join("docs").join(path.file_name().unwrap())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_committed_docs_match_what_the_code_generates() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("generated_docs/committed");
+    let (code, out) = docs(&workspace(), true, &dir);
+    assert_eq!(code, Some(0), "the docs differ from the code; run `fenceproof docs` (or `just docs`):\n{out}");
+}
+
+#[test]
+fn a_changed_table_line_is_named_until_the_docs_are_rewritten() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("generated_docs/changed");
+    let copy = tmp.join("copy");
+    copy_docs(&copy);
+    let page = copy.join("docs/experiments.md");
+    let original = std::fs::read_to_string(&page).unwrap();
+    let row = original.lines().find(|l| l.starts_with("| A |")).expect("the experiment table has row A").to_string();
+    let corrupted = original.replacen(&row, "| A | a title the code does not have | 99 | - | runs |", 1);
+    std::fs::write(&page, &corrupted).unwrap();
+    let (code, out) = docs(&copy, true, &tmp.join("check"));
+    assert_eq!(code, Some(1), "a changed block fails the check: {out}");
+    let stale: Vec<&str> = out.lines().filter(|l| l.contains("is stale")).collect();
+    assert_eq!(stale.len(), 1, "exactly the changed block is named: {out}");
+    assert!(stale[0].starts_with("docs/experiments.md:") && stale[0].contains("generated:experiments"), "{out}");
+    assert_eq!(std::fs::read_to_string(&page).unwrap(), corrupted, "--check writes nothing");
+    let (code, out) = docs(&copy, false, &tmp.join("rewrite"));
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(std::fs::read_to_string(&page).unwrap(), original, "the rewrite restores the generated table");
+    let (code, out) = docs(&copy, true, &tmp.join("recheck"));
+    assert_eq!(code, Some(0), "after the rewrite nothing is stale: {out}");
+}
+
+#[test]
+fn an_unknown_block_name_is_a_usage_error_naming_its_line() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("generated_docs/unknown");
+    let copy = tmp.join("copy");
+    copy_docs(&copy);
+    let readme = copy.join("README.md");
+    let text = std::fs::read_to_string(&readme).unwrap();
+    std::fs::write(&readme, format!("{text}\n<!-- generated:no-such-table -->x<!-- /generated -->\n")).unwrap();
+    let (code, out) = docs(&copy, true, &tmp.join("check"));
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("README.md") && out.contains("no generator is called `no-such-table`"), "{out}");
+}

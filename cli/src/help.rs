@@ -7,6 +7,7 @@ Exit codes:
   1    a FAIL (a check failed, a mutant survived, a finding)
   2    usage: bad flags or input files
   3    harness error, or an experiment that ended in ERROR
+  4    the worker deviates from the worker contract (conformance; verify stops before the matrix)
   130  interrupted by SIGINT (143: SIGTERM); every process it started is stopped";
 
 #[cfg(test)]
@@ -16,7 +17,7 @@ mod tests {
     #[test]
     fn the_listed_codes_are_the_harness_constants() {
         for (code, what) in
-            [(exit::OK, "passed"), (exit::FAILED, "FAIL"), (exit::USAGE, "usage"), (exit::HARNESS, "ERROR")]
+            [(exit::OK, "passed"), (exit::FAILED, "FAIL"), (exit::USAGE, "usage"), (exit::HARNESS, "ERROR"), (exit::CONFORMANCE, "deviates")]
         {
             let line = super::EXIT_CODES.lines().find(|l| l.trim_start().starts_with(&format!("{code} "))).unwrap();
             assert!(line.contains(what), "{line}");

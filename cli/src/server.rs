@@ -56,6 +56,8 @@ impl ServerArgs {
             reports_dir: self.reports_dir,
             worker_bin,
             tools_bin: runner::default_tools_bin(),
+            skip_conformance: false,
+            conformance_report: None,
         }
     }
 }

@@ -42,11 +42,11 @@ fn conformance(worker: &Path, probe: &str) -> (Option<i32>, String) {
     (out.status.code(), text)
 }
 
-/// The deviant worker fails conformance (exit 1) with a line containing every one of `want`.
+/// The deviant worker fails conformance (exit 4) with a line containing every one of `want`.
 fn deviates(name: &str, probe: &str, edits: &[(&str, &str)], want: &[&str]) {
     let w = deviant(name, edits);
     let (code, text) = conformance(&w, probe);
-    assert_eq!(code, Some(1), "{name}: conformance must fail (exit 1):\n{text}");
+    assert_eq!(code, Some(4), "{name}: conformance must fail (exit 4, the worker deviates):\n{text}");
     let line = text.lines().find(|l| l.contains("DEVIATES") && want.iter().all(|s| l.contains(s)));
     assert!(line.is_some(), "{name}: no deviation line containing {want:?}:\n{text}");
 }
@@ -303,7 +303,7 @@ fn an_event_outside_the_schema_is_an_error_naming_the_field() {
     );
     let dir = w.parent().unwrap();
     let (code, text) = conformance(&w, "lease");
-    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(code, Some(4), "{text}");
     assert!(text.contains("breaks the worker contract (v1) at field /revision"), "{text}");
     let mut cmd = Command::new(FENCEPROOF);
     cmd.args(["verify", "--only", "A", "--skip-conformance", "--worker-bin"])

@@ -16,6 +16,8 @@ fn options(dir: &str) -> VerifyOptions {
         reports_dir: std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir),
         worker_bin: runner::default_worker_bin(),
         tools_bin: runner::default_tools_bin(),
+        skip_conformance: false,
+        conformance_report: None,
     }
 }
 

@@ -19,7 +19,7 @@ use fenceproof_harness::faults::ServerTarget;
 use fenceproof_harness::record::oracle;
 use fenceproof_harness::record::run_dir::RunDir;
 use fenceproof_harness::record::timeline::Timeline;
-use fenceproof_harness::report::{ExperimentResult, Matrix, Outcome};
+use fenceproof_harness::report::{ExperimentResult, Matrix, Outcome, WorkerUnderTest};
 use fenceproof_harness::HarnessError;
 
 use crate::ctx::{Ctx, CONTROL};
@@ -63,6 +63,10 @@ pub struct VerifyOptions {
     pub reports_dir: PathBuf,
     pub worker_bin: PathBuf,
     pub tools_bin: PathBuf,
+    /// `--skip-conformance` was given (said again in every reproduce line).
+    pub skip_conformance: bool,
+    /// The conformance report of the gate that ran before the matrix, linked from every report.
+    pub conformance_report: Option<PathBuf>,
 }
 
 /// The server the experiments run against.
@@ -101,8 +105,12 @@ pub struct Session {
     pub run: RunDir,
     pub worker_bin: PathBuf,
     pub tools_bin: PathBuf,
-    /// The flags that select this session's server and contract, for every reproduce line.
+    /// The flags that select this session's server, contract and worker, for every reproduce line
+    /// (the barriers' flag is added by [`Session::reproduce`], since they are set after start).
     reproduce_flags: String,
+    /// The program the rows drive, as every report names it.
+    worker: WorkerUnderTest,
+    conformance_report: Option<String>,
     started_at: chrono::DateTime<chrono::Utc>,
     t0: Instant,
     databases: u32,
@@ -131,6 +139,8 @@ impl Session {
         let reproduce_flags = reproduce_flags(opts, &server);
         Ok(Session {
             reproduce_flags,
+            worker: WorkerUnderTest::of(&opts.worker_bin, opts.worker_bin == default_worker_bin()),
+            conformance_report: opts.conformance_report.as_ref().map(|p| p.display().to_string()),
             server,
             pg_bin,
             contract: opts.contract.clone(),
@@ -165,6 +175,9 @@ impl Session {
             }
             progress(label, i, experiments.len(), exp.id);
             let r = self.run_one(label, exp, worker_args).await;
+            if let Ok(r) = &r {
+                log_finished(r);
+            }
             let mut death = self.server_death();
             // An error can be the server's death seen by a connection before the kernel has let
             // the harness reap the process: look again, for at most 5 s, before calling it the
@@ -203,8 +216,20 @@ impl Session {
             server_version: self.server.version(),
             started_at: self.started_at,
             duration_ms: t0.elapsed().as_millis(),
+            worker: self.worker.clone(),
+            conformance_report: self.conformance_report.clone(),
             results,
         })
+    }
+
+    /// The command that runs experiment `id` alone, the way this session ran it: server,
+    /// contract, worker, barriers, conformance gate.
+    pub fn reproduce(&self, id: &str) -> String {
+        let barriers = match self.barriers {
+            crate::ctx::Barriers::Proxy => " --barriers proxy",
+            crate::ctx::Barriers::Worker => "",
+        };
+        format!("fenceproof verify --only {id}{}{barriers}", self.reproduce_flags)
     }
 
     /// When the session's own server has died: how, in words (`the server died (signal 9)`), with
@@ -231,7 +256,7 @@ impl Session {
             observations: why.to_string(),
             checks: Vec::new(),
             error: Some(why.to_string()),
-            reproduce: format!("fenceproof verify --only {}{}", exp.id, self.reproduce_flags),
+            reproduce: self.reproduce(exp.id),
             evidence: String::new(),
         }
     }
@@ -350,7 +375,7 @@ impl Session {
 
         let (outcome, observations) = verdict(&ctx, error.as_deref());
         let extra =
-            if worker_args.is_empty() { String::new() } else { format!(" (worker args: {})", worker_args.join(" ")) };
+            if worker_args.is_empty() { String::new() } else { format!("   (worker args: {})", worker_args.join(" ")) };
         Ok(ExperimentResult {
             id: exp.id.into(),
             title: exp.title.into(),
@@ -359,12 +384,7 @@ impl Session {
             observations,
             checks: ctx.checks,
             error,
-            reproduce: format!(
-                "fenceproof verify --only {}{}{extra}   (evidence: {})",
-                exp.id,
-                self.reproduce_flags,
-                dir.display()
-            ),
+            reproduce: format!("{}{extra}", self.reproduce(exp.id)),
             evidence: dir.strip_prefix(&self.run.path).unwrap_or(&dir).display().to_string(),
         })
     }
@@ -484,8 +504,17 @@ fn verdict(ctx: &Ctx, error: Option<&str>) -> (Outcome, String) {
         Outcome::Pass
     };
     let mut observations = ctx.notes.join("; ");
+    // A row never has empty key observations: what broke, else why no verdict, else what held.
     if observations.is_empty() {
-        observations = error.unwrap_or_default().to_string();
+        let first_failed = ctx.checks.iter().find(|c| !c.passed());
+        observations = match (first_failed, error) {
+            (Some(c), _) => {
+                let first_line = c.evidence.lines().next().unwrap_or_default();
+                format!("{}: {}", c.name, first_line.chars().take(160).collect::<String>())
+            }
+            (None, Some(e)) => e.to_string(),
+            (None, None) => format!("{} checks held", ctx.checks.len()),
+        };
     }
     (outcome, observations)
 }
@@ -504,27 +533,47 @@ fn undeclared_rules(exp: &Experiment, checks: &[Check]) -> Option<String> {
     (!missing.is_empty()).then(|| format!("declared to judge {} but ran none of its checks", missing.join(", ")))
 }
 
-/// The command-line flags that bring back the server (and contract) a session ran with: the
-/// container image, the binaries folder given, the database URL with its password masked.
+/// The command-line flags that bring back the server, contract and worker a session ran with:
+/// the container image, the binaries folder given, the database URL with its password masked, the
+/// contract, the worker under test and a skipped conformance gate.
 fn reproduce_flags(opts: &VerifyOptions, server: &Server) -> String {
     let mut f = String::new();
     match server {
-        Server::Container(c) => f.push_str(&format!(" --backend container --pg-image {}", c.image)),
+        Server::Container(c) => f.push_str(&format!(" --backend container --pg-image {}", shell_word(&c.image))),
         Server::External(_) => {
             if let Some(url) = &opts.database_url {
-                f.push_str(&format!(" --database-url '{}'", external::masked(url)));
+                f.push_str(&format!(" --database-url {}", shell_word(&external::masked(url))));
             }
         }
         Server::Native(_) => {
+            if opts.backend == BackendChoice::Native && opts.contract_path.is_none() {
+                f.push_str(" --backend native");
+            }
             if let Some(dir) = &opts.pg_bin {
-                f.push_str(&format!(" --pg-bin {}", dir.display()));
+                f.push_str(&format!(" --pg-bin {}", shell_word(&dir.display().to_string())));
             }
         }
     }
     if let Some(p) = &opts.contract_path {
-        f.push_str(&format!(" --contract {}", p.display()));
+        f.push_str(&format!(" --contract {}", shell_word(&p.display().to_string())));
+    }
+    if opts.worker_bin != default_worker_bin() {
+        f.push_str(&format!(" --worker-bin {}", shell_word(&opts.worker_bin.display().to_string())));
+    }
+    if opts.skip_conformance {
+        f.push_str(" --skip-conformance");
     }
     f
+}
+
+/// `s` as one word for a POSIX shell: bare when it holds only safe characters, else single-quoted.
+pub fn shell_word(s: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c);
+    if !s.is_empty() && s.chars().all(safe) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 /// A progress bar on stderr while experiments run, only when stderr is a terminal (CI logs get the
@@ -541,6 +590,17 @@ fn progress(label: &str, done: usize, total: usize, next: &str) {
     let line = if done == total { String::new() } else { format!("[{bar}] {done}/{total} {label} {next}") };
     let _ = write!(err, "\r\x1b[2K{line}");
     let _ = err.flush();
+}
+
+/// Without a terminal (a CI log), one line on stderr per finished row, so the log shows progress
+/// before the matrix; silent with `--quiet`/`--json` (`FENCEPROOF_QUIET`) and on a terminal, which
+/// has the progress bar.
+fn log_finished(r: &ExperimentResult) {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() || std::env::var_os("FENCEPROOF_QUIET").is_some() {
+        return;
+    }
+    eprintln!("{}", r.log_line());
 }
 
 /// Start a server, run `experiments` `repeat` times, save the matrix; returns the last matrix, the
@@ -666,6 +726,8 @@ pub async fn verify_versions(
             reports_dir: combined.path.clone(),
             worker_bin: opts.worker_bin.clone(),
             tools_bin: opts.tools_bin.clone(),
+            skip_conformance: opts.skip_conformance,
+            conformance_report: opts.conformance_report.clone(),
         };
         let mut session = Session::start(&o).await?;
         let mut m = session.matrix("", experiments, &[]).await?;

@@ -18,6 +18,8 @@ async fn every_experiment_passes_and_leaves_a_report() {
         reports_dir: reports.clone(),
         worker_bin: runner::default_worker_bin(),
         tools_bin: runner::default_tools_bin(),
+        skip_conformance: false,
+        conformance_report: None,
     };
     let (matrix, flakes, dir) =
         runner::verify(&opts, fenceproof_scenarios::select(None).unwrap(), 1).await.expect("harness runs");

@@ -50,7 +50,7 @@ async fn probes(opts: &VerifyOptions, only: Option<&[String]>, all: bool) -> u8 
             print!("{}", report.render(all));
             println!("report: {}", dir.display());
             if report.deviations().next().is_some() {
-                exit::FAILED
+                exit::CONFORMANCE
             } else {
                 exit::OK
             }
@@ -73,8 +73,8 @@ async fn probe(opts: &VerifyOptions, only: Option<&[String]>) -> Result<(Report,
 }
 
 /// Before `verify` spends time on the matrix with a worker that is not the reference: the
-/// conformance report when the worker deviates from the contract, `None` when it conforms.
-pub async fn gate(opts: &VerifyOptions) -> Result<Option<String>, HarnessError> {
+/// conformance report and the folder it was written to (`conformance.txt`, `conformance.json`).
+pub async fn gate(opts: &VerifyOptions) -> Result<(Report, PathBuf), HarnessError> {
     let (report, dir) = probe(opts, None).await?;
     if report.deviations().next().is_none() {
         eprintln!(
@@ -83,7 +83,6 @@ pub async fn gate(opts: &VerifyOptions) -> Result<Option<String>, HarnessError> 
             report.duration_ms as f64 / 1000.0,
             dir.display()
         );
-        return Ok(None);
     }
-    Ok(Some(format!("{}report: {}\n", report.render(false), dir.display())))
+    Ok((report, dir))
 }

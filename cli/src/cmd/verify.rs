@@ -80,30 +80,22 @@ pub async fn run(a: Args) -> u8 {
     let database_url = a.database_url.or_else(|| contract.as_ref().and_then(|c| c.database.url.clone()));
     let experiments = crate::select::for_verify(experiments, contract.as_deref(), database_url.as_deref());
     let deployment = Deployment { contract, contract_path: a.contract, database_url };
-    let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), deployment);
+    let mut opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), deployment);
+    opts.skip_conformance = a.skip_conformance;
     let out = Output { quiet: a.quiet, json: a.json, repeat: a.repeat };
-    crate::interrupt::interruptible(matrix(&opts, experiments, barriers, a.skip_conformance, out)).await
+    crate::interrupt::interruptible(matrix(opts, experiments, barriers, out)).await
 }
 
 /// The conformance gate for a worker that is not the reference, then the matrix.
-async fn matrix(
-    opts: &VerifyOptions,
-    experiments: Vec<Experiment>,
-    barriers: Barriers,
-    skip_conformance: bool,
-    out: Output,
-) -> u8 {
-    if opts.worker_bin != runner::default_worker_bin() && !skip_conformance {
-        match crate::cmd::conformance::gate(opts).await {
-            Ok(None) => {}
-            Ok(Some(report)) => {
-                print!("{report}");
-                eprintln!("fenceproof: the worker deviates from the worker contract (above); fix it before the matrix, or run verify with --skip-conformance");
-                return exit::FAILED;
-            }
+async fn matrix(mut opts: VerifyOptions, experiments: Vec<Experiment>, barriers: Barriers, out: Output) -> u8 {
+    if opts.worker_bin != runner::default_worker_bin() && !opts.skip_conformance {
+        match crate::cmd::conformance::gate(&opts).await {
+            Ok((report, dir)) if report.deviations().next().is_some() => return stopped(&report, &dir, out),
+            Ok((_, dir)) => opts.conformance_report = Some(dir.join("conformance.txt")),
             Err(e) => return harness_failed(e),
         }
     }
+    let opts = &opts;
     match runner::verify_with(opts, experiments, out.repeat, barriers).await {
         Ok((matrix, flakes, dir)) => {
             if out.json {
@@ -131,4 +123,24 @@ async fn matrix(
         }
         Err(e) => harness_failed(e),
     }
+}
+
+/// The worker deviates from the contract: its report (as JSON with `--json`), and the conformance
+/// exit code; the matrix does not run.
+fn stopped(report: &fenceproof_conformance::Report, dir: &std::path::Path, out: Output) -> u8 {
+    if out.json {
+        let v = serde_json::json!({
+            "stopped": "the worker deviates from the worker contract; the matrix did not run",
+            "conformance": report,
+            "report": dir.join("conformance.txt"),
+        });
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+    } else {
+        print!("{}report: {}\n", report.render(false), dir.display());
+    }
+    eprintln!(
+        "fenceproof: the worker deviates from the worker contract (exit {}); fix it before the matrix, or run verify with --skip-conformance",
+        exit::CONFORMANCE
+    );
+    exit::CONFORMANCE
 }

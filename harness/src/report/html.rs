@@ -399,6 +399,8 @@ mod tests {
             server_version: "15".into(),
             started_at: chrono::Utc::now(),
             duration_ms: 10,
+            worker: crate::report::WorkerUnderTest { path: "w".into(), sha256: "ab".into(), reference: false },
+            conformance_report: None,
             results: vec![ExperimentResult {
                 id: "B".into(),
                 title: "t".into(),

@@ -58,7 +58,45 @@ pub struct Matrix {
     pub server_version: String,
     pub started_at: chrono::DateTime<chrono::Utc>,
     pub duration_ms: u128,
+    /// The program the rows drove as their workers.
+    pub worker: WorkerUnderTest,
+    /// The conformance report of the gate that ran before this matrix (its `conformance.txt`),
+    /// when one ran.
+    pub conformance_report: Option<String>,
     pub results: Vec<ExperimentResult>,
+}
+
+/// The worker program a matrix tested: where it is and what it was, byte for byte.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct WorkerUnderTest {
+    /// The path given (`--worker-bin`), or the reference worker's.
+    pub path: String,
+    /// SHA-256 of the file's bytes (the script itself for an interpreted worker), hex; empty when
+    /// the file could not be read.
+    pub sha256: String,
+    /// Whether it is the reference worker built with fenceproof.
+    pub reference: bool,
+}
+
+impl WorkerUnderTest {
+    /// Identify the program at `path` (hash of its bytes).
+    pub fn of(path: &Path, reference: bool) -> WorkerUnderTest {
+        use sha2::{Digest, Sha256};
+        let sha256 = std::fs::read(path)
+            .map(|b| Sha256::digest(&b).iter().map(|x| format!("{x:02x}")).collect())
+            .unwrap_or_default();
+        WorkerUnderTest { path: path.display().to_string(), sha256, reference }
+    }
+
+    /// "the reference worker" or "PATH (sha256 0123456789ab)".
+    pub fn describe(&self) -> String {
+        let short: String = self.sha256.chars().take(12).collect();
+        if self.reference {
+            format!("the reference worker {} (sha256 {short})", self.path)
+        } else {
+            format!("{} (sha256 {short})", self.path)
+        }
+    }
 }
 
 /// The error, the failed checks and the reproduce line of a row that did not pass.
@@ -71,7 +109,25 @@ fn failure_lines(r: &ExperimentResult, indent: &str) -> String {
         let _ = writeln!(s, "{indent}FAILED {}: {}", c.name, c.evidence);
     }
     let _ = writeln!(s, "{indent}reproduce: {}", r.reproduce);
+    if !r.evidence.is_empty() {
+        let _ = writeln!(s, "{indent}evidence: {}/ in the report folder", r.evidence);
+    }
     s
+}
+
+impl ExperimentResult {
+    /// One line for a log without a terminal: id, verdict, time, and the first failed check.
+    pub fn log_line(&self) -> String {
+        let first = self.checks.iter().find(|c| !c.passed()).map(|c| format!(" ({})", c.name));
+        let error = self.error.as_ref().filter(|_| self.outcome == Outcome::Error).map(|e| format!(" ({e})"));
+        format!(
+            "{:<14} {:<5} {:>6.1}s{}",
+            self.id,
+            self.outcome.label(),
+            self.duration_ms as f64 / 1000.0,
+            first.or(error).unwrap_or_default()
+        )
+    }
 }
 
 /// Exit codes of `fenceproof verify`.
@@ -84,6 +140,9 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// The harness itself failed: setup, or an experiment that could not reach a verdict.
     pub const HARNESS: u8 = 3;
+    /// The worker deviates from the worker contract: `conformance` found a deviation, and `verify`
+    /// stopped before the matrix because of one.
+    pub const CONFORMANCE: u8 = 4;
 }
 
 impl Matrix {
@@ -101,6 +160,7 @@ impl Matrix {
     pub fn table(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "fenceproof run {}  ({} backend, {})", self.run_id, self.backend, self.server_version);
+        let _ = writeln!(s, "worker: {}", self.worker.describe());
         let _ = writeln!(s, "{:<14} {:<7} {:>8}  key observations", "experiment", "verdict", "time");
         for r in &self.results {
             let _ = writeln!(

@@ -100,7 +100,7 @@ lint:
     cargo clippy --workspace --all-targets --quiet -- -D warnings
     python3 scripts/import-cycles.py
     python3 -m pyflakes examples/python-worker/worker.py audit/adapters/*.py
-    check-jsonschema --check-metaschema contract/worker-protocol.v1.schema.json
+    check-jsonschema --check-metaschema contract/worker-protocol.v2.schema.json
     check-jsonschema --builtin-schema vendor.github-workflows examples/ci/github-actions.yml
     check-jsonschema --builtin-schema vendor.gitlab-ci examples/ci/gitlab-ci.yml
 

@@ -65,6 +65,35 @@ fn a_409_of_the_operations_own_creation_not_taken_as_success() {
     );
 }
 
+/// Contract v2: the id's format is the worker's own, so an epoch in an id of any shape is a FAIL of
+/// spec §08 (the new term plans the step under another id), not an ERROR on the format.
+#[test]
+fn an_operation_id_of_another_shape_that_carries_the_epoch() {
+    caught(
+        "op-id-epoch-own-shape",
+        "E-replan",
+        &[(
+            "operation_id = \"%s/%s/%s/v%d\" % (tenant, lease[0], step, version)",
+            "operation_id = \"%s:%s:%s:%d@e%d\" % (tenant, lease[0], step, version, lease[1])",
+        )],
+        &["the new term's plan of the same step and request keeps the operation_id", "§02, 08 ids.operation-id-per-intent"],
+    );
+}
+
+/// An id that names its executor changes on takeover: FAILed in any row that registers an intent.
+#[test]
+fn an_operation_id_that_carries_the_owner() {
+    caught(
+        "op-id-owner",
+        "E-idem",
+        &[(
+            "operation_id = \"%s/%s/%s/v%d\" % (tenant, lease[0], step, version)",
+            "operation_id = \"%s/%s/%s/v%d/%s\" % (tenant, lease[0], step, version, self.owner)",
+        )],
+        &["no operation_id carries an owner id", "ids.operation-id-names-no-executor"],
+    );
+}
+
 #[test]
 fn an_operation_id_that_changes_with_the_term() {
     caught(

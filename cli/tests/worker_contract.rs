@@ -304,7 +304,7 @@ fn an_event_outside_the_schema_is_an_error_naming_the_field() {
     let dir = w.parent().unwrap();
     let (code, text) = conformance(&w, "lease");
     assert_eq!(code, Some(4), "{text}");
-    assert!(text.contains("breaks the worker contract (v1) at field /revision"), "{text}");
+    assert!(text.contains("breaks the worker contract (v2) at field /revision"), "{text}");
     let mut cmd = Command::new(FENCEPROOF);
     cmd.args(["verify", "--only", "A", "--skip-conformance", "--worker-bin"])
         .arg(&w)

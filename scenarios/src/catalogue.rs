@@ -66,6 +66,16 @@ pub const IDS_OPERATION_ID_PER_INTENT: Rule = Rule {
         crate::e_unverified_answers::EXECUTED_ONCE,
     ],
 };
+pub const IDS_OPERATION_ID_NAMES_NO_EXECUTOR: Rule = Rule {
+    id: "ids.operation-id-names-no-executor",
+    section: "02, 08",
+    statement: "an operation_id never carries a worker id, an epoch, a retry count or a timestamp; its format is otherwise the team's",
+    checkers: &[
+        fenceproof_harness::check::operation_ids::OPERATION_ID_NAMES_NO_EXECUTOR,
+        crate::e_unverified_answers::REPLAN_KEEPS_OPERATION_ID,
+        EFFECTS_REGISTERED,
+    ],
+};
 // §04: the data model.
 pub const RUNS_CREATED_WITH_LEASE: Rule = Rule {
     id: "runs.created-with-lease",
@@ -507,6 +517,7 @@ pub const RULES: &[&Rule] = &[
     &HOLDER_ONLY_CURRENT_EPOCH_WRITES,
     &IDS_RETRY_NEW_RUN,
     &IDS_OPERATION_ID_PER_INTENT,
+    &IDS_OPERATION_ID_NAMES_NO_EXECUTOR,
     &RUNS_CREATED_WITH_LEASE,
     &RUNS_ONE_LIVE_RUN_PER_TASK,
     &LEASE_ACQUIRE_FREE_OR_EXPIRED,
@@ -790,6 +801,7 @@ pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
 /// The rules every row that judges the global invariants exercises ([`crate::experiment::Checks::invariants`]).
 pub const INVARIANT_RULES: &[&Rule] = &[
     &HOLDER_ONLY_CURRENT_EPOCH_WRITES,
+    &IDS_OPERATION_ID_NAMES_NO_EXECUTOR,
     &RUNS_CREATED_WITH_LEASE,
     &LEASE_EPOCH_PLUS_ONE,
     &COMMIT_REVISION_CAS,

@@ -298,6 +298,7 @@ pub fn all(rows: &[CommitRow], control: &[&str]) -> Vec<Check> {
         super::transitions::ledger_follows_its_state_machine(rows, control),
         super::intents::digests_are_canonical(rows, control),
         super::intents::planned_with_new_checkpoint(rows, control),
+        super::operation_ids::operation_ids_name_no_executor(rows, control),
         super::cancel::prepared_cancelled_with_their_run(rows),
     ]
 }

@@ -15,6 +15,7 @@ pub mod audit;
 pub mod cancel;
 pub mod history;
 pub mod intents;
+pub mod operation_ids;
 pub mod invariants;
 pub mod remote;
 pub mod restore;

@@ -106,6 +106,38 @@ fn read_events(stdout: ChildStdout) -> mpsc::Receiver<Value> {
     rx
 }
 
+/// `url` with its password taken out, and the password (percent-decoded), when it has one. A URL
+/// that does not parse is returned as it is.
+pub fn without_password(url: &str) -> (String, Option<String>) {
+    let Ok(mut u) = url::Url::parse(url) else { return (url.to_string(), None) };
+    let Some(pw) = u.password().map(|p| percent_decode(p)) else { return (url.to_string(), None) };
+    if u.set_password(None).is_err() {
+        return (url.to_string(), None);
+    }
+    (u.to_string(), Some(pw))
+}
+
+/// `%XX` sequences decoded (a URL's userinfo is percent-encoded).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 pub struct WorkerProc {
     pub name: String,
     pub owner: String,
@@ -136,9 +168,17 @@ impl WorkerProc {
         let events_path = spec.dir.join(format!("worker-{}.events.jsonl", spec.name));
         let stderr = std::fs::File::create(spec.dir.join(format!("worker-{}.stderr.log", spec.name)))?;
         let mut std_cmd = std::process::Command::new(&spec.binary);
+        // Worker contract v2: no password on a command line (every user of the machine can read
+        // those); it goes the libpq way, in the worker's environment.
+        let (url, password) = without_password(&spec.database_url);
+        if let Some(pw) = password {
+            std_cmd.env("PGPASSWORD", pw);
+        } else {
+            std_cmd.env_remove("PGPASSWORD");
+        }
         std_cmd
             .arg("--database-url")
-            .arg(&spec.database_url)
+            .arg(&url)
             .arg("--owner")
             .arg(&spec.owner)
             .arg("--events")
@@ -406,6 +446,15 @@ pub fn redacted(v: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_password_leaves_the_url_for_the_environment() {
+        let (url, pw) = without_password("postgres://app:s%40cr%3At@db.internal:5432/appdb?sslmode=disable");
+        assert_eq!(url, "postgres://app@db.internal:5432/appdb?sslmode=disable");
+        assert_eq!(pw.as_deref(), Some("s@cr:t"));
+        let (url, pw) = without_password("postgres://app@/appdb?host=/tmp/sock");
+        assert_eq!((url.as_str(), pw), ("postgres://app@/appdb?host=/tmp/sock", None));
+    }
 
     #[test]
     fn commands_are_recorded_without_secret_values() {

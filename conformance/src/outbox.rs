@@ -3,6 +3,7 @@
 //! moves on meanwhile (`write_rejected`), a reconciler pass, and advance on a settled, an
 //! unsettled and another run's operation.
 
+use fenceproof_harness::check::intents;
 use fenceproof_harness::faults::{self, DbBarrier};
 use fenceproof_harness::procs::tools::ToolsProc;
 use fenceproof_harness::procs::worker::WorkerProc;
@@ -69,10 +70,15 @@ async fn plan_with_a_secret(
         format!("the ledger row after plan: status {}, request_body {}", row["status"], row["request_body"]),
     );
     let digest = fenceproof_protocol::operation::request_digest(&masked);
+    let stored = row["request_digest"].as_str().unwrap_or_default();
     p.expect(
-        fenceproof_harness::check::intents::DIGEST_POINT,
-        row["request_digest"] == json!(digest),
-        format!("request_digest {}; expected {digest}", row["request_digest"]),
+        intents::DIGEST_POINT,
+        stored == digest,
+        if stored == digest {
+            format!("request_digest {digest}, the SHA-256 of the body's RFC 8785 text")
+        } else {
+            intents::digest_deviation(&masked, stored)
+        },
     );
     let files = std::fs::read_dir(&store).map(|d| d.count()).unwrap_or(0);
     p.expect(

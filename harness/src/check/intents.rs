@@ -14,8 +14,135 @@ use crate::record::oracle::CommitRow;
 
 /// The RFC 8785 digest of a request body.
 pub fn canonical_digest(body: &serde_json::Value) -> String {
-    let canon = serde_json_canonicalizer::to_string(body).expect("a JSON value always canonicalizes");
-    Sha256::digest(canon.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    sha256_hex(&canonical_text(body))
+}
+
+/// The RFC 8785 canonical text of a request body: what a worker must hash.
+pub fn canonical_text(body: &serde_json::Value) -> String {
+    serde_json_canonicalizer::to_string(body).expect("a JSON value always canonicalizes")
+}
+
+fn sha256_hex(text: &str) -> String {
+    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where two texts first differ: the byte offset and a short excerpt of each around it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    pub offset: usize,
+    pub expected: String,
+    pub actual: String,
+}
+
+/// The first byte at which `actual` differs from `expected` (one ending early counts), with up to
+/// 16 bytes before and 24 after it in each (widened to whole characters); `None` when equal.
+pub fn first_difference(expected: &str, actual: &str) -> Option<Difference> {
+    let (a, b) = (expected.as_bytes(), actual.as_bytes());
+    let offset = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+    if offset == a.len() && offset == b.len() {
+        return None;
+    }
+    let excerpt = |t: &str| {
+        let mut from = offset.saturating_sub(16).min(t.len());
+        while !t.is_char_boundary(from) {
+            from -= 1;
+        }
+        let mut to = (offset + 24).min(t.len());
+        while !t.is_char_boundary(to) {
+            to += 1;
+        }
+        let (head, tail) = (if from > 0 { "…" } else { "" }, if to < t.len() { "…" } else { "" });
+        format!("{head}{}{tail}", &t[from..to])
+    };
+    Some(Difference { offset, expected: excerpt(expected), actual: excerpt(actual) })
+}
+
+/// `text` cut to about `max` bytes (at a character boundary) with an ellipsis and its full length.
+pub fn capped(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut to = max;
+    while !text.is_char_boundary(to) {
+        to -= 1;
+    }
+    format!("{}… ({} bytes in all)", &text[..to], text.len())
+}
+
+/// JSON text of `v` with keys sorted by code point, as common libraries spell it: `spaced` puts
+/// `", "` and `": "` between items (Python's `json.dumps` default), `ascii` escapes every character
+/// outside printable ASCII as `\uXXXX` (Python's default `ensure_ascii`).
+fn json_text(v: &serde_json::Value, spaced: bool, ascii: bool) -> String {
+    use serde_json::Value;
+    let (comma, colon) = if spaced { (", ", ": ") } else { (",", ":") };
+    let string = |s: &str| {
+        let quoted = serde_json::to_string(s).expect("a string serializes");
+        if !ascii {
+            return quoted;
+        }
+        let mut out = String::new();
+        for c in quoted.chars() {
+            if (' '..='~').contains(&c) {
+                out.push(c);
+            } else {
+                for u in c.encode_utf16(&mut [0; 2]) {
+                    out.push_str(&format!("\\u{u:04x}"));
+                }
+            }
+        }
+        out
+    };
+    match v {
+        Value::String(s) => string(s),
+        Value::Array(a) => {
+            format!("[{}]", a.iter().map(|x| json_text(x, spaced, ascii)).collect::<Vec<_>>().join(comma))
+        }
+        Value::Object(o) => {
+            let mut keys: Vec<&String> = o.keys().collect();
+            keys.sort();
+            let items: Vec<String> = keys
+                .iter()
+                .map(|k| format!("{}{colon}{}", string(k), json_text(&o[k.as_str()], spaced, ascii)))
+                .collect();
+            format!("{{{}}}", items.join(comma))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The non-canonical spelling of `body` whose SHA-256 is `stored`, among the common ones: its
+/// description and text.
+fn recognised_input(body: &serde_json::Value, stored: &str) -> Option<(&'static str, String)> {
+    [
+        ("Python's json.dumps(sort_keys=True) text (\", \" and \": \" separators, non-ASCII escaped)", true, true),
+        ("sorted-key JSON with \", \" and \": \" separators (json.dumps(sort_keys=True, ensure_ascii=False))", true, false),
+        ("compact sorted-key JSON with non-ASCII escaped (not RFC 8785: no \\u escapes there)", false, true),
+        ("compact sorted-key JSON that is not RFC 8785 (key order by code point, not UTF-16, or numbers spelled otherwise)", false, false),
+    ]
+    .into_iter()
+    .map(|(how, spaced, ascii)| (how, json_text(body, spaced, ascii)))
+    .find(|(_, text)| sha256_hex(text) == stored)
+}
+
+/// Evidence for a stored digest that is not the RFC 8785 digest of `body`: both hashes, the text
+/// the worker hashed when the harness recognises it (the worker contract has no field in which a
+/// worker reports its digest input) with the first difference, and the expected canonical text
+/// (capped; it is the body's own).
+pub fn digest_deviation(body: &serde_json::Value, stored: &str) -> String {
+    let canon = canonical_text(body);
+    let want = sha256_hex(&canon);
+    let mut s = format!("stored request_digest {stored} is not {want}, the SHA-256 of the body's RFC 8785 text");
+    match recognised_input(body, stored).and_then(|(how, text)| Some((how, first_difference(&canon, &text)?))) {
+        Some((how, d)) => s.push_str(&format!(
+            "; it is the SHA-256 of {how}, which first differs from the canonical text at byte {}: expected `{}`, hashed `{}`",
+            d.offset, d.expected, d.actual
+        )),
+        None => s.push_str(
+            "; the worker does not report the text it hashed (the contract has no field for it) and it is none of the common non-canonical spellings",
+        ),
+    }
+    s.push_str(&format!("; expected canonical text: {}", capped(&canon, 160)));
+    s
 }
 
 fn inserted_intents<'a>(rows: &'a [CommitRow], control: &'a [&str]) -> impl Iterator<Item = &'a CommitRow> {
@@ -42,13 +169,13 @@ pub fn digests_are_canonical(rows: &[CommitRow], control: &[&str]) -> Check {
             continue;
         };
         judged += 1;
-        let want = canonical_digest(body);
-        if stored != want {
+        if stored != canonical_digest(body) {
             bad.push(format!(
-                "commit #{} by {} registered {} with digest {stored}; its body {body} canonicalizes to {want}",
+                "commit #{} by {} registered {}: {}",
                 r.seq,
                 r.writer,
-                r.new_str("operation_id").unwrap_or("?")
+                r.new_str("operation_id").unwrap_or("?"),
+                digest_deviation(body, stored)
             ));
         }
     }
@@ -153,9 +280,44 @@ mod tests {
         let wrong: String = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
         let c = digests_are_canonical(&[intent(1, "7", body, &wrong)], &[]);
         assert!(!c.passed());
-        assert!(c.evidence.contains("canonicalizes to"), "{}", c.evidence);
+        assert!(c.evidence.contains(&wrong) && c.evidence.contains(&good), "both hashes: {}", c.evidence);
+        assert!(c.evidence.contains("expected canonical text: {"), "{}", c.evidence);
         // The control plane's rows are not a worker's registration.
         assert!(digests_are_canonical(&[intent(1, "7", json!({}), "x")], &["w-a"]).passed());
+    }
+
+    #[test]
+    fn the_first_difference_names_the_byte_and_whole_characters_around_it() {
+        assert_eq!(first_difference("same", "same"), None);
+        let d = first_difference("abc", "abd").unwrap();
+        assert_eq!((d.offset, d.expected.as_str(), d.actual.as_str()), (2, "abc", "abd"));
+        // One text ending early differs where it ends.
+        assert_eq!(first_difference("abc", "ab").unwrap().offset, 2);
+        // Multi-byte characters are never cut, and long texts are excerpted around the offset.
+        let d = first_difference("caf\u{e9}", "caf\\u00e9").unwrap();
+        assert_eq!((d.offset, d.expected.as_str(), d.actual.as_str()), (3, "caf\u{e9}", "caf\\u00e9"));
+        let long = format!("{}X{}", "a".repeat(40), "b".repeat(40));
+        let d = first_difference(&long, &long.replace('X', "Y")).unwrap();
+        assert_eq!(d.offset, 40);
+        assert_eq!(d.expected, format!("…{}X{}…", "a".repeat(16), "b".repeat(23)));
+        assert!(capped(&"é".repeat(100), 11).ends_with("… (200 bytes in all)"));
+    }
+
+    #[test]
+    fn a_recognised_non_canonical_digest_shows_where_its_text_differs() {
+        let body = json!({"b": 1.0, "a": "\u{e9}"});
+        // What json.dumps(body, sort_keys=True) hashes.
+        let wrong = sha256_hex(r#"{"a": "\u00e9", "b": 1.0}"#);
+        let ev = digest_deviation(&body, &wrong);
+        assert!(ev.contains("json.dumps(sort_keys=True)"), "{ev}");
+        assert!(ev.contains("at byte 5: expected `{\"a\":\"\u{e9}\",\"b\":1}`"), "{ev}");
+        assert!(ev.contains(&wrong) && ev.contains(&canonical_digest(&body)), "{ev}");
+        // An unrecognised digest: both hashes and the expected text, and why no difference.
+        let ev = digest_deviation(&body, "00");
+        assert!(ev.contains("does not report the text it hashed") && ev.contains("{\"a\":\"\u{e9}\",\"b\":1}"), "{ev}");
+        // A long body is capped, never a 5 KB line.
+        let big = json!({"memo": "x".repeat(5000)});
+        assert!(digest_deviation(&big, "00").len() < 600);
     }
 
     #[test]

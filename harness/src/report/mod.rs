@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::check::rule::RuleRef;
 use crate::check::Check;
 use crate::error::Result;
 
@@ -106,7 +107,9 @@ fn failure_lines(r: &ExperimentResult, indent: &str) -> String {
         let _ = writeln!(s, "{indent}error: {e}");
     }
     for c in r.checks.iter().filter(|c| !c.passed()) {
-        let _ = writeln!(s, "{indent}FAILED {}: {}", c.name, c.evidence);
+        let rules: Vec<String> = c.rules.iter().map(|r| format!("§{} {}", r.section, r.id)).collect();
+        let broke = if rules.is_empty() { String::new() } else { format!(" [breaks {}]", rules.join("; ")) };
+        let _ = writeln!(s, "{indent}FAILED {}{broke}: {}", c.name, c.evidence);
     }
     let _ = writeln!(s, "{indent}reproduce: {}", r.reproduce);
     if !r.evidence.is_empty() {
@@ -115,7 +118,49 @@ fn failure_lines(r: &ExperimentResult, indent: &str) -> String {
     s
 }
 
+/// `text`'s first line, trimmed, cut to about `max` bytes with an ellipsis.
+pub fn one_line(text: &str, max: usize) -> String {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    if line.len() <= max {
+        return line.to_string();
+    }
+    let mut to = max;
+    while !line.is_char_boundary(to) {
+        to -= 1;
+    }
+    format!("{}…", &line[..to])
+}
+
+/// How long a report lets one row's "what broke" evidence be.
+pub const EVIDENCE_SENTENCE: usize = 400;
+
 impl ExperimentResult {
+    /// The checks that failed, in their order.
+    pub fn broken_checks(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| !c.passed())
+    }
+
+    /// The rules the failed checks judge, each once, in the order they first appear.
+    pub fn broken_rules(&self) -> Vec<&RuleRef> {
+        let mut rules: Vec<&RuleRef> = Vec::new();
+        for r in self.broken_checks().flat_map(|c| &c.rules) {
+            if !rules.iter().any(|x| x.id == r.id) {
+                rules.push(r);
+            }
+        }
+        rules
+    }
+
+    /// What broke in one sentence: the first failed check's evidence (its first line, trimmed and
+    /// capped), else the error's.
+    pub fn evidence_sentence(&self) -> String {
+        match (self.broken_checks().next(), &self.error) {
+            (Some(c), _) => one_line(&c.evidence, EVIDENCE_SENTENCE),
+            (None, Some(e)) => one_line(e, EVIDENCE_SENTENCE),
+            (None, None) => String::new(),
+        }
+    }
+
     /// One line for a log without a terminal: id, verdict, time, and the first failed check.
     pub fn log_line(&self) -> String {
         let first = self.checks.iter().find(|c| !c.passed()).map(|c| format!(" ({})", c.name));
@@ -154,6 +199,30 @@ impl Matrix {
         } else {
             exit::OK
         }
+    }
+
+    /// The rows that did not pass, FAIL rows first, then ERROR rows, each in matrix order.
+    pub fn broken_rows(&self) -> Vec<&ExperimentResult> {
+        let of = |o: Outcome| self.results.iter().filter(move |r| r.outcome == o);
+        of(Outcome::Fail).chain(of(Outcome::Error)).collect()
+    }
+
+    /// Every row, the broken ones first (as [`Matrix::broken_rows`]), then the passing ones.
+    pub fn rows_failing_first(&self) -> Vec<&ExperimentResult> {
+        let mut rows = self.broken_rows();
+        rows.extend(self.results.iter().filter(|r| r.outcome == Outcome::Pass));
+        rows
+    }
+
+    /// The conformance report as a link from the run folder `run_dir`: a relative path when it lies
+    /// in the reports folder (the run folder's parent), else `None` (show the path as text).
+    pub fn conformance_link(&self, run_dir: &Path) -> Option<String> {
+        let report = std::fs::canonicalize(self.conformance_report.as_ref()?).ok()?;
+        let run = std::fs::canonicalize(run_dir).ok()?;
+        if let Ok(rel) = report.strip_prefix(&run) {
+            return Some(rel.display().to_string());
+        }
+        report.strip_prefix(run.parent()?).ok().map(|rel| format!("../{}", rel.display()))
     }
 
     /// The terminal table.
@@ -196,8 +265,9 @@ impl Matrix {
         format!("{passed}/{} experiments passed in {:.1}s\n", self.results.len(), self.duration_ms as f64 / 1000.0)
     }
 
-    /// The Markdown version of the matrix, with every check.
-    pub fn markdown(&self) -> String {
+    /// The Markdown version of the matrix: the worker under test, what broke (failing rows first,
+    /// with rule, evidence and reproduce line), the table, then every row's checks, broken first.
+    pub fn markdown(&self, run_dir: &Path) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "# fenceproof run `{}`\n", self.run_id);
         let _ = writeln!(
@@ -207,8 +277,10 @@ impl Matrix {
             self.server_version,
             self.started_at.to_rfc3339()
         );
+        s.push_str(&self.markdown_worker(run_dir));
+        s.push_str(&self.markdown_broke());
         let _ = writeln!(s, "| experiment | verdict | time | key observations |\n|---|---|---|---|");
-        for r in &self.results {
+        for r in self.rows_failing_first() {
             let _ = writeln!(
                 s,
                 "| {} | {} | {:.1}s | {} |",
@@ -218,7 +290,7 @@ impl Matrix {
                 r.observations.replace('|', "\\|")
             );
         }
-        for r in &self.results {
+        for r in self.rows_failing_first() {
             let _ = writeln!(
                 s,
                 "\n## {} — {}\n\nVerdict: **{}**. Reproduce: `{}`\n",
@@ -230,7 +302,7 @@ impl Matrix {
             if let Some(e) = &r.error {
                 let _ = writeln!(s, "Error: {e}\n");
             }
-            for c in &r.checks {
+            for c in r.broken_checks().chain(r.checks.iter().filter(|c| c.passed())) {
                 let mark = if c.passed() { "pass" } else { "FAIL" };
                 let _ = writeln!(s, "- [{mark}] {}: {}", c.name, c.evidence.replace('\n', " "));
             }
@@ -238,12 +310,134 @@ impl Matrix {
         s
     }
 
+    /// "Worker under test: …" and the conformance report, for matrix.md.
+    fn markdown_worker(&self, run_dir: &Path) -> String {
+        let short: String = self.worker.sha256.chars().take(12).collect();
+        let which = if self.worker.reference { " (the reference worker)" } else { "" };
+        let conformance = match (&self.conformance_report, self.conformance_link(run_dir)) {
+            (Some(_), Some(link)) => format!("[conformance.txt]({link})"),
+            (Some(path), None) => format!("`{path}`"),
+            (None, _) => "none (the gate did not run: the reference worker, or --skip-conformance)".into(),
+        };
+        format!(
+            "Worker under test: `{}`{which}, sha256 `{short}`. Conformance report: {conformance}.\n\n",
+            self.worker.path
+        )
+    }
+
+    /// The "What broke" section of matrix.md: one entry per FAIL row, then per ERROR row.
+    fn markdown_broke(&self) -> String {
+        let broken = self.broken_rows();
+        if broken.is_empty() {
+            return String::new();
+        }
+        let mut s = String::from("## What broke\n\n");
+        for r in broken {
+            let _ = writeln!(s, "### {} — {}: {}\n", r.id, r.outcome.label(), r.title);
+            if let Some(c) = r.broken_checks().next() {
+                let _ = writeln!(s, "- check: {}", c.name);
+            }
+            for rule in r.broken_rules() {
+                let _ = writeln!(s, "- rule: `{}` (§{}): {}", rule.id, rule.section, rule.statement);
+            }
+            let _ = writeln!(s, "- evidence: {}", r.evidence_sentence());
+            let _ = writeln!(s, "- reproduce: `{}`\n", r.reproduce);
+        }
+        s
+    }
+
     /// Write matrix.json, matrix.md, junit.xml and index.html into `dir`.
     pub fn save(&self, dir: &Path) -> Result<()> {
         std::fs::write(dir.join("matrix.json"), serde_json::to_string_pretty(self).expect("json"))?;
-        std::fs::write(dir.join("matrix.md"), self.markdown())?;
+        std::fs::write(dir.join("matrix.md"), self.markdown(dir))?;
         std::fs::write(dir.join("junit.xml"), junit::render(self))?;
         std::fs::write(dir.join("index.html"), html::render(self, dir))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::check::rule::RuleRef;
+
+    fn row(id: &str, outcome: Outcome, checks: Vec<Check>, error: Option<&str>) -> ExperimentResult {
+        ExperimentResult {
+            id: id.into(),
+            title: format!("title of {id}"),
+            outcome,
+            duration_ms: 1200,
+            observations: format!("observations of {id}"),
+            checks,
+            error: error.map(Into::into),
+            reproduce: format!("fenceproof verify --only {id} --worker-bin /tmp/broken/worker.py"),
+            evidence: id.into(),
+        }
+    }
+
+    /// A matrix whose passing row comes first, then a FAIL row (a passing check before its broken
+    /// one), then an ERROR row.
+    pub(crate) fn failing_matrix() -> Matrix {
+        let rule = RuleRef {
+            id: "commit.lease-owner-epoch-live".into(),
+            section: "06".into(),
+            statement: "a protected write locks the lease row and validates owner, epoch and expiry".into(),
+        };
+        let mut broken = Check::fail("old owner writes nothing", "  worker a committed #7 after the takeover\nmore");
+        broken.rules.push(rule);
+        let fine = Check::pass("epochs only grow", "3 takeovers, each + 1");
+        Matrix {
+            run_id: "r1".into(),
+            backend: "native".into(),
+            server_version: "16".into(),
+            started_at: chrono::Utc::now(),
+            duration_ms: 3600,
+            worker: WorkerUnderTest {
+                path: "/tmp/broken/worker.py".into(),
+                sha256: "0123456789abcdef".repeat(4),
+                reference: false,
+            },
+            conformance_report: Some("/elsewhere/conformance.txt".into()),
+            results: vec![
+                row("A", Outcome::Pass, vec![Check::pass("a fine check", "ok")], None),
+                row("B-sigstop", Outcome::Fail, vec![fine, broken], None),
+                row("C", Outcome::Error, vec![], Some("the worker exited\nstderr: boom")),
+            ],
+        }
+    }
+
+    #[test]
+    fn markdown_says_what_broke_first_and_names_the_worker() {
+        let md = failing_matrix().markdown(Path::new("/nonexistent/run"));
+        assert!(md.contains("Worker under test: `/tmp/broken/worker.py`, sha256 `0123456789ab`"), "{md}");
+        assert!(md.contains("Conformance report: `/elsewhere/conformance.txt`"), "{md}");
+        let broke = md.find("## What broke").expect("a What broke section");
+        assert!(broke < md.find("| experiment |").unwrap(), "before the table:\n{md}");
+        let b = md.find("### B-sigstop — FAIL").unwrap();
+        assert!(b < md.find("### C — ERROR").unwrap(), "FAIL rows before ERROR rows:\n{md}");
+        for want in [
+            "- rule: `commit.lease-owner-epoch-live` (§06): a protected write locks",
+            "- evidence: worker a committed #7 after the takeover\n",
+            "- reproduce: `fenceproof verify --only B-sigstop --worker-bin /tmp/broken/worker.py`",
+            "- evidence: the worker exited\n",
+        ] {
+            assert!(md.contains(want), "{want:?} missing:\n{md}");
+        }
+        // Row sections: failing first, and a broken check above the passing ones.
+        assert!(md.find("\n## B-sigstop").unwrap() < md.find("\n## A ").unwrap(), "{md}");
+        assert!(md.find("[FAIL] old owner").unwrap() < md.find("[pass] epochs only grow").unwrap(), "{md}");
+        // A passing matrix has no such section.
+        let mut ok = failing_matrix();
+        ok.results.truncate(1);
+        assert!(!ok.markdown(Path::new("/x")).contains("What broke"));
+    }
+
+    #[test]
+    fn the_evidence_sentence_is_one_trimmed_capped_line() {
+        assert_eq!(one_line("\n  first  \nsecond", 100), "first");
+        assert_eq!(one_line(&"é".repeat(10), 5), "éé…");
+        let m = failing_matrix();
+        let ids: Vec<&str> = m.rows_failing_first().iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["B-sigstop", "C", "A"]);
     }
 }

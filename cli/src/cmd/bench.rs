@@ -55,6 +55,10 @@ pub struct Args {
     /// Heartbeat in milliseconds to size for (overrides the contract's).
     #[arg(long)]
     heartbeat_ms: Option<u64>,
+    /// Print one JSON document on stdout: bench.json's fields (phases, goals, sizing...) plus
+    /// "report", the run folder.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -67,9 +71,21 @@ pub async fn run(a: Args) -> u8 {
     if let Err(msg) = check(&a, contract.as_ref()) {
         return usage(msg);
     }
+    let json = a.json;
+    if json {
+        std::env::set_var("FENCEPROOF_QUIET", "1");
+    }
     let opts = options(a, contract.as_ref());
     crate::interrupt::interruptible(async move {
         match fenceproof_bench::run(opts).await {
+            Ok((run, dir)) if json => {
+                let mut v = serde_json::to_value(&run).expect("json");
+                v["goals"] = serde_json::to_value(fenceproof_bench::report::goals(&run)).expect("json");
+                v["sizing"] = serde_json::Value::String(fenceproof_bench::report::sizing(&run));
+                v["report"] = serde_json::json!(dir);
+                println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+                exit::OK
+            }
             Ok((run, dir)) => {
                 print!("{}", fenceproof_bench::report::summary(&run, &dir));
                 exit::OK

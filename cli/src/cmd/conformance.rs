@@ -21,9 +21,13 @@ pub struct Args {
     /// Only these probes (comma-separated: flags, lease, barriers, outbox, control, script, sync_rep).
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
-    /// Print every point checked, not only the deviations.
+    /// Print every point checked, not only the deviations (--json always holds every point).
     #[arg(long)]
     all: bool,
+    /// Print the report as one JSON document on stdout: conformance.json's fields (every point)
+    /// plus "report", the run folder.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -34,12 +38,16 @@ pub async fn run(a: Args) -> u8 {
     {
         return crate::fail::usage(msg);
     }
+    if a.json {
+        std::env::set_var("FENCEPROOF_QUIET", "1");
+    }
     let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), Deployment::default());
-    crate::interrupt::interruptible(probes(&opts, a.only.as_deref(), a.all)).await
+    crate::interrupt::interruptible(probes(&opts, a.only.as_deref(), a.all, a.json)).await
 }
 
-/// Run the probes (all, or those in `only`) and print the report; `all` prints kept points too.
-async fn probes(opts: &VerifyOptions, only: Option<&[String]>, all: bool) -> u8 {
+/// Run the probes (all, or those in `only`) and print the report; `all` prints kept points too,
+/// `json` the whole report as JSON.
+async fn probes(opts: &VerifyOptions, only: Option<&[String]>, all: bool, json: bool) -> u8 {
     if let Some(bad) = only.and_then(|o| o.iter().find(|n| !PROBES.iter().any(|(p, _)| p == n))) {
         let names: Vec<&str> = PROBES.iter().map(|(p, _)| *p).collect();
         eprintln!("fenceproof: no probe named '{bad}' (probes: {})", names.join(", "));
@@ -47,8 +55,14 @@ async fn probes(opts: &VerifyOptions, only: Option<&[String]>, all: bool) -> u8 
     }
     match probe(opts, only).await {
         Ok((report, dir)) => {
-            print!("{}", report.render(all));
-            println!("report: {}", dir.display());
+            if json {
+                let mut v = serde_json::to_value(&report).expect("json");
+                v["report"] = serde_json::json!(dir);
+                println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+            } else {
+                print!("{}", report.render(all));
+                println!("report: {}", dir.display());
+            }
             if report.deviations().next().is_some() {
                 exit::CONFORMANCE
             } else {

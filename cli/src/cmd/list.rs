@@ -1,4 +1,5 @@
-//! `fenceproof list`: the experiments, one line each (`--markdown`: the table the docs show).
+//! `fenceproof list`: the experiments, one line each (`--markdown`: the table the docs show;
+//! `--json`: an array of `{id, title, section}`).
 
 use fenceproof_harness::report::exit;
 
@@ -6,8 +7,11 @@ use fenceproof_harness::report::exit;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Print the experiment table as Markdown, as docs/experiments.md shows it.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "json")]
     markdown: bool,
+    /// Print the experiments as one JSON array of {"id", "title", "section"} on stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(a: Args) -> u8 {
@@ -16,6 +20,12 @@ pub fn run(a: Args) -> u8 {
         return exit::OK;
     }
     let all = fenceproof_scenarios::all();
+    if a.json {
+        let rows: Vec<serde_json::Value> =
+            all.iter().map(|e| serde_json::json!({"id": e.id, "title": e.title, "section": e.section})).collect();
+        println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
+        return exit::OK;
+    }
     let width = all.iter().map(|e| e.id.len()).max().unwrap_or(0);
     for e in all {
         println!("{:<width$}  {}", e.id, e.title);

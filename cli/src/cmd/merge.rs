@@ -21,6 +21,10 @@ pub struct Args {
     /// Where the merged mutants-sql.json / .md go.
     #[arg(long, default_value = "reports/merged")]
     out: PathBuf,
+    /// Print the merged matrix as one JSON document on stdout: the merged mutants-sql.json's
+    /// fields plus "report", the --out folder.
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(a: Args) -> u8 {
@@ -39,12 +43,21 @@ pub fn run(a: Args) -> u8 {
         eprintln!("fenceproof: cannot write the merged matrix to {}: {e}", out.display());
         return exit::HARNESS;
     }
-    print!("{}", merged.table());
     let missing = merged.generated.saturating_sub(merged.rows.len());
-    if missing > 0 {
-        println!("{missing} generated mutants are in none of the merged shards");
+    if a.json {
+        let mut v = serde_json::to_value(&merged).expect("json");
+        v["report"] = serde_json::json!(out);
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        if missing > 0 {
+            eprintln!("fenceproof: {missing} generated mutants are in none of the merged shards");
+        }
+    } else {
+        print!("{}", merged.table());
+        if missing > 0 {
+            println!("{missing} generated mutants are in none of the merged shards");
+        }
+        println!("report: {}", out.display());
     }
-    println!("report: {}", out.display());
     if merged.ok() && missing == 0 {
         exit::OK
     } else {

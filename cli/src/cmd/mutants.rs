@@ -24,6 +24,10 @@ pub struct Args {
     /// Only these experiments (comma-separated ids).
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
+    /// Print the kill matrix as one JSON document on stdout: mutants.json's fields plus "report",
+    /// the run folder.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -37,13 +41,22 @@ pub async fn run(a: Args) -> u8 {
         Err(code) => return code,
     };
     let experiments = crate::select::for_named_mutants(experiments, a.only.is_some());
+    if a.json {
+        std::env::set_var("FENCEPROOF_QUIET", "1");
+    }
     let worker_bin = a.worker_bin.unwrap_or_else(|| PathBuf::from(DEFAULT_MUTANT_WORKER));
     let opts = a.server.options(worker_bin, Deployment::default());
     crate::interrupt::interruptible(async {
         match fenceproof_mutants::named::run(&opts, experiments, a.mutants.as_deref(), a.first_kill).await {
             Ok((km, dir)) => {
-                print!("{}", km.table());
-                println!("report: {}", dir.display());
+                if a.json {
+                    let mut v = serde_json::to_value(&km).expect("json");
+                    v["report"] = serde_json::json!(dir);
+                    println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+                } else {
+                    print!("{}", km.table());
+                    println!("report: {}", dir.display());
+                }
                 if km.all_killed() {
                     exit::OK
                 } else {

@@ -27,6 +27,11 @@ pub struct Args {
     /// List the generated mutants and exit.
     #[arg(long)]
     list: bool,
+    /// Print one JSON document on stdout: the kill matrix (mutants-sql.json's fields plus
+    /// "report", the run folder); with --list, an array of {"id", "function", "operator", "line",
+    /// "before", "after"}.
+    #[arg(long)]
+    json: bool,
     /// Stop each mutant at its first FAIL (the probes of the fenced functions run first); the kill
     /// matrix then names that row only. CI runs this.
     #[arg(long)]
@@ -58,16 +63,30 @@ pub async fn run(a: Args) -> u8 {
         Err(code) => return code,
     };
     if a.list {
-        return list(&sel);
+        return list(&sel, a.json);
+    }
+    if a.json {
+        std::env::set_var("FENCEPROOF_QUIET", "1");
     }
     let experiments = crate::select::for_sql_mutants(experiments, a.only.is_some());
     let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), Deployment::default());
-    matrix(opts, experiments, sel).await
+    matrix(opts, experiments, sel, a.json).await
 }
 
-/// List the generated mutants (id, line, change) without running anything.
-fn list(sel: &Selection) -> u8 {
+/// List the generated mutants (id, line, change) without running anything; `json`: as an array.
+fn list(sel: &Selection, json: bool) -> u8 {
     match sql::pick(sel) {
+        Ok(ms) if json => {
+            let rows: Vec<serde_json::Value> = ms
+                .iter()
+                .map(|m| {
+                    serde_json::json!({"id": m.id, "function": m.function, "operator": m.operator,
+                        "line": m.line, "before": m.before, "after": m.after})
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
+            exit::OK
+        }
         Ok(ms) => {
             let w = ms.iter().map(|m| m.id.len()).max().unwrap_or(0);
             for m in &ms {
@@ -81,15 +100,21 @@ fn list(sel: &Selection) -> u8 {
 }
 
 /// Run the selection; exit 0 when every non-equivalent mutant is killed by a FAIL.
-async fn matrix(opts: VerifyOptions, experiments: Vec<Experiment>, sel: Selection) -> u8 {
+async fn matrix(opts: VerifyOptions, experiments: Vec<Experiment>, sel: Selection, json: bool) -> u8 {
     if let Err(msg) = sql::pick(&sel) {
         return crate::fail::usage(msg);
     }
     crate::interrupt::interruptible(async {
         match sql::run(&opts, experiments, &sel).await {
             Ok((km, dir)) => {
-                print!("{}", km.table());
-                println!("report: {}", dir.display());
+                if json {
+                    let mut v = serde_json::to_value(&km).expect("json");
+                    v["report"] = serde_json::json!(dir);
+                    println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+                } else {
+                    print!("{}", km.table());
+                    println!("report: {}", dir.display());
+                }
                 if km.ok() {
                     exit::OK
                 } else {

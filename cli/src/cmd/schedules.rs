@@ -37,47 +37,69 @@ pub struct Args {
     /// Run the workers as this mutant (needs a mutants build of the worker).
     #[arg(long)]
     mutant: Option<String>,
+    /// Print one JSON document on stdout: schedules.json's fields plus "report", the run folder;
+    /// with --replay, {"report", "repeat", "deterministic", "log", "replays": [{"failed_checks"}]}.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     server: ServerArgs,
 }
 
 /// Replay `schedule` `repeat` times; exit 1 when it fails, 3 when the verdict changed between
-/// replays (a replay must give the same verdict every time).
-async fn replay(session: &mut runner::Session, schedule: &[Op], worker_args: &[String], repeat: u32) -> u8 {
-    let mut verdicts = Vec::new();
+/// replays (a replay must give the same verdict every time). `json`: one document at the end.
+async fn replay(session: &mut runner::Session, schedule: &[Op], worker_args: &[String], repeat: u32, json: bool) -> u8 {
+    let mut replays = Vec::new();
     for i in 1..=repeat {
         let played = match schedules::play(session, &format!("replay-{i}"), schedule, worker_args).await {
             Ok(p) => p,
             Err(e) => return harness_failed(e),
         };
-        if i == 1 {
-            for l in &played.log {
-                println!("  {l}");
-            }
+        if !json {
+            print_replay(&played, i, repeat);
         }
-        let names: Vec<String> = played.failed.iter().map(|c| c.name.clone()).collect();
-        println!(
-            "replay {i}/{repeat}: {}",
-            if names.is_empty() { "every check holds".to_string() } else { format!("FAILED {}", names.join("; ")) }
-        );
-        if i == 1 {
-            for c in &played.failed {
-                println!("FAILED {}: {}", c.name, c.evidence);
-            }
-        }
-        verdicts.push(names);
+        replays.push(played);
     }
-    if verdicts.windows(2).any(|w| w[0] != w[1]) {
+    let verdicts: Vec<Vec<&str>> = replays.iter().map(|p| p.failed.iter().map(|c| c.name.as_str()).collect()).collect();
+    let deterministic = verdicts.windows(2).all(|w| w[0] == w[1]);
+    if json {
+        let v = serde_json::json!({
+            "report": session.run.path,
+            "repeat": repeat,
+            "deterministic": deterministic,
+            "log": replays[0].log,
+            "replays": replays.iter().map(|p| serde_json::json!({"failed_checks": p.failed})).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+    } else if !deterministic {
         println!("the verdict changed between replays: this schedule is not deterministic");
-        return exit::HARNESS;
-    }
-    if repeat > 1 {
+    } else if repeat > 1 {
         println!("{repeat} replays, the same verdict each time");
     }
-    if verdicts[0].is_empty() {
+    if !deterministic {
+        exit::HARNESS
+    } else if verdicts[0].is_empty() {
         exit::OK
     } else {
         exit::FAILED
+    }
+}
+
+/// Replay `i` of `repeat` as text: the first one's log and failed checks, and every one's verdict.
+fn print_replay(played: &schedules::Played, i: u32, repeat: u32) {
+    if i == 1 {
+        for l in &played.log {
+            println!("  {l}");
+        }
+    }
+    let names: Vec<&str> = played.failed.iter().map(|c| c.name.as_str()).collect();
+    println!(
+        "replay {i}/{repeat}: {}",
+        if names.is_empty() { "every check holds".to_string() } else { format!("FAILED {}", names.join("; ")) }
+    );
+    if i == 1 {
+        for c in &played.failed {
+            println!("FAILED {}: {}", c.name, c.evidence);
+        }
     }
 }
 
@@ -90,6 +112,7 @@ struct Plan {
     repeat: u32,
     worker_args: Vec<String>,
     replay_args: String,
+    json: bool,
 }
 
 pub async fn run(a: Args) -> u8 {
@@ -124,7 +147,10 @@ fn plan(a: Args) -> Result<(VerifyOptions, Plan), u8> {
         None => Budget::cases(a.cases),
     };
     let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), Deployment::default());
-    Ok((opts, Plan { budget, seed, replay, repeat: a.repeat, worker_args, replay_args }))
+    if a.json {
+        std::env::set_var("FENCEPROOF_QUIET", "1");
+    }
+    Ok((opts, Plan { budget, seed, replay, repeat: a.repeat, worker_args, replay_args, json: a.json }))
 }
 
 fn read_schedule(p: &Path) -> Result<Vec<Op>, String> {
@@ -140,44 +166,61 @@ async fn play(opts: VerifyOptions, a: Plan) -> u8 {
     };
     let _ = session.run.mark_latest();
     if let Some(schedule) = &a.replay {
-        return replay(&mut session, schedule, &a.worker_args, a.repeat).await;
+        return replay(&mut session, schedule, &a.worker_args, a.repeat, a.json).await;
     }
-    println!("seed {:#x} (rerun with --seed {:#x})", a.seed, a.seed);
+    let seed_line = format!("seed {:#x} (rerun with --seed {:#x})", a.seed, a.seed);
+    if a.json {
+        eprintln!("{seed_line}");
+    } else {
+        println!("{seed_line}");
+    }
     match schedules::run(&mut session, a.budget, a.seed, &a.worker_args, &a.replay_args, true, "").await {
         Ok(summary) => {
             let path = session.run.path.join("schedules.json");
             let _ = std::fs::write(&path, serde_json::to_string_pretty(&summary).expect("json"));
-            print!("{}", summary.coverage.report());
-            match &summary.failure {
-                None => {
-                    println!(
-                        "{} schedules, {} operations in {:.1}s: every check holds (seed {})",
-                        summary.cases,
-                        summary.operations,
-                        summary.duration_ms as f64 / 1000.0,
-                        summary.seed
-                    );
-                    exit::OK
-                }
-                Some(f) => {
-                    println!(
-                        "schedule {} of seed {} failed a check; shrunk from {} to {} operations:",
-                        f.case,
-                        f.seed,
-                        f.original_len,
-                        f.schedule.len()
-                    );
-                    for l in &f.log {
-                        println!("  {l}");
-                    }
-                    for c in &f.failed_checks {
-                        println!("FAILED {}: {}", c.name, c.evidence);
-                    }
-                    println!("replay: {}", f.replay);
-                    exit::FAILED
-                }
+            if a.json {
+                let mut v = serde_json::to_value(&summary).expect("json");
+                v["report"] = serde_json::json!(session.run.path);
+                println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+            } else {
+                print_summary(&summary);
+            }
+            if summary.failure.is_none() {
+                exit::OK
+            } else {
+                exit::FAILED
             }
         }
         Err(e) => harness_failed(e),
+    }
+}
+
+/// The generated schedules as text: the coverage, and the verdict or the shrunk failure.
+fn print_summary(summary: &schedules::Summary) {
+    print!("{}", summary.coverage.report());
+    match &summary.failure {
+        None => println!(
+            "{} schedules, {} operations in {:.1}s: every check holds (seed {})",
+            summary.cases,
+            summary.operations,
+            summary.duration_ms as f64 / 1000.0,
+            summary.seed
+        ),
+        Some(f) => {
+            println!(
+                "schedule {} of seed {} failed a check; shrunk from {} to {} operations:",
+                f.case,
+                f.seed,
+                f.original_len,
+                f.schedule.len()
+            );
+            for l in &f.log {
+                println!("  {l}");
+            }
+            for c in &f.failed_checks {
+                println!("FAILED {}: {}", c.name, c.evidence);
+            }
+            println!("replay: {}", f.replay);
+        }
     }
 }

@@ -38,6 +38,10 @@ pub struct Args {
     /// survivors and exits 0: it is bounded, the experiments are the gate).
     #[arg(long)]
     require_kills: bool,
+    /// Print the kill matrix as one JSON document on stdout: the fields of its .json file
+    /// (schedules-mutants.json, or the --sql one) plus "report", the run folder.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -54,7 +58,12 @@ pub async fn run(a: Args) -> u8 {
         Ok(s) => s,
         Err(code) => return code,
     };
-    println!("seed {seed:#x} (rerun with --seed {seed:#x})");
+    if a.json {
+        std::env::set_var("FENCEPROOF_QUIET", "1");
+        eprintln!("seed {seed:#x} (rerun with --seed {seed:#x})");
+    } else {
+        println!("seed {seed:#x} (rerun with --seed {seed:#x})");
+    }
     let budget = Duration::from_secs(a.budget_s.max(1));
     let (target, worker_bin) = if a.sql {
         match crate::cmd::mutants_sql::selection(a.shard.as_deref(), a.mutants, false) {
@@ -66,20 +75,34 @@ pub async fn run(a: Args) -> u8 {
         (Target::Named(a.mutants), bin)
     };
     let opts = a.server.options(worker_bin, Deployment::default());
-    crate::interrupt::interruptible(kill_matrix(&opts, target, seed, budget, a.require_kills)).await
+    let (require_kills, json) = (a.require_kills, a.json);
+    crate::interrupt::interruptible(kill_matrix(&opts, target, seed, budget, require_kills, json)).await
 }
 
 /// Exit 0 when the search ran (survivors are reported, not failed: the search is bounded; the
-/// experiments' kill matrix is the gate), unless `require_kills`.
-async fn kill_matrix(opts: &VerifyOptions, target: Target, seed: u64, budget: Duration, require_kills: bool) -> u8 {
+/// experiments' kill matrix is the gate), unless `require_kills`. `json`: the matrix as JSON.
+async fn kill_matrix(
+    opts: &VerifyOptions,
+    target: Target,
+    seed: u64,
+    budget: Duration,
+    require_kills: bool,
+    json: bool,
+) -> u8 {
     let searched = match &target {
         Target::Named(only) => search(opts, only.as_deref(), seed, budget).await,
         Target::Sql(sel) => search_sql(opts, sel, seed, budget).await,
     };
     match searched {
         Ok((km, dir)) => {
-            print!("{}", km.table());
-            println!("report: {}", dir.display());
+            if json {
+                let mut v = serde_json::to_value(&km).expect("json");
+                v["report"] = serde_json::json!(dir);
+                println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+            } else {
+                print!("{}", km.table());
+                println!("report: {}", dir.display());
+            }
             if require_kills && km.killed() < km.rows.len() {
                 exit::FAILED
             } else {

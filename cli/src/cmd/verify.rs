@@ -99,20 +99,19 @@ async fn matrix(mut opts: VerifyOptions, experiments: Vec<Experiment>, barriers:
     match runner::verify_with(opts, experiments, out.repeat, barriers).await {
         Ok((matrix, flakes, dir)) => {
             if out.json {
-                println!("{}", serde_json::to_string_pretty(&matrix).expect("json"));
-            } else if out.quiet {
-                print!("{}", matrix.summary());
+                // The matrix's fields, the run folder, and the repetitions' flakes (empty: none).
+                let mut v = serde_json::to_value(&matrix).expect("json");
+                v["report"] = serde_json::json!(dir);
+                v["repeat"] = serde_json::json!(out.repeat);
+                v["flakes"] = serde_json::json!(flakes);
+                println!("{}", serde_json::to_string_pretty(&v).expect("json"));
             } else {
-                print!("{}", matrix.table());
-            }
-            if out.repeat > 1 {
-                if flakes.is_empty() {
+                print!("{}", if out.quiet { matrix.summary() } else { matrix.table() });
+                if out.repeat > 1 && flakes.is_empty() {
                     println!("{} repetitions: no verdict changed", out.repeat);
-                } else {
+                } else if out.repeat > 1 {
                     println!("{} repetitions: FLAKY {}", out.repeat, flakes.join("; "));
                 }
-            }
-            if !out.json {
                 println!("report: {}", dir.display());
             }
             if flakes.is_empty() {
@@ -136,7 +135,7 @@ fn stopped(report: &fenceproof_conformance::Report, dir: &std::path::Path, out: 
         });
         println!("{}", serde_json::to_string_pretty(&v).expect("json"));
     } else {
-        print!("{}report: {}\n", report.render(false), dir.display());
+        println!("{}report: {}", report.render(false), dir.display());
     }
     eprintln!(
         "fenceproof: the worker deviates from the worker contract (exit {}); fix it before the matrix, or run verify with --skip-conformance",

@@ -22,6 +22,10 @@ pub struct Args {
     /// Where run folders are written.
     #[arg(long, default_value = "reports")]
     reports_dir: PathBuf,
+    /// Print one JSON document on stdout: {"report": the run folder, "versions": versions.json's
+    /// array of {"version", "matrix"}}.
+    #[arg(long)]
+    json: bool,
 }
 
 pub async fn run(a: Args) -> u8 {
@@ -29,13 +33,24 @@ pub async fn run(a: Args) -> u8 {
         Ok(e) => e,
         Err(code) => return code,
     };
+    if a.json {
+        std::env::set_var("FENCEPROOF_QUIET", "1");
+    }
+    let json = a.json;
     let bins = PgBin::discover(std::path::Path::new("."), &a.pg_bin);
     let opts = ServerArgs::native(a.reports_dir).options(runner::default_worker_bin(), Deployment::default());
     crate::interrupt::interruptible(async {
         match runner::verify_versions(&opts, &experiments, bins).await {
             Ok((ms, dir)) => {
-                print!("{}", runner::versions_markdown(&ms));
-                println!("report: {}", dir.display());
+                if json {
+                    let versions: Vec<serde_json::Value> =
+                        ms.iter().map(|(v, m)| serde_json::json!({"version": v, "matrix": m})).collect();
+                    let v = serde_json::json!({"report": dir, "versions": versions});
+                    println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+                } else {
+                    print!("{}", runner::versions_markdown(&ms));
+                    println!("report: {}", dir.display());
+                }
                 ms.iter().map(|(_, m)| m.exit_code()).max().unwrap_or(exit::HARNESS)
             }
             Err(e) => crate::fail::harness_failed(e),

@@ -16,9 +16,13 @@ mod tests {
 
     #[test]
     fn the_listed_codes_are_the_harness_constants() {
-        for (code, what) in
-            [(exit::OK, "passed"), (exit::FAILED, "FAIL"), (exit::USAGE, "usage"), (exit::HARNESS, "ERROR"), (exit::CONFORMANCE, "deviates")]
-        {
+        for (code, what) in [
+            (exit::OK, "passed"),
+            (exit::FAILED, "FAIL"),
+            (exit::USAGE, "usage"),
+            (exit::HARNESS, "ERROR"),
+            (exit::CONFORMANCE, "deviates"),
+        ] {
             let line = super::EXIT_CODES.lines().find(|l| l.trim_start().starts_with(&format!("{code} "))).unwrap();
             assert!(line.contains(what), "{line}");
         }

@@ -58,6 +58,7 @@ impl ServerArgs {
             tools_bin: runner::default_tools_bin(),
             skip_conformance: false,
             conformance_report: None,
+            jobs: 1,
         }
     }
 }

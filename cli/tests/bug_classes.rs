@@ -76,7 +76,10 @@ fn an_operation_id_of_another_shape_that_carries_the_epoch() {
             "operation_id = \"%s/%s/%s/v%d\" % (tenant, lease[0], step, version)",
             "operation_id = \"%s:%s:%s:%d@e%d\" % (tenant, lease[0], step, version, lease[1])",
         )],
-        &["the new term's plan of the same step and request keeps the operation_id", "§02, 08 ids.operation-id-per-intent"],
+        &[
+            "the new term's plan of the same step and request keeps the operation_id",
+            "§02, 08 ids.operation-id-per-intent",
+        ],
     );
 }
 

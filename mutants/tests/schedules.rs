@@ -18,6 +18,7 @@ fn options(dir: &str) -> VerifyOptions {
         tools_bin: runner::default_tools_bin(),
         skip_conformance: false,
         conformance_report: None,
+        jobs: 1,
     }
 }
 

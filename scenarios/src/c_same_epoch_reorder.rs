@@ -64,8 +64,9 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         }
         None => {
             let barrier =
-                faults::inject(DbBarrier::new(&ctx.db_url, BARRIER_KEY).at("after_begin"), &ctx.timeline).await?;
-            (Held::Db(barrier), Some(json!({"barriers": [{"point": "after_begin", "key": BARRIER_KEY}]})))
+                faults::inject(DbBarrier::new(&ctx.db_url, ctx.lock_key(BARRIER_KEY)).at("after_begin"), &ctx.timeline)
+                    .await?;
+            (Held::Db(barrier), Some(json!({"barriers": [{"point": "after_begin", "key": ctx.lock_key(BARRIER_KEY)}]})))
         }
     };
     let id1 = w.send(save(rev0, "first", &faults)).await?;

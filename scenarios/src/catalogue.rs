@@ -106,7 +106,11 @@ pub const LEASE_TAKEOVER_WAITS_FOR_VALIDATED_COMMIT: Rule = Rule {
     id: "lease.takeover-waits-for-validated-commit",
     section: "05.1, 06",
     statement: "a takeover waits for a protected transaction that locked and validated the lease, and commits after it",
-    checkers: &[crate::d_race_after_validation::TAKEOVER_WAITS, crate::d_race_after_validation::SERIAL_ORDER],
+    checkers: &[
+        crate::d_race_after_validation::TAKEOVER_WAITS,
+        crate::d_race_after_validation::SERIAL_ORDER,
+        crate::d_race_after_validation::ONE_STATEMENT,
+    ],
 };
 pub const LEASE_RENEW_OWNER_EPOCH: Rule = Rule {
     id: "lease.renew-owner-epoch",
@@ -156,7 +160,11 @@ pub const COMMIT_VALID_AT_CHECK: Rule = Rule {
     section: "06",
     statement:
         "a write validated under the row lock may commit after the lease expired; the takeover is ordered after it",
-    checkers: &[crate::d_race_after_validation::VALIDATED_SAVE_COMMITS, crate::d_race_after_validation::SERIAL_ORDER],
+    checkers: &[
+        crate::d_race_after_validation::VALIDATED_SAVE_COMMITS,
+        crate::d_race_after_validation::SERIAL_ORDER,
+        crate::d_race_after_validation::ONE_STATEMENT,
+    ],
 };
 pub const COMMIT_REVISION_CAS: Rule = Rule {
     id: "commit.revision-cas",

@@ -126,6 +126,18 @@ impl Barriers {
 }
 
 impl Ctx {
+    /// An advisory-lock key of this row's own: `base` (the experiment's constant) in the low 32
+    /// bits, a hash of the row's evidence folder (unique per run and row) above. Advisory locks
+    /// are per database, and rows share one database when they run in a team's (side by side, or
+    /// two runs at once): their barriers must never wait on each other's.
+    pub fn lock_key(&self, base: i64) -> i64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in self.dir.to_string_lossy().bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        (((h & 0x7FFF_FFFF) as i64) << 32) | (base & 0xFFFF_FFFF)
+    }
+
     /// Judge the global invariants (`check::invariants`) over every commit of the experiment.
     pub async fn judge_invariants(&mut self) -> Result<(), HarnessError> {
         let rows = self.commits().await?;

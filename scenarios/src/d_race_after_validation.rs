@@ -113,9 +113,12 @@ enum Held {
 /// A's save takes the worker's own barrier right after it validated the lease: what holds it,
 /// A's backend pid, and the save's command id.
 async fn hold_in_db(ctx: &mut Ctx, a: &mut WorkerProc) -> Result<(Held, i32, u64), HarnessError> {
-    let barrier =
-        faults::inject(DbBarrier::new(&ctx.db_url, BARRIER_KEY).at("after_lease_validated"), &ctx.timeline).await?;
-    let faults = json!({"barriers": [{"point": "after_lease_validated", "key": BARRIER_KEY}]});
+    let barrier = faults::inject(
+        DbBarrier::new(&ctx.db_url, ctx.lock_key(BARRIER_KEY)).at("after_lease_validated"),
+        &ctx.timeline,
+    )
+    .await?;
+    let faults = json!({"barriers": [{"point": "after_lease_validated", "key": ctx.lock_key(BARRIER_KEY)}]});
     let save_a = a.send(json!({"cmd": "save", "checkpoint": {"by": "a"}, "faults": faults})).await?;
     let a_pids = barrier.wait_blocked(&ctx.pool, std::slice::from_ref(&a.owner), 1, STEP).await?;
     Ok((Held::Db(barrier), a_pids[0], save_a))
@@ -143,6 +146,7 @@ async fn hold_in_proxy(ctx: &mut Ctx, a: &mut WorkerProc, p: &Proxy) -> Result<O
         ));
         ctx.note("the protected write is one statement (autocommit): no point to hold between validation and commit outside the server; P-api-commit judges the race inside the function");
         a.shutdown(STEP).await?;
+        ctx.judge_invariants().await?;
         return Ok(None);
     }
     // A's transaction has checked the lease and holds its row; find its backend.

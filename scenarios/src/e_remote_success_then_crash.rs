@@ -120,7 +120,7 @@ pub async fn run(ctx: &mut Ctx, tool: &str, stop: Stop) -> Result<(), HarnessErr
     let op = p.operation_id.clone();
 
     // Fault: the remote create happens, then the dispatcher dies before recording it.
-    let mut held = dispatch_held_before_result(ctx, &tools, "d1", BARRIER_KEY, 300).await?;
+    let mut held = dispatch_held_before_result(ctx, &tools, "d1", ctx.lock_key(BARRIER_KEY), 300).await?;
     let before_crash = ledger::created_for(&ledger::entries(&tools.ledger)?, &op).len();
     ctx.check(Check::equal(CREATED_BEFORE_CRASH, before_crash, 1));
     let paused = match stop {

@@ -36,6 +36,9 @@ pub enum Need {
     ClockServer,
     /// A local Redis server (the pre-filter rows).
     Redis,
+    /// It measures the machine's timing (latencies its verdict depends on): it runs with no other
+    /// row beside it, as a row that freezes the shared server does.
+    QuietMachine,
 }
 
 impl Need {
@@ -48,7 +51,7 @@ impl Need {
             Need::ServerFreeze => Some("freezes the whole database server, which the harness does only to servers it starts"),
             Need::OwnServer => Some("backs up and restores a server of its own, which says nothing about your database"),
             Need::Standby(_) if !hooks => Some("needs a primary + standby it can fence and promote; against --database-url it runs only with a contract's [failover] hooks"),
-            Need::Standby(_) | Need::ClockServer | Need::Redis => None,
+            Need::Standby(_) | Need::ClockServer | Need::Redis | Need::QuietMachine => None,
         }
     }
 }
@@ -117,6 +120,12 @@ impl Experiment {
             Need::Standby(m) => Some(*m),
             _ => None,
         })
+    }
+
+    /// Whether it must run with no other row beside it: it freezes the server the others use, or
+    /// measures timing that other rows' load would change.
+    pub fn runs_alone(&self) -> bool {
+        self.needs.iter().any(|n| matches!(n, Need::ServerFreeze | Need::QuietMachine))
     }
 
     /// Why it does not run against `--database-url`, or `None` when it does.

@@ -158,7 +158,7 @@ async fn cancel_dispatching(
     tools: &ToolsProc,
     op: &str,
 ) -> Result<Statuses, HarnessError> {
-    let mut held = dispatch_held_before_result(ctx, tools, "d1", BARRIER_KEY, 30_000).await?;
+    let mut held = dispatch_held_before_result(ctx, tools, "d1", ctx.lock_key(BARRIER_KEY), 30_000).await?;
     let before = status(ctx, op).await?;
     require_ok(&cp.request(cancel.clone(), STEP).await?, "cancel")?;
     let after = status(ctx, op).await?;
@@ -179,7 +179,7 @@ async fn cancel_unknown(
     tools: &ToolsProc,
     op: &str,
 ) -> Result<Statuses, HarnessError> {
-    let mut held = dispatch_held_before_result(ctx, tools, "d1", BARRIER_KEY, 300).await?;
+    let mut held = dispatch_held_before_result(ctx, tools, "d1", ctx.lock_key(BARRIER_KEY), 300).await?;
     held.dispatcher.kill().await?;
     held.barrier.heal().await?;
     ctx.wait_claim_expired(op).await?;

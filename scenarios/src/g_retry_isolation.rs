@@ -49,7 +49,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let r1 = runs::create_run(&ctx.pool, "task-g", json!({})).await.map_err(err)?;
     let mut p1 = plan_operation(ctx, "w1", r1, "idem", true).await?;
     let op1 = p1.operation_id.clone();
-    let mut held = dispatch_held_before_result(ctx, &tools, "d1", BARRIER_KEY, 30_000).await?;
+    let mut held = dispatch_held_before_result(ctx, &tools, "d1", ctx.lock_key(BARRIER_KEY), 30_000).await?;
 
     // The old run is cancelled and retried, by the code under test in a control-plane process.
     let mut cp = ctx.spawn_control_plane().await?;

@@ -21,7 +21,7 @@ use fenceproof_protocol::{lease, runs, Ttl};
 use serde_json::json;
 
 use crate::ctx::Ctx;
-use crate::experiment::{Checks, Experiment, Judges};
+use crate::experiment::{Checks, Experiment, Judges, Need};
 
 pub const TITLE: &str = "Lease parameters: contract TTL / heartbeat / timeout against measured latency and jitter";
 
@@ -30,7 +30,7 @@ pub const EXPERIMENT: Experiment = Experiment {
     id: "H-lease",
     title: TITLE,
     section: "07; 11 H",
-    needs: &[],
+    needs: &[Need::QuietMachine],
     judges: Judges::Deployment,
     checks: Checks::MEASUREMENT,
     operator_of: &[],

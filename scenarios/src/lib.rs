@@ -20,6 +20,7 @@ pub mod h_failover;
 pub mod h_lease_params;
 pub mod i_lost_ack;
 pub mod j_partition;
+pub mod jobs;
 pub mod k_clock_jump;
 pub mod l_rollout;
 pub mod m_redis_prefilter;

@@ -67,6 +67,8 @@ pub struct VerifyOptions {
     pub skip_conformance: bool,
     /// The conformance report of the gate that ran before the matrix, linked from every report.
     pub conformance_report: Option<PathBuf>,
+    /// How many rows run side by side (`--jobs`; 1 runs them one after another).
+    pub jobs: usize,
 }
 
 /// The server the experiments run against.
@@ -119,6 +121,8 @@ pub struct Session {
     pub sql_patch: Option<String>,
     /// How C and D hold their transactions: the worker's `faults` field, or the fault proxy.
     pub barriers: crate::ctx::Barriers,
+    /// How many rows [`Session::matrix`] runs side by side.
+    pub jobs: usize,
 }
 
 impl Session {
@@ -152,84 +156,8 @@ impl Session {
             databases: 0,
             sql_patch: None,
             barriers: crate::ctx::Barriers::Worker,
+            jobs: opts.jobs.max(1),
         })
-    }
-
-    /// Run `experiments` with `worker_args` added to every worker; evidence goes to
-    /// `<run>/<label>/<id>/` (or `<run>/<id>/` without a label).
-    pub async fn matrix(
-        &mut self,
-        label: &str,
-        experiments: &[Experiment],
-        worker_args: &[String],
-    ) -> Result<Matrix, HarnessError> {
-        let t0 = Instant::now();
-        let mut results = Vec::new();
-        let mut died: Option<String> = None;
-        for (i, exp) in experiments.iter().enumerate() {
-            // After the server died, the rest of the matrix is reported as not run (the matrix is
-            // still printed and written: the rows that finished keep their verdicts).
-            if let Some(death) = &died {
-                results.push(self.not_run(exp, &format!("not run: {death}")));
-                continue;
-            }
-            progress(label, i, experiments.len(), exp.id);
-            let r = self.run_one(label, exp, worker_args).await;
-            if let Ok(r) = &r {
-                log_finished(r);
-            }
-            let mut death = self.server_death();
-            // An error can be the server's death seen by a connection before the kernel has let
-            // the harness reap the process: look again, for at most 5 s, before calling it the
-            // run's own error (which would lose the matrix).
-            let until = Instant::now() + Duration::from_secs(5);
-            while r.is_err() && death.is_none() && Instant::now() < until {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                death = self.server_death();
-            }
-            match (r, death) {
-                (Ok(r), None) => results.push(r),
-                (Err(e), None) => return Err(e),
-                (r, Some(death)) => {
-                    let why = match &r {
-                        Ok(r) => {
-                            r.error.clone().unwrap_or_else(|| format!("{} of its checks failed", r.outcome.label()))
-                        }
-                        Err(e) => e.to_string(),
-                    };
-                    let mut row = match r {
-                        Ok(r) => r,
-                        Err(_) => self.not_run(exp, ""),
-                    };
-                    row.outcome = Outcome::Error;
-                    row.error = Some(format!("{death}; what the experiment saw: {why}"));
-                    row.observations = "the server died while this experiment ran".into();
-                    results.push(row);
-                    died = Some(death);
-                }
-            }
-        }
-        progress(label, experiments.len(), experiments.len(), "");
-        Ok(Matrix {
-            run_id: self.run.run_id.clone(),
-            backend: self.server.kind().into(),
-            server_version: self.server.version(),
-            started_at: self.started_at,
-            duration_ms: t0.elapsed().as_millis(),
-            worker: self.worker.clone(),
-            conformance_report: self.conformance_report.clone(),
-            results,
-        })
-    }
-
-    /// The command that runs experiment `id` alone, the way this session ran it: server,
-    /// contract, worker, barriers, conformance gate.
-    pub fn reproduce(&self, id: &str) -> String {
-        let barriers = match self.barriers {
-            crate::ctx::Barriers::Proxy => " --barriers proxy",
-            crate::ctx::Barriers::Worker => "",
-        };
-        format!("fenceproof verify --only {id}{}{barriers}", self.reproduce_flags)
     }
 
     /// When the session's own server has died: how, in words (`the server died (signal 9)`), with
@@ -247,7 +175,7 @@ impl Session {
     }
 
     /// The row of an experiment that did not run (or whose run produced nothing to show).
-    fn not_run(&self, exp: &Experiment, why: &str) -> ExperimentResult {
+    pub(crate) fn not_run(&self, exp: &Experiment, why: &str) -> ExperimentResult {
         ExperimentResult {
             id: exp.id.into(),
             title: exp.title.into(),
@@ -342,16 +270,17 @@ impl Session {
         })
     }
 
-    async fn run_one(
-        &mut self,
-        label: &str,
+    /// The end of one row: its evidence saved, the answers and declared rules judged, the
+    /// verdict. `res` is how its story ended.
+    pub(crate) async fn finish_row(
+        &self,
         exp: &Experiment,
         worker_args: &[String],
+        mut ctx: Ctx,
+        res: Result<Result<(), HarnessError>, tokio::time::error::Elapsed>,
+        t0: Instant,
     ) -> Result<ExperimentResult, HarnessError> {
-        let t0 = Instant::now();
-        let mut ctx = self.context(label, exp.id, worker_args).await?;
         let (dir, pool) = (ctx.dir.clone(), ctx.pool.clone());
-        let res = tokio::time::timeout(EXPERIMENT_TIMEOUT, (exp.run)(&mut ctx)).await;
         let error = ended(exp, &mut ctx, res);
         // Evidence, whatever happened.
         ctx.timeline.save(&dir.join("timeline.jsonl"))?;
@@ -387,6 +316,30 @@ impl Session {
             reproduce: format!("{}{extra}", self.reproduce(exp.id)),
             evidence: dir.strip_prefix(&self.run.path).unwrap_or(&dir).display().to_string(),
         })
+    }
+
+    /// The command that runs experiment `id` alone, the way this session ran it: server,
+    /// contract, worker, barriers, conformance gate.
+    pub fn reproduce(&self, id: &str) -> String {
+        let barriers = match self.barriers {
+            crate::ctx::Barriers::Proxy => " --barriers proxy",
+            crate::ctx::Barriers::Worker => "",
+        };
+        format!("fenceproof verify --only {id}{}{barriers}", self.reproduce_flags)
+    }
+
+    /// The matrix of `results` (in the order of the selection), as this session reports it.
+    pub(crate) fn matrix_of(&self, results: Vec<ExperimentResult>, t0: Instant) -> Matrix {
+        Matrix {
+            run_id: self.run.run_id.clone(),
+            backend: self.server.kind().into(),
+            server_version: self.server.version(),
+            started_at: self.started_at,
+            duration_ms: t0.elapsed().as_millis(),
+            worker: self.worker.clone(),
+            conformance_report: self.conformance_report.clone(),
+            results,
+        }
     }
 }
 
@@ -578,7 +531,7 @@ pub fn shell_word(s: &str) -> String {
 
 /// A progress bar on stderr while experiments run, only when stderr is a terminal (CI logs get the
 /// matrix at the end instead) and `FENCEPROOF_QUIET` is not set.
-fn progress(label: &str, done: usize, total: usize, next: &str) {
+pub(crate) fn progress(label: &str, done: usize, total: usize, next: &str) {
     use std::io::{IsTerminal, Write};
     let mut err = std::io::stderr();
     if !err.is_terminal() || std::env::var_os("FENCEPROOF_QUIET").is_some() || total == 0 {
@@ -595,7 +548,7 @@ fn progress(label: &str, done: usize, total: usize, next: &str) {
 /// Without a terminal (a CI log), one line on stderr per finished row, so the log shows progress
 /// before the matrix; silent with `--quiet`/`--json` (`FENCEPROOF_QUIET`) and on a terminal, which
 /// has the progress bar.
-fn log_finished(r: &ExperimentResult) {
+pub(crate) fn log_finished(r: &ExperimentResult) {
     use std::io::IsTerminal;
     if std::io::stderr().is_terminal() || std::env::var_os("FENCEPROOF_QUIET").is_some() {
         return;
@@ -670,6 +623,16 @@ pub fn flakes(rounds: &[Matrix]) -> Vec<String> {
         .collect()
 }
 
+/// How many rows run side by side by default: twice the cores (rows spend most of their time
+/// waiting on real time), at most 8; one against a team's database, where rows share one database.
+pub fn default_jobs(external: bool) -> usize {
+    if external {
+        return 1;
+    }
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    (cores * 2).clamp(1, 8)
+}
+
 /// Where the worker binary is: `FENCEPROOF_WORKER_BIN`, else beside this executable (or one level
 /// up, for test binaries in target/*/deps).
 pub fn default_worker_bin() -> PathBuf {
@@ -728,6 +691,7 @@ pub async fn verify_versions(
             tools_bin: opts.tools_bin.clone(),
             skip_conformance: opts.skip_conformance,
             conformance_report: opts.conformance_report.clone(),
+            jobs: opts.jobs,
         };
         let mut session = Session::start(&o).await?;
         let mut m = session.matrix("", experiments, &[]).await?;

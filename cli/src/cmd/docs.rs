@@ -81,6 +81,7 @@ fn need_label(n: Need) -> &'static str {
         Need::Standby(ReplicationMode::Sync) => "sync standby",
         Need::ClockServer => "clock server",
         Need::Redis => "Redis",
+        Need::QuietMachine => "runs alone (measures timing)",
     }
 }
 

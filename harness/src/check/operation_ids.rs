@@ -15,8 +15,7 @@ use super::Check;
 use crate::record::oracle::CommitRow;
 
 /// The name of [`operation_ids_name_no_executor`]'s check.
-pub const OPERATION_ID_NAMES_NO_EXECUTOR: &str =
-    "no operation_id carries an owner id or the time of its registration";
+pub const OPERATION_ID_NAMES_NO_EXECUTOR: &str = "no operation_id carries an owner id or the time of its registration";
 
 /// Owner ids shorter than this are not searched for inside operation_ids (too short to tell).
 const SHORTEST_OWNER: usize = 8;

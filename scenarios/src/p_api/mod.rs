@@ -232,15 +232,16 @@ impl<'a> Prober<'a> {
         ok: impl Fn(&Answer) -> bool,
         may_change: &[String],
     ) -> Result<Option<Answer>, HarnessError> {
+        let hold_key = self.ctx.lock_key(HOLD_KEY);
         let sql = format!(
-            "WITH held AS MATERIALIZED (SELECT left(pg_advisory_xact_lock_shared({HOLD_KEY})::text, 0) AS v) {}",
+            "WITH held AS MATERIALIZED (SELECT left(pg_advisory_xact_lock_shared({hold_key})::text, 0) AS v) {}",
             sql.replace("{held}", "held.v")
         );
         let mut harness = PgConnection::connect_with(
             &self.ctx.db_url.parse::<sqlx::postgres::PgConnectOptions>()?.application_name(CONTROL),
         )
         .await?;
-        sqlx::query("SELECT pg_advisory_lock($1)").bind(HOLD_KEY).execute(&mut harness).await?;
+        sqlx::query("SELECT pg_advisory_lock($1)").bind(hold_key).execute(&mut harness).await?;
         let holder: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut harness).await?;
         let before = rows(&self.ctx.pool).await?;
         let mut conn = self.connect(owner).await?;
@@ -281,7 +282,7 @@ impl<'a> Prober<'a> {
             Ok(started)
         }
         .await;
-        sqlx::query("SELECT pg_advisory_unlock($1)").bind(HOLD_KEY).execute(&mut harness).await?;
+        sqlx::query("SELECT pg_advisory_unlock($1)").bind(hold_key).execute(&mut harness).await?;
         let _ = harness.close().await;
         let r = match tokio::time::timeout(STEP, call).await {
             Ok(Ok(r)) => r,

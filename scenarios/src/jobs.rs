@@ -1,0 +1,190 @@
+//! Rows side by side: [`Session::matrix`] runs a selection with up to `jobs` rows at once, each on
+//! its own fresh database with its own processes, timeline and evidence folder, as when they run
+//! one after another. A row that declares it must run alone ([`Experiment::runs_alone`]: it freezes
+//! the shared server, or it measures timing) waits until the others have finished and runs with
+//! nothing beside it. Everything runs on the session's one thread (children are tied to the thread
+//! that spawned them); rows overlap in their waits, which are most of their time. The matrix keeps
+//! the selection's order whatever order the rows finish in.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use fenceproof_harness::report::{ExperimentResult, Matrix, Outcome};
+use fenceproof_harness::HarnessError;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+
+use crate::ctx::Ctx;
+use crate::runner::{log_finished, progress, Session, EXPERIMENT_TIMEOUT};
+use crate::Experiment;
+
+/// How one row's story ended, with its context and when it started.
+struct Ran {
+    index: usize,
+    ctx: Ctx,
+    res: Result<Result<(), HarnessError>, tokio::time::error::Elapsed>,
+    t0: Instant,
+}
+
+type Running = Pin<Box<dyn Future<Output = Ran>>>;
+
+/// Row `index`'s story on `ctx`, bounded by [`EXPERIMENT_TIMEOUT`].
+fn execute(index: usize, exp: Experiment, mut ctx: Ctx, t0: Instant) -> Running {
+    Box::pin(async move {
+        let res = tokio::time::timeout(EXPERIMENT_TIMEOUT, (exp.run)(&mut ctx)).await;
+        Ran { index, ctx, res, t0 }
+    })
+}
+
+/// Which rows run now: the next ones in [`start_order`], while fewer than `jobs` run and no row that
+/// must be alone runs or waits to.
+struct Scheduler {
+    next: usize,
+    alone_running: bool,
+}
+
+/// The order rows start in (indices into the selection): those that must run alone first, while
+/// the field is empty anyway; then those that start servers of their own (the longest rows), so
+/// the short ones fill the time beside them; then the rest in the selection's order. With one job
+/// the selection's order is kept.
+fn start_order(experiments: &[Experiment], jobs: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..experiments.len()).collect();
+    if jobs > 1 {
+        let rank = |e: &Experiment| {
+            use crate::experiment::Need;
+            if e.runs_alone() {
+                0
+            } else if e.needs.iter().any(|n| matches!(n, Need::OwnServer | Need::ClockServer | Need::Standby(_))) {
+                1
+            } else {
+                2
+            }
+        };
+        order.sort_by_key(|&i| rank(&experiments[i]));
+    }
+    order
+}
+
+impl Scheduler {
+    fn may_start(&self, exp: &Experiment, running: usize, jobs: usize) -> bool {
+        if running == 0 {
+            return true;
+        }
+        !self.alone_running && !exp.runs_alone() && running < jobs
+    }
+}
+
+impl Session {
+    /// Run `experiments` with `worker_args` added to every worker, up to [`Session::jobs`] at once;
+    /// evidence goes to `<run>/<label>/<id>/` (or `<run>/<id>/` without a label).
+    pub async fn matrix(
+        &mut self,
+        label: &str,
+        experiments: &[Experiment],
+        worker_args: &[String],
+    ) -> Result<Matrix, HarnessError> {
+        let t0 = Instant::now();
+        let mut slots: Vec<Option<ExperimentResult>> = vec![None; experiments.len()];
+        let mut running: FuturesUnordered<Running> = FuturesUnordered::new();
+        let mut sched = Scheduler { next: 0, alone_running: false };
+        let mut died: Option<String> = None;
+        let mut done = 0;
+        let order = start_order(experiments, self.jobs.max(1));
+        loop {
+            while let Some(&i) = order.get(sched.next).filter(|_| died.is_none()) {
+                let exp = &experiments[i];
+                if !sched.may_start(exp, running.len(), self.jobs.max(1)) {
+                    break;
+                }
+                sched.alone_running = exp.runs_alone();
+                let started = Instant::now();
+                progress(label, done, experiments.len(), exp.id);
+                let ctx = self.context(label, exp.id, worker_args).await?;
+                running.push(execute(i, *exp, ctx, started));
+                sched.next += 1;
+            }
+            let Some(ran) = running.next().await else { break };
+            sched.alone_running = sched.alone_running && !running.is_empty();
+            let exp = &experiments[ran.index];
+            let index = ran.index;
+            let r = self.finish_row(exp, worker_args, ran.ctx, ran.res, ran.t0).await;
+            slots[index] = Some(self.judged_alive(exp, r, &mut died).await?);
+            done += 1;
+        }
+        progress(label, experiments.len(), experiments.len(), "");
+        let results = experiments
+            .iter()
+            .zip(slots)
+            .map(|(exp, slot)| {
+                slot.unwrap_or_else(|| self.not_run(exp, &format!("not run: {}", died.as_deref().unwrap_or("?"))))
+            })
+            .collect();
+        Ok(self.matrix_of(results, t0))
+    }
+
+    /// A finished row, unless the server died: then an ERROR saying so (and `died` remembers it, so
+    /// no further row starts). A row's own error with the server alive ends the whole matrix.
+    async fn judged_alive(
+        &mut self,
+        exp: &Experiment,
+        r: Result<ExperimentResult, HarnessError>,
+        died: &mut Option<String>,
+    ) -> Result<ExperimentResult, HarnessError> {
+        if let Ok(r) = &r {
+            log_finished(r);
+        }
+        let mut death = self.server_death();
+        // An error can be the server's death seen by a connection before the kernel has let the
+        // harness reap the process: look again, for at most 5 s, before calling it the run's own
+        // error (which would lose the matrix).
+        let until = Instant::now() + Duration::from_secs(5);
+        while r.is_err() && death.is_none() && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            death = self.server_death();
+        }
+        let Some(death) = death.or_else(|| died.clone()) else { return r };
+        let why = match &r {
+            Ok(r) => r.error.clone().unwrap_or_else(|| format!("{} of its checks failed", r.outcome.label())),
+            Err(e) => e.to_string(),
+        };
+        let mut row = r.unwrap_or_else(|_| self.not_run(exp, ""));
+        row.outcome = Outcome::Error;
+        row.error = Some(format!("{death}; what the experiment saw: {why}"));
+        row.observations = "the server died while this experiment ran".into();
+        *died = Some(death);
+        Ok(row)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &'static str, alone: bool) -> Experiment {
+        let mut e = crate::all().into_iter().find(|e| !e.runs_alone()).unwrap();
+        e.id = id;
+        if alone {
+            e.needs = &[crate::experiment::Need::ServerFreeze];
+        }
+        e
+    }
+
+    #[test]
+    fn a_row_that_must_be_alone_waits_for_an_empty_field_and_keeps_it() {
+        let s = Scheduler { next: 0, alone_running: false };
+        assert!(s.may_start(&row("x", false), 1, 4), "room for another");
+        assert!(!s.may_start(&row("x", false), 4, 4), "all jobs taken");
+        assert!(!s.may_start(&row("f", true), 1, 4), "an alone row waits for the others");
+        assert!(s.may_start(&row("f", true), 0, 4), "and starts on an empty field");
+        let during = Scheduler { next: 0, alone_running: true };
+        assert!(!during.may_start(&row("x", false), 1, 4), "nothing starts beside it");
+        assert!(s.may_start(&row("x", false), 0, 1) && !s.may_start(&row("x", false), 1, 1), "--jobs 1: one at a time");
+    }
+
+    #[test]
+    fn alone_rows_start_first_and_one_job_keeps_the_order() {
+        let rows = [row("a", false), row("f", true), row("b", false)];
+        assert_eq!(start_order(&rows, 4), vec![1, 0, 2]);
+        assert_eq!(start_order(&rows, 1), vec![0, 1, 2]);
+    }
+}

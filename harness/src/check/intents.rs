@@ -131,18 +131,16 @@ fn recognised_input(body: &serde_json::Value, stored: &str) -> Option<(&'static 
 pub fn digest_deviation(body: &serde_json::Value, stored: &str) -> String {
     let canon = canonical_text(body);
     let want = sha256_hex(&canon);
-    let mut s = format!("stored request_digest {stored} is not {want}, the SHA-256 of the body's RFC 8785 text");
+    let expected = format!("expected canonical text: {}", capped(&canon, 160));
     match recognised_input(body, stored).and_then(|(how, text)| Some((how, first_difference(&canon, &text)?))) {
-        Some((how, d)) => s.push_str(&format!(
-            "; it is the SHA-256 of {how}, which first differs from the canonical text at byte {}: expected `{}`, hashed `{}`",
+        Some((how, d)) => format!(
+            "its request_digest is the SHA-256 of {how}, not of the RFC 8785 text; the two texts first differ at byte {}: expected `{}`, hashed `{}`; stored digest {stored}, RFC 8785 digest {want}; {expected}",
             d.offset, d.expected, d.actual
-        )),
-        None => s.push_str(
-            "; the worker does not report the text it hashed (the contract has no field for it) and it is none of the common non-canonical spellings",
+        ),
+        None => format!(
+            "its request_digest {stored} is not {want}, the SHA-256 of the body's RFC 8785 text; the worker does not report the text it hashed (the contract has no field for it) and it is none of the common non-canonical spellings; {expected}"
         ),
     }
-    s.push_str(&format!("; expected canonical text: {}", capped(&canon, 160)));
-    s
 }
 
 fn inserted_intents<'a>(rows: &'a [CommitRow], control: &'a [&str]) -> impl Iterator<Item = &'a CommitRow> {
@@ -169,15 +167,22 @@ pub fn digests_are_canonical(rows: &[CommitRow], control: &[&str]) -> Check {
             continue;
         };
         judged += 1;
-        if stored != canonical_digest(body) {
-            bad.push(format!(
-                "commit #{} by {} registered {}: {}",
-                r.seq,
-                r.writer,
-                r.new_str("operation_id").unwrap_or("?"),
+        let want = canonical_digest(body);
+        if stored != want {
+            // The first deviation in full; the others by their hashes, so the line stays readable.
+            let why = if bad.is_empty() {
                 digest_deviation(body, stored)
-            ));
+            } else {
+                format!("its request_digest {stored} is not {want}")
+            };
+            let op = r.new_str("operation_id").unwrap_or("?");
+            bad.push(format!("commit #{} by {} registered {op}: {why}", r.seq, r.writer));
         }
+    }
+    if bad.len() > 4 {
+        let more = bad.len() - 3;
+        bad.truncate(3);
+        bad.push(format!("{more} more intent(s) with a non-canonical digest"));
     }
     Check::from_violations(name, bad, format!("{judged} registered intent(s), each digest canonical"))
 }
@@ -282,6 +287,11 @@ mod tests {
         assert!(!c.passed());
         assert!(c.evidence.contains(&wrong) && c.evidence.contains(&good), "both hashes: {}", c.evidence);
         assert!(c.evidence.contains("expected canonical text: {"), "{}", c.evidence);
+        // Many deviations: the first in full, a few by their hashes, then a count.
+        let many: Vec<CommitRow> = (1..=6).map(|i| intent(i, "7", json!({"n": i}), "00")).collect();
+        let c = digests_are_canonical(&many, &[]);
+        assert!(c.evidence.contains("expected canonical text: {\"n\":1}") && c.evidence.contains("; 3 more intent(s)"));
+        assert!(c.evidence.len() < 1000, "{}", c.evidence);
         // The control plane's rows are not a worker's registration.
         assert!(digests_are_canonical(&[intent(1, "7", json!({}), "x")], &["w-a"]).passed());
     }
@@ -310,7 +320,7 @@ mod tests {
         let wrong = sha256_hex(r#"{"a": "\u00e9", "b": 1.0}"#);
         let ev = digest_deviation(&body, &wrong);
         assert!(ev.contains("json.dumps(sort_keys=True)"), "{ev}");
-        assert!(ev.contains("at byte 5: expected `{\"a\":\"\u{e9}\",\"b\":1}`"), "{ev}");
+        assert!(ev.contains("first differ at byte 5: expected `{\"a\":\"\u{e9}\",\"b\":1}`"), "{ev}");
         assert!(ev.contains(&wrong) && ev.contains(&canonical_digest(&body)), "{ev}");
         // An unrecognised digest: both hashes and the expected text, and why no difference.
         let ev = digest_deviation(&body, "00");

@@ -54,6 +54,8 @@ struct Band {
 /// A JSON value as plain text: strings unquoted, arrays space-separated, objects `(k=v, k=v)`.
 fn plain(v: &Value) -> String {
     match v {
+        // Control characters spelled as JSON escapes, so a value never breaks the line.
+        Value::String(s) if s.chars().any(char::is_control) => v.to_string().trim_matches('"').to_string(),
         Value::String(s) => s.clone(),
         Value::Array(a) => a.iter().map(plain).collect::<Vec<_>>().join(" "),
         Value::Object(_) => format!("({})", fields(v, &[])),
@@ -646,7 +648,7 @@ mod tests {
         std::fs::write(conf.join("conformance.txt"), "ok").unwrap();
         let timeline = [
             json!({"at_ms": 0.0, "wall": "2026-01-01T00:00:00Z", "actor": "harness", "action": "spawn", "target": "a", "detail": {"owner": "worker-a-1", "pid": 7, "args": ["--x"]}}),
-            json!({"at_ms": 5.0, "wall": "2026-01-01T00:00:00.005Z", "actor": "harness", "action": "command", "target": "a", "detail": {"cmd": "save", "id": 3, "checkpoint": {"step": 1}}}),
+            json!({"at_ms": 5.0, "wall": "2026-01-01T00:00:00.005Z", "actor": "harness", "action": "command", "target": "a", "detail": {"cmd": "save", "id": 3, "checkpoint": {"step": 1, "memo": "a\nb"}}}),
             json!({"at_ms": 10.0, "wall": "2026-01-01T00:00:00.010Z", "actor": "harness", "action": "sigstop", "target": "a", "detail": {"pid": 7, "state": "T"}}),
             json!({"at_ms": 20.0, "wall": "2026-01-01T00:00:00.020Z", "actor": "harness", "action": "barrier_hold", "target": "database", "detail": {"key": 2, "point": "before_commit"}}),
         ];
@@ -682,7 +684,7 @@ mod tests {
         assert!(tips.iter().all(|t| !t.contains("{\"") && !t.contains("{&quot;")), "{tips:?}");
         for want in [
             "harness spawned worker a (owner=worker-a-1, pid=7)",
-            "harness sent save to worker a (checkpoint=(step=1), id=3)",
+            "harness sent save to worker a (checkpoint=(memo=a\\nb, step=1), id=3)",
             "harness SIGSTOPped worker a (pid=7, state=T)",
             "harness barrier_hold database: key=2, point=before_commit",
             "worker a: save answered lease_lost (revision 3)",

@@ -110,7 +110,7 @@ fn read_events(stdout: ChildStdout) -> mpsc::Receiver<Value> {
 /// that does not parse is returned as it is.
 pub fn without_password(url: &str) -> (String, Option<String>) {
     let Ok(mut u) = url::Url::parse(url) else { return (url.to_string(), None) };
-    let Some(pw) = u.password().map(|p| percent_decode(p)) else { return (url.to_string(), None) };
+    let Some(pw) = u.password().map(percent_decode) else { return (url.to_string(), None) };
     if u.set_password(None).is_err() {
         return (url.to_string(), None);
     }

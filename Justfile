@@ -92,14 +92,15 @@ list: build
 test: build
     cargo test --workspace
 
-# Formatting and lints, as CI runs them: the Rust code, the Python example worker (pyflakes), the
-# contract's JSON Schema against its metaschema, and the CI examples against GitHub's and GitLab's
-# published schemas (check-jsonschema ships them; setup.sh installs both tools).
+# Formatting and lints, as CI runs them: the Rust code, the Python example worker (pyflakes), the Go
+# example worker (go vet), the contract's JSON Schema against its metaschema, and the CI examples
+# against GitHub's and GitLab's published schemas (check-jsonschema ships them; setup.sh installs both tools).
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --quiet -- -D warnings
     python3 scripts/import-cycles.py
     python3 -m pyflakes examples/python-worker/worker.py audit/adapters/*.py
+    GO111MODULE=off GOPATH="$PWD/examples/go-worker:/usr/share/gocode" go vet fpkit protocol fenceproof-go-worker
     check-jsonschema --check-metaschema contract/worker-protocol.v2.schema.json
     check-jsonschema --builtin-schema vendor.github-workflows examples/ci/github-actions.yml
     check-jsonschema --builtin-schema vendor.gitlab-ci examples/ci/gitlab-ci.yml

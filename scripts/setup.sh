@@ -76,6 +76,20 @@ if ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/bin/redis-server ]; 
   fi
 fi
 
+# Go and Debian's pgx v4 / uuid packages for the Go example worker (examples/go-worker), built offline
+# in GOPATH mode after the workspace; CI runs conformance and the whole matrix with it.
+if ! command -v go >/dev/null 2>&1 || [ ! -d /usr/share/gocode/src/github.com/jackc/pgx ] \
+   || [ ! -d /usr/share/gocode/src/github.com/google/uuid ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    say "installing Go with pgx v4 and uuid (the Go example worker)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go \
+      golang-github-jackc-pgx-v4-dev golang-github-google-uuid-dev >/dev/null
+  else
+    say "go not found; the Go example worker needs it (apt-get install golang-go golang-github-jackc-pgx-v4-dev golang-github-google-uuid-dev)" >&2
+  fi
+fi
+
 # libfaketime, preloaded under a server of its own to freeze or jump the database clock (P-api-clock).
 if [ ! -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]; then
   if [ "$(id -u)" -eq 0 ]; then
@@ -118,6 +132,10 @@ fi
 
 say "building (cargo build --workspace)"
 cargo build --workspace --quiet
+if command -v go >/dev/null 2>&1; then
+  say "building the Go example worker (examples/go-worker/build.sh)"
+  examples/go-worker/build.sh >/dev/null
+fi
 if [ -n "$audit_pid" ]; then
   if ! wait "$audit_pid"; then
     say "installing the audited job queues failed:" >&2

@@ -1,6 +1,6 @@
 //! The worker contract is complete and checked: the Python example worker (written from the
-//! contract alone) passes the whole matrix, and `fenceproof conformance` reports each deviation a
-//! copy of it is changed to commit, one test per deviation, naming what the worker did instead. A
+//! contract alone) and the Go example worker (the spec's own code) pass the whole matrix, and
+//! `fenceproof conformance` reports each deviation a copy of the Python one is changed to commit, one test per deviation, naming what the worker did instead. A
 //! worker that prints an event outside the contract's schema gets an ERROR naming the field.
 
 use std::path::{Path, PathBuf};
@@ -74,6 +74,39 @@ fn a_matrix_run_of_the_example_worker_passes_every_row() {
     let dir = tmp("example");
     let mut cmd = Command::new(FENCEPROOF);
     cmd.args(["verify", "--quiet", "--worker-bin"]).arg(example()).arg("--reports-dir").arg(dir.join("reports"));
+    let (out, _) = fenceproof_harness::testkit::run_bounded(&mut cmd, &dir, Duration::from_secs(600));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let n = fenceproof_scenarios::all().len();
+    assert!(stdout.contains(&format!("{n}/{n} experiments passed")), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("conformance:") && stderr.contains("contract points kept"),
+        "verify ran conformance first: {stderr}"
+    );
+}
+
+/// The Go example worker (examples/go-worker: pgx v4 and pgxpool, the spec's own SaveCheckpoint and
+/// Heartbeat), built offline by its build.sh: it keeps the contract with no deviation and passes
+/// every row of the matrix (verify runs conformance first, and stops before the matrix on a deviation).
+#[test]
+fn a_matrix_run_of_the_go_example_worker_passes_every_row() {
+    let dir = tmp("go-example");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut build = Command::new("bash");
+    build.arg(root.join("examples/go-worker/build.sh"));
+    let (out, _) = fenceproof_harness::testkit::run_bounded(&mut build, &dir.join("build"), Duration::from_secs(300));
+    let built = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "build.sh:\n{built}\n{}", String::from_utf8_lossy(&out.stderr));
+    let worker = PathBuf::from(built.trim());
+    assert!(worker.is_file(), "build.sh printed the binary's path: {built}");
+
+    let (code, text) = conformance(&worker, "flags,lease,barriers,outbox,control,script,sync_rep");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains(" 0 deviations"), "{text}");
+
+    let mut cmd = Command::new(FENCEPROOF);
+    cmd.args(["verify", "--quiet", "--worker-bin"]).arg(&worker).arg("--reports-dir").arg(dir.join("reports"));
     let (out, _) = fenceproof_harness::testkit::run_bounded(&mut cmd, &dir, Duration::from_secs(600));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));

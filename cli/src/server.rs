@@ -24,6 +24,11 @@ pub struct ServerArgs {
     /// Default: the contract's `[database] image`, else postgres:15.
     #[arg(long)]
     pub pg_image: Option<String>,
+    /// How many experiment rows run side by side, each on its own database (default: twice the
+    /// cores, at most 8; 1 against --database-url). Rows that freeze the server or measure timing
+    /// run alone.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub jobs: Option<u32>,
 }
 
 /// What a command tests beyond the server: a deployment contract (and where it was read from)
@@ -39,13 +44,14 @@ impl ServerArgs {
     /// The native backend with no `--pg-bin`, run folders in `reports_dir`: for `verify-versions`,
     /// which finds its servers itself.
     pub fn native(reports_dir: PathBuf) -> Self {
-        ServerArgs { pg_bin: None, reports_dir, backend: Some("native".into()), pg_image: None }
+        ServerArgs { pg_bin: None, reports_dir, backend: Some("native".into()), pg_image: None, jobs: None }
     }
 
     /// The runner's options: these flags, the worker to run, and the deployment (whose contract
     /// gives the backend and image when the flags do not).
     pub fn options(self, worker_bin: PathBuf, deployment: Deployment) -> VerifyOptions {
         let contract = deployment.contract.as_deref();
+        let external = deployment.database_url.is_some();
         VerifyOptions {
             backend: choice(self.backend.as_deref(), contract),
             pg_image: image(self.pg_image, contract),
@@ -58,7 +64,7 @@ impl ServerArgs {
             tools_bin: runner::default_tools_bin(),
             skip_conformance: false,
             conformance_report: None,
-            jobs: 1,
+            jobs: self.jobs.map(|j| j as usize).unwrap_or_else(|| runner::default_jobs(external)),
         }
     }
 }

@@ -10,6 +10,7 @@ use fenceproof_harness::report::{Matrix, Outcome};
 use fenceproof_harness::HarnessError;
 use serde::Serialize;
 
+use fenceproof_scenarios::jobs::Unit;
 use fenceproof_scenarios::runner::{Session, VerifyOptions};
 use fenceproof_scenarios::Experiment;
 
@@ -137,6 +138,60 @@ fn failures(m: &Matrix) -> Vec<String> {
 }
 
 /// Run the reference and every selected mutant; save `mutants.json` / `mutants.md`.
+/// Every mutant through `experiments`, their rows side by side (the session's jobs): each
+/// mutant's rows in its order (an operator-side mutant first in the experiment of its operator
+/// step), the first rows of all mutants before their second ones; with `first_kill`, a mutant's
+/// rows not yet started when one kills it are not run.
+async fn mutant_rows(
+    session: &mut Session,
+    experiments: &[Experiment],
+    mutants: &[(String, String)],
+    first_kill: bool,
+) -> Result<Vec<MutantRow>, HarnessError> {
+    let mut units = Vec::new();
+    let mut order_key = Vec::new();
+    for (group, (name, _)) in mutants.iter().enumerate() {
+        let first = fenceproof_protocol::mutant::Mutant::parse(name)
+            .and_then(fenceproof_scenarios::operator_experiment)
+            .map(|e| e.id);
+        let mut order: Vec<&Experiment> = experiments.iter().collect();
+        order.sort_by_key(|e| Some(e.id) != first);
+        for (pos, exp) in order.into_iter().enumerate() {
+            order_key.push((pos, group));
+            units.push(Unit {
+                group,
+                label: format!("mutant-{name}"),
+                exp: *exp,
+                args: vec!["--mutant".to_string(), name.clone()],
+                worker_bin: None,
+                sql_patch: None,
+            });
+        }
+    }
+    let mut start: Vec<usize> = (0..units.len()).collect();
+    start.sort_by_key(|&i| order_key[i]);
+    let (slots, _) = session.units(&units, &start, |r| first_kill && r.outcome != Outcome::Pass).await?;
+    let mut rows = Vec::new();
+    for (group, (name, rule)) in mutants.iter().enumerate() {
+        let verdicts: Vec<(String, Outcome)> = units
+            .iter()
+            .zip(&slots)
+            .filter(|(u, _)| u.group == group)
+            .filter_map(|(_, r)| r.as_ref().map(|r| (r.id.clone(), r.outcome)))
+            .collect();
+        let killed = verdicts.iter().any(|(_, o)| *o != Outcome::Pass);
+        let row = MutantRow { mutant: name.clone(), rule: rule.clone(), verdicts, killed };
+        eprintln!(
+            "[{}/{}] {name}: {}",
+            group + 1,
+            mutants.len(),
+            if killed { format!("killed by {}", row.killers().join(", ")) } else { "SURVIVED".into() }
+        );
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
 pub async fn run(
     opts: &VerifyOptions,
     experiments: Vec<Experiment>,
@@ -159,39 +214,7 @@ pub async fn run(
         "reference: {}",
         if reference_failures.is_empty() { "all PASS".into() } else { reference_failures.join(", ") }
     );
-    let mut rows = Vec::new();
-    for (i, (name, rule)) in mutants.iter().enumerate() {
-        let (label, args) = (format!("mutant-{name}"), ["--mutant".to_string(), name.clone()]);
-        let mut verdicts: Vec<(String, Outcome)> = Vec::new();
-        if first_kill {
-            // One row at a time, stopping at the first that kills (the rows after it are not run).
-            // An operator-side mutant is tried first in the experiment of its operator step.
-            let first = fenceproof_protocol::mutant::Mutant::parse(name)
-                .and_then(fenceproof_scenarios::operator_experiment)
-                .map(|e| e.id);
-            let mut order: Vec<&Experiment> = experiments.iter().collect();
-            order.sort_by_key(|e| Some(e.id) != first);
-            for exp in order {
-                let one = session.matrix(&label, std::slice::from_ref(exp), &args).await?;
-                verdicts.extend(one.results.iter().map(|r| (r.id.clone(), r.outcome)));
-                if verdicts.iter().any(|(_, o)| *o != Outcome::Pass) {
-                    break;
-                }
-            }
-        } else {
-            let m = session.matrix(&label, &experiments, &args).await?;
-            verdicts = m.results.iter().map(|r| (r.id.clone(), r.outcome)).collect();
-        }
-        let killed = verdicts.iter().any(|(_, o)| *o != Outcome::Pass);
-        let row = MutantRow { mutant: name.clone(), rule: rule.clone(), verdicts, killed };
-        eprintln!(
-            "[{}/{}] {name}: {}",
-            i + 1,
-            mutants.len(),
-            if killed { format!("killed by {}", row.killers().join(", ")) } else { "SURVIVED".into() }
-        );
-        rows.push(row);
-    }
+    let rows = mutant_rows(&mut session, &experiments, &mutants, first_kill).await?;
     let km = KillMatrix {
         run_id: session.run.run_id.clone(),
         reference_passed: reference_failures.is_empty(),

@@ -16,6 +16,7 @@ use fenceproof_harness::HarnessError;
 use serde::{Deserialize, Serialize};
 
 use fenceproof_scenarios::experiment::Judges;
+use fenceproof_scenarios::jobs::Unit;
 use fenceproof_scenarios::runner::{Session, VerifyOptions};
 use fenceproof_scenarios::Experiment;
 
@@ -312,18 +313,14 @@ pub async fn run(
     if mutants.iter().any(|m| is_direct(&m.id)) {
         reference_failures.extend(reference_on_the_direct_path(&mut session, &direct_experiments, sel).await?);
     }
-    let mut rows = Vec::new();
-    for (i, m) in mutants.iter().enumerate() {
-        let exps: Vec<&Experiment> = match (is_direct(&m.id), twin_wrapper_of(m).is_some()) {
+    let exps_of = |m: &SqlMutant| -> Vec<&Experiment> {
+        match (is_direct(&m.id), twin_wrapper_of(m).is_some()) {
             (true, true) => twin_experiments.clone(),
             (true, false) => direct_experiments.clone(),
             (false, _) => experiments.iter().collect(),
-        };
-        let results = run_mutant(&mut session, m, &exps, sel).await?;
-        let row = judge(m, &results, listed.get(&m.id).cloned());
-        eprintln!("[{}/{}] {}: {}", i + 1, mutants.len(), m.id, fate_line(&row));
-        rows.push(row);
-    }
+        }
+    };
+    let rows = mutant_rows(&mut session, &mutants, exps_of, sel, &listed).await?;
     let km = SqlKillMatrix {
         run_ids: vec![session.run.run_id.clone()],
         shards: vec![format!("{}/{}", sel.shard.0, sel.shard.1)],
@@ -396,50 +393,70 @@ fn twin_wrapper_of(m: &SqlMutant) -> Option<String> {
     is_direct(&m.id).then(|| twin_wrapper(m.function.trim_start_matches("direct/"), &m.sql)).flatten()
 }
 
-/// Mutant `m` through `exps`, one matrix each (stopping at the first FAIL with `first_kill`): a
-/// fenced-function mutant installed in each fresh database, a direct-path one run by the mutants
-/// build (and installed as its twin). The session is restored to the reference afterwards.
-async fn run_mutant(
-    session: &mut Session,
+/// The units of mutant `m` (group `group`) through `exps`: a fenced-function mutant installed in
+/// each fresh database, a direct-path one run by the mutants build (and installed as its twin).
+fn mutant_units(
+    session: &Session,
+    group: usize,
     m: &SqlMutant,
     exps: &[&Experiment],
     sel: &Selection,
-) -> Result<Vec<ExperimentResult>, HarnessError> {
-    let reference_bin = session.worker_bin.clone();
-    let mut args = Vec::new();
-    if is_direct(&m.id) {
+) -> Result<Vec<Unit>, HarnessError> {
+    let (mut args, mut worker_bin, sql_patch) = (Vec::new(), None, Some(m.sql.clone()));
+    let sql_patch = if is_direct(&m.id) {
         let name = m.function.trim_start_matches("direct/");
         let file = override_file(&session.run.path, &m.id.replace('/', "-"), name, &m.sql)?;
         args = vec!["--sql-mutant".to_string(), file.display().to_string()];
-        session.worker_bin = sel.mutant_worker_bin.clone();
-        session.sql_patch = twin_wrapper(name, &m.sql);
+        worker_bin = Some(sel.mutant_worker_bin.clone());
+        twin_wrapper(name, &m.sql)
     } else {
-        session.sql_patch = Some(m.sql.clone());
-    }
+        sql_patch
+    };
     let label = format!("sql-{}", m.id.replace('/', "-"));
-    let mut results = Vec::new();
-    let mut failure = None;
-    for exp in exps {
-        match session.matrix(&label, std::slice::from_ref(*exp), &args).await {
-            Ok(one) => {
-                let killed = one.results.iter().any(|r| r.outcome == Outcome::Fail);
-                results.extend(one.results);
-                if killed && sel.first_kill {
-                    break;
-                }
-            }
-            Err(e) => {
-                failure = Some(e);
-                break;
-            }
+    Ok(exps
+        .iter()
+        .map(|exp| Unit {
+            group,
+            label: label.clone(),
+            exp: **exp,
+            args: args.clone(),
+            worker_bin: worker_bin.clone(),
+            sql_patch: sql_patch.clone(),
+        })
+        .collect())
+}
+
+/// Every mutant through its experiments, side by side (the session's jobs), the first rows of all
+/// mutants before their second ones; with `first_kill` a mutant's rows not yet started when one
+/// FAILs it are not run. Each mutant's row, judged against the equivalents list.
+async fn mutant_rows<'e>(
+    session: &mut Session,
+    mutants: &[SqlMutant],
+    exps_of: impl Fn(&SqlMutant) -> Vec<&'e Experiment>,
+    sel: &Selection,
+    listed: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<SqlMutantRow>, HarnessError> {
+    let mut units = Vec::new();
+    let mut key = Vec::new();
+    for (group, m) in mutants.iter().enumerate() {
+        for (pos, u) in mutant_units(session, group, m, &exps_of(m), sel)?.into_iter().enumerate() {
+            key.push((pos, group));
+            units.push(u);
         }
     }
-    session.sql_patch = None;
-    session.worker_bin = reference_bin;
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(results),
+    let mut start: Vec<usize> = (0..units.len()).collect();
+    start.sort_by_key(|&i| key[i]);
+    let first_kill = sel.first_kill;
+    let (slots, _) = session.units(&units, &start, |r| first_kill && r.outcome == Outcome::Fail).await?;
+    let mut rows = Vec::new();
+    for (group, m) in mutants.iter().enumerate() {
+        let results: Vec<ExperimentResult> =
+            units.iter().zip(&slots).filter(|(u, _)| u.group == group).filter_map(|(_, r)| r.clone()).collect();
+        let row = judge(m, &results, listed.get(&m.id).cloned());
+        eprintln!("[{}/{}] {}: {}", group + 1, mutants.len(), m.id, fate_line(&row));
+        rows.push(row);
     }
+    Ok(rows)
 }
 
 /// The row of mutant `m`: its verdicts, what killed it, and its fate given the equivalents list.

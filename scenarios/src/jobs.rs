@@ -74,6 +74,19 @@ impl Scheduler {
     }
 }
 
+/// One row to run: an experiment with the worker arguments of its run (a mutant's), in a group
+/// (a mutant's rows; a plain matrix is one group), with the worker program and the SQL patch its
+/// fresh database gets when they are not the session's.
+#[derive(Clone)]
+pub struct Unit {
+    pub group: usize,
+    pub label: String,
+    pub exp: Experiment,
+    pub args: Vec<String>,
+    pub worker_bin: Option<std::path::PathBuf>,
+    pub sql_patch: Option<String>,
+}
+
 impl Session {
     /// Run `experiments` with `worker_args` added to every worker, up to [`Session::jobs`] at once;
     /// evidence goes to `<run>/<label>/<id>/` (or `<run>/<id>/` without a label).
@@ -84,34 +97,19 @@ impl Session {
         worker_args: &[String],
     ) -> Result<Matrix, HarnessError> {
         let t0 = Instant::now();
-        let mut slots: Vec<Option<ExperimentResult>> = vec![None; experiments.len()];
-        let mut running: FuturesUnordered<Running> = FuturesUnordered::new();
-        let mut sched = Scheduler { next: 0, alone_running: false };
-        let mut died: Option<String> = None;
-        let mut done = 0;
+        let units: Vec<Unit> = experiments
+            .iter()
+            .map(|e| Unit {
+                group: 0,
+                label: label.to_string(),
+                exp: *e,
+                args: worker_args.to_vec(),
+                worker_bin: None,
+                sql_patch: self.sql_patch.clone(),
+            })
+            .collect();
         let order = start_order(experiments, self.jobs.max(1));
-        loop {
-            while let Some(&i) = order.get(sched.next).filter(|_| died.is_none()) {
-                let exp = &experiments[i];
-                if !sched.may_start(exp, running.len(), self.jobs.max(1)) {
-                    break;
-                }
-                sched.alone_running = exp.runs_alone();
-                let started = Instant::now();
-                progress(label, done, experiments.len(), exp.id);
-                let ctx = self.context(label, exp.id, worker_args).await?;
-                running.push(execute(i, *exp, ctx, started));
-                sched.next += 1;
-            }
-            let Some(ran) = running.next().await else { break };
-            sched.alone_running = sched.alone_running && !running.is_empty();
-            let exp = &experiments[ran.index];
-            let index = ran.index;
-            let r = self.finish_row(exp, worker_args, ran.ctx, ran.res, ran.t0).await;
-            slots[index] = Some(self.judged_alive(exp, r, &mut died).await?);
-            done += 1;
-        }
-        progress(label, experiments.len(), experiments.len(), "");
+        let (slots, died) = self.units(&units, &order, |_| false).await?;
         let results = experiments
             .iter()
             .zip(slots)
@@ -120,6 +118,65 @@ impl Session {
             })
             .collect();
         Ok(self.matrix_of(results, t0))
+    }
+
+    /// Run `units`, up to [`Session::jobs`] at once, starting them in `order` (indices into
+    /// `units`). When a finished row makes `stop` true, the rows of its group not yet started are
+    /// skipped (a mutant killed at its first row). Returns each unit's result (`None`: not run) and
+    /// the server's death, if it died (no row starts after it).
+    pub async fn units(
+        &mut self,
+        units: &[Unit],
+        order: &[usize],
+        stop: impl Fn(&ExperimentResult) -> bool,
+    ) -> Result<(Vec<Option<ExperimentResult>>, Option<String>), HarnessError> {
+        let mut slots: Vec<Option<ExperimentResult>> = vec![None; units.len()];
+        let mut stopped = std::collections::HashSet::new();
+        let mut running: FuturesUnordered<Running> = FuturesUnordered::new();
+        let mut sched = Scheduler { next: 0, alone_running: false };
+        let mut died: Option<String> = None;
+        let mut done = 0;
+        loop {
+            while let Some(&i) = order.get(sched.next).filter(|_| died.is_none()) {
+                let u = &units[i];
+                if stopped.contains(&u.group) {
+                    sched.next += 1;
+                    continue;
+                }
+                if !sched.may_start(&u.exp, running.len(), self.jobs.max(1)) {
+                    break;
+                }
+                sched.alone_running = u.exp.runs_alone();
+                progress(&u.label, done, units.len(), u.exp.id);
+                let ctx = self.unit_context(u).await?;
+                running.push(execute(i, u.exp, ctx, Instant::now()));
+                sched.next += 1;
+            }
+            let Some(ran) = running.next().await else { break };
+            sched.alone_running = sched.alone_running && !running.is_empty();
+            let u = &units[ran.index];
+            let r = self.finish_row(&u.exp, &u.args, ran.ctx, ran.res, ran.t0).await;
+            let r = self.judged_alive(&u.exp, r, &mut died).await?;
+            if stop(&r) {
+                stopped.insert(u.group);
+            }
+            slots[ran.index] = Some(r);
+            done += 1;
+        }
+        progress("", units.len(), units.len(), "");
+        Ok((slots, died))
+    }
+
+    /// A fresh context for `u`: its worker program and SQL patch for this one database.
+    async fn unit_context(&mut self, u: &Unit) -> Result<Ctx, HarnessError> {
+        let (bin, patch) = (self.worker_bin.clone(), self.sql_patch.clone());
+        if let Some(b) = &u.worker_bin {
+            self.worker_bin = b.clone();
+        }
+        self.sql_patch = u.sql_patch.clone();
+        let ctx = self.context(&u.label, u.exp.id, &u.args).await;
+        (self.worker_bin, self.sql_patch) = (bin, patch);
+        ctx
     }
 
     /// A finished row, unless the server died: then an ERROR saying so (and `died` remembers it, so

@@ -45,10 +45,6 @@ pub struct Args {
     /// does not implement `faults`).
     #[arg(long, default_value = "worker", value_parser = ["worker", "proxy"])]
     barriers: String,
-    /// How many rows run side by side, each on its own database (default: twice the cores, at most
-    /// 8; 1 against --database-url). Rows that freeze the server or measure timing run alone.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
-    jobs: Option<u32>,
     /// Go straight to the matrix with a worker that is not the reference, without running
     /// `conformance` first (by default its deviations stop the run before the matrix).
     #[arg(long)]
@@ -86,7 +82,6 @@ pub async fn run(a: Args) -> u8 {
     let deployment = Deployment { contract, contract_path: a.contract, database_url };
     let mut opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), deployment);
     opts.skip_conformance = a.skip_conformance;
-    opts.jobs = a.jobs.map(|j| j as usize).unwrap_or_else(|| runner::default_jobs(opts.database_url.is_some()));
     if !a.quiet && !a.json {
         eprintln!("fenceproof: {} row(s) side by side (--jobs {})", opts.jobs, opts.jobs);
     }

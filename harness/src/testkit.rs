@@ -84,16 +84,38 @@ pub fn own_lines(err: &str) -> String {
 
 /// Write to `dest` a copy of the Python example worker with each `(old, new)` applied, executable;
 /// each `old` must occur exactly once (so a change of the example that moves the text fails the
-/// test loudly instead of testing an unchanged worker).
+/// test loudly instead of testing an unchanged worker). The example is `worker.py` (copied to
+/// `dest`) and the modules beside it (`fpkit.py`, `protocol.py`, copied beside `dest`); an edit
+/// applies to the one file that holds its `old`.
 pub fn example_copy(name: &str, dest: &std::path::Path, edits: &[(&str, &str)]) {
     use std::os::unix::fs::PermissionsExt;
-    let example = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/python-worker/worker.py"));
-    let mut text = std::fs::read_to_string(example).unwrap();
+    let folder = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/python-worker"));
+    let mut files: Vec<(std::path::PathBuf, String)> = std::fs::read_dir(folder)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "py"))
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let to = if p.file_name().is_some_and(|f| f == "worker.py") {
+                dest.to_path_buf()
+            } else {
+                dest.with_file_name(p.file_name().unwrap())
+            };
+            (to, text)
+        })
+        .collect();
     for (old, new) in edits {
-        assert_eq!(text.matches(old).count(), 1, "{name}: {old:?} must occur once in the example worker");
-        text = text.replace(old, new);
+        let found: usize = files.iter().map(|(_, t)| t.matches(old).count()).sum();
+        assert_eq!(found, 1, "{name}: {old:?} must occur once in the example worker");
+        for (_, text) in files.iter_mut() {
+            if text.contains(old) {
+                *text = text.replace(old, new);
+            }
+        }
     }
-    std::fs::write(dest, text).unwrap();
+    for (to, text) in &files {
+        std::fs::write(to, text).unwrap();
+    }
     std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 

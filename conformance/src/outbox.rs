@@ -55,14 +55,23 @@ async fn plan_with_a_secret(
     if !p.outcome("plan of a new step", &plan, "ok") {
         return Ok(None);
     }
-    let want_op = format!("tenant1/{run_id}/pay/v1");
-    let op = data(&plan)["operation_id"].as_str().unwrap_or_default().to_string();
-    p.expect(
-        "plan answers data.operation_id = <tenant>/<run_id>/<step_id>/v<effect_version>",
-        op == want_op,
-        format!("plan answered operation_id {op:?}; expected {want_op:?}"),
-    );
+    // Contract v2: the operation_id is the team's format; it must name this intent's ledger row and
+    // carry no owner id (the matrix judges its stability across terms from behaviour, E-replan).
+    let want_op = data(&plan)["operation_id"].as_str().unwrap_or_default().to_string();
     let row = ctx.operation(&want_op).await.unwrap_or(Value::Null);
+    p.expect(
+        "plan answers the operation_id under which the intent (run, step, effect_version 1) is registered",
+        row["run_id"] == json!(run_id) && row["step_id"] == "pay" && row["effect_version"] == 1,
+        format!(
+            "plan answered operation_id {want_op:?}; the ledger row under it: run_id {}, step_id {}, effect_version {}",
+            row["run_id"], row["step_id"], row["effect_version"]
+        ),
+    );
+    p.expect(
+        "the operation_id does not carry the owner id",
+        !want_op.contains(&w.owner),
+        format!("plan answered operation_id {want_op:?}, which contains the worker's owner id {}", w.owner),
+    );
     let masked = exacting_request(json!({"amount": 5, "auth": {"$secret": "api-key"}}));
     p.expect(
         "the plan registers the intent `prepared` with the secret replaced by its reference",

@@ -14,25 +14,31 @@ use fenceproof_harness::report::{ExperimentResult, Matrix, Outcome};
 use fenceproof_harness::HarnessError;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
-use crate::ctx::Ctx;
-use crate::runner::{log_finished, progress, Session, EXPERIMENT_TIMEOUT};
+use crate::runner::{log_finished, progress, ContextPlan, RowEnd, Session, EXPERIMENT_TIMEOUT};
 use crate::Experiment;
 
-/// How one row's story ended, with its context and when it started.
+/// How one row's story ended, with its context and when it started; an error when its database
+/// could not be made.
 struct Ran {
     index: usize,
-    ctx: Ctx,
-    res: Result<Result<(), HarnessError>, tokio::time::error::Elapsed>,
-    t0: Instant,
+    result: Result<ExperimentResult, HarnessError>,
 }
 
 type Running = Pin<Box<dyn Future<Output = Ran>>>;
 
-/// Row `index`'s story on `ctx`, bounded by [`EXPERIMENT_TIMEOUT`].
-fn execute(index: usize, exp: Experiment, mut ctx: Ctx, t0: Instant) -> Running {
+/// Row `index`: its database made, its story bounded by [`EXPERIMENT_TIMEOUT`], its evidence saved
+/// and its verdict, all inside the row's own future, so the other rows go on meanwhile.
+fn execute(index: usize, u: Unit, plan: ContextPlan, end: RowEnd) -> Running {
     Box::pin(async move {
-        let res = tokio::time::timeout(EXPERIMENT_TIMEOUT, (exp.run)(&mut ctx)).await;
-        Ran { index, ctx, res, t0 }
+        let t0 = Instant::now();
+        let result = match plan.build().await {
+            Ok(mut ctx) => {
+                let res = tokio::time::timeout(EXPERIMENT_TIMEOUT, (u.exp.run)(&mut ctx)).await;
+                end.finish(&u.exp, &u.args, ctx, res, t0).await
+            }
+            Err(e) => Err(e),
+        };
+        Ran { index, result }
     })
 }
 
@@ -148,15 +154,15 @@ impl Session {
                 }
                 sched.alone_running = u.exp.runs_alone();
                 progress(&u.label, done, units.len(), u.exp.id);
-                let ctx = self.unit_context(u).await?;
-                running.push(execute(i, u.exp, ctx, Instant::now()));
+                let plan = self.unit_context(u)?;
+                let end = RowEnd { run_path: self.run.path.clone(), reproduce: self.reproduce(u.exp.id) };
+                running.push(execute(i, u.clone(), plan, end));
                 sched.next += 1;
             }
             let Some(ran) = running.next().await else { break };
             sched.alone_running = sched.alone_running && !running.is_empty();
             let u = &units[ran.index];
-            let r = self.finish_row(&u.exp, &u.args, ran.ctx, ran.res, ran.t0).await;
-            let r = self.judged_alive(&u.exp, r, &mut died).await?;
+            let r = self.judged_alive(&u.exp, ran.result, &mut died).await?;
             if stop(&r) {
                 stopped.insert(u.group);
             }
@@ -167,16 +173,16 @@ impl Session {
         Ok((slots, died))
     }
 
-    /// A fresh context for `u`: its worker program and SQL patch for this one database.
-    async fn unit_context(&mut self, u: &Unit) -> Result<Ctx, HarnessError> {
+    /// The context plan of `u`: its worker program and SQL patch for this one database.
+    fn unit_context(&mut self, u: &Unit) -> Result<ContextPlan, HarnessError> {
         let (bin, patch) = (self.worker_bin.clone(), self.sql_patch.clone());
         if let Some(b) = &u.worker_bin {
             self.worker_bin = b.clone();
         }
         self.sql_patch = u.sql_patch.clone();
-        let ctx = self.context(&u.label, u.exp.id, &u.args).await;
+        let plan = self.plan_context(&u.label, u.exp.id, &u.args);
         (self.worker_bin, self.sql_patch) = (bin, patch);
-        ctx
+        plan
     }
 
     /// A finished row, unless the server died: then an ERROR saying so (and `died` remembers it, so

@@ -211,10 +211,17 @@ impl Session {
     /// A fresh database cloned from the template, its own folder `<run>/<label>/<id>/`, and a
     /// context to run one experiment (or one randomized schedule) in.
     pub async fn context(&mut self, label: &str, id: &str, worker_args: &[String]) -> Result<Ctx, HarnessError> {
+        self.plan_context(label, id, worker_args)?.build().await
+    }
+
+    /// Everything a row's context needs, owned: its folder and database name are allocated here;
+    /// the database itself is made by [`ContextPlan::build`], which borrows nothing of the session
+    /// (rows side by side build theirs while the others run).
+    pub fn plan_context(&mut self, label: &str, id: &str, worker_args: &[String]) -> Result<ContextPlan, HarnessError> {
         let dir =
             if label.is_empty() { self.run.experiment(id)? } else { self.run.experiment(&format!("{label}/{id}"))? };
         self.databases += 1;
-        let (db_url, worker_login, pool, oracle_schema) = match &self.server {
+        let place = match &self.server {
             Server::Native(_) | Server::Container(_) => {
                 let backend: &dyn Backend = match &self.server {
                     Server::Native(c) => c,
@@ -222,31 +229,20 @@ impl Session {
                     Server::External(_) => unreachable!("matched above"),
                 };
                 let dbname = format!("fp{}_{}", self.databases, id.to_lowercase().replace(['-', '/'], "_"));
-                let db_url = databases::create_from_template(backend, &dbname).await?;
-                let pool = databases::pool(&db_url, CONTROL, 4).await?;
-                if let Some(sql) = &self.sql_patch {
-                    sqlx::raw_sql(sql).execute(&pool).await?;
-                }
-                let login = databases::url_as(&db_url, databases::WORKER_LOGIN)?;
-                (db_url, Some(login), pool, oracle::DEFAULT_SCHEMA.to_string())
+                Place::Template { admin_url: backend.url_for("postgres"), db_url: backend.url_for(&dbname), dbname }
             }
             Server::External(ext) => {
                 let tag: String = self.run.run_id.chars().rev().take(6).collect::<String>().chars().rev().collect();
                 let name = format!("fp_{tag}_{}_{}", self.databases, id.to_lowercase().replace(['-', '/'], "_"));
-                let schemas = ext.create(&name).await?;
-                let pool = ext.pool_in(&schemas.schema, CONTROL, 4).await?;
-                if let Some(sql) = &self.sql_patch {
-                    sqlx::raw_sql(sql).execute(&pool).await?;
-                }
-                (schemas.worker_url, None, pool, schemas.oracle)
+                Place::External { ext: ext.clone(), name }
             }
         };
-        Ok(Ctx {
+        let ctx = Ctx {
             id: id.into(),
             dir,
-            db_url,
-            worker_login,
-            pool,
+            db_url: String::new(),
+            worker_login: None,
+            pool: sqlx::PgPool::connect_lazy("postgres://localhost/unused").map_err(HarnessError::from)?,
             timeline: Timeline::new(),
             worker_bin: self.worker_bin.clone(),
             tools_bin: self.tools_bin.clone(),
@@ -261,19 +257,29 @@ impl Session {
                 Server::Container(c) => Some(ServerTarget::Container(c.id.clone())),
                 Server::External(_) => None,
             },
-            oracle_schema,
+            oracle_schema: String::new(),
             contract: self.contract.clone(),
             sql_patch: self.sql_patch.clone(),
             barriers: self.barriers,
             checks: Vec::new(),
             notes: Vec::new(),
-        })
+        };
+        Ok(ContextPlan { place, ctx })
     }
+}
 
+/// What finishing a row needs of its session, owned (rows side by side finish inside their own
+/// futures).
+pub(crate) struct RowEnd {
+    pub run_path: PathBuf,
+    pub reproduce: String,
+}
+
+impl RowEnd {
     /// The end of one row: its evidence saved, the answers and declared rules judged, the
     /// verdict. `res` is how its story ended.
-    pub(crate) async fn finish_row(
-        &self,
+    pub(crate) async fn finish(
+        self,
         exp: &Experiment,
         worker_args: &[String],
         mut ctx: Ctx,
@@ -313,11 +319,13 @@ impl Session {
             observations,
             checks: ctx.checks,
             error,
-            reproduce: format!("{}{extra}", self.reproduce(exp.id)),
-            evidence: dir.strip_prefix(&self.run.path).unwrap_or(&dir).display().to_string(),
+            reproduce: format!("{}{extra}", self.reproduce),
+            evidence: dir.strip_prefix(&self.run_path).unwrap_or(&dir).display().to_string(),
         })
     }
+}
 
+impl Session {
     /// The command that runs experiment `id` alone, the way this session ran it: server,
     /// contract, worker, barriers, conformance gate.
     pub fn reproduce(&self, id: &str) -> String {
@@ -340,6 +348,48 @@ impl Session {
             conformance_report: self.conformance_report.clone(),
             results,
         }
+    }
+}
+
+/// Where a row's database is made.
+enum Place {
+    /// A database cloned from the template on the session's own server.
+    Template { admin_url: String, db_url: String, dbname: String },
+    /// A schema pair in a team's database.
+    External { ext: ExternalDb, name: String },
+}
+
+/// A row's context before its database exists (see [`Session::plan_context`]).
+pub struct ContextPlan {
+    place: Place,
+    /// Everything but the database: `db_url`, `worker_login`, `pool` and `oracle_schema` are set by
+    /// [`ContextPlan::build`].
+    ctx: Ctx,
+}
+
+impl ContextPlan {
+    /// Make the row's database (and run the session's SQL patch in it): the context to run in.
+    pub async fn build(self) -> Result<Ctx, HarnessError> {
+        let mut ctx = self.ctx;
+        match self.place {
+            Place::Template { admin_url, db_url, dbname } => {
+                databases::create_from_template_at(&admin_url, &dbname).await?;
+                ctx.pool = databases::pool(&db_url, CONTROL, 4).await?;
+                ctx.worker_login = Some(databases::url_as(&db_url, databases::WORKER_LOGIN)?);
+                ctx.db_url = db_url;
+                ctx.oracle_schema = oracle::DEFAULT_SCHEMA.to_string();
+            }
+            Place::External { ext, name } => {
+                let schemas = ext.create(&name).await?;
+                ctx.pool = ext.pool_in(&schemas.schema, CONTROL, 4).await?;
+                ctx.db_url = schemas.worker_url;
+                ctx.oracle_schema = schemas.oracle;
+            }
+        }
+        if let Some(sql) = &ctx.sql_patch {
+            sqlx::raw_sql(sql).execute(&ctx.pool).await?;
+        }
+        Ok(ctx)
     }
 }
 

@@ -105,8 +105,15 @@ pub fn url_as(url: &str, user: &str) -> Result<String> {
 
 /// Clone a fresh database `name` from the template; returns its URL.
 pub async fn create_from_template(backend: &dyn Backend, name: &str) -> Result<String> {
-    let admin = pool(&backend.url_for("postgres"), "fenceproof-harness", 1).await?;
+    create_from_template_at(&backend.url_for("postgres"), name).await?;
+    Ok(backend.url_for(name))
+}
+
+/// [`create_from_template`] through the server's `postgres` database at `admin_url` (owned data, for
+/// a future that must not borrow the backend).
+pub async fn create_from_template_at(admin_url: &str, name: &str) -> Result<()> {
+    let admin = pool(admin_url, "fenceproof-harness", 1).await?;
     sqlx::query(&format!("CREATE DATABASE \"{name}\" TEMPLATE {TEMPLATE}")).execute(&admin).await?;
     admin.close().await;
-    Ok(backend.url_for(name))
+    Ok(())
 }

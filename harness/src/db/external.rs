@@ -14,6 +14,7 @@ use crate::error::{HarnessError, Result};
 /// Schemas created in external databases and not dropped yet: (url, schema).
 static CREATED: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
 
+#[derive(Clone)]
 pub struct ExternalDb {
     pub url: String,
     pub version: String,

@@ -31,6 +31,48 @@ async fn set_standby(ctx: &Ctx, names: Option<&str>) -> Result<(), HarnessError>
     .await
 }
 
+/// Wait until a commit of any session waits for the standby. `SHOW` answers with the reloaded
+/// setting in this session at once, but whether commits wait is a flag a background process (the
+/// checkpointer) sets when it processes the reload: a worker's pooled session could commit before
+/// it. A harness transaction with a write commits; once its COMMIT is seen waiting on `SyncRep` the
+/// setting is in force (that commit is then cancelled: local, as the probe's own will be).
+async fn in_force_for_every_backend(ctx: &Ctx) -> Result<(), HarnessError> {
+    use sqlx::Connection;
+    fenceproof_harness::wait::until("a harness COMMIT to wait for the standby", STEP, || async {
+        let opts = ctx.db_url.parse::<sqlx::postgres::PgConnectOptions>()?.application_name("fenceproof-syncrep-probe");
+        let mut c = sqlx::PgConnection::connect_with(&opts).await?;
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut c).await?;
+        sqlx::query("BEGIN").execute(&mut c).await?;
+        // A write: a commit that wrote no WAL does not wait for a standby.
+        sqlx::query("INSERT INTO fenceproof_syncrep_probe VALUES (1)").execute(&mut c).await?;
+        let pool = ctx.pool.clone();
+        let waiting = async move {
+            fenceproof_harness::wait::until("the harness COMMIT on SyncRep", std::time::Duration::from_secs(2), || {
+                let pool = pool.clone();
+                async move {
+                    let w: Option<i32> = sqlx::query_scalar(
+                        "SELECT pid FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'SyncRep'",
+                    )
+                    .bind(pid)
+                    .fetch_optional(&pool)
+                    .await?;
+                    Ok(w)
+                }
+            })
+            .await
+        };
+        let in_force = tokio::select! {
+            done = sqlx::query("COMMIT").execute(&mut c) => { done?; false }
+            seen = waiting => seen.is_ok(),
+        };
+        if in_force {
+            sqlx::query("SELECT pg_cancel_backend($1)").bind(pid).execute(&ctx.pool).await?;
+        }
+        Ok(in_force.then_some(()))
+    })
+    .await
+}
+
 pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
     let superuser: bool =
         sqlx::query_scalar("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetch_one(&ctx.pool).await?;
@@ -42,7 +84,9 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
     let mut w = ctx.spawn_worker("w", vec![]).await?;
     w.request(acquire(run_id), STEP).await?;
     w.request(json!({"cmd": "start"}), STEP).await?;
+    sqlx::query("CREATE TABLE IF NOT EXISTS fenceproof_syncrep_probe (n int)").execute(&ctx.pool).await?;
     set_standby(ctx, Some(NOBODY)).await?;
+    in_force_for_every_backend(ctx).await?;
     let pool = ctx.pool.clone();
     let probe = async {
         let id = w.send(json!({"cmd": "save", "checkpoint": {"sync": 1}})).await?;

@@ -55,8 +55,10 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         Barriers::Proxy => ctx.spawn_worker_proxied("a", vec![]).await.map(|(w, p)| (w, Some(p)))?,
         Barriers::Worker => (ctx.spawn_worker("a", vec![]).await?, None),
     };
-    // A's heartbeat is slower than its TTL: the lease will lapse while A is held.
-    let acq = a.request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 400, "heartbeat_ms": 60_000, "renew_timeout_ms": 1000}), STEP).await?;
+    // A's heartbeat is slower than its TTL: the lease will lapse while A is held. The TTL covers
+    // A's start and the save's validation on a loaded machine (400 ms did not: a start sent 436 ms
+    // after the acquire answered was rightly refused); the lapse itself is observed, not timed.
+    let acq = a.request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 1500, "heartbeat_ms": 60_000, "renew_timeout_ms": 1000}), STEP).await?;
     require_ok(&acq, "A acquire")?;
     let epoch_a = acq["epoch"].as_i64().unwrap_or(-1);
     require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;

@@ -368,19 +368,10 @@ async fn reference_on_the_direct_path(
     let file = override_file(&session.run.path, "identity", name, text)?;
     session.worker_bin = bin;
     let args = vec!["--sql-mutant".to_string(), file.display().to_string()];
-    let mut failed = Vec::new();
-    for exp in direct_experiments {
-        let m = session.matrix("reference-direct", std::slice::from_ref(*exp), &args).await;
-        let m = match m {
-            Ok(m) => m,
-            Err(e) => {
-                session.worker_bin = reference_bin.clone();
-                return Err(e);
-            }
-        };
-        failed.extend(failures(&m.results, "direct "));
-    }
+    let exps: Vec<Experiment> = direct_experiments.iter().map(|e| **e).collect();
+    let m = session.matrix("reference-direct", &exps, &args).await;
     session.worker_bin = reference_bin;
+    let failed = failures(&m?.results, "direct ");
     eprintln!(
         "reference on the direct path: {}",
         if failed.is_empty() { "all PASS".into() } else { failed.join(", ") }

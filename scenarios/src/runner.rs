@@ -638,6 +638,9 @@ pub async fn verify_with(
     session.barriers = barriers;
     // The worker must answer its first command before the matrix spends time on it.
     preflight(&session, opts).await?;
+    if std::env::var_os("FENCEPROOF_QUIET").is_none() {
+        eprintln!("fenceproof: up to {} row(s) side by side (--jobs {})", session.jobs, session.jobs);
+    }
     let repeat = repeat.max(1);
     let mut rounds = Vec::new();
     for i in 1..=repeat {

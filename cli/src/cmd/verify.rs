@@ -82,9 +82,6 @@ pub async fn run(a: Args) -> u8 {
     let deployment = Deployment { contract, contract_path: a.contract, database_url };
     let mut opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), deployment);
     opts.skip_conformance = a.skip_conformance;
-    if !a.quiet && !a.json {
-        eprintln!("fenceproof: {} row(s) side by side (--jobs {})", opts.jobs, opts.jobs);
-    }
     let out = Output { quiet: a.quiet, json: a.json, repeat: a.repeat };
     crate::interrupt::interruptible(matrix(opts, experiments, barriers, out)).await
 }

@@ -44,14 +44,14 @@ fn a_killed_postmaster_keeps_the_matrix_and_names_the_death() {
     let reports = tmp.join("reports");
     let out = tmp.join("stdout.txt");
     let mut child = Command::new(FENCEPROOF)
-        .args(["verify", "--only", "A,B-sigstop,C,D", "--backend", "native", "--reports-dir"])
+        .args(["verify", "--only", "A,B-sigstop,C,D", "--backend", "native", "--jobs", "1", "--reports-dir"])
         .arg(&reports)
         .stdout(std::fs::File::create(&out).unwrap())
         .stderr(std::fs::File::create(tmp.join("stderr.txt")).unwrap())
         .spawn()
         .unwrap();
     let t0 = Instant::now();
-    // Wait for B to start, then SIGKILL the postmaster.
+    // One row at a time (--jobs 1): A has ended when B starts. Wait for B, then SIGKILL the postmaster.
     let killed = loop {
         assert!(child.try_wait().unwrap().is_none(), "verify ended before B started");
         assert!(t0.elapsed() < Duration::from_secs(120), "B never started");

@@ -86,7 +86,7 @@ async fn plan_with_a_secret(
         if stored == digest {
             format!("request_digest {digest}, the SHA-256 of the body's RFC 8785 text")
         } else {
-            intents::digest_deviation(&masked, stored)
+            intents::digest_deviation_reported(&masked, stored, data(&plan)["digest_input"].as_str())
         },
     );
     let files = std::fs::read_dir(&store).map(|d| d.count()).unwrap_or(0);

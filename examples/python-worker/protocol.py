@@ -354,7 +354,8 @@ class Protocol:
         checkpoint = {"planned": step, "operation_id": operation_id}
         revision, detail = self.transition("plan", "running", "running", checkpoint, c.get("expected_revision"),
                                            intent=intent)
-        return {"operation_id": operation_id, "registration": detail or "new", "revision": revision}
+        return {"operation_id": operation_id, "registration": detail or "new", "revision": revision,
+                "digest_input": canonical(request)}
 
     def advance(self, c):
         checkpoint = {"done": c["operation_id"]}

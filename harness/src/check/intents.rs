@@ -143,6 +143,31 @@ pub fn digest_deviation(body: &serde_json::Value, stored: &str) -> String {
     }
 }
 
+/// [`digest_deviation`], with the text the worker reports it hashed (the plan answer's optional
+/// `digest_input`): the first difference between that text and the RFC 8785 one.
+pub fn digest_deviation_reported(body: &serde_json::Value, stored: &str, input: Option<&str>) -> String {
+    let Some(input) = input else { return digest_deviation(body, stored) };
+    let canon = canonical_text(body);
+    let want = sha256_hex(&canon);
+    let hashed = if sha256_hex(input) == stored {
+        "the text it reports it hashed"
+    } else {
+        "a text other than the one it reports (its digest is not the SHA-256 of data.digest_input)"
+    };
+    match first_difference(&canon, input) {
+        Some(d) => format!(
+            "its request_digest is the SHA-256 of {hashed}, which is not the RFC 8785 text; they first differ at byte {}: expected `{}`, reported `{}`; stored digest {stored}, RFC 8785 digest {want}; expected canonical text: {}",
+            d.offset,
+            d.expected,
+            d.actual,
+            capped(&canon, 160)
+        ),
+        None => format!(
+            "it reports the RFC 8785 text as its digest input, but its request_digest {stored} is not its SHA-256 ({want})"
+        ),
+    }
+}
+
 fn inserted_intents<'a>(rows: &'a [CommitRow], control: &'a [&str]) -> impl Iterator<Item = &'a CommitRow> {
     rows.iter()
         .filter(move |r| r.table_name == "tool_operations" && r.op == "INSERT" && !control.contains(&r.writer.as_str()))

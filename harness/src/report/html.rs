@@ -643,7 +643,7 @@ mod tests {
     fn a_failing_report_says_what_broke_first() {
         let dir = std::env::temp_dir().join(format!("html-broke-{}", uuid::Uuid::new_v4()));
         let (run, conf) = (dir.join("reports/run1"), dir.join("reports/conf1"));
-        std::fs::create_dir_all(run.join("B-sigstop")).unwrap();
+        std::fs::create_dir_all(run.join("X-stop")).unwrap();
         std::fs::create_dir_all(&conf).unwrap();
         std::fs::write(conf.join("conformance.txt"), "ok").unwrap();
         let timeline = [
@@ -653,9 +653,9 @@ mod tests {
             json!({"at_ms": 20.0, "wall": "2026-01-01T00:00:00.020Z", "actor": "harness", "action": "barrier_hold", "target": "database", "detail": {"key": 2, "point": "before_commit"}}),
         ];
         let lines: String = timeline.iter().map(|v| v.to_string() + "\n").collect();
-        std::fs::write(run.join("B-sigstop/timeline.jsonl"), lines).unwrap();
+        std::fs::write(run.join("X-stop/timeline.jsonl"), lines).unwrap();
         let answer = json!({"time": "2026-01-01T00:00:00.030Z", "event": "save", "id": 3, "outcome": "lease_lost", "epoch": null, "revision": 3});
-        std::fs::write(run.join("B-sigstop/worker-a.events.jsonl"), answer.to_string() + "\n").unwrap();
+        std::fs::write(run.join("X-stop/worker-a.events.jsonl"), answer.to_string() + "\n").unwrap();
         let mut m = crate::report::tests::failing_matrix();
         let html = render(&m, &run);
         let at = |needle: &str| html.find(needle).unwrap_or_else(|| panic!("{needle:?} missing:\n{html}"));
@@ -666,16 +666,16 @@ mod tests {
         // What broke comes first: rule (linked to the rules section), evidence, reproduce.
         assert!(at("id=\"what-broke\"") < at("<table class=\"matrix\">"));
         assert!(at("<table class=\"matrix\">") < at("<section id=\"exp-"));
-        let entry = at("<li class=\"fail\"><div class=\"head\"><a href=\"#exp-B-sigstop\">");
+        let entry = at("<li class=\"fail\"><div class=\"head\"><a href=\"#exp-X-stop\">");
         assert!(entry < at("<li class=\"error\"><div class=\"head\"><a href=\"#exp-C\">"), "FAIL before ERROR");
         assert!(entry < at("broke <a href=\"#rule-commit.lease-owner-epoch-live\"><code>commit.lease-owner-epoch-live</code></a> §06: a protected write"));
         assert!(entry < at("<b>old owner writes nothing</b>: worker a committed #7 after the takeover</div>"));
-        at("reproduce: <code class=\"copy\">fenceproof verify --only B-sigstop --worker-bin /tmp/broken/worker.py</code>");
+        at("reproduce: <code class=\"copy\">fenceproof verify --only X-stop --worker-bin /tmp/broken/worker.py</code>");
         at("no verdict: the worker exited</div>");
         at("<li id=\"rule-commit.lease-owner-epoch-live\">");
         // Failing sections before passing ones; broken checks above the (folded) passing ones.
-        assert!(at("id=\"exp-B-sigstop\"") < at("id=\"exp-C\"") && at("id=\"exp-C\"") < at("id=\"exp-A\""));
-        let b = &html[at("id=\"exp-B-sigstop\"")..at("id=\"exp-C\"")];
+        assert!(at("id=\"exp-X-stop\"") < at("id=\"exp-C\"") && at("id=\"exp-C\"") < at("id=\"exp-A\""));
+        let b = &html[at("id=\"exp-X-stop\"")..at("id=\"exp-C\"")];
         assert!(b.find("old owner writes nothing").unwrap() < b.find("<details").unwrap());
         assert!(b.find("<details").unwrap() < b.find("epochs only grow").unwrap());
         // Tooltips are sentences, never JSON.

@@ -92,7 +92,7 @@ mod tests {
             "{xml}"
         );
         assert!(
-            xml.contains(">reproduce: fenceproof verify --only B-sigstop --worker-bin /tmp/broken/worker.py</failure>"),
+            xml.contains(">reproduce: fenceproof verify --only X-stop --worker-bin /tmp/broken/worker.py</failure>"),
             "{xml}"
         );
         assert!(xml.contains("<error message=\"the worker exited\">"), "{xml}");

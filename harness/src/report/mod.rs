@@ -400,7 +400,7 @@ pub(crate) mod tests {
             conformance_report: Some("/elsewhere/conformance.txt".into()),
             results: vec![
                 row("A", Outcome::Pass, vec![Check::pass("a fine check", "ok")], None),
-                row("B-sigstop", Outcome::Fail, vec![fine, broken], None),
+                row("X-stop", Outcome::Fail, vec![fine, broken], None),
                 row("C", Outcome::Error, vec![], Some("the worker exited\nstderr: boom")),
             ],
         }
@@ -413,18 +413,18 @@ pub(crate) mod tests {
         assert!(md.contains("Conformance report: `/elsewhere/conformance.txt`"), "{md}");
         let broke = md.find("## What broke").expect("a What broke section");
         assert!(broke < md.find("| experiment |").unwrap(), "before the table:\n{md}");
-        let b = md.find("### B-sigstop — FAIL").unwrap();
+        let b = md.find("### X-stop — FAIL").unwrap();
         assert!(b < md.find("### C — ERROR").unwrap(), "FAIL rows before ERROR rows:\n{md}");
         for want in [
             "- rule: `commit.lease-owner-epoch-live` (§06): a protected write locks",
             "- evidence: worker a committed #7 after the takeover\n",
-            "- reproduce: `fenceproof verify --only B-sigstop --worker-bin /tmp/broken/worker.py`",
+            "- reproduce: `fenceproof verify --only X-stop --worker-bin /tmp/broken/worker.py`",
             "- evidence: the worker exited\n",
         ] {
             assert!(md.contains(want), "{want:?} missing:\n{md}");
         }
         // Row sections: failing first, and a broken check above the passing ones.
-        assert!(md.find("\n## B-sigstop").unwrap() < md.find("\n## A ").unwrap(), "{md}");
+        assert!(md.find("\n## X-stop").unwrap() < md.find("\n## A ").unwrap(), "{md}");
         assert!(md.find("[FAIL] old owner").unwrap() < md.find("[pass] epochs only grow").unwrap(), "{md}");
         // A passing matrix has no such section.
         let mut ok = failing_matrix();
@@ -438,6 +438,6 @@ pub(crate) mod tests {
         assert_eq!(one_line(&"é".repeat(10), 5), "éé…");
         let m = failing_matrix();
         let ids: Vec<&str> = m.rows_failing_first().iter().map(|r| r.id.as_str()).collect();
-        assert_eq!(ids, ["B-sigstop", "C", "A"]);
+        assert_eq!(ids, ["X-stop", "C", "A"]);
     }
 }

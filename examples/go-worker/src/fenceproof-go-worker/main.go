@@ -429,6 +429,7 @@ func (w *worker) plan(ctx context.Context, c *fpkit.Command) (interface{}, error
 	if err != nil {
 		return nil, fpkit.Refuse("invalid_intent", "request: %v", err)
 	}
+	input, _ := protocol.DigestInput(request)
 	intent := &protocol.Intent{OperationID: operationID, StepID: step, EffectVersion: version, Tool: tool,
 		Digest: digest, Request: request}
 	checkpoint, _ := json.Marshal(map[string]string{"planned": step, "operation_id": operationID})
@@ -436,7 +437,8 @@ func (w *worker) plan(ctx context.Context, c *fpkit.Command) (interface{}, error
 	if err != nil {
 		return nil, err
 	}
-	return map[string]interface{}{"operation_id": operationID, "registration": registration, "revision": rev}, nil
+	return map[string]interface{}{"operation_id": operationID, "registration": registration, "revision": rev,
+		"digest_input": input}, nil
 }
 
 // ---------------------------------------------------------------------------------------------

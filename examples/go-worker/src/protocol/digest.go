@@ -16,12 +16,18 @@ import (
 // Digest is the request digest of an intent (spec §08): the lowercase hex SHA-256 of the body's
 // RFC 8785 canonical JSON text, never of the JSON bytes as they happen to arrive.
 func Digest(body []byte) (string, error) {
-	text, err := Canonical(body)
+	text, err := DigestInput(body)
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256([]byte(text))
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// DigestInput is the text Digest hashes: the body's RFC 8785 canonical JSON. The plan answer
+// reports it (data.digest_input), so a deviation shows where the text differs.
+func DigestInput(body []byte) (string, error) {
+	return Canonical(body)
 }
 
 // Canonical is the RFC 8785 (JSON Canonicalization Scheme) text of a JSON document.

@@ -676,9 +676,13 @@ pub fn flakes(rounds: &[Matrix]) -> Vec<String> {
         .collect()
 }
 
-/// How many rows run side by side by default: twice the cores (rows spend most of their time
-/// waiting on real time), at most 8; one against a team's database, where rows share one database.
+/// How many rows run side by side by default: `FENCEPROOF_JOBS` when set, else twice the cores
+/// (rows spend most of their time waiting on real time), at most 8; one against a team's database,
+/// where rows share one database.
 pub fn default_jobs(external: bool) -> usize {
+    if let Some(n) = std::env::var("FENCEPROOF_JOBS").ok().and_then(|v| v.parse::<usize>().ok()).filter(|n| *n > 0) {
+        return n.min(64);
+    }
     if external {
         return 1;
     }

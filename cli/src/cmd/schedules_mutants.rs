@@ -1,6 +1,6 @@
 //! `fenceproof schedules-mutants [--sql]`: the randomized schedules alone against every named
 //! mutant (or a selection of the generated SQL mutants), each with the same seed and a time
-//! budget; the kill matrix beside the experiments'.
+//! budget, up to `--jobs` of them at once; the kill matrix beside the experiments'.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,7 +12,9 @@ use fenceproof_scenarios::runner::{self, VerifyOptions};
 use crate::server::{Deployment, ServerArgs};
 
 /// Run the randomized schedules alone against each named mutant (or, with --sql, each generated
-/// SQL mutant), with a time budget per mutant, and print which mutants the search kills.
+/// SQL mutant), with a time budget per mutant, --jobs mutants at once (each on a server of its
+/// own; every mutant plays the same cases from a seed as alone), and print which mutants the
+/// search kills.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// A worker built with the mutants feature (`just build-mutants`); with --sql, the worker to

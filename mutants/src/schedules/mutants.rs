@@ -1,17 +1,25 @@
 //! `fenceproof schedules-mutants`: the randomized search alone against every named mutant, each
 //! with the same seed and a fixed time budget, and its kill matrix beside the experiments' (read
-//! from the newest `mutants.json` under the reports folder, when there is one).
+//! from the newest `mutants.json` under the reports folder, when there is one). Up to `--jobs`
+//! mutants are searched at once, each on a session of its own (its own server; the extra
+//! sessions' run folders inside the command's): a mutant's cases depend only on the seed, so each
+//! plays the same cases as it would alone.
 
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use fenceproof_harness::HarnessError;
+use futures_util::future::join;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde::Serialize;
 
 use super::{run, Budget};
-use fenceproof_scenarios::runner::{Session, VerifyOptions};
+use fenceproof_scenarios::runner::{Server, Session, VerifyOptions};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ScheduleKill {
@@ -34,6 +42,8 @@ pub struct ScheduleKillMatrix {
     pub run_id: String,
     pub seed: String,
     pub budget_s: u64,
+    /// How many mutants were searched at once (each on a session of its own).
+    pub jobs: usize,
     pub rows: Vec<ScheduleKill>,
     pub experiments_matrix: Option<PathBuf>,
     pub duration_ms: u128,
@@ -46,8 +56,8 @@ impl ScheduleKillMatrix {
 
     pub fn table(&self) -> String {
         let mut s = format!(
-            "fenceproof schedules-mutants run {} (seed {}, budget {} s per mutant)\n",
-            self.run_id, self.seed, self.budget_s
+            "fenceproof schedules-mutants run {} (seed {}, budget {} s per mutant, {} at once)\n",
+            self.run_id, self.seed, self.budget_s, self.jobs
         );
         let w = self.rows.iter().map(|r| r.mutant.len()).max().unwrap_or(6).max(6);
         let _ = writeln!(
@@ -82,10 +92,11 @@ impl ScheduleKillMatrix {
 
     pub fn markdown(&self) -> String {
         let mut s = format!(
-            "# fenceproof schedules-mutants `{}`\n\nSeed `{}`, budget {} s per mutant. {}/{} killed.\n\n",
+            "# fenceproof schedules-mutants `{}`\n\nSeed `{}`, budget {} s per mutant, {} at once. {}/{} killed.\n\n",
             self.run_id,
             self.seed,
             self.budget_s,
+            self.jobs,
             self.killed(),
             self.rows.len()
         );
@@ -152,6 +163,7 @@ fn finish(
         run_id: session.run.run_id.clone(),
         seed: format!("{seed:#x}"),
         budget_s: budget.as_secs(),
+        jobs: side_by_side(session, rows.len()),
         rows,
         experiments_matrix,
         duration_ms: session.elapsed_ms(),
@@ -194,13 +206,125 @@ fn experiments_matrix(reports: &Path) -> Option<(PathBuf, BTreeMap<String, Vec<S
     Some((path, m))
 }
 
-/// Search each selected mutant with `budget` from `seed`; save `schedules-mutants.json` / `.md`.
-pub async fn search(
+/// One mutant's search on a session it has to itself, handing the session back with the row.
+type Searched<'a> = Pin<Box<dyn Future<Output = (Session, ScheduleKill)> + 'a>>;
+
+/// The mutants still to search and the rows found so far, shared by the sessions searching side
+/// by side (all polled on one thread).
+struct Work {
+    next: Cell<usize>,
+    done: Cell<usize>,
+    rows: RefCell<Vec<Option<ScheduleKill>>>,
+}
+
+impl Work {
+    fn new(n: usize) -> Work {
+        Work { next: Cell::new(0), done: Cell::new(0), rows: RefCell::new(vec![None; n]) }
+    }
+
+    /// The next mutant (by its index in the list) for a session that is free.
+    fn take(&self) -> Option<usize> {
+        let i = self.next.get();
+        (i < self.rows.borrow().len()).then(|| {
+            self.next.set(i + 1);
+            i
+        })
+    }
+
+    /// Mutant `i` is searched: its progress line, and its row in its place in the list.
+    fn put(&self, i: usize, row: ScheduleKill) {
+        self.done.set(self.done.get() + 1);
+        let mut rows = self.rows.borrow_mut();
+        eprintln!(
+            "[{}/{}] {}: {} after {} case(s), {:.0}s{}",
+            self.done.get(),
+            rows.len(),
+            row.mutant,
+            verdict(&row),
+            row.cases_played,
+            row.seconds,
+            row.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
+        );
+        rows[i] = Some(row);
+    }
+}
+
+/// Search mutants on `session`, one after another, until none is left; the session back.
+async fn lane<'a, F>(mut session: Session, work: &Work, one: &F) -> Session
+where
+    F: Fn(Session, usize) -> Searched<'a>,
+{
+    while let Some(i) = work.take() {
+        let (s, row) = one(session, i).await;
+        session = s;
+        work.put(i, row);
+    }
+    session
+}
+
+/// A lane on a session of its own (its server, its run folder inside `dir`), finished at the end.
+async fn child_lane<'a, F>(opts: &VerifyOptions, dir: &Path, work: &Work, one: &F) -> Result<(), HarnessError>
+where
+    F: Fn(Session, usize) -> Searched<'a>,
+{
+    let o = VerifyOptions {
+        backend: opts.backend,
+        pg_image: opts.pg_image.clone(),
+        pg_bin: opts.pg_bin.clone(),
+        database_url: opts.database_url.clone(),
+        contract: opts.contract.clone(),
+        contract_path: opts.contract_path.clone(),
+        reports_dir: dir.to_path_buf(),
+        worker_bin: opts.worker_bin.clone(),
+        tools_bin: opts.tools_bin.clone(),
+        skip_conformance: opts.skip_conformance,
+        conformance_report: opts.conformance_report.clone(),
+        jobs: opts.jobs,
+    };
+    let session = Session::start(&o).await?;
+    lane(session, work, one).await.finish().await
+}
+
+/// How many of `n` mutants `session` searches at once: its jobs, one against a team's database
+/// (the schemas a session drops at its end are every session's).
+fn side_by_side(session: &Session, n: usize) -> usize {
+    if matches!(session.server, Server::External(_)) {
+        1
+    } else {
+        session.jobs.clamp(1, n.max(1))
+    }
+}
+
+/// Search `n` mutants with `one`, up to `opts.jobs` at once: `session` (the command's own) is one
+/// of the searching sessions, the others are started beside it, their run folders inside its own;
+/// a mutant goes to whichever session is free next ([`side_by_side`]). Rows in the order of the
+/// list.
+async fn search_each<'a, F>(
+    session: Session,
     opts: &VerifyOptions,
-    only: Option<&[String]>,
-    seed: u64,
-    budget: Duration,
-) -> Result<(ScheduleKillMatrix, PathBuf), HarnessError> {
+    n: usize,
+    one: F,
+) -> (Session, Result<Vec<ScheduleKill>, HarnessError>)
+where
+    F: Fn(Session, usize) -> Searched<'a>,
+{
+    let jobs = side_by_side(&session, n);
+    let work = Work::new(n);
+    let dir = session.run.path.clone();
+    let children: FuturesUnordered<_> = (1..jobs).map(|_| child_lane(opts, &dir, &work, &one)).collect();
+    let (session, started) = join(lane(session, &work, &one), children.collect::<Vec<_>>()).await;
+    let mut error = None;
+    for e in started.into_iter().filter_map(Result::err) {
+        eprintln!("fenceproof: a search session beside the first one failed: {e}");
+        error.get_or_insert(e);
+    }
+    let rows: Option<Vec<ScheduleKill>> = work.rows.into_inner().into_iter().collect();
+    let rows = rows.ok_or_else(|| error.unwrap_or_else(|| HarnessError::Other("a mutant was not searched".into())));
+    (session, rows)
+}
+
+/// The selected named mutants (all of them without `only`), less the operator-side ones.
+fn named_selection(opts: &VerifyOptions, only: Option<&[String]>) -> Result<Vec<(String, String)>, HarnessError> {
     let mut mutants = crate::named::list(&opts.worker_bin)?;
     if let Some(only) = only {
         for want in only {
@@ -220,32 +344,69 @@ pub async fn search(
         }
         operator.is_none()
     });
+    Ok(mutants)
+}
+
+/// Search each selected mutant with `budget` from `seed`, up to `opts.jobs` of them at once (each
+/// on a session of its own: the same cases as one after another); save `schedules-mutants.json` /
+/// `.md`.
+pub async fn search(
+    opts: &VerifyOptions,
+    only: Option<&[String]>,
+    seed: u64,
+    budget: Duration,
+) -> Result<(ScheduleKillMatrix, PathBuf), HarnessError> {
+    let mutants = named_selection(opts, only)?;
     let known = experiments_matrix(&opts.reports_dir);
-    let mut session = Session::start(opts).await?;
-    let mut rows = Vec::new();
-    for (i, (name, rule)) in mutants.iter().enumerate() {
-        let started = Instant::now();
-        let args = vec!["--mutant".to_string(), name.clone()];
-        let searched = run(&mut session, Budget::time(budget), seed, &args, "", false, name).await;
+    let one = |mut session: Session, i: usize| -> Searched<'_> {
+        let (name, rule) = &mutants[i];
         let experiments = known.as_ref().map(|(_, m)| m.get(name).cloned().unwrap_or_default());
-        let row = ScheduleKill::of(name, rule, started, searched, experiments);
-        eprintln!(
-            "[{}/{}] {name}: {} after {} case(s), {:.0}s{}",
-            i + 1,
-            mutants.len(),
-            verdict(&row),
-            row.cases_played,
-            row.seconds,
-            row.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
-        );
-        rows.push(row);
+        Box::pin(async move {
+            let started = Instant::now();
+            let args = vec!["--mutant".to_string(), name.clone()];
+            let searched = run(&mut session, Budget::time(budget), seed, &args, "", false, name).await;
+            (session, ScheduleKill::of(name, rule, started, searched, experiments))
+        })
+    };
+    let session = Session::start(opts).await?;
+    let (session, rows) = search_each(session, opts, mutants.len(), one).await;
+    let saved = rows.and_then(|rows| finish(&session, seed, budget, rows, known.map(|(p, _)| p), "schedules-mutants"));
+    let finished = session.finish().await;
+    let saved = saved?;
+    finished?;
+    Ok(saved)
+}
+
+/// One generated SQL mutant's search on `session`: the mutated function installed in every
+/// schedule's database, or the statement given to the mutant worker; the session as it was after.
+async fn search_sql_one(
+    session: &mut Session,
+    sel: &crate::sql::Selection,
+    m: &crate::sqlmut::SqlMutant,
+    seed: u64,
+    budget: Duration,
+) -> Result<super::Summary, HarnessError> {
+    let reference_bin = session.worker_bin.clone();
+    let mut args = Vec::new();
+    if crate::sql::is_direct(&m.id) {
+        let name = m.function.trim_start_matches("direct/");
+        let file = crate::sql::override_file(&session.run.path, &m.id.replace('/', "-"), name, &m.sql)?;
+        args = vec!["--sql-mutant".to_string(), file.display().to_string()];
+        session.worker_bin = sel.mutant_worker_bin.clone();
+    } else {
+        session.sql_patch = Some(m.sql.clone());
     }
-    finish(&session, seed, budget, rows, known.map(|(p, _)| p), "schedules-mutants")
+    let label = format!("sql-{}", m.id.replace('/', "-"));
+    let r = run(session, Budget::time(budget), seed, &args, "", false, &label).await;
+    session.sql_patch = None;
+    session.worker_bin = reference_bin;
+    r
 }
 
 /// `schedules-mutants --sql`: the same search against the generated SQL mutants of the selection
 /// (an fp_* function installed mutated in every schedule's database, or a direct-path statement
-/// given to the mutant worker). Reviewed equivalents are marked as such in the rule column.
+/// given to the mutant worker), up to `opts.jobs` at once, each on a session of its own. Reviewed
+/// equivalents are marked as such in the rule column.
 pub async fn search_sql(
     opts: &VerifyOptions,
     sel: &crate::sql::Selection,
@@ -254,31 +415,23 @@ pub async fn search_sql(
 ) -> Result<(ScheduleKillMatrix, PathBuf), HarnessError> {
     let mutants = crate::sql::pick(sel).map_err(HarnessError::Other)?;
     let listed = crate::equivalents::load().map_err(HarnessError::Other)?;
-    let mut session = Session::start(opts).await?;
-    let reference_bin = session.worker_bin.clone();
-    let mut rows = Vec::new();
-    for (i, m) in mutants.iter().enumerate() {
-        let started = Instant::now();
-        let mut args = Vec::new();
-        if crate::sql::is_direct(&m.id) {
-            let name = m.function.trim_start_matches("direct/");
-            let file = crate::sql::override_file(&session.run.path, &m.id.replace('/', "-"), name, &m.sql)?;
-            args = vec!["--sql-mutant".to_string(), file.display().to_string()];
-            session.worker_bin = sel.mutant_worker_bin.clone();
-        } else {
-            session.sql_patch = Some(m.sql.clone());
-        }
-        let label = format!("sql-{}", m.id.replace('/', "-"));
-        let r = run(&mut session, Budget::time(budget), seed, &args, "", false, &label).await;
-        session.sql_patch = None;
-        session.worker_bin = reference_bin.clone();
+    let one = |mut session: Session, i: usize| -> Searched<'_> {
+        let m = &mutants[i];
         let mut rule = format!("L{}: {} => {}", m.line, m.before.trim(), m.after.trim());
         if let Some(reason) = listed.get(&m.id) {
             rule = format!("{rule} (reviewed equivalent: {reason})");
         }
-        let row = ScheduleKill::of(&m.id, &rule, started, r, None);
-        eprintln!("[{}/{}] {}: {}", i + 1, mutants.len(), m.id, verdict(&row));
-        rows.push(row);
-    }
-    finish(&session, seed, budget, rows, None, "schedules-mutants-sql")
+        Box::pin(async move {
+            let started = Instant::now();
+            let r = search_sql_one(&mut session, sel, m, seed, budget).await;
+            (session, ScheduleKill::of(&m.id, &rule, started, r, None))
+        })
+    };
+    let session = Session::start(opts).await?;
+    let (session, rows) = search_each(session, opts, mutants.len(), one).await;
+    let saved = rows.and_then(|rows| finish(&session, seed, budget, rows, None, "schedules-mutants-sql"));
+    let finished = session.finish().await;
+    let saved = saved?;
+    finished?;
+    Ok(saved)
 }

@@ -25,11 +25,16 @@ impl RunDir {
         let path = root.join(&run_id);
         std::fs::create_dir_all(&path)
             .map_err(|e| crate::HarnessError::Other(format!("cannot create the run folder {}: {e}", path.display())))?;
-        *CURRENT.lock().unwrap_or_else(|p| p.into_inner()) = Some(path.clone());
+        // A run folder made inside the current one (the extra sessions of a parallel search, the
+        // versions of verify-versions) leaves the outer one as the folder an interrupt marks.
+        let mut current = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
+        if !current.as_ref().is_some_and(|outer| path.starts_with(outer)) {
+            *current = Some(path.clone());
+        }
         Ok(RunDir { run_id, path, root: root.to_path_buf() })
     }
 
-    /// Mark the newest run folder of this process as interrupted (a file `INTERRUPTED` saying by
+    /// Mark the newest outermost run folder of this process as interrupted (a file `INTERRUPTED` saying by
     /// what and when), so a half-written folder is not read as a finished run.
     pub fn mark_interrupted(by: &str) {
         if let Some(p) = CURRENT.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {

@@ -119,3 +119,55 @@ fn skipped_with(err: &str, rows: &str, why: &str) -> bool {
     err.lines()
         .any(|l| l.starts_with("fenceproof: skipped against --database-url: ") && l.contains(rows) && l.contains(why))
 }
+
+/// Two runs at once against one database (parallel CI jobs against one staging database): every
+/// schema, barrier key and file of a run is its own, so both pass, and nothing of either is left.
+/// Rows C, D, E, F and G hold barriers on advisory locks, which are per database.
+#[tokio::test]
+async fn two_runs_at_once_against_one_database_both_pass() {
+    let tc = TestCluster::start(fenceproof_harness::test_dir!("external_db_twice")).await;
+    let admin = databases::pool(&tc.url_for("postgres"), "test-admin", 1).await.unwrap();
+    for sql in ["CREATE DATABASE shareddb", "CREATE ROLE ci LOGIN", "GRANT CREATE ON DATABASE shareddb TO ci"] {
+        sqlx::query(sql).execute(&admin).await.unwrap();
+    }
+    admin.close().await;
+    let url = tc.url_for("shareddb").replacen("fenceproof@", "ci@", 1);
+    let reports = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("external_db_twice_reports");
+    let run = |n: &'static str| {
+        let (url, dir) = (url.clone(), reports.join(n));
+        std::thread::spawn(move || {
+            let mut cmd = Command::new(FENCEPROOF);
+            cmd.args([
+                "verify",
+                "--quiet",
+                "--database-url",
+                &url,
+                "--only",
+                "C,D,E,F,G",
+                "--jobs",
+                "2",
+                "--reports-dir",
+            ])
+            .arg(dir.join("reports"));
+            let (out, _) =
+                fenceproof_harness::testkit::run_bounded(&mut cmd, &dir, std::time::Duration::from_secs(300));
+            (
+                out.status.code(),
+                format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+            )
+        })
+    };
+    let (one, two) = (run("one"), run("two"));
+    for (name, handle) in [("one", one), ("two", two)] {
+        let (code, text) = handle.join().unwrap();
+        assert_eq!(code, Some(0), "run {name} passes beside the other:\n{text}");
+        assert!(text.contains("14/14 experiments passed"), "run {name}:\n{text}");
+    }
+    let pool = databases::pool(&tc.url_for("shareddb"), "test-admin", 1).await.unwrap();
+    let left: Vec<String> = sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'fp\\_%'")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "schemas left behind: {left:?}");
+    pool.close().await;
+}

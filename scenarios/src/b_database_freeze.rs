@@ -34,7 +34,7 @@ pub const EXPERIMENT: Experiment = Experiment {
     id: "B-dbfreeze",
     title: TITLE,
     section: "11 B; 05, 06",
-    needs: &[Need::ServerFreeze],
+    needs: &[Need::ServerFreeze, Need::OwnServer],
     judges: Judges::Protocol,
     checks: Checks::ALL,
     operator_of: &[],
@@ -64,7 +64,15 @@ const A_RENEW_TIMEOUT_MS: u64 = 200;
 /// Bound on A noticing: more than six times heartbeat + renewal timeout.
 const NOTICE_WITHIN: Duration = Duration::from_secs(2);
 
+/// The story on a server of the row's own, so that freezing it stops no other row.
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let own = crate::own_server::OwnServer::enter(ctx).await?;
+    let told = story(ctx).await;
+    own.leave(ctx).await?;
+    told
+}
+
+async fn story(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let target = ctx.server.clone().ok_or_else(|| {
         HarnessError::Other(
             "B-dbfreeze freezes the database server, so it runs only on servers the harness starts".into(),

@@ -59,6 +59,9 @@ pub struct Ctx {
     pub checks: Vec<Check>,
     /// Key observations for the matrix row.
     pub notes: Vec<String>,
+    /// The commits of a server of the row's own, read when the row left it ([`crate::own_server`]):
+    /// the runner saves and judges these instead of the session database's.
+    pub own_commits: Option<Vec<fenceproof_harness::record::oracle::CommitRow>>,
 }
 
 /// A worker whose term is over tries everything anyway: renew, save at the revision it knows and

@@ -122,10 +122,11 @@ impl Experiment {
         })
     }
 
-    /// Whether it must run with no other row beside it: it freezes the server the others use, or
-    /// measures timing that other rows' load would change.
+    /// Whether it must run with no other row beside it: it freezes the server the others use (a
+    /// server of its own it may freeze), or measures timing that other rows' load would change.
     pub fn runs_alone(&self) -> bool {
-        self.needs.iter().any(|n| matches!(n, Need::ServerFreeze | Need::QuietMachine))
+        let freezes_shared = self.needs(Need::ServerFreeze) && !self.needs(Need::OwnServer);
+        freezes_shared || self.needs(Need::QuietMachine)
     }
 
     /// Why it does not run against `--database-url`, or `None` when it does.

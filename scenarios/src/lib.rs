@@ -26,6 +26,7 @@ pub mod l_rollout;
 pub mod m_redis_prefilter;
 pub mod n_restore;
 pub mod outbox_setup;
+pub mod own_server;
 pub mod p_api;
 pub mod p_role_boundary;
 pub mod p_secret_masking;

@@ -263,6 +263,7 @@ impl Session {
             barriers: self.barriers,
             checks: Vec::new(),
             notes: Vec::new(),
+            own_commits: None,
         };
         Ok(ContextPlan { place, ctx })
     }
@@ -293,7 +294,11 @@ impl RowEnd {
         // An experiment that judged another database (H: its own promoted standby) saved that
         // database's oracle itself; otherwise it is this experiment's database.
         let saved_by_experiment = dir.join("oracle.json").exists();
-        if let (false, Ok(rows)) = (saved_by_experiment, oracle::commits_in(&pool, &ctx.oracle_schema).await) {
+        let rows = match ctx.own_commits.take() {
+            Some(rows) => Ok(rows),
+            None => oracle::commits_in(&pool, &ctx.oracle_schema).await.map_err(HarnessError::from),
+        };
+        if let (false, Ok(rows)) = (saved_by_experiment, rows) {
             std::fs::write(dir.join("oracle.json"), serde_json::to_string_pretty(&rows).expect("json"))?;
             // Every row that ran to its end on one database judges the workers' answers against
             // its commits (a restore or a failover loses commits by design, and is judged there).

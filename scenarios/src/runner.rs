@@ -627,7 +627,7 @@ pub async fn preflight(session: &Session, opts: &VerifyOptions) -> Result<(), Ha
     let url = match &session.server {
         Server::Native(c) => c.url_for("postgres"),
         Server::Container(c) => c.url_for("postgres"),
-        Server::External(_) => opts.database_url.clone().unwrap_or_default(),
+        Server::External(ext) => ext.url.clone(),
     };
     crate::preflight::check_worker(&session.worker_bin, &url, &session.run.path.join("preflight")).await
 }

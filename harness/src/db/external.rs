@@ -35,6 +35,8 @@ pub struct Schemas {
 impl ExternalDb {
     /// Connect, and refuse with a clear error when the role cannot create schemas.
     pub async fn connect(url: &str) -> Result<ExternalDb> {
+        let normal = with_host(url);
+        let url = normal.as_str();
         let scheme = url.split("://").next().unwrap_or_default();
         if !url.contains("://") || !["postgres", "postgresql"].contains(&scheme) {
             return Err(HarnessError::Other(format!(
@@ -172,6 +174,22 @@ pub fn oracle_sql_for(schema: &str, oracle: &str) -> String {
         .replace("pg_catalog, public", &format!("pg_catalog, {schema}"))
 }
 
+/// A libpq URL whose host part is empty but which names a user (`postgres://app:pw@/db?host=/sock`,
+/// which psql accepts) with `localhost` written in, since URL parsers refuse an empty host after a
+/// user; the `host` parameter (a socket folder) still decides where it connects. Other URLs as
+/// they are.
+pub fn with_host(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((user, tail)) if tail.starts_with('/') && !user.contains('/') => {
+                format!("{scheme}://{user}@localhost{tail}")
+            }
+            _ => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
 /// `url` with its password replaced by `***` (for reproduce lines and logs).
 pub fn masked(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
@@ -224,6 +242,19 @@ pub async fn drop_created() -> Result<(usize, Vec<String>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_socket_url_with_a_user_gets_a_host_the_parsers_accept() {
+        assert_eq!(
+            with_host("postgres://app:pw@/appdb?host=/tmp/sock"),
+            "postgres://app:pw@localhost/appdb?host=/tmp/sock"
+        );
+        assert_eq!(with_host("postgres://app@db:5432/appdb"), "postgres://app@db:5432/appdb");
+        assert_eq!(with_host("postgres:///appdb?host=/tmp/sock"), "postgres:///appdb?host=/tmp/sock");
+        let parsed: std::result::Result<PgConnectOptions, _> =
+            with_host("postgres://app:pw@/appdb?host=/tmp/sock").parse();
+        assert_eq!(parsed.unwrap().get_socket().map(|p| p.display().to_string()).as_deref(), Some("/tmp/sock"));
+    }
 
     #[test]
     fn passwords_are_masked() {

@@ -64,8 +64,9 @@ fn main() -> ExitCode {
     };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FENCEPROOF_LOG")
-                .unwrap_or_else(|_| "warn,sqlx::query=error,sqlx::postgres::notice=error,sqlx::pool::acquire=error".into()),
+            tracing_subscriber::EnvFilter::try_from_env("FENCEPROOF_LOG").unwrap_or_else(|_| {
+                "warn,sqlx::query=error,sqlx::postgres::notice=error,sqlx::pool::acquire=error".into()
+            }),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -296,7 +296,7 @@ async fn prepare(
     audit_commits::install(&pool, lib.table).await?;
     timeline.record("harness", "setup", lib.name, json!({"database": db, "table": lib.table}));
 
-    let tools = ToolsProc::spawn(env.tools_bin, dir, timeline).await?;
+    let tools = ToolsProc::spawn(env.tools_bin, dir, timeline, None).await?;
     let tools_addr = tools.addr.to_string();
     let ledger_path: PathBuf = tools.ledger.clone();
     cell.tools = Some(tools);

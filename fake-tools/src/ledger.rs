@@ -14,6 +14,9 @@ pub enum EntryKind {
     Created,
     /// A request was refused (bad input, unknown tool, key reuse with another body).
     Rejected,
+    /// A call answered without a new effect (a replay, a conflict, a query), recorded only when
+    /// the tools observe their callers' sessions: it carries that observation.
+    Answered,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -27,6 +30,10 @@ pub struct Entry {
     pub body_digest: Option<String>,
     pub body: Option<serde_json::Value>,
     pub reason: Option<String>,
+    /// The callers' database sessions with an open transaction when the call arrived
+    /// ([`crate::observe`]); absent when the tools observe no database.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<serde_json::Value>,
 }
 
 pub struct Ledger {
@@ -100,6 +107,7 @@ mod tests {
                 body_digest: None,
                 body: None,
                 reason: None,
+                observed: None,
             };
             assert_eq!(l.append(e).unwrap().seq, 1);
         }

@@ -6,6 +6,7 @@
 //! - [`ledger`]: the append-only, fsynced ledger (created resources and rejected requests);
 //! - [`tools`]: the capability classes and their create / query semantics;
 //! - [`faults`]: per-tool and per-call faults (latency, hang, commit-then-drop, commit-then-hang, 5xx);
+//! - [`observe`]: what each create and query sees of its callers' database sessions (open transactions);
 //! - [`http`]: a deliberately small HTTP/1.1 (one request per connection) for server and client;
 //! - [`server`]: routing; [`client`]: what dispatchers and the harness use to talk to the tools.
 
@@ -14,5 +15,6 @@ pub mod digest;
 pub mod faults;
 pub mod http;
 pub mod ledger;
+pub mod observe;
 pub mod server;
 pub mod tools;

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 use fenceproof_fake_tools::ledger::Ledger;
+use fenceproof_fake_tools::observe::Observer;
 use fenceproof_fake_tools::server::{serve, State};
 use fenceproof_fake_tools::tools::Tools;
 use tokio::io::AsyncReadExt;
@@ -20,6 +21,10 @@ struct Args {
     /// Port on 127.0.0.1 (0: any free port).
     #[arg(long, default_value_t = 0)]
     port: u16,
+    /// The callers' database, read at every create and query for sessions with an open transaction
+    /// (recorded in the call's ledger entry). A password comes from `PGPASSWORD`, never this flag.
+    #[arg(long)]
+    observe_database_url: Option<String>,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -28,7 +33,8 @@ async fn main() -> anyhow::Result<()> {
     let ledger = Ledger::open(&args.ledger).with_context(|| format!("opening ledger {}", args.ledger.display()))?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await.context("binding 127.0.0.1")?;
     println!("{}", serde_json::json!({ "event": "listening", "addr": listener.local_addr()?.to_string() }));
-    let state = State::new(Tools::new(ledger));
+    let observer = Observer::new(args.observe_database_url.as_deref()).context("--observe-database-url")?;
+    let state = State::observing(Tools::new(ledger), observer);
     let mut stdin = tokio::io::stdin();
     let mut buf = [0u8; 64];
     tokio::select! {

@@ -19,16 +19,24 @@ use tokio::sync::Mutex;
 
 use crate::faults::{Armed, Fault};
 use crate::http::{decode_segment, read_request, write_response, HttpError, Request};
+use crate::observe::Observer;
 use crate::tools::Tools;
 
 pub struct State {
     pub tools: Mutex<Tools>,
     pub faults: Mutex<Vec<Armed>>,
+    /// What each create and query records of the callers' database sessions.
+    pub observer: Observer,
 }
 
 impl State {
     pub fn new(tools: Tools) -> Arc<State> {
-        Arc::new(State { tools: Mutex::new(tools), faults: Mutex::new(Vec::new()) })
+        State::observing(tools, Observer::new(None).expect("no database to parse"))
+    }
+
+    /// Tools that record, at every create and query, the callers' open transactions.
+    pub fn observing(tools: Tools, observer: Observer) -> Arc<State> {
+        Arc::new(State { tools: Mutex::new(tools), faults: Mutex::new(Vec::new()), observer })
     }
 
     async fn take_fault(&self, tool: &str) -> Option<Fault> {
@@ -90,10 +98,14 @@ async fn handle(mut stream: TcpStream, state: Arc<State>) {
             None => return,
         },
         ("GET", ["tools", tool, "operations", op]) => {
-            state.tools.lock().await.query_operation(tool, op).unwrap_or_else(io_error)
+            let seen = state.observer.observe().await;
+            let mut t = state.tools.lock().await;
+            t.observed_call(seen, Some(op), tool, |t| t.query_operation(tool, op)).unwrap_or_else(io_error)
         }
         ("GET", ["tools", tool, "resources", id]) => {
-            state.tools.lock().await.query_resource(tool, id).unwrap_or_else(io_error)
+            let seen = state.observer.observe().await;
+            let mut t = state.tools.lock().await;
+            t.observed_call(seen, None, tool, |t| t.query_resource(tool, id)).unwrap_or_else(io_error)
         }
         _ => (404, json!({"error": format!("no route {} {}", req.method, req.path)})),
     };
@@ -106,6 +118,9 @@ fn io_error(e: std::io::Error) -> (u16, Value) {
 
 /// Create with faults applied; `None` means the connection is dropped without an answer.
 async fn create(stream: &mut TcpStream, state: &State, tool: &str, req: &Request) -> Option<(u16, Value)> {
+    // The callers' sessions as the call arrives, read while any injected latency runs.
+    let observer = state.observer.clone();
+    let seen = tokio::spawn(async move { observer.observe().await });
     let fault = match req.header("x-fault") {
         Some(v) => Fault::from_header(v),
         None => state.take_fault(tool).await,
@@ -116,7 +131,13 @@ async fn create(stream: &mut TcpStream, state: &State, tool: &str, req: &Request
         Some(Fault::Error5xx) => return Some((503, json!({"error": "injected 5xx; nothing was done"}))),
         _ => {}
     }
-    let reply = state.tools.lock().await.create(tool, &req.body).unwrap_or_else(io_error);
+    let op =
+        serde_json::from_slice::<Value>(&req.body).ok().and_then(|b| b["operation_id"].as_str().map(str::to_string));
+    let seen = seen.await.ok().flatten();
+    let reply = {
+        let mut t = state.tools.lock().await;
+        t.observed_call(seen, op.as_deref(), tool, |t| t.create(tool, &req.body)).unwrap_or_else(io_error)
+    };
     match fault {
         Some(Fault::DropAfterCommit) => {
             let _ = tokio::io::AsyncWriteExt::shutdown(stream).await;

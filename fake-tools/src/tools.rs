@@ -38,6 +38,8 @@ pub type Reply = (u16, Value);
 
 pub struct Tools {
     ledger: Ledger,
+    /// The observation of the call being handled ([`crate::observe`]), recorded in its entry.
+    observing: Option<Value>,
 }
 
 fn resource_json(e: &Entry) -> Value {
@@ -46,7 +48,45 @@ fn resource_json(e: &Entry) -> Value {
 
 impl Tools {
     pub fn new(ledger: Ledger) -> Tools {
-        Tools { ledger }
+        Tools { ledger, observing: None }
+    }
+
+    /// Append `e` with the observation of the call being handled, if any.
+    fn record(&mut self, mut e: Entry) -> std::io::Result<Entry> {
+        e.observed = self.observing.take();
+        self.ledger.append(e)
+    }
+
+    /// Handle one call with `observed` (what the tools saw of their callers' sessions) recorded in
+    /// its ledger entry: the created or rejected entry, else an `answered` one (a replay, a
+    /// conflict, a query), under `operation_id` (the caller's; else the answered resource's tag).
+    /// Without an observation it is `call` itself and records nothing more.
+    pub fn observed_call(
+        &mut self,
+        observed: Option<Value>,
+        operation_id: Option<&str>,
+        tool: &str,
+        call: impl FnOnce(&mut Tools) -> std::io::Result<Reply>,
+    ) -> std::io::Result<Reply> {
+        self.observing = observed;
+        let reply = call(self);
+        if let (Some(o), Ok((status, body))) = (self.observing.take(), &reply) {
+            let op = operation_id.or(body["operation_id"].as_str()).map(str::to_string);
+            self.ledger.append(Entry {
+                seq: 0,
+                at: String::new(),
+                kind: EntryKind::Answered,
+                tool: tool.into(),
+                operation_id: op,
+                resource_id: body["resource_id"].as_str().map(str::to_string),
+                body_digest: None,
+                body: None,
+                reason: Some(format!("answered {status}")),
+                observed: Some(o),
+            })?;
+        }
+        self.observing = None;
+        reply
     }
 
     pub fn ledger(&self) -> &Ledger {
@@ -65,7 +105,7 @@ impl Tools {
         status: u16,
         reason: &str,
     ) -> std::io::Result<Reply> {
-        self.ledger.append(Entry {
+        self.record(Entry {
             seq: 0,
             at: String::new(),
             kind: EntryKind::Rejected,
@@ -75,6 +115,7 @@ impl Tools {
             body_digest: None,
             body: None,
             reason: Some(reason.into()),
+            observed: None,
         })?;
         Ok((status, json!({ "error": reason })))
     }
@@ -126,7 +167,7 @@ impl Tools {
             }
             Capability::OperationQuery | Capability::Neither => format!("{tool}-{}", uuid::Uuid::new_v4().simple()),
         };
-        let e = self.ledger.append(Entry {
+        let e = self.record(Entry {
             seq: 0,
             at: String::new(),
             kind: EntryKind::Created,
@@ -136,6 +177,7 @@ impl Tools {
             body_digest: Some(digest),
             body: Some(request),
             reason: None,
+            observed: None,
         })?;
         Ok((201, resource_json(&e)))
     }
@@ -228,6 +270,26 @@ mod tests {
         assert_eq!(created(&t), 4);
         assert_eq!(t.query_operation("opquery", "op1").unwrap().1["resources"].as_array().unwrap().len(), 2);
         assert_eq!(t.query_operation("plain", "op1").unwrap().0, 405);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_observation_goes_into_the_calls_entry_or_an_answered_one() {
+        let (mut t, dir) = tools();
+        let seen = || Some(json!({"sessions": [{"application_name": "worker-d-1", "held": true}]}));
+        let b = body("op1", json!({"n": 1}));
+        assert_eq!(t.observed_call(seen(), Some("op1"), "idem", |t| t.create("idem", &b)).unwrap().0, 201);
+        assert_eq!(t.observed_call(seen(), Some("op1"), "idem", |t| t.create("idem", &b)).unwrap().0, 200);
+        assert_eq!(t.observed_call(seen(), Some("op1"), "idem", |t| t.query_operation("idem", "op1")).unwrap().0, 200);
+        assert_eq!(t.observed_call(None, Some("op1"), "idem", |t| t.create("idem", &b)).unwrap().0, 200);
+        let kinds: Vec<_> = t.ledger().entries().iter().map(|e| (e.kind.clone(), e.observed.is_some())).collect();
+        assert_eq!(
+            kinds,
+            [(EntryKind::Created, true), (EntryKind::Answered, true), (EntryKind::Answered, true)],
+            "an unobserved call adds nothing"
+        );
+        assert!(t.ledger().entries().iter().all(|e| e.operation_id.as_deref() == Some("op1")));
+        assert_eq!(created(&t), 1);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

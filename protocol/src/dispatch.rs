@@ -74,10 +74,20 @@ pub async fn dispatch_once<A: ToolAdapter>(
     limit: i64,
     faults: &FaultPoints,
 ) -> Result<Vec<Dispatched>, ProtocolError> {
-    let claims = outbox::claim(pool, owner, claim_ttl, limit).await?;
+    // MUTANT claim-across-call: the claim transaction stays open while the tool is called and
+    // commits only after the call; a dispatcher dying during the call rolls its claim back.
+    let (claims, mut held) = if mutant::active(Mutant::ClaimAcrossCall) {
+        let (claims, tx) = claim_held_open(pool, owner, claim_ttl, limit).await?;
+        (claims, Some(tx))
+    } else {
+        (outbox::claim(pool, owner, claim_ttl, limit).await?, None)
+    };
     let mut out = Vec::new();
     for c in claims {
         let answer = tools.create(&c.tool_name, &c.operation_id, &c.request_body).await;
+        if let Some(tx) = held.take() {
+            tx.commit().await?;
+        }
         faults.pass_outside_tx(FaultPoint::BeforeResultWrite, pool).await?;
         let written = match &answer {
             RemoteAnswer::Done(s) => outbox::record_result(pool, &c, s).await.map(|_| s.status_label().to_string()),
@@ -96,7 +106,30 @@ pub async fn dispatch_once<A: ToolAdapter>(
         };
         out.push(Dispatched { operation_id: c.operation_id, tool: c.tool_name, outcome, detail });
     }
+    if let Some(tx) = held.take() {
+        tx.commit().await?;
+    }
     Ok(out)
+}
+
+/// The claim of mutant `claim-across-call`: the same statement, in a transaction left open.
+async fn claim_held_open(
+    pool: &PgPool,
+    owner: &str,
+    claim_ttl: Ttl,
+    limit: i64,
+) -> Result<(Vec<outbox::Claim>, sqlx::Transaction<'static, sqlx::Postgres>), ProtocolError> {
+    let api = "SELECT operation_id, run_id, tool_name, request_digest, request_body, dispatch_owner, revision
+                 FROM fp_claim($1, $2, $3)";
+    let direct = crate::sql::stmt("claim", crate::sql::CLAIM);
+    let mut tx = pool.begin().await?;
+    let claims = sqlx::query_as::<_, outbox::Claim>(if crate::write_path::api() { api } else { &direct })
+        .bind(owner)
+        .bind(claim_ttl.millis())
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+    Ok((claims, tx))
 }
 
 /// What one reconciler pass did.

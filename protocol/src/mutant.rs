@@ -27,6 +27,7 @@ pub enum Mutant {
     FailAfterUnknown,
     TrustPrefilterLock,
     RestoreSkipsRecovery,
+    ClaimAcrossCall,
 }
 
 impl Mutant {
@@ -51,6 +52,7 @@ impl Mutant {
         Mutant::FailAfterUnknown,
         Mutant::TrustPrefilterLock,
         Mutant::RestoreSkipsRecovery,
+        Mutant::ClaimAcrossCall,
     ];
 
     pub fn name(self) -> &'static str {
@@ -75,6 +77,7 @@ impl Mutant {
             Mutant::FailAfterUnknown => "fail-after-unknown",
             Mutant::TrustPrefilterLock => "trust-prefilter-lock",
             Mutant::RestoreSkipsRecovery => "restore-skips-recovery",
+            Mutant::ClaimAcrossCall => "claim-across-call",
         }
     }
 
@@ -114,6 +117,9 @@ impl Mutant {
             }
             Mutant::RestoreSkipsRecovery => {
                 "after a restore from an old backup, epochs, the ledger and remote forks are resolved before dispatch resumes (10)"
+            }
+            Mutant::ClaimAcrossCall => {
+                "the claim transaction commits before the tool is called: no transaction spans a remote call (06, 09.2)"
             }
         }
     }

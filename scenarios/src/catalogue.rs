@@ -11,6 +11,7 @@
 use fenceproof_harness::check::rule::{judged_by, Rule};
 
 use crate::experiment::Experiment;
+use fenceproof_harness::check::claims::NO_TRANSACTION_ACROSS_CALL;
 use fenceproof_harness::check::history::ANSWERS_AGREE;
 use fenceproof_harness::check::history::NAMED_REVISION;
 use fenceproof_harness::check::history::QUIET;
@@ -315,6 +316,12 @@ pub const CLAIM_SKIP_LOCKED: Rule = Rule {
     statement: "concurrent claims skip rows another claim holds instead of waiting or double-claiming",
     checkers: &[crate::tags::ANY_CLAIM_SKIP_LOCKED],
 };
+pub const CLAIM_NO_TRANSACTION_ACROSS_CALL: Rule = Rule {
+    id: "claim.no-transaction-across-call",
+    section: "06, 09.2",
+    statement: "no transaction (a claim or a protected one) stays open while a tool is called: the claim commits before the call",
+    checkers: &[NO_TRANSACTION_ACROSS_CALL],
+};
 pub const LEDGER_REVISION_PLUS_ONE: Rule = Rule {
     id: "ledger.revision-plus-one",
     section: "09",
@@ -558,6 +565,7 @@ pub const RULES: &[&Rule] = &[
     &INTENT_MISMATCH_COMMITS_NOTHING,
     &CLAIM_PREPARED_OF_LIVE_RUNS,
     &CLAIM_SKIP_LOCKED,
+    &CLAIM_NO_TRANSACTION_ACROSS_CALL,
     &LEDGER_REVISION_PLUS_ONE,
     &LEDGER_NEVER_BACK_TO_PREPARED,
     &RESULT_CLAIM_OWNER_REVISION_DIGEST,
@@ -721,6 +729,26 @@ pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
         &[&crate::f_cancel_race::PREPARED, &crate::p_api::ledger::EXPERIMENT, &crate::w_boundaries::ledger::EXPERIMENT],
     ),
     (&CLAIM_SKIP_LOCKED, &[&crate::p_api::ledger::EXPERIMENT, &crate::w_boundaries::ledger::EXPERIMENT]),
+    (
+        &CLAIM_NO_TRANSACTION_ACROSS_CALL,
+        &[
+            &crate::e_remote_success_then_crash::IDEM,
+            &crate::e_remote_success_then_crash::DETID,
+            &crate::e_remote_success_then_crash::OPQUERY,
+            &crate::e_remote_success_then_crash::PLAIN,
+            &crate::e_remote_success_then_crash::IDEM_PAUSE,
+            &crate::e_unverified_answers::NO_ANSWER,
+            &crate::e_unverified_answers::CONFLICT,
+            &crate::e_unverified_answers::REPLAN,
+            &crate::f_cancel_race::PREPARED,
+            &crate::f_cancel_race::DISPATCHING,
+            &crate::f_cancel_race::UNKNOWN,
+            &crate::g_retry_isolation::EXPERIMENT,
+            &crate::p_secret_masking::EXPERIMENT,
+            &crate::w_boundaries::clock::EXPERIMENT,
+            &crate::w_boundaries::ledger::EXPERIMENT,
+        ],
+    ),
     (
         &RESULT_CLAIM_OWNER_REVISION_DIGEST,
         &[&crate::e_remote_success_then_crash::IDEM_PAUSE, &crate::p_api::ledger::EXPERIMENT],

@@ -229,9 +229,10 @@ impl Ctx {
         self.dir.join("secrets")
     }
 
-    /// Start the fake tools with their ledger in this experiment's folder.
+    /// Start the fake tools with their ledger in this experiment's folder, observing the callers'
+    /// sessions on this experiment's database at every call (the control URL).
     pub async fn spawn_tools(&self) -> Result<ToolsProc, HarnessError> {
-        ToolsProc::spawn(&self.tools_bin, &self.dir, &self.timeline).await
+        ToolsProc::spawn(&self.tools_bin, &self.dir, &self.timeline, Some(&self.db_url)).await
     }
 
     /// Start a control-plane process (the worker binary under test, used only for control-plane

@@ -298,6 +298,7 @@ impl RowEnd {
             Some(rows) => Ok(rows),
             None => oracle::commits_in(&pool, &ctx.oracle_schema).await.map_err(HarnessError::from),
         };
+        ctx.checks.extend(judge_calls(&dir, saved_by_experiment, rows.as_deref().ok())?);
         if let (false, Ok(rows)) = (saved_by_experiment, rows) {
             std::fs::write(dir.join("oracle.json"), serde_json::to_string_pretty(&rows).expect("json"))?;
             // Every row that ran to its end on one database judges the workers' answers against
@@ -473,6 +474,28 @@ async fn start_server(
         },
     };
     Ok(found)
+}
+
+/// Every row that called the tools judges, from what they observed at each call, that no
+/// dispatcher held a transaction open across it (whatever else happened to the row), against the
+/// row's oracle: the one the experiment saved when it ran on a server of its own, else `rows`.
+fn judge_calls(
+    dir: &Path,
+    saved_by_experiment: bool,
+    rows: Option<&[oracle::CommitRow]>,
+) -> Result<Option<Check>, HarnessError> {
+    let ledger = dir.join("tools-ledger.jsonl");
+    if !ledger.exists() {
+        return Ok(None);
+    }
+    let saved: Option<Vec<oracle::CommitRow>> = if saved_by_experiment {
+        serde_json::from_str(&std::fs::read_to_string(dir.join("oracle.json"))?).ok()
+    } else {
+        None
+    };
+    let Some(rows) = saved.as_deref().or(rows) else { return Ok(None) };
+    let entries = fenceproof_harness::record::ledger::entries(&ledger)?;
+    Ok(Some(fenceproof_harness::check::claims::no_transaction_across_call(&entries, rows)))
 }
 
 /// How the run of `exp` ended: `None` when it reached its end (with the legal-step check its

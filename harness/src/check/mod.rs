@@ -9,10 +9,12 @@
 //! sent, what the worker answered) against the oracle, and [`remote`] the operation ledger against
 //! the tools' ledger. [`intents`] judges registered intents (canonical digest, planned together with
 //! their checkpoint). [`restore`] judges a restore from an old backup (history before and after it).
+//! [`claims`] judges that no dispatcher's transaction spans a tool call (the tools' observations).
 
 pub mod answers;
 pub mod audit;
 pub mod cancel;
+pub mod claims;
 pub mod history;
 pub mod intents;
 pub mod invariants;

@@ -1,6 +1,9 @@
 //! The fake-tools process: spawned with its ledger inside the experiment's folder, its address read
 //! from the first line it prints, killed (group) on drop. The ledger file outlives it and every
-//! caller: the harness reads it as an oracle with [`crate::record::ledger`].
+//! caller: the harness reads it as an oracle with [`crate::record::ledger`]. Given the experiment's
+//! database, the tools record at every call the callers' sessions with an open transaction
+//! (`--observe-database-url`, its password passed in `PGPASSWORD`), judged by
+//! [`crate::check::claims`].
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -27,7 +30,9 @@ pub struct ToolsProc {
 }
 
 impl ToolsProc {
-    pub async fn spawn(binary: &Path, dir: &Path, timeline: &Timeline) -> Result<ToolsProc> {
+    /// Start the tools with their ledger in `dir`; with `observe`, a URL of the callers' database
+    /// that they read at every call.
+    pub async fn spawn(binary: &Path, dir: &Path, timeline: &Timeline, observe: Option<&str>) -> Result<ToolsProc> {
         if !binary.is_file() {
             return Err(HarnessError::Other(format!(
                 "fake-tools binary {} not found (build it with `cargo build --workspace`)",
@@ -38,6 +43,15 @@ impl ToolsProc {
         let stderr = std::fs::File::create(dir.join("tools.stderr.log"))?;
         let mut cmd = std::process::Command::new(binary);
         cmd.arg("--ledger").arg(&ledger).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr);
+        cmd.env_remove("PGPASSWORD");
+        if let Some(url) = observe {
+            // No password on a command line: the URL without it, the password in the environment.
+            let (url, password) = crate::procs::worker::without_password(url);
+            cmd.arg("--observe-database-url").arg(url);
+            if let Some(pw) = password {
+                cmd.env("PGPASSWORD", pw);
+            }
+        }
         prepare(&mut cmd, Signal::SIGKILL, None);
         let mut cmd = tokio::process::Command::from(cmd);
         cmd.kill_on_drop(true);

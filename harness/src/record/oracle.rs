@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::error::Result;
 
 /// One committed change of agent_runs or worker_leases.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, sqlx::FromRow)]
 pub struct CommitRow {
     pub seq: i64,
     /// The writing transaction's id (text), to tell which changes committed together.

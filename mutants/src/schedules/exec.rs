@@ -613,6 +613,7 @@ impl<'a> Exec<'a> {
         checks.extend(history::all(&rows, &self.sent));
         checks.push(history::quiet_windows_stay_quiet(&rows, &self.quiet));
         checks.extend(remote::all(&entries, &ops));
+        checks.push(fenceproof_harness::check::claims::no_transaction_across_call(&entries, &rows));
         Ok((checks, self.log))
     }
 }

@@ -260,7 +260,12 @@ fn tool_marks(dir: &Path, origin: f64) -> Vec<Mark> {
     let mut marks = Vec::new();
     for e in lines(&dir.join("tools-ledger.jsonl")) {
         let Some(t) = wall_ms(&e["at"]) else { continue };
-        let kind = if e["kind"] == "created" { "effect" } else { "rejected" };
+        // An `answered` call (a replay, a conflict, a query) made no effect: a plain dot.
+        let kind = match e["kind"].as_str() {
+            Some("created") => "effect",
+            Some("answered") => "command",
+            _ => "rejected",
+        };
         marks.push(Mark {
             lane: "tools".into(),
             at: t - origin,

@@ -29,11 +29,12 @@ const OPEN_TRANSACTIONS: &str = "SELECT pid, coalesce(application_name, '') AS a
         (extract(epoch FROM clock_timestamp() - xact_start) * 1000)::bigint AS open_ms
    FROM pg_stat_activity
   WHERE datname = current_database() AND pid <> pg_backend_pid()
-    AND xact_start IS NOT NULL AND state IN ('idle in transaction', 'active',
-        'idle in transaction (aborted)')
+    AND ((xact_start IS NOT NULL AND state IN ('idle in transaction', 'active', 'idle in transaction (aborted)'))
+         OR (state IS NULL AND backend_type = 'client backend'))
   ORDER BY pid";
 
-/// One caller session with an open transaction at the call.
+/// One caller session with an open transaction at the call, or one the observer may not read
+/// (another role's, without `pg_read_all_stats`: its `state` is null, it is listed by name only).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct OpenSession {
     pub pid: i32,

@@ -74,13 +74,15 @@ pub fn no_transaction_across_call(entries: &[Value], rows: &[CommitRow]) -> Chec
             blind += 1;
             continue;
         };
-        judged += 1;
-        for s in sessions {
-            let name = s["application_name"].as_str().unwrap_or_default();
-            if owners.contains(name) && held(s) {
-                bad.push(describe(op, e, s));
-            }
+        let ours: Vec<&Value> =
+            sessions.iter().filter(|s| owners.contains(s["application_name"].as_str().unwrap_or_default())).collect();
+        // A dispatcher's session the observer may not read (no state shown) leaves the call unjudged.
+        if ours.iter().any(|s| s["state"].is_null()) {
+            blind += 1;
+            continue;
         }
+        judged += 1;
+        bad.extend(ours.into_iter().filter(|s| held(s)).map(|s| describe(op, e, s)));
     }
     Check::from_violations(
         NO_TRANSACTION_ACROSS_CALL,
@@ -173,6 +175,9 @@ mod tests {
         assert!(c.passed(), "{}", c.evidence);
         assert!(c.evidence.contains("0 observed") && c.evidence.contains("1 calls could not be observed"));
         assert!(c.evidence.contains("1 of operations no dispatcher claimed"), "{}", c.evidence);
+        let unreadable = json!({"pid": 9, "application_name": "worker-d1-aa", "state": null, "held": false});
+        let c = no_transaction_across_call(&[call(4, "t/r/pay/v1", vec![unreadable])], &rows);
+        assert!(c.passed() && c.evidence.contains("1 calls could not be observed"), "{}", c.evidence);
     }
 
     #[test]

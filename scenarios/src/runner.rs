@@ -296,7 +296,7 @@ impl RowEnd {
         let saved_by_experiment = dir.join("oracle.json").exists();
         let rows = match ctx.own_commits.take() {
             Some(rows) => Ok(rows),
-            None => oracle::commits_in(&pool, &ctx.oracle_schema).await.map_err(HarnessError::from),
+            None => oracle::commits_in(&pool, &ctx.oracle_schema).await,
         };
         ctx.checks.extend(judge_calls(&dir, saved_by_experiment, rows.as_deref().ok())?);
         if let (false, Ok(rows)) = (saved_by_experiment, rows) {
@@ -646,7 +646,7 @@ pub async fn verify(
 
 /// Start the session's worker once and require an answer to its first command (see
 /// [`crate::preflight`]).
-pub async fn preflight(session: &Session, opts: &VerifyOptions) -> Result<(), HarnessError> {
+pub async fn preflight(session: &Session, _opts: &VerifyOptions) -> Result<(), HarnessError> {
     let url = match &session.server {
         Server::Native(c) => c.url_for("postgres"),
         Server::Container(c) => c.url_for("postgres"),

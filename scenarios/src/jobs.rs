@@ -162,6 +162,9 @@ impl Session {
             let Some(ran) = running.next().await else { break };
             sched.alone_running = sched.alone_running && !running.is_empty();
             let u = &units[ran.index];
+            if let Ok(r) = &ran.result {
+                log_finished(&u.label, r);
+            }
             let r = self.judged_alive(&u.exp, ran.result, &mut died).await?;
             if stop(&r) {
                 stopped.insert(u.group);
@@ -193,9 +196,6 @@ impl Session {
         r: Result<ExperimentResult, HarnessError>,
         died: &mut Option<String>,
     ) -> Result<ExperimentResult, HarnessError> {
-        if let Ok(r) = &r {
-            log_finished(r);
-        }
         let mut death = self.server_death();
         // An error can be the server's death seen by a connection before the kernel has let the
         // harness reap the process: look again, for at most 5 s, before calling it the run's own

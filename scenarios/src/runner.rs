@@ -626,12 +626,16 @@ pub(crate) fn progress(label: &str, done: usize, total: usize, next: &str) {
 /// Without a terminal (a CI log), one line on stderr per finished row, so the log shows progress
 /// before the matrix; silent with `--quiet`/`--json` (`FENCEPROOF_QUIET`) and on a terminal, which
 /// has the progress bar.
-pub(crate) fn log_finished(r: &ExperimentResult) {
+pub(crate) fn log_finished(label: &str, r: &ExperimentResult) {
     use std::io::IsTerminal;
     if std::io::stderr().is_terminal() || std::env::var_os("FENCEPROOF_QUIET").is_some() {
         return;
     }
-    eprintln!("{}", r.log_line());
+    if label.is_empty() {
+        eprintln!("{}", r.log_line());
+    } else {
+        eprintln!("{label}: {}", r.log_line());
+    }
 }
 
 /// Start a server, run `experiments` `repeat` times, save the matrix; returns the last matrix, the

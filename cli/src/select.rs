@@ -42,6 +42,17 @@ pub fn for_verify(
     for (why, rows) in skipped {
         eprintln!("fenceproof: skipped against --database-url: {} ({why})", rows.join(", "));
     }
+    let local: Vec<&str> = experiments
+        .iter()
+        .filter(|e| e.needs(fenceproof_scenarios::experiment::Need::ClockServer))
+        .map(|e| e.id)
+        .collect();
+    if !local.is_empty() {
+        eprintln!(
+            "fenceproof: run on a local PostgreSQL of the harness's own, not in your database (their clock fault needs a server whose clock the harness sets): {}",
+            local.join(", ")
+        );
+    }
     experiments
 }
 

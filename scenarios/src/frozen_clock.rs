@@ -79,6 +79,9 @@ impl FrozenServer {
             )));
         }
         let login = databases::url_as(&url, databases::WORKER_LOGIN)?;
+        if ctx.server.is_none() {
+            ctx.note("on a local server of the harness's own (libfaketime), not in the team's database");
+        }
         let saved = (
             std::mem::replace(&mut ctx.pool, pool.clone()),
             std::mem::replace(&mut ctx.db_url, url),

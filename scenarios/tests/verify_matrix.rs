@@ -20,7 +20,7 @@ async fn every_experiment_passes_and_leaves_a_report() {
         tools_bin: runner::default_tools_bin(),
         skip_conformance: false,
         conformance_report: None,
-        jobs: 1,
+        jobs: runner::default_jobs(false),
     };
     let (matrix, flakes, dir) =
         runner::verify(&opts, fenceproof_scenarios::select(None).unwrap(), 1).await.expect("harness runs");

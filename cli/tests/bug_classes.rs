@@ -187,3 +187,15 @@ fn a_secret_store_others_can_read() {
         &["the secret store grants nothing to group or others"],
     );
 }
+
+/// A masking that walks objects but not arrays leaves a secret inside a list in the ledger: the
+/// generated bodies of P-secret (secrets at any depth) catch it.
+#[test]
+fn a_masking_that_skips_arrays() {
+    caught(
+        "mask-skips-arrays",
+        "P-secret",
+        &[("        return [mask(v, found) for v in body]\n", "        return list(body)\n")],
+        &["generated bodies with secrets at any depth", "§12 secrets.masked"],
+    );
+}

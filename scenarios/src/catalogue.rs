@@ -469,11 +469,14 @@ pub const ROLES_FENCED_FUNCTIONS_ONLY: Rule = Rule {
 pub const SECRETS_MASKED: Rule = Rule {
     id: "secrets.masked",
     section: "12",
-    statement: "ledger request bodies hold a reference to a secret, never its value",
+    statement:
+        "ledger request bodies hold a reference to a secret, never its value, wherever in the body the secret is",
     checkers: &[
         crate::p_secret_masking::NO_ROW_CONTAINS_VALUE,
         crate::p_secret_masking::STORE_PRIVATE,
         crate::p_secret_masking::LEDGER_HOLDS_REFERENCE,
+        crate::p_secret_masking::GENERATED_MASKED,
+        crate::p_secret_masking::NO_FILE_CONTAINS_VALUE,
     ],
 };
 pub const METRICS_OUTCOMES: Rule = Rule {

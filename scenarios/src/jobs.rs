@@ -26,17 +26,24 @@ struct Ran {
 
 type Running = Pin<Box<dyn Future<Output = Ran>>>;
 
-/// Row `index`: its database made, its story bounded by [`EXPERIMENT_TIMEOUT`], its evidence saved
+/// Row `index`: its database made and its story told within [`EXPERIMENT_TIMEOUT`], its evidence saved
 /// and its verdict, all inside the row's own future, so the other rows go on meanwhile.
 fn execute(index: usize, u: Unit, plan: ContextPlan, end: RowEnd) -> Running {
     Box::pin(async move {
         let t0 = Instant::now();
-        let result = match plan.build().await {
-            Ok(mut ctx) => {
-                let res = tokio::time::timeout(EXPERIMENT_TIMEOUT, (u.exp.run)(&mut ctx)).await;
+        // The database's making counts against the row's ceiling too (a server that hangs on
+        // CREATE DATABASE must not hold the matrix).
+        let result = match tokio::time::timeout(EXPERIMENT_TIMEOUT, plan.build()).await {
+            Ok(Ok(mut ctx)) => {
+                let left = EXPERIMENT_TIMEOUT.saturating_sub(t0.elapsed());
+                let res = tokio::time::timeout(left, (u.exp.run)(&mut ctx)).await;
                 end.finish(&u.exp, &u.args, ctx, res, t0).await
             }
-            Err(e) => Err(e),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(HarnessError::Other(format!(
+                "{}: its database was not made within {EXPERIMENT_TIMEOUT:?}",
+                u.exp.id
+            ))),
         };
         Ran { index, result }
     })

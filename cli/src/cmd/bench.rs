@@ -79,10 +79,9 @@ pub async fn run(a: Args) -> u8 {
     crate::interrupt::interruptible(async move {
         match fenceproof_bench::run(opts).await {
             Ok((run, dir)) if json => {
-                let mut v = serde_json::to_value(&run).expect("json");
+                let mut v = crate::cmd::with_report(&run, &dir);
                 v["goals"] = serde_json::to_value(fenceproof_bench::report::goals(&run)).expect("json");
                 v["sizing"] = serde_json::Value::String(fenceproof_bench::report::sizing(&run));
-                v["report"] = serde_json::json!(dir);
                 println!("{}", serde_json::to_string_pretty(&v).expect("json"));
                 exit::OK
             }

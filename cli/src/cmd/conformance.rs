@@ -55,14 +55,7 @@ async fn probes(opts: &VerifyOptions, only: Option<&[String]>, all: bool, json: 
     }
     match probe(opts, only).await {
         Ok((report, dir)) => {
-            if json {
-                let mut v = serde_json::to_value(&report).expect("json");
-                v["report"] = serde_json::json!(dir);
-                println!("{}", serde_json::to_string_pretty(&v).expect("json"));
-            } else {
-                print!("{}", report.render(all));
-                println!("report: {}", dir.display());
-            }
+            crate::cmd::print_result(&report, &report.render(all), &dir, json);
             if report.deviations().next().is_some() {
                 exit::CONFORMANCE
             } else {

@@ -45,9 +45,7 @@ pub fn run(a: Args) -> u8 {
     }
     let missing = merged.generated.saturating_sub(merged.rows.len());
     if a.json {
-        let mut v = serde_json::to_value(&merged).expect("json");
-        v["report"] = serde_json::json!(out);
-        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        println!("{}", serde_json::to_string_pretty(&crate::cmd::with_report(&merged, out)).expect("json"));
         if missing > 0 {
             eprintln!("fenceproof: {missing} generated mutants are in none of the merged shards");
         }

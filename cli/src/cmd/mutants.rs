@@ -49,14 +49,7 @@ pub async fn run(a: Args) -> u8 {
     crate::interrupt::interruptible(async {
         match fenceproof_mutants::named::run(&opts, experiments, a.mutants.as_deref(), a.first_kill).await {
             Ok((km, dir)) => {
-                if a.json {
-                    let mut v = serde_json::to_value(&km).expect("json");
-                    v["report"] = serde_json::json!(dir);
-                    println!("{}", serde_json::to_string_pretty(&v).expect("json"));
-                } else {
-                    print!("{}", km.table());
-                    println!("report: {}", dir.display());
-                }
+                crate::cmd::print_result(&km, &km.table(), &dir, a.json);
                 if km.all_killed() {
                     exit::OK
                 } else {

@@ -107,14 +107,7 @@ async fn matrix(opts: VerifyOptions, experiments: Vec<Experiment>, sel: Selectio
     crate::interrupt::interruptible(async {
         match sql::run(&opts, experiments, &sel).await {
             Ok((km, dir)) => {
-                if json {
-                    let mut v = serde_json::to_value(&km).expect("json");
-                    v["report"] = serde_json::json!(dir);
-                    println!("{}", serde_json::to_string_pretty(&v).expect("json"));
-                } else {
-                    print!("{}", km.table());
-                    println!("report: {}", dir.display());
-                }
+                crate::cmd::print_result(&km, &km.table(), &dir, json);
                 if km.ok() {
                     exit::OK
                 } else {

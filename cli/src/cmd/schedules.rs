@@ -179,8 +179,7 @@ async fn play(opts: VerifyOptions, a: Plan) -> u8 {
             let path = session.run.path.join("schedules.json");
             let _ = std::fs::write(&path, serde_json::to_string_pretty(&summary).expect("json"));
             if a.json {
-                let mut v = serde_json::to_value(&summary).expect("json");
-                v["report"] = serde_json::json!(session.run.path);
+                let v = crate::cmd::with_report(&summary, &session.run.path);
                 println!("{}", serde_json::to_string_pretty(&v).expect("json"));
             } else {
                 print_summary(&summary);

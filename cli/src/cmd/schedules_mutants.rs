@@ -97,14 +97,7 @@ async fn kill_matrix(
     };
     match searched {
         Ok((km, dir)) => {
-            if json {
-                let mut v = serde_json::to_value(&km).expect("json");
-                v["report"] = serde_json::json!(dir);
-                println!("{}", serde_json::to_string_pretty(&v).expect("json"));
-            } else {
-                print!("{}", km.table());
-                println!("report: {}", dir.display());
-            }
+            crate::cmd::print_result(&km, &km.table(), &dir, json);
             if require_kills && km.killed() < km.rows.len() {
                 exit::FAILED
             } else {

@@ -100,8 +100,7 @@ async fn matrix(mut opts: VerifyOptions, experiments: Vec<Experiment>, barriers:
         Ok((matrix, flakes, dir)) => {
             if out.json {
                 // The matrix's fields, the run folder, and the repetitions' flakes (empty: none).
-                let mut v = serde_json::to_value(&matrix).expect("json");
-                v["report"] = serde_json::json!(dir);
+                let mut v = crate::cmd::with_report(&matrix, &dir);
                 v["repeat"] = serde_json::json!(out.repeat);
                 v["flakes"] = serde_json::json!(flakes);
                 println!("{}", serde_json::to_string_pretty(&v).expect("json"));

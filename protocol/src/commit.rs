@@ -109,23 +109,34 @@ pub(crate) async fn attempt(
         validate_unlocked(pool, lease).await?;
     }
     let mut tx = pool.begin().await?;
-    faults.pass(FaultPoint::AfterBegin, &mut tx).await?;
+    let r = attempt_in(&mut tx, lease, expected_revision, t, faults, within, check_first).await;
+    crate::tx::finish(tx, r, t.name, lease.run_id).await
+}
 
+/// The direct path's statements inside the transaction `attempt` ends.
+async fn attempt_in(
+    tx: &mut PgConnection,
+    lease: &Lease,
+    expected_revision: i64,
+    t: &Transition,
+    faults: &FaultPoints,
+    within: Within<'_>,
+    check_first: bool,
+) -> Result<(i64, Option<Registration>), ProtocolError> {
+    faults.pass(FaultPoint::AfterBegin, tx).await?;
     if !check_first {
-        lock_and_validate(&mut tx, lease).await?;
+        lock_and_validate(tx, lease).await?;
     }
-    faults.pass(FaultPoint::AfterLeaseValidated, &mut tx).await?;
+    faults.pass(FaultPoint::AfterLeaseValidated, tx).await?;
     if let Within::RequireResult(op) = within {
-        intents::require_verified_result(&mut tx, lease.run_id, op).await?;
+        intents::require_verified_result(tx, lease.run_id, op).await?;
     }
-    let revision = update_run(&mut tx, lease, expected_revision, t).await?;
+    let revision = update_run(tx, lease, expected_revision, t).await?;
     let registration = match within {
-        Within::RegisterIntent(intent) => Some(intents::register_intent(&mut tx, intent).await?),
+        Within::RegisterIntent(intent) => Some(intents::register_intent(tx, intent).await?),
         _ => None,
     };
-    faults.pass(FaultPoint::BeforeCommit, &mut tx).await?;
-
-    tx.commit().await.map_err(|e| classify_write_error(e, t.name, lease.run_id))?;
+    faults.pass(FaultPoint::BeforeCommit, tx).await?;
     Ok((revision, registration))
 }
 
@@ -253,17 +264,22 @@ async fn attempt_api(
         Some(tx) => call.fetch_one(&mut **tx).await,
         None => call.fetch_one(pool).await,
     };
-    let (outcome, revision, detail) = answer.map_err(|e| match (e, intent) {
-        (sqlx::Error::Database(db), Some(i)) if db.code().as_deref() == Some("FP001") => {
-            ProtocolError::IntentMismatch { operation_id: i.operation_id.clone(), detail: db.message().to_string() }
-        }
-        // Without an explicit transaction the call's answer is its commit's answer.
-        (e, _) if tx.is_none() => classify_write_error(e, t.name, lease.run_id),
-        (e, _) => e.into(),
-    })?;
+    let settled = answer
+        .map_err(|e| match (e, intent) {
+            (sqlx::Error::Database(db), Some(i)) if db.code().as_deref() == Some("FP001") => {
+                ProtocolError::IntentMismatch { operation_id: i.operation_id.clone(), detail: db.message().to_string() }
+            }
+            // Without an explicit transaction the call's answer is its commit's answer.
+            (e, _) if tx.is_none() => classify_write_error(e, t.name, lease.run_id),
+            (e, _) => e.into(),
+        })
+        .and_then(|(outcome, revision, detail)| {
+            api_outcome(&outcome, revision, detail.as_deref(), lease, expected_revision, t, require)
+                .map(|r| (r, detail))
+        });
     // The call's whole duration: the lease row lock wait is most of it when it is contended.
     crate::metrics::METRICS.lease_row_lock_wait.observe(waited.elapsed().as_secs_f64());
-    let revision = api_outcome(&outcome, revision, detail.as_deref(), lease, expected_revision, t, require)?;
+    let (revision, detail) = end_held(tx, settled, faults, t, lease).await?;
     let registration = intent.map(|_| {
         if detail.as_deref() == Some("already_registered") {
             Registration::AlreadyRegistered
@@ -271,12 +287,30 @@ async fn attempt_api(
             Registration::New
         }
     });
-    if let Some(mut tx) = tx {
-        faults.pass(FaultPoint::AfterLeaseValidated, &mut tx).await?;
-        faults.pass(FaultPoint::BeforeCommit, &mut tx).await?;
-        tx.commit().await.map_err(|e| classify_write_error(e, t.name, lease.run_id))?;
-    }
     Ok((revision, registration))
+}
+
+/// End the barrier-held transaction of the API path: after a success, pass the later barriers and
+/// commit; after a refusal or an error, roll back at once. Without one, the call was its own.
+async fn end_held<T>(
+    tx: Option<sqlx::Transaction<'static, sqlx::Postgres>>,
+    settled: Result<T, ProtocolError>,
+    faults: &FaultPoints,
+    t: &Transition,
+    lease: &Lease,
+) -> Result<T, ProtocolError> {
+    let Some(mut tx) = tx else { return settled };
+    let r = match settled {
+        Ok(v) => async {
+            faults.pass(FaultPoint::AfterLeaseValidated, &mut tx).await?;
+            faults.pass(FaultPoint::BeforeCommit, &mut tx).await?;
+            Ok(v)
+        }
+        .await
+        .map_err(|e: sqlx::Error| ProtocolError::from(e)),
+        Err(e) => Err(e),
+    };
+    crate::tx::finish(tx, r, t.name, lease.run_id).await
 }
 
 /// What `fp_run_transition` answered, as this crate's result: the new revision, or the error the

@@ -47,6 +47,7 @@ pub mod retry;
 pub mod runs;
 pub mod secrets;
 pub mod sql;
+mod tx;
 pub mod write_path;
 
 pub use commit::{protected_transition, Transition};

@@ -2,7 +2,7 @@
 //! read-back of a run's state from the primary.
 
 use serde_json::Value;
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::error::ProtocolError;
@@ -29,51 +29,54 @@ pub async fn create_run(pool: &PgPool, task_id: &str, checkpoint: Value) -> Resu
         with_retry(RetryBudget::default(), || async {
             let run_id = Uuid::new_v4();
             let mut tx = pool.begin().await?;
-            sqlx::query(&sql::stmt("run_create_task", sql::RUN_CREATE_TASK)).bind(task_id).execute(&mut *tx).await?;
-            let active: Option<Uuid> = sqlx::query_scalar(&sql::stmt("run_lock_task", sql::RUN_LOCK_TASK))
-                .bind(task_id)
-                .fetch_one(&mut *tx)
-                .await?;
-            if let Some(active) = active {
-                let status: String = sqlx::query_scalar("SELECT status FROM agent_runs WHERE run_id = $1")
-                    .bind(active)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                if !RunStatus::parse(&status).is_some_and(RunStatus::is_terminal) {
-                    return Err(ProtocolError::ActiveRunLive { task_id: task_id.to_string(), run_id: active });
-                }
-                // MUTANT retry-reuses-run-id: the finished run is reset and run again.
-                if mutant::active(Mutant::RetryReusesRunId) {
-                    sqlx::query(
-                        "UPDATE agent_runs SET status = 'pending', revision = revision + 1, checkpoint = $2,
-                                updated_at = clock_timestamp() WHERE run_id = $1",
-                    )
-                    .bind(active)
-                    .bind(&checkpoint)
-                    .execute(&mut *tx)
-                    .await?;
-                    tx.commit().await.map_err(|e| classify_write_error(e, "create_run", active))?;
-                    return Ok(active);
-                }
-            }
-            sqlx::query(&sql::stmt("run_insert", sql::RUN_INSERT))
-                .bind(run_id)
-                .bind(task_id)
-                .bind(&checkpoint)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query(&sql::stmt("run_insert_lease", sql::RUN_INSERT_LEASE)).bind(run_id).execute(&mut *tx).await?;
-            sqlx::query(&sql::stmt("run_set_active", sql::RUN_SET_ACTIVE))
-                .bind(task_id)
-                .bind(run_id)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await.map_err(|e| classify_write_error(e, "create_run", run_id))?;
-            Ok(run_id)
+            let r = create_in(&mut tx, task_id, run_id, &checkpoint).await;
+            crate::tx::finish(tx, r, "create_run", run_id).await
         })
         .await
     })
     .await
+}
+
+/// `create_run`'s statements, inside the transaction it ends; the run id the task now runs.
+async fn create_in(
+    tx: &mut PgConnection,
+    task_id: &str,
+    run_id: Uuid,
+    checkpoint: &Value,
+) -> Result<Uuid, ProtocolError> {
+    sqlx::query(&sql::stmt("run_create_task", sql::RUN_CREATE_TASK)).bind(task_id).execute(&mut *tx).await?;
+    let active: Option<Uuid> =
+        sqlx::query_scalar(&sql::stmt("run_lock_task", sql::RUN_LOCK_TASK)).bind(task_id).fetch_one(&mut *tx).await?;
+    if let Some(active) = active {
+        let status: String = sqlx::query_scalar("SELECT status FROM agent_runs WHERE run_id = $1")
+            .bind(active)
+            .fetch_one(&mut *tx)
+            .await?;
+        if !RunStatus::parse(&status).is_some_and(RunStatus::is_terminal) {
+            return Err(ProtocolError::ActiveRunLive { task_id: task_id.to_string(), run_id: active });
+        }
+        // MUTANT retry-reuses-run-id: the finished run is reset and run again.
+        if mutant::active(Mutant::RetryReusesRunId) {
+            sqlx::query(
+                "UPDATE agent_runs SET status = 'pending', revision = revision + 1, checkpoint = $2,
+                        updated_at = clock_timestamp() WHERE run_id = $1",
+            )
+            .bind(active)
+            .bind(checkpoint)
+            .execute(&mut *tx)
+            .await?;
+            return Ok(active);
+        }
+    }
+    sqlx::query(&sql::stmt("run_insert", sql::RUN_INSERT))
+        .bind(run_id)
+        .bind(task_id)
+        .bind(checkpoint)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(&sql::stmt("run_insert_lease", sql::RUN_INSERT_LEASE)).bind(run_id).execute(&mut *tx).await?;
+    sqlx::query(&sql::stmt("run_set_active", sql::RUN_SET_ACTIVE)).bind(task_id).bind(run_id).execute(&mut *tx).await?;
+    Ok(run_id)
 }
 
 /// The control plane's cancel: pending or running -> cancelled, no lease needed (the caller is the

@@ -48,28 +48,65 @@ pub fn threads(clients: usize) -> usize {
     clients.clamp(1, 2)
 }
 
-/// Run `script` with `clients` clients for `duration` (whole seconds, at least 1) against `url`'s
-/// host, port, user and database, with prepared statements (as our driver uses).
+/// `url` as pgbench (libpq) takes it: the connection URI with its password taken out, and the
+/// password apart, for `PGPASSWORD` (never on a command line, where every user of the machine
+/// reads it). Socket URLs (`postgres://u:pw@/db?host=/dir`) are made parseable first.
+pub fn conninfo(url: &str) -> Result<(String, Option<String>), String> {
+    let mut u =
+        url::Url::parse(&fenceproof_harness::db::external::with_host(url)).map_err(|e| format!("bad URL: {e}"))?;
+    let password = u.password().map(percent_decoded);
+    u.set_password(None).map_err(|_| "the URL cannot lose its password".to_string())?;
+    Ok((u.to_string(), password))
+}
+
+/// `s` with its `%XX` escapes decoded (a URL's password; `+` stays `+`).
+fn percent_decoded(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex =
+            b.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(v)) => {
+                out.push(v);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Run `script` with `clients` clients for `duration` (whole seconds, at least 1) against `url`,
+/// with prepared statements (as our driver uses), under the offered-rate ceiling if one is set.
 pub fn run(pgbench: &Path, url: &str, script: &Path, clients: usize, load: Load) -> Result<PgbenchResult, String> {
-    let u = url::Url::parse(url).map_err(|e| format!("bad URL: {e}"))?;
+    let (conn, password) = conninfo(url)?;
     let threads = threads(clients);
     let amount = match load {
         Load::For(d) => ["-T".to_string(), d.as_secs().max(1).to_string()],
         Load::Transactions(t) => ["-t".to_string(), t.max(1).to_string()],
     };
     let cpu0 = cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_CHILDREN);
-    let out = Command::new(pgbench)
-        .args(["-n", "-M", "prepared", "-c", &clients.to_string(), "-j", &threads.to_string()])
+    let mut cmd = Command::new(pgbench);
+    cmd.args(["-n", "-M", "prepared", "-c", &clients.to_string(), "-j", &threads.to_string()])
         // Every client starts with `rev=0`: scripts that carry the revision of their last write
         // (`neutral::Script::carries_revision`) begin at the revision their runs were reset to.
         .args(["-D", "rev=0"])
         .args(amount)
         .arg("-f")
-        .arg(script)
-        .args(["-h", u.host_str().unwrap_or("127.0.0.1"), "-p", &u.port().unwrap_or(5432).to_string()])
-        .args(["-U", u.username(), u.path().trim_start_matches('/')])
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", pgbench.display()))?;
+        .arg(script);
+    if let Some(r) = crate::driver::rate_ceiling() {
+        cmd.args(["-R", &format!("{r:.0}")]);
+    }
+    cmd.arg(&conn).env_remove("PGPASSWORD");
+    if let Some(p) = password {
+        cmd.env("PGPASSWORD", p);
+    }
+    let out = cmd.output().map_err(|e| format!("cannot run {}: {e}", pgbench.display()))?;
     let client_cpu_s = cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_CHILDREN) - cpu0;
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     if !out.status.success() {
@@ -120,5 +157,16 @@ mod tests {
         assert_eq!(r.transactions, 16634);
         assert!((r.tps - 8321.490135).abs() < 1e-6 && (r.latency_avg_ms - 0.961).abs() < 1e-9);
         assert!(parse("nothing here").is_none());
+    }
+
+    #[test]
+    fn the_password_leaves_the_uri() {
+        let (c, p) = conninfo("postgres://app:p%40s+s@db.example:6432/appdb?options=-csearch_path%3Dfp_x").unwrap();
+        assert_eq!(c, "postgres://app@db.example:6432/appdb?options=-csearch_path%3Dfp_x");
+        assert_eq!(p.as_deref(), Some("p@s+s"));
+        let (c, p) = conninfo("postgres://app:pw@/appdb?host=/tmp/sock").unwrap();
+        assert!(!c.contains("pw") && c.contains("host=/tmp/sock"), "{c}");
+        assert_eq!(p.as_deref(), Some("pw"));
+        assert_eq!(conninfo("postgres://app@h/db").unwrap().1, None);
     }
 }

@@ -52,33 +52,9 @@ pub fn threads(clients: usize) -> usize {
 /// password apart, for `PGPASSWORD` (never on a command line, where every user of the machine
 /// reads it). Socket URLs (`postgres://u:pw@/db?host=/dir`) are made parseable first.
 pub fn conninfo(url: &str) -> Result<(String, Option<String>), String> {
-    let mut u =
-        url::Url::parse(&fenceproof_harness::db::external::with_host(url)).map_err(|e| format!("bad URL: {e}"))?;
-    let password = u.password().map(percent_decoded);
-    u.set_password(None).map_err(|_| "the URL cannot lose its password".to_string())?;
-    Ok((u.to_string(), password))
-}
-
-/// `s` with its `%XX` escapes decoded (a URL's password; `+` stays `+`).
-fn percent_decoded(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex =
-            b.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (b[i], hex) {
-            (b'%', Some(v)) => {
-                out.push(v);
-                i += 3;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    let full = fenceproof_harness::db::external::with_host(url);
+    url::Url::parse(&full).map_err(|e| format!("bad URL: {e}"))?;
+    Ok(fenceproof_harness::procs::worker::without_password(&full))
 }
 
 /// Run `script` with `clients` clients for `duration` (whole seconds, at least 1) against `url`,
@@ -102,7 +78,9 @@ pub fn run(pgbench: &Path, url: &str, script: &Path, clients: usize, load: Load)
     if let Some(r) = crate::driver::rate_ceiling() {
         cmd.args(["-R", &format!("{r:.0}")]);
     }
-    cmd.arg(&conn).env_remove("PGPASSWORD");
+    // A URL without a password leaves pgbench what the user gave this process (PGPASSWORD,
+    // ~/.pgpass), as libpq would.
+    cmd.arg(&conn);
     if let Some(p) = password {
         cmd.env("PGPASSWORD", p);
     }

@@ -23,6 +23,32 @@ async fn inventory(pool: &sqlx::PgPool) -> (Vec<String>, Vec<String>, Vec<String
     (schemas, functions, roles)
 }
 
+const SECRET: &str = "team-secret-pw";
+
+/// Wait for the bench `child`, reading every other process's command line meanwhile: none may
+/// carry the password (the bench's own holds it only because this test gives it on the command
+/// line; a team gives it in PGPASSWORD). With `load`, pgbench must have been seen. The exit code.
+fn watch_process_list(mut child: std::process::Child, load: bool) -> Option<i32> {
+    let me = child.id().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    let mut seen_pgbench = false;
+    while child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "the bench did not end within 600 s");
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            if e.file_name().to_string_lossy() == me {
+                continue;
+            }
+            let Ok(c) = std::fs::read(e.path().join("cmdline")) else { continue };
+            let c = String::from_utf8_lossy(&c).replace('\0', " ");
+            seen_pgbench |= c.contains("pgbench-neutral");
+            assert!(!c.contains(SECRET), "a password on a command line: {c}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(seen_pgbench || !load, "the process list was read while pgbench ran");
+    child.wait().unwrap().code()
+}
+
 #[tokio::test]
 async fn bench_sizes_a_teams_database_and_leaves_nothing_in_it() {
     let dir = fenceproof_harness::test_dir!("bench_external");
@@ -47,24 +73,26 @@ async fn bench_sizes_a_teams_database_and_leaves_nothing_in_it() {
 
     let bench = |consent: bool| {
         let mut cmd = Command::new(FENCEPROOF);
+        let (o, e) = (reports.join("out.json"), reports.join("err.txt"));
+        std::fs::create_dir_all(&reports).unwrap();
+        cmd.stdout(std::fs::File::create(&o).unwrap()).stderr(std::fs::File::create(&e).unwrap());
         cmd.args(["bench", "--database-url", &url, "--duration", "0.3", "--size", "1000", "--json"])
             .args(["--runs", "2000", "--heartbeat-ms", "400", "--max-rate", "3000", "--reports-dir"])
             .arg(&reports);
         if consent {
             cmd.arg("--yes-load-this-database");
         }
-        cmd.output().unwrap()
+        let code = watch_process_list(cmd.spawn().unwrap(), consent);
+        (code, std::fs::read_to_string(o).unwrap(), std::fs::read_to_string(e).unwrap())
     };
-    let refused = bench(false);
-    let err = String::from_utf8_lossy(&refused.stderr);
-    assert_eq!(refused.status.code(), Some(2), "{err}");
+    let (code, _, err) = bench(false);
+    assert_eq!(code, Some(2), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     assert!(err.contains("--yes-load-this-database") && err.contains(&format!(":{port}/teamdb")), "{err}");
     assert!(!err.contains("team-secret-pw"), "{err}");
 
-    let out = bench(true);
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let (code, stdout, stderr) = bench(true);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stderr.contains("dropped role fenceproof_worker, which this run created"), "{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let goals = v["goals"].as_array().unwrap();
@@ -94,5 +122,46 @@ async fn bench_sizes_a_teams_database_and_leaves_nothing_in_it() {
     assert_eq!(after.1, before.1, "functions left behind");
     assert_eq!(after.2, before.2, "roles left behind (fenceproof_worker was made by the run)");
     team_pool.close().await;
+    admin.close().await;
+}
+
+/// `fenceproof cleanup --database-url`: what killed runs left (schemas and a role tagged with a
+/// harness pid that is gone, of this host or another) goes; the team's own schema and role stay.
+#[tokio::test]
+async fn cleanup_removes_what_fenceproof_runs_left_and_nothing_else() {
+    let dir = fenceproof_harness::test_dir!("cleanup_external");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = PgBin::locate(None).expect("PostgreSQL binaries");
+    let server = NativeCluster::start(bin, &dir.join("postgres.log")).await.expect("server starts");
+    let admin = databases::pool(&server.url_for("postgres"), "test-admin", 1).await.unwrap();
+    for sql in
+        ["CREATE DATABASE teamdb", "CREATE ROLE team LOGIN CREATEROLE", "GRANT CREATE ON DATABASE teamdb TO team"]
+    {
+        sqlx::query(sql).execute(&admin).await.unwrap();
+    }
+    let url = server.url_for("teamdb").replacen("fenceproof@", "team@", 1);
+    let team = databases::pool(&url, "test-team", 1).await.unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string();
+    let dead = format!("fenceproof harness pid=99999999 host={host}");
+    for sql in [
+        "CREATE SCHEMA fp_killed_here".to_string(),
+        format!("COMMENT ON SCHEMA fp_killed_here IS '{dead}'"),
+        "CREATE SCHEMA fp_bench_killed_there".into(),
+        "COMMENT ON SCHEMA fp_bench_killed_there IS 'fenceproof harness pid=1 host=another-host'".into(),
+        "CREATE SCHEMA teams_own".into(),
+        "CREATE ROLE fenceproof_worker NOLOGIN".into(),
+        format!("COMMENT ON ROLE fenceproof_worker IS '{dead}'"),
+        "CREATE ROLE teams_own_role NOLOGIN".into(),
+    ] {
+        sqlx::query(&sql).execute(&team).await.unwrap();
+    }
+    let out = Command::new(FENCEPROOF).args(["cleanup", "--database-url", &url]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("dropped 2 schema(s)") && stdout.contains("1 role(s) [fenceproof_worker]"), "{stdout}");
+    let (schemas, _, roles) = inventory(&team).await;
+    assert!(schemas.contains(&"teams_own".to_string()) && !schemas.iter().any(|s| s.contains("killed")), "{schemas:?}");
+    assert!(roles.contains(&"teams_own_role".to_string()) && !roles.contains(&"fenceproof_worker".to_string()));
+    team.close().await;
     admin.close().await;
 }

@@ -180,7 +180,7 @@ impl Bench {
         self.checkpoint().await?;
         let before = dbstats::snapshot(&self.admin).await?;
         let url = if script.as_worker { &self.worker_url } else { &self.admin_url };
-        let result = pgbench::run(&self.pgbench_bin, url, &file, clients, load).map_err(HarnessError::Other)?;
+        let result = pgbench::run(&self.pgbench_bin, url, &file, clients, load).await.map_err(HarnessError::Other)?;
         if let Some(w) = dbstats::settle(&self.admin, "pgbench", Duration::from_secs(60)).await {
             eprintln!("fenceproof: after {} / {}: {w}", script.group, script.name);
         }

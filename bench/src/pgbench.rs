@@ -2,7 +2,6 @@
 //! as our driver, so the ratio of the two rates is the overhead of our driver itself.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 /// What pgbench reported.
@@ -59,7 +58,15 @@ pub fn conninfo(url: &str) -> Result<(String, Option<String>), String> {
 
 /// Run `script` with `clients` clients for `duration` (whole seconds, at least 1) against `url`,
 /// with prepared statements (as our driver uses), under the offered-rate ceiling if one is set.
-pub fn run(pgbench: &Path, url: &str, script: &Path, clients: usize, load: Load) -> Result<PgbenchResult, String> {
+/// pgbench is a child that dies with this future: Ctrl-C drops it, and with it the load, before the
+/// run's schema is dropped.
+pub async fn run(
+    pgbench: &Path,
+    url: &str,
+    script: &Path,
+    clients: usize,
+    load: Load,
+) -> Result<PgbenchResult, String> {
     let (conn, password) = conninfo(url)?;
     let threads = threads(clients);
     let amount = match load {
@@ -67,7 +74,8 @@ pub fn run(pgbench: &Path, url: &str, script: &Path, clients: usize, load: Load)
         Load::Transactions(t) => ["-t".to_string(), t.max(1).to_string()],
     };
     let cpu0 = cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_CHILDREN);
-    let mut cmd = Command::new(pgbench);
+    let mut cmd = tokio::process::Command::new(pgbench);
+    cmd.kill_on_drop(true);
     cmd.args(["-n", "-M", "prepared", "-c", &clients.to_string(), "-j", &threads.to_string()])
         // Every client starts with `rev=0`: scripts that carry the revision of their last write
         // (`neutral::Script::carries_revision`) begin at the revision their runs were reset to.
@@ -84,7 +92,7 @@ pub fn run(pgbench: &Path, url: &str, script: &Path, clients: usize, load: Load)
     if let Some(p) = password {
         cmd.env("PGPASSWORD", p);
     }
-    let out = cmd.output().map_err(|e| format!("cannot run {}: {e}", pgbench.display()))?;
+    let out = cmd.output().await.map_err(|e| format!("cannot run {}: {e}", pgbench.display()))?;
     let client_cpu_s = cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_CHILDREN) - cpu0;
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     if !out.status.success() {

@@ -165,3 +165,41 @@ async fn cleanup_removes_what_fenceproof_runs_left_and_nothing_else() {
     team.close().await;
     admin.close().await;
 }
+
+/// Ctrl-C in the middle of `bench --database-url`: the run's schema is dropped before it exits.
+#[tokio::test]
+async fn ctrl_c_drops_the_benchs_schema() {
+    let dir = fenceproof_harness::test_dir!("bench_external_sigint");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = PgBin::locate(None).expect("PostgreSQL binaries");
+    let server = NativeCluster::start(bin, &dir.join("postgres.log")).await.expect("server starts");
+    let admin = databases::pool(&server.url_for("postgres"), "test-admin", 1).await.unwrap();
+    for sql in ["CREATE DATABASE teamdb", "CREATE ROLE team LOGIN", "GRANT CREATE ON DATABASE teamdb TO team"] {
+        sqlx::query(sql).execute(&admin).await.unwrap();
+    }
+    let url = server.url_for("teamdb").replacen("fenceproof@", "team@", 1);
+    let team = databases::pool(&server.url_for("teamdb"), "test-admin", 1).await.unwrap();
+    let mut child = Command::new(FENCEPROOF)
+        .args(["bench", "--database-url", &url, "--yes-load-this-database", "--duration", "5", "--reports-dir"])
+        .arg(dir.join("reports"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join("err.txt")).unwrap())
+        .spawn()
+        .unwrap();
+    let count = "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'fp\\_bench\\_%'";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while sqlx::query_scalar::<_, i64>(count).fetch_one(&team).await.unwrap() == 0 {
+        assert!(std::time::Instant::now() < deadline, "the bench never made its schema");
+        assert!(child.try_wait().unwrap().is_none(), "the bench ended before it made its schema");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // In the middle of the first phases.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let code = child.wait().unwrap().code();
+    let err = std::fs::read_to_string(dir.join("err.txt")).unwrap();
+    assert_eq!(code, Some(130), "{err}");
+    assert_eq!(sqlx::query_scalar::<_, i64>(count).fetch_one(&team).await.unwrap(), 0, "schema left: {err}");
+    team.close().await;
+    admin.close().await;
+}

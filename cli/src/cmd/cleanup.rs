@@ -10,9 +10,13 @@ use fenceproof_harness::report::exit;
 /// fenceproof did not make are never touched.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The database (postgres://user:password@host:port/db, or a libpq socket URL).
+    /// The database (postgres://user@host:port/db with the password in PGPASSWORD, or a libpq
+    /// socket URL).
     #[arg(long)]
     database_url: String,
+    /// Print one JSON document: the schemas and roles dropped, and what was left and why.
+    #[arg(long)]
+    json: bool,
 }
 
 pub async fn run(a: Args) -> u8 {
@@ -21,6 +25,11 @@ pub async fn run(a: Args) -> u8 {
         Err(e) => return crate::fail::harness_failed(e),
     };
     match db.cleanup().await {
+        Ok(c) if a.json => {
+            let v = serde_json::json!({ "schemas": c.schemas, "roles": c.roles, "left": c.left });
+            println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+            exit::OK
+        }
         Ok(c) => {
             println!(
                 "cleanup of {}: dropped {} schema(s) [{}] and {} role(s) [{}]",

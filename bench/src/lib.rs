@@ -196,7 +196,12 @@ fn server_settings() -> Vec<(String, String)> {
 
 /// The number of phases a run with `o` performs (for the progress bar).
 fn phase_count(o: &BenchOptions) -> usize {
-    3 * DRIVER_ROUNDS + 2 + 2 + 1 + 4 + 2 + 9 + 3 * o.load_clients.len() + 3 * o.growth.len() + 2
+    // Fillfactor (1), the load curves and growth run only on the bench's own cluster.
+    let own = match o.database_url {
+        None => 1 + 3 * o.load_clients.len() + 3 * o.growth.len(),
+        Some(_) => 0,
+    };
+    3 * DRIVER_ROUNDS + 2 + 2 + 4 + 2 + 9 + own + 2
 }
 
 /// Run the whole benchmark; returns the run and its folder.

@@ -32,6 +32,18 @@ fn promote_hook(dir: &Path, psql: &Path) -> String {
     )
 }
 
+/// What the promote hook wrote: psql ran with no password on its command line (nor did any other
+/// process), and the hook got a URL without one and a 0600 password file for both servers.
+fn hooks_saw_no_password(dir: &Path) {
+    let cmdlines = std::fs::read_to_string(dir.join("cmdlines.txt")).unwrap();
+    assert!(cmdlines.contains("select pg_sleep(1), pg_promote()"), "psql was running: {cmdlines}");
+    assert!(!cmdlines.contains(SECRET), "a password on a command line: {cmdlines}");
+    let env = std::fs::read_to_string(dir.join("hook-env.txt")).unwrap();
+    let lines: Vec<&str> = env.lines().collect();
+    assert!(lines[0].starts_with("postgres://fenceproof@") && !env.contains(SECRET), "{env}");
+    assert_eq!(&lines[1..], ["600", "2"], "a 0600 password file with both servers: {env}");
+}
+
 #[tokio::test]
 async fn h_runs_against_an_external_pair_through_the_contract_hooks() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("external_failover");
@@ -96,13 +108,7 @@ async fn h_runs_against_an_external_pair_through_the_contract_hooks() {
     for h in ["kill -STOP", "fence.sh", "promote.sh"] {
         assert!(hooks.contains(h), "hook {h} not run: {hooks}");
     }
-    let cmdlines = std::fs::read_to_string(dir.join("cmdlines.txt")).unwrap();
-    assert!(cmdlines.contains("select pg_sleep(1), pg_promote()"), "psql was running: {cmdlines}");
-    assert!(!cmdlines.contains(SECRET), "a password on a command line: {cmdlines}");
-    let env = std::fs::read_to_string(dir.join("hook-env.txt")).unwrap();
-    let lines: Vec<&str> = env.lines().collect();
-    assert!(lines[0].starts_with("postgres://fenceproof@") && !env.contains(SECRET), "{env}");
-    assert_eq!(&lines[1..], ["600", "2"], "a 0600 password file with both servers: {env}");
+    hooks_saw_no_password(&dir);
     let promoted = databases::pool(&standby.url_for("postgres"), "test-admin", 1).await.unwrap();
     let left: Vec<String> = sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'fp\\_%'")
         .fetch_all(&promoted)

@@ -42,6 +42,13 @@ pub struct Merged {
     pub sizing: String,
 }
 
+impl Merged {
+    /// Name the server by its facts (read where the logs are merged) instead of by the plan's name.
+    pub fn with_server(&mut self, server: &str, facts_line: &str) {
+        self.sizing = format!("{} {facts_line}", self.sizing.replace(&format!(" Server: {server}."), ""));
+    }
+}
+
 /// One completed transaction: its completion time (s) and latency (µs); `None` for a line that
 /// records a skipped or failed transaction.
 fn parse_line(line: &str) -> Option<Option<(f64, u64)>> {
@@ -142,7 +149,7 @@ pub fn merge(dirs: &[PathBuf]) -> Result<Merged, String> {
     let sizing = format!(
         "{} active runs at a {} ms heartbeat need {need:.0} renewals/s. {} of {} load hosts together renewed \
          {renewals_per_s:.0}/s ({renewals} renewals in {window_s:.1} s), p99 {p99_ms:.1} ms (worst host) against the \
-         renewal timeout of {} ms: {}. Server: {}; round trip from each load host: {}.",
+         renewal timeout of {} ms: {}. Server: {}. Round trip from each load host: {}.",
         spec.per_owner() * spec.owners(),
         spec.heartbeat_ms,
         hosts.len(),

@@ -64,14 +64,7 @@ async fn two_load_hosts_merge_into_one_report() {
     let pgurl = server.url_for("teamdb").replacen("fenceproof@", "team@", 1);
     let with_pw = pgurl.replacen("team@", &format!("team:{SECRET}@"), 1);
     let plan = dir.join("plan");
-    let out = Command::new(FENCEPROOF)
-        .args(["bench", "plan"])
-        .arg(&plan)
-        .args(["--hosts", "2", "--clients", "2", "--runs", "2000", "--heartbeat-ms", "1000"])
-        .args(["--renew-batch", "50", "--duration", "3", "--database-url", &with_pw])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    make_plan(&plan, &with_pw);
     let written: String = walk(&plan).iter().map(|f| std::fs::read_to_string(f).unwrap_or_default()).collect();
     assert!(!written.contains(SECRET), "the plan holds no password");
 
@@ -91,7 +84,12 @@ async fn two_load_hosts_merge_into_one_report() {
     let hosts: Vec<PathBuf> = ["host-1", "host-2"].iter().map(|h| plan.join(h)).collect();
     run_hosts_watching_the_process_list(&hosts, &env);
 
-    let out = Command::new(FENCEPROOF).args(["bench", "merge", "--json"]).args(&hosts).output().unwrap();
+    let out = Command::new(FENCEPROOF)
+        .args(["bench", "merge", "--json", "--database-url", &pgurl])
+        .args(&hosts)
+        .env("PGPASSWORD", SECRET)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let (a, b) = (read_logs(&hosts[0]), read_logs(&hosts[1]));
@@ -104,6 +102,7 @@ async fn two_load_hosts_merge_into_one_report() {
     let sizing = m["sizing"].as_str().unwrap();
     println!("{sizing}");
     assert!(sizing.contains("2 of 2 load hosts") && sizing.contains("/teamdb"), "{sizing}");
+    assert!(sizing.contains("PostgreSQL 15") && sizing.contains("synchronous_commit=on"), "{sizing}");
 
     let team = databases::pool(&server.url_for("teamdb"), "test-admin", 1).await.unwrap();
     each_owner_renewed(&team).await;
@@ -151,6 +150,18 @@ async fn each_owner_renewed(team: &sqlx::PgPool) {
     .await
     .unwrap();
     assert_eq!(renewed, ["plan-w0", "plan-w1", "plan-w2", "plan-w3"], "every owner's fenced renewals wrote");
+}
+
+/// `bench plan` for two hosts of two clients: 2000 leases every second, 50 per statement, 3 s.
+fn make_plan(plan: &Path, url: &str) {
+    let out = Command::new(FENCEPROOF)
+        .args(["bench", "plan"])
+        .arg(plan)
+        .args(["--hosts", "2", "--clients", "2", "--runs", "2000", "--heartbeat-ms", "1000"])
+        .args(["--renew-batch", "50", "--duration", "3", "--database-url", url])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Every file under `dir`.

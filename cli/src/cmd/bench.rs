@@ -85,7 +85,7 @@ pub struct Args {
 
 pub async fn run(mut a: Args) -> u8 {
     if let Some(sub) = a.sub.take() {
-        return crate::cmd::bench_plan::run(sub);
+        return crate::cmd::bench_plan::run(sub).await;
     }
     let contract = match crate::server::load_contract(a.contract.as_deref()) {
         Ok(c) => c,

@@ -58,15 +58,19 @@ pub struct MergeArgs {
     /// The host folders (`host-1`, `host-2`, ... as the hosts sent them back).
     #[arg(required = true)]
     dirs: Vec<PathBuf>,
+    /// The database the hosts loaded: its settings (version, synchronous_commit, fsync, replicas,
+    /// max_connections) and this host's round trip go into the sizing answer (read-only).
+    #[arg(long)]
+    database_url: Option<String>,
     /// Print the report as one JSON document.
     #[arg(long)]
     json: bool,
 }
 
-pub fn run(sub: Sub) -> u8 {
+pub async fn run(sub: Sub) -> u8 {
     match sub {
         Sub::Plan(a) => plan(a),
-        Sub::Merge(a) => merge(a),
+        Sub::Merge(a) => merge(a).await,
     }
 }
 
@@ -105,8 +109,30 @@ fn plan(a: PlanArgs) -> u8 {
     }
 }
 
-fn merge(a: MergeArgs) -> u8 {
-    match fenceproof_bench::merge::merge(&a.dirs) {
+/// The server facts of `url`, read-only, as the sizing answer names them.
+async fn server_line(url: &str) -> Result<(String, String), String> {
+    let name = fenceproof_bench::server::display_name(url);
+    let pool = fenceproof_harness::db::databases::pool(
+        &fenceproof_harness::db::external::with_host(url),
+        "fenceproof-bench",
+        1,
+    )
+    .await
+    .map_err(|e| format!("cannot connect to --database-url: {e}"))?;
+    let facts = fenceproof_bench::server::facts(&pool, &name, true).await.map_err(|e| e.to_string());
+    pool.close().await;
+    Ok((name, facts?.line()))
+}
+
+async fn merge(a: MergeArgs) -> u8 {
+    let mut merged = fenceproof_bench::merge::merge(&a.dirs);
+    if let (Ok(m), Some(url)) = (merged.as_mut(), a.database_url.as_deref()) {
+        match server_line(url).await {
+            Ok((name, line)) => m.with_server(&name, &line),
+            Err(e) => return crate::fail::harness_failed(e),
+        }
+    }
+    match merged {
         Ok(m) if a.json => {
             println!("{}", serde_json::to_string_pretty(&m).expect("json"));
             exit::OK

@@ -39,7 +39,7 @@ pub async fn snapshot(pool: &PgPool) -> Result<Snapshot, sqlx::Error> {
     .await?;
     let rows: Vec<(String, i64, i64, i64, i64)> = sqlx::query_as(
         "SELECT relname::text, n_tup_upd, n_tup_hot_upd, n_dead_tup, autovacuum_count
-           FROM pg_stat_user_tables WHERE relname = ANY($1)",
+           FROM pg_stat_user_tables WHERE relname = ANY($1) AND schemaname = current_schema()",
     )
     .bind(HOT_TABLES)
     .fetch_all(&mut *conn)

@@ -119,6 +119,34 @@ impl Stop {
     }
 }
 
+/// The ceiling on the statements per second a phase offers, over all its clients (0: none): a
+/// `bench --database-url` run writes to a shared server and never offers more than this.
+static RATE_CEILING: AtomicU64 = AtomicU64::new(0);
+
+/// Set the ceiling on the offered rate of every later phase of this process (`None`: none).
+pub fn set_rate_ceiling(statements_per_s: Option<f64>) {
+    let r = statements_per_s.map(|r| r.max(1.0).round() as u64).unwrap_or(0);
+    RATE_CEILING.store(r, Ordering::Relaxed);
+}
+
+/// The ceiling, if any.
+pub fn rate_ceiling() -> Option<f64> {
+    Some(RATE_CEILING.load(Ordering::Relaxed)).filter(|&r| r > 0).map(|r| r as f64)
+}
+
+/// The gap between one client's statements that keeps `clients` clients under the ceiling.
+pub fn pace(clients: usize) -> Option<Duration> {
+    rate_ceiling().map(|r| Duration::from_secs_f64(clients.max(1) as f64 / r))
+}
+
+/// Wait for the `seq`-th slot (from 1) of a client that started at `start` with `gap` between
+/// slots; no wait without a ceiling.
+async fn wait_slot(start: Instant, seq: u64, gap: Option<Duration>) {
+    if let Some(g) = gap {
+        tokio::time::sleep_until((start + g.mul_f64(seq.saturating_sub(1) as f64)).into()).await;
+    }
+}
+
 /// Run `clients` closed loops on `pool` for `duration` (or until `max_units` units are done, or an
 /// operation reports zero units when `stop_on_empty`). `op(client, seq, pool)` does one operation.
 pub async fn closed_loop<F, Fut>(
@@ -138,6 +166,7 @@ where
     let stop =
         Arc::new(Stop { deadline: t0 + duration, max_units, units: AtomicU64::new(0), halted: AtomicBool::new(false) });
     let mut tasks = tokio::task::JoinSet::new();
+    let gap = pace(clients);
     for client in 0..clients {
         let (op, stop, pool) = (op.clone(), stop.clone(), pool.clone());
         tasks.spawn(async move {
@@ -145,6 +174,10 @@ where
             let mut seq = 0u64;
             while !stop.done() {
                 seq += 1;
+                wait_slot(t0, seq, gap).await;
+                if stop.done() {
+                    break;
+                }
                 let started = Instant::now();
                 match op(client, seq, pool.clone()).await {
                     Ok(d) => {
@@ -245,7 +278,8 @@ pub fn held_threads(
         gos.push(go_tx);
         let (connect, ready) = (connect.clone(), ready_tx.clone());
         let mine: Vec<usize> = (t..clients).step_by(threads).collect();
-        handles.push(std::thread::spawn(move || load_thread(&connect, mine, &ready, &go_rx, sql, id)));
+        let gap = pace(clients);
+        handles.push(std::thread::spawn(move || load_thread(&connect, mine, &ready, &go_rx, sql, (id, gap))));
     }
     drop(ready_tx);
     let mut failure = None;
@@ -288,7 +322,7 @@ fn load_thread(
     ready: &mpsc::Sender<Result<(), String>>,
     go: &mpsc::Receiver<Option<Instant>>,
     sql: &'static str,
-    id: fn(usize, u64) -> i32,
+    (id, gap): (fn(usize, u64) -> i32, Option<Duration>),
 ) -> (Sample, Option<Instant>) {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -309,7 +343,7 @@ fn load_thread(
         let Ok(Some(deadline)) = go.recv_timeout(HELD_CONNECT_TIMEOUT * 2) else {
             return (Sample::empty(), None);
         };
-        run_held_clients(mine, conns, deadline, sql, id).await
+        run_held_clients(mine, conns, deadline, sql, (id, gap)).await
     })
 }
 
@@ -333,15 +367,20 @@ async fn run_held_clients(
     conns: Vec<PgConnection>,
     deadline: Instant,
     sql: &'static str,
-    id: fn(usize, u64) -> i32,
+    (id, gap): (fn(usize, u64) -> i32, Option<Duration>),
 ) -> (Sample, Option<Instant>) {
     let mut set = tokio::task::JoinSet::new();
+    let t0 = Instant::now();
     for (client, mut conn) in mine.into_iter().zip(conns) {
         set.spawn(async move {
             let mut part = Sample::empty();
             let mut seq = 0u64;
             while Instant::now() < deadline {
                 seq += 1;
+                wait_slot(t0, seq, gap).await;
+                if Instant::now() >= deadline {
+                    break;
+                }
                 let started = Instant::now();
                 match sqlx::query(sql).bind(id(client, seq)).execute(&mut conn).await {
                     Ok(_) => part.answered(&Done { units: 1, ..Done::default() }, started.elapsed()),

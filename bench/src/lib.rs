@@ -10,15 +10,19 @@
 //! - [`neutral`]: driver-neutral capacity, the `fp_*` calls and their references as pgbench scripts;
 //! - `measure`: one phase at a time, with what the database says about it;
 //! - `phases`: the phases in the order a run performs them;
+//! - [`server`]: the facts the sizing answer names, and a run's own schema in a team's database;
 //! - [`report`]: bench.json, bench.md, SVG plots, the terminal summary and the sizing answer.
 
 pub mod dbstats;
 pub mod driver;
 mod measure;
+pub mod merge;
 pub mod neutral;
 pub mod pgbench;
 mod phases;
+pub mod plan;
 pub mod report;
+pub mod server;
 pub mod workloads;
 
 use std::collections::BTreeMap;
@@ -61,6 +65,13 @@ pub struct BenchOptions {
     pub heartbeat: Duration,
     /// The contract's renewal timeout: a sustained renewal's p99 must stay under it.
     pub renewal_timeout: Duration,
+    /// A team's database (`--database-url`): the bench runs in a schema of its own there, a
+    /// subset of the phases (no load curves, growth or fillfactor), and drops it at the end.
+    pub database_url: Option<String>,
+    /// Ceiling on the statements per second any phase offers (every driver and pgbench `-R`).
+    pub max_rate: Option<f64>,
+    /// Ceiling on the whole run's measuring time: past it the run stops (and still cleans up).
+    pub max_total: Option<Duration>,
 }
 
 /// One measured phase, as the report keeps it.
@@ -162,6 +173,8 @@ pub struct BenchRun {
     /// Wall time spent growing the data to each growth size.
     pub growth_setup: Vec<GrowthSetup>,
     pub duration_s: f64,
+    /// The server sized, as the sizing answer names it.
+    pub server: server::ServerFacts,
 }
 
 /// The wall time one growth step took to prepare: growing the active leases (tasks, runs and
@@ -183,29 +196,58 @@ fn server_settings() -> Vec<(String, String)> {
 
 /// The number of phases a run with `o` performs (for the progress bar).
 fn phase_count(o: &BenchOptions) -> usize {
-    3 * DRIVER_ROUNDS + 2 + 2 + 1 + 4 + 2 + 9 + 3 * o.load_clients.len() + 3 * o.growth.len() + 2
+    // Fillfactor (1), the load curves and growth run only on the bench's own cluster.
+    let own = match o.database_url {
+        None => 1 + 3 * o.load_clients.len() + 3 * o.growth.len(),
+        Some(_) => 0,
+    };
+    3 * DRIVER_ROUNDS + 2 + 2 + 4 + 2 + 9 + own + 2
 }
 
 /// Run the whole benchmark; returns the run and its folder.
 pub async fn run(opts: BenchOptions) -> Result<(BenchRun, PathBuf), HarnessError> {
     let t0 = Instant::now();
     let mut s = start(&opts).await?;
-    let b = &mut s.bench;
+    let measured = match opts.max_total {
+        Some(limit) => tokio::time::timeout(limit, measure_all(&mut s.bench, &opts)).await.unwrap_or_else(|_| {
+            Err(HarnessError::Other(format!("the bench reached its bound of {} s and stopped", limit.as_secs())))
+        }),
+        None => measure_all(&mut s.bench, &opts).await,
+    };
+    if opts.database_url.is_some() {
+        // The run's schema goes whatever happened (Ctrl-C drops it in the command's handler).
+        s.bench.admin.close().await;
+        let (_, failed) = fenceproof_harness::db::external::drop_created().await?;
+        failed.iter().for_each(|f| eprintln!("fenceproof: could not drop {f}"));
+    }
+    let growth_setup = measured?;
+    finish_run(&opts, s, t0, growth_setup).await
+}
+
+/// Every phase the run performs, in order; the growth steps' setup times.
+async fn measure_all(b: &mut Bench, opts: &BenchOptions) -> Result<Vec<GrowthSetup>, HarnessError> {
     // Ours runs as the reference worker does: the worker login, through the fp_* functions.
     write_path::choose(WritePath::Api);
-    phases::driver_overhead(b, &opts).await?;
+    driver::set_rate_ceiling(opts.max_rate);
+    phases::driver_overhead(b, opts).await?;
     if opts.driver_only {
-        return finish_run(&opts, s, t0, Vec::new()).await;
+        return Ok(Vec::new());
     }
-    let leases = phases::renewal(b, &opts).await?;
-    phases::fillfactor(b, &leases, &opts).await?;
-    let runs = phases::commit(b, &opts).await?;
-    phases::claim(b, &opts).await?;
-    phases::driver_neutral(b, &runs, &opts).await?;
-    phases::load_curves(b, &leases, &runs, &opts).await?;
-    let growth_setup = phases::growth(b, &opts).await?;
-    phases::sustained(b, &opts).await?;
-    finish_run(&opts, s, t0, growth_setup).await
+    let own_server = opts.database_url.is_none();
+    let leases = phases::renewal(b, opts).await?;
+    if own_server {
+        phases::fillfactor(b, &leases, opts).await?;
+    }
+    let runs = phases::commit(b, opts).await?;
+    phases::claim(b, opts).await?;
+    phases::driver_neutral(b, &runs, opts).await?;
+    let mut growth_setup = Vec::new();
+    if own_server {
+        phases::load_curves(b, &leases, &runs, opts).await?;
+        growth_setup = phases::growth(b, opts).await?;
+    }
+    phases::sustained(b, opts).await?;
+    Ok(growth_setup)
 }
 
 /// A run's server and folder, and the measuring context on them.
@@ -213,39 +255,49 @@ struct Started {
     run_dir: RunDir,
     server_version: String,
     settings: BTreeMap<String, String>,
-    cluster: NativeCluster,
+    /// The bench's own cluster; `None` against a team's database.
+    cluster: Option<NativeCluster>,
     bench: Bench,
+    server: server::ServerFacts,
 }
 
-/// Start a native cluster with durable settings, create the migrated bench database with the
-/// worker login and the raw table, and read back the settings the run reports.
+/// The settings a run reports, read back from the server.
+const SETTINGS_SQL: &str = "SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit',
+    'full_page_writes', 'shared_buffers', 'max_connections', 'autovacuum', 'wal_level', 'checkpoint_timeout',
+    'max_wal_size')";
+
+/// Start a native cluster with durable settings (or, with `--database-url`, make the run's own
+/// schema in the team's database), migrate the bench database with the worker login and the raw
+/// table, and read back the settings and facts the run reports.
 async fn start(opts: &BenchOptions) -> Result<Started, HarnessError> {
     let run_dir = RunDir::create(&opts.reports_dir)?;
-    let bin = PgBin::locate(opts.pg_bin.as_deref())?;
-    let pgbench_bin = pgbench::locate(Some(&bin.dir)).ok_or_else(|| {
-        HarnessError::Other(format!(
-            "pgbench not found in {} or on PATH (Debian: postgresql-contrib)",
-            bin.dir.display()
-        ))
+    let bin = PgBin::locate(opts.pg_bin.as_deref()).ok();
+    let pgbench_bin = pgbench::locate(bin.as_ref().map(|b| b.dir.as_path())).ok_or_else(|| {
+        HarnessError::Other(
+            "pgbench not found beside the server binaries or on PATH (Debian: postgresql-contrib)".into(),
+        )
     })?;
-    let cluster = NativeCluster::start_with(bin.clone(), &run_dir.path.join("postgres.log"), server_settings()).await?;
-    let admin0 = databases::pool(&cluster.url_for("postgres"), "fenceproof-bench", 2).await?;
-    sqlx::query("CREATE DATABASE fenceproof_bench").execute(&admin0).await?;
-    admin0.close().await;
-    let admin_url = cluster.url_for("fenceproof_bench");
+    let (cluster, admin_url, worker_url, name) = match &opts.database_url {
+        Some(url) => {
+            let own = server::own_schema(url, &run_dir.run_id).await?;
+            eprintln!("fenceproof: bench runs in schema {} of {}", own.schema, server::display_name(url));
+            // Without a role of its own in a team's database the bench calls the fp_* functions
+            // as the URL's role, which owns them (the same calls; no role boundary).
+            (None, own.url.clone(), own.url, server::display_name(url))
+        }
+        None => {
+            let bin =
+                bin.ok_or_else(|| HarnessError::Other("no PostgreSQL server binaries found (--pg-bin)".into()))?;
+            let (cluster, admin_url) = own_cluster(bin, &run_dir).await?;
+            let worker_url = databases::url_as(&admin_url, databases::WORKER_LOGIN)?;
+            (Some(cluster), admin_url, worker_url, "a throwaway cluster the bench started on this host".into())
+        }
+    };
     let admin = databases::pool(&admin_url, "fenceproof-bench", 4).await?;
-    databases::migrate(&admin).await?;
-    databases::create_worker_login(&admin).await?;
     workloads::create_raw_table(&admin).await?;
-    let settings: BTreeMap<String, String> = sqlx::query_as::<_, (String, String)>(
-        "SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes',
-                'shared_buffers', 'max_connections', 'autovacuum', 'wal_level', 'checkpoint_timeout', 'max_wal_size')",
-    )
-    .fetch_all(&admin)
-    .await?
-    .into_iter()
-    .collect();
-    let worker_url = databases::url_as(&admin_url, databases::WORKER_LOGIN)?;
+    let settings: BTreeMap<String, String> =
+        sqlx::query_as::<_, (String, String)>(SETTINGS_SQL).fetch_all(&admin).await?.into_iter().collect();
+    let facts = server::facts(&admin, &name, opts.database_url.is_some()).await?;
     let bench = Bench {
         progress: report::Progress::new(phase_count(opts)),
         admin,
@@ -255,8 +307,24 @@ async fn start(opts: &BenchOptions) -> Result<Started, HarnessError> {
         dir: run_dir.path.clone(),
         phases: Vec::new(),
         pgbench: Vec::new(),
+        external: opts.database_url.is_some(),
     };
-    Ok(Started { run_dir, server_version: bin.version(), settings, cluster, bench })
+    Ok(Started { run_dir, server_version: facts.version.clone(), settings, cluster, bench, server: facts })
+}
+
+/// The bench's own native cluster with durable settings and its migrated `fenceproof_bench`
+/// database with the worker login; the database's URL.
+async fn own_cluster(bin: PgBin, run_dir: &RunDir) -> Result<(NativeCluster, String), HarnessError> {
+    let cluster = NativeCluster::start_with(bin, &run_dir.path.join("postgres.log"), server_settings()).await?;
+    let admin0 = databases::pool(&cluster.url_for("postgres"), "fenceproof-bench", 2).await?;
+    sqlx::query("CREATE DATABASE fenceproof_bench").execute(&admin0).await?;
+    admin0.close().await;
+    let admin_url = cluster.url_for("fenceproof_bench");
+    let admin = databases::pool(&admin_url, "fenceproof-bench", 1).await?;
+    databases::migrate(&admin).await?;
+    databases::create_worker_login(&admin).await?;
+    admin.close().await;
+    Ok((cluster, admin_url))
 }
 
 /// Stop the load, the server, and save the report.
@@ -266,7 +334,7 @@ async fn finish_run(
     t0: Instant,
     growth_setup: Vec<GrowthSetup>,
 ) -> Result<(BenchRun, PathBuf), HarnessError> {
-    let Started { run_dir, server_version, settings, cluster, bench: mut b } = s;
+    let Started { run_dir, server_version, settings, cluster, bench: mut b, server } = s;
     b.progress.done();
     write_path::choose(WritePath::Direct);
     b.admin.close().await;
@@ -282,11 +350,13 @@ async fn finish_run(
             "size": opts.size, "growth": opts.growth, "load_clients": opts.load_clients,
             "active_runs": opts.active_runs, "heartbeat_ms": opts.heartbeat.as_millis() as u64,
             "renewal_timeout_ms": opts.renewal_timeout.as_millis() as u64,
+            "max_rate": opts.max_rate,
         }),
         phases: b.phases,
         pgbench: b.pgbench,
         growth_setup,
         duration_s: t0.elapsed().as_secs_f64(),
+        server,
     };
     report::save(&run, &run_dir.path)?;
     let _ = run_dir.mark_latest();

@@ -27,9 +27,20 @@ pub(crate) struct Bench {
     pub(crate) phases: Vec<Phase>,
     pub(crate) pgbench: Vec<PgbenchPhase>,
     pub(crate) progress: report::Progress,
+    /// A team's database (`--database-url`): no CHECKPOINT is forced on a shared server (nor may
+    /// a role without superuser or pg_checkpoint force one).
+    pub(crate) external: bool,
 }
 
 impl Bench {
+    /// Start the next phase after a checkpoint, on a server of the bench's own.
+    pub(crate) async fn checkpoint(&self) -> Result<(), HarnessError> {
+        if !self.external {
+            sqlx::query("CHECKPOINT").execute(&self.admin).await?;
+        }
+        Ok(())
+    }
+
     pub(crate) async fn load_pool(&self, url: &str, clients: usize) -> Result<PgPool, HarnessError> {
         let opts: PgConnectOptions = url.parse()?;
         let pool = PgPoolOptions::new()
@@ -70,7 +81,7 @@ impl Bench {
         let pool = self.load_pool(&url, clients).await?;
         // Every phase starts right after a checkpoint, so none of them pays for one that an
         // earlier phase's WAL started (full-page writes and fsyncs would land on whoever is next).
-        sqlx::query("CHECKPOINT").execute(&self.admin).await?;
+        self.checkpoint().await?;
         let before = dbstats::snapshot(&self.admin).await?;
         let sampler = dbstats::LockSampler::start(self.admin.clone(), Duration::from_millis(10));
         let cpu0 = pgbench::cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_SELF);
@@ -95,7 +106,7 @@ impl Bench {
         self.progress.step(&format!("{group}: {name} ({clients} clients)"));
         let connect: PgConnectOptions = self.admin_url.parse()?;
         let connect = connect.application_name(LOAD_APP);
-        sqlx::query("CHECKPOINT").execute(&self.admin).await?;
+        self.checkpoint().await?;
         let before = dbstats::snapshot(&self.admin).await?;
         let cpu0 = pgbench::cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_SELF);
         let threads = pgbench::threads(clients);
@@ -166,10 +177,10 @@ impl Bench {
         if script.carries_revision {
             sqlx::query(neutral::RESET_REVISIONS).execute(&self.admin).await?;
         }
-        sqlx::query("CHECKPOINT").execute(&self.admin).await?;
+        self.checkpoint().await?;
         let before = dbstats::snapshot(&self.admin).await?;
         let url = if script.as_worker { &self.worker_url } else { &self.admin_url };
-        let result = pgbench::run(&self.pgbench_bin, url, &file, clients, load).map_err(HarnessError::Other)?;
+        let result = pgbench::run(&self.pgbench_bin, url, &file, clients, load).await.map_err(HarnessError::Other)?;
         if let Some(w) = dbstats::settle(&self.admin, "pgbench", Duration::from_secs(60)).await {
             eprintln!("fenceproof: after {} / {}: {w}", script.group, script.name);
         }

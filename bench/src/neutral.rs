@@ -40,7 +40,11 @@ pub async fn prepare_ids(admin: &PgPool, commit_runs: &[uuid::Uuid]) -> Result<(
     sqlx::raw_sql(
         "DROP TABLE IF EXISTS bench_commit_ids;
          CREATE TABLE bench_commit_ids (client int PRIMARY KEY, run_id uuid NOT NULL, owner text NOT NULL);
-         GRANT SELECT ON bench_commit_ids TO fenceproof_worker;",
+         DO $$ BEGIN
+           IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'fenceproof_worker') THEN
+             GRANT SELECT ON bench_commit_ids TO fenceproof_worker;
+           END IF;
+         END $$;",
     )
     .execute(admin)
     .await?;
@@ -78,7 +82,11 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION bench_call_two_writes(uuid, text, bigint, bigint, text, text, jsonb) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION bench_call_two_writes(uuid, text, bigint, bigint, text, text, jsonb) TO fenceproof_worker;"#,
+DO $g$ BEGIN
+  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'fenceproof_worker') THEN
+    GRANT EXECUTE ON FUNCTION bench_call_two_writes(uuid, text, bigint, bigint, text, text, jsonb) TO fenceproof_worker;
+  END IF;
+END $g$;"#,
     )
     .execute(admin)
     .await?;

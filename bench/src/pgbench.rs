@@ -2,7 +2,6 @@
 //! as our driver, so the ratio of the two rates is the overhead of our driver itself.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 /// What pgbench reported.
@@ -48,28 +47,52 @@ pub fn threads(clients: usize) -> usize {
     clients.clamp(1, 2)
 }
 
-/// Run `script` with `clients` clients for `duration` (whole seconds, at least 1) against `url`'s
-/// host, port, user and database, with prepared statements (as our driver uses).
-pub fn run(pgbench: &Path, url: &str, script: &Path, clients: usize, load: Load) -> Result<PgbenchResult, String> {
-    let u = url::Url::parse(url).map_err(|e| format!("bad URL: {e}"))?;
+/// `url` as pgbench (libpq) takes it: the connection URI with its password taken out, and the
+/// password apart, for `PGPASSWORD` (never on a command line, where every user of the machine
+/// reads it). Socket URLs (`postgres://u:pw@/db?host=/dir`) are made parseable first.
+pub fn conninfo(url: &str) -> Result<(String, Option<String>), String> {
+    let full = fenceproof_harness::db::external::with_host(url);
+    url::Url::parse(&full).map_err(|e| format!("bad URL: {e}"))?;
+    Ok(fenceproof_harness::procs::worker::without_password(&full))
+}
+
+/// Run `script` with `clients` clients for `duration` (whole seconds, at least 1) against `url`,
+/// with prepared statements (as our driver uses), under the offered-rate ceiling if one is set.
+/// pgbench is a child that dies with this future: Ctrl-C drops it, and with it the load, before the
+/// run's schema is dropped.
+pub async fn run(
+    pgbench: &Path,
+    url: &str,
+    script: &Path,
+    clients: usize,
+    load: Load,
+) -> Result<PgbenchResult, String> {
+    let (conn, password) = conninfo(url)?;
     let threads = threads(clients);
     let amount = match load {
         Load::For(d) => ["-T".to_string(), d.as_secs().max(1).to_string()],
         Load::Transactions(t) => ["-t".to_string(), t.max(1).to_string()],
     };
     let cpu0 = cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_CHILDREN);
-    let out = Command::new(pgbench)
-        .args(["-n", "-M", "prepared", "-c", &clients.to_string(), "-j", &threads.to_string()])
+    let mut cmd = tokio::process::Command::new(pgbench);
+    cmd.kill_on_drop(true);
+    cmd.args(["-n", "-M", "prepared", "-c", &clients.to_string(), "-j", &threads.to_string()])
         // Every client starts with `rev=0`: scripts that carry the revision of their last write
         // (`neutral::Script::carries_revision`) begin at the revision their runs were reset to.
         .args(["-D", "rev=0"])
         .args(amount)
         .arg("-f")
-        .arg(script)
-        .args(["-h", u.host_str().unwrap_or("127.0.0.1"), "-p", &u.port().unwrap_or(5432).to_string()])
-        .args(["-U", u.username(), u.path().trim_start_matches('/')])
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", pgbench.display()))?;
+        .arg(script);
+    if let Some(r) = crate::driver::rate_ceiling() {
+        cmd.args(["-R", &format!("{r:.0}")]);
+    }
+    // A URL without a password leaves pgbench what the user gave this process (PGPASSWORD,
+    // ~/.pgpass), as libpq would.
+    cmd.arg(&conn);
+    if let Some(p) = password {
+        cmd.env("PGPASSWORD", p);
+    }
+    let out = cmd.output().await.map_err(|e| format!("cannot run {}: {e}", pgbench.display()))?;
     let client_cpu_s = cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_CHILDREN) - cpu0;
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     if !out.status.success() {
@@ -120,5 +143,16 @@ mod tests {
         assert_eq!(r.transactions, 16634);
         assert!((r.tps - 8321.490135).abs() < 1e-6 && (r.latency_avg_ms - 0.961).abs() < 1e-9);
         assert!(parse("nothing here").is_none());
+    }
+
+    #[test]
+    fn the_password_leaves_the_uri() {
+        let (c, p) = conninfo("postgres://app:p%40s+s@db.example:6432/appdb?options=-csearch_path%3Dfp_x").unwrap();
+        assert_eq!(c, "postgres://app@db.example:6432/appdb?options=-csearch_path%3Dfp_x");
+        assert_eq!(p.as_deref(), Some("p@s+s"));
+        let (c, p) = conninfo("postgres://app:pw@/appdb?host=/tmp/sock").unwrap();
+        assert!(!c.contains("pw") && c.contains("host=/tmp/sock"), "{c}");
+        assert_eq!(p.as_deref(), Some("pw"));
+        assert_eq!(conninfo("postgres://app@h/db").unwrap().1, None);
     }
 }

@@ -295,6 +295,12 @@ async fn sustain(b: &mut Bench, n: u64, every: Duration, label: &str, opts: &Ben
             .flat_map(|(owner, mine)| mine.chunks(SUSTAIN_BATCH).map(|c| (owner.clone(), c.to_vec())))
             .collect(),
     );
+    let offered = beats.len() as f64 / every.as_secs_f64();
+    if let Some(r) = driver::rate_ceiling().filter(|&r| offered > r) {
+        return Err(HarnessError::Other(format!(
+            "{label} would offer {offered:.0} statements/s, above the ceiling of {r:.0} (--max-rate)"
+        )));
+    }
     let name = format!(
         "{n} leases, {} workers, batches of <= {SUSTAIN_BATCH} staggered over a {} ms heartbeat",
         groups.len(),
@@ -309,7 +315,7 @@ async fn sustain(b: &mut Bench, n: u64, every: Duration, label: &str, opts: &Ben
         workloads::renew_many_ours(pool, owner, batch)
     })
     .await;
-    sqlx::query("CHECKPOINT").execute(&b.admin).await?;
+    b.checkpoint().await?;
     let before = dbstats::snapshot(&b.admin).await?;
     let sampler = dbstats::LockSampler::start(b.admin.clone(), Duration::from_millis(10));
     let g = beats.clone();

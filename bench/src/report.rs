@@ -212,13 +212,37 @@ pub fn sizing(run: &BenchRun) -> String {
     let h_ms = run.options["heartbeat_ms"].as_u64().unwrap_or(1).max(1);
     let timeout_ms = run.options["renewal_timeout_ms"].as_u64().unwrap_or(h_ms);
     let need = n as f64 * 1000.0 / h_ms as f64;
+    let Some(s) = find(run, "sustain-contract", "") else { return "no sustained phase was measured".into() };
+    let holds = s.units_per_s >= need * 0.98 && s.errors == 0 && s.p99_ms < timeout_ms as f64;
+    let within = if s.p99_ms < timeout_ms as f64 { "within" } else { "NOT within" };
+    let ceiling = match run.options["max_rate"].as_f64() {
+        Some(r) => format!(
+            " Every phase offered at most {r:.0} statements/s (--max-rate): a rate at that ceiling is the ceiling, \
+             not the capacity."
+        ),
+        None => String::new(),
+    };
+    let role = if run.server.external {
+        " In the team's database the fp_* calls run as the URL's role, which owns them (no worker role boundary)."
+    } else {
+        ""
+    };
+    format!(
+        "{} {} p99 renewal latency {:.1} ms is {within} the renewal timeout of {timeout_ms} ms.{ceiling}{role}",
+        sizing_rates(run, s, n, h_ms, timeout_ms, holds),
+        run.server.line(),
+        s.p99_ms,
+    )
+}
+
+/// The rates part of [`sizing`]: what the contract needs, what was sustained, the capacity.
+fn sizing_rates(run: &BenchRun, s: &Phase, n: u64, h_ms: u64, timeout_ms: u64, holds: bool) -> String {
+    let need = n as f64 * 1000.0 / h_ms as f64;
     let rate = |p: Option<&PgbenchPhase>| p.map(PgbenchPhase::units_per_s).unwrap_or(0.0);
     let per_lease = rate(find_pg(run, "neutral-renewal", "pgbench: fp_lease_renew per lease"));
     let batched = rate(find_pg(run, "neutral-renewal-batched", "pgbench: fp_lease_renew_many"));
     let ours_per_lease = find(run, "renewal", "ours").map(|p| p.units_per_s).unwrap_or(0.0);
     let ours_batched = find(run, "renewal-batched", "ours").map(|p| p.units_per_s).unwrap_or(0.0);
-    let Some(s) = find(run, "sustain-contract", "") else { return "no sustained phase was measured".into() };
-    let holds = s.units_per_s >= need * 0.98 && s.errors == 0 && s.p99_ms < timeout_ms as f64;
     format!(
         "{n} active runs at a {h_ms} ms heartbeat need {need:.0} renewals/s. Sustained with batched renewal: \
          {:.0}/s, p99 {:.1} ms (renewal timeout {timeout_ms} ms): {}. The database's capacity, driver-neutral \

@@ -1,7 +1,9 @@
 //! Experiment H against an external deployment: a primary + standby started separately stand in
 //! for the team's own pair, and the contract's [failover] hooks (shell commands) pause replication,
 //! fence the primary and promote the standby. The run must pass, report the async loss, log every
-//! hook, and leave no schema behind on the promoted server.
+//! hook, and leave no schema behind on the promoted server. The URLs carry a password: the hooks
+//! get them without it and a 0600 PGPASSFILE, and while the promote hook's psql runs, no command
+//! line on the machine shows the password.
 
 use std::path::Path;
 use std::process::Command;
@@ -13,6 +15,34 @@ use fenceproof_harness::db::{databases, Backend};
 use fenceproof_harness::wait;
 
 const FENCEPROOF: &str = env!("CARGO_BIN_EXE_fenceproof");
+const SECRET: &str = "hook-secret-pw";
+
+/// The promote hook: psql on the standby URL in the background (sleeping a moment before it
+/// promotes), every command line on the machine written to `cmdlines.txt` meanwhile, and what the
+/// hook was given (its URL, the password file's mode and lines) to `hook-env.txt`.
+fn promote_hook(dir: &Path, psql: &Path) -> String {
+    format!(
+        "#!/bin/sh\n{psql} \"$FENCEPROOF_STANDBY_URL\" -Atc 'select pg_sleep(1), pg_promote()' &\n\
+         i=0\nuntil tr '\\0' ' ' < /proc/$!/cmdline | grep -q pg_promote || [ $i -gt 1000 ]; do i=$((i+1)); sleep 0.01; done\n\
+         for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < \"$f\"; echo; done > {d}/cmdlines.txt 2>/dev/null\n\
+         echo \"$FENCEPROOF_STANDBY_URL\" > {d}/hook-env.txt\nstat -c %a \"$PGPASSFILE\" >> {d}/hook-env.txt\n\
+         wc -l < \"$PGPASSFILE\" >> {d}/hook-env.txt\nwait\n",
+        psql = psql.display(),
+        d = dir.display()
+    )
+}
+
+/// What the promote hook wrote: psql ran with no password on its command line (nor did any other
+/// process), and the hook got a URL without one and a 0600 password file for both servers.
+fn hooks_saw_no_password(dir: &Path) {
+    let cmdlines = std::fs::read_to_string(dir.join("cmdlines.txt")).unwrap();
+    assert!(cmdlines.contains("select pg_sleep(1), pg_promote()"), "psql was running: {cmdlines}");
+    assert!(!cmdlines.contains(SECRET), "a password on a command line: {cmdlines}");
+    let env = std::fs::read_to_string(dir.join("hook-env.txt")).unwrap();
+    let lines: Vec<&str> = env.lines().collect();
+    assert!(lines[0].starts_with("postgres://fenceproof@") && !env.contains(SECRET), "{env}");
+    assert_eq!(&lines[1..], ["600", "2"], "a 0600 password file with both servers: {env}");
+}
 
 #[tokio::test]
 async fn h_runs_against_an_external_pair_through_the_contract_hooks() {
@@ -44,15 +74,18 @@ async fn h_runs_against_an_external_pair_through_the_contract_hooks() {
     )
     .unwrap();
     let psql = bin.tool("psql");
+    let promote = dir.join("promote.sh");
+    std::fs::write(&promote, promote_hook(&dir, &psql)).unwrap();
+    let with_pw = |u: String| u.replacen("fenceproof@", &format!("fenceproof:{SECRET}@"), 1);
     let contract = dir.join("contract.toml");
     std::fs::write(
         &contract,
         format!(
-            "[database]\nbackend = \"external\"\nurl = \"{}\"\n\n[replication]\nmode = \"async\"\nacknowledged_epochs_survive_failover = false\n\n[failover]\nstandby_url = \"{}\"\npause_replication_command = \"kill -STOP {walsender}\"\nfence_command = \"sh {}\"\npromote_command = \"{} \\\"$FENCEPROOF_STANDBY_URL\\\" -Atc 'select pg_promote()'\"\n",
-            primary.url_for("postgres"),
-            standby.url_for("postgres"),
+            "[database]\nbackend = \"external\"\nurl = \"{}\"\n\n[replication]\nmode = \"async\"\nacknowledged_epochs_survive_failover = false\n\n[failover]\nstandby_url = \"{}\"\npause_replication_command = \"kill -STOP {walsender}\"\nfence_command = \"sh {}\"\npromote_command = \"sh {}\"\n",
+            with_pw(primary.url_for("postgres")),
+            with_pw(standby.url_for("postgres")),
             fence.display(),
-            psql.display()
+            promote.display()
         ),
     )
     .unwrap();
@@ -72,9 +105,10 @@ async fn h_runs_against_an_external_pair_through_the_contract_hooks() {
         "{stdout}"
     );
     let hooks = std::fs::read_to_string(dir.join("reports/latest/H-async/hooks.log")).unwrap();
-    for h in ["kill -STOP", "fence.sh", "pg_promote"] {
+    for h in ["kill -STOP", "fence.sh", "promote.sh"] {
         assert!(hooks.contains(h), "hook {h} not run: {hooks}");
     }
+    hooks_saw_no_password(&dir);
     let promoted = databases::pool(&standby.url_for("postgres"), "test-admin", 1).await.unwrap();
     let left: Vec<String> = sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'fp\\_%'")
         .fetch_all(&promoted)

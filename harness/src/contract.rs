@@ -146,8 +146,9 @@ impl Default for LoadParams {
 }
 
 /// How experiment H drives an external deployment's failover: shell commands run with `sh -c`,
-/// with FENCEPROOF_PRIMARY_URL and FENCEPROOF_STANDBY_URL in their environment, each bounded by a
-/// timeout; a non-zero exit fails the experiment.
+/// with FENCEPROOF_PRIMARY_URL and FENCEPROOF_STANDBY_URL (no passwords in them; those are in the
+/// `0600` file named by PGPASSFILE) in their environment, each bounded by a timeout; a non-zero
+/// exit fails the experiment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Failover {

@@ -14,7 +14,10 @@ use crate::server::ServerArgs;
 /// Measure renewal, claim and protected-commit load on a fresh cluster, side by side with raw
 /// PostgreSQL and pgbench, and say whether the database holds the contract's load.
 #[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
+    #[command(subcommand)]
+    sub: Option<crate::cmd::bench_plan::Sub>,
     /// Seconds per main phase (load-curve and growth phases take half).
     #[arg(long, default_value_t = 2.0)]
     duration: f64,
@@ -55,6 +58,23 @@ pub struct Args {
     /// Heartbeat in milliseconds to size for (overrides the contract's).
     #[arg(long)]
     heartbeat_ms: Option<u64>,
+    /// Measure a team's database instead of a throwaway cluster: the bench makes a schema of its
+    /// own there (the role needs CREATE on the database, nothing more), runs the renewal, commit,
+    /// claim, driver-neutral and sustained phases under --max-rate and --max-seconds, and drops
+    /// the schema afterwards (also after Ctrl-C; a killed run's is swept by the next run or by
+    /// `fenceproof cleanup`). Needs --yes-load-this-database.
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Consent to write benchmark load to the server of --database-url.
+    #[arg(long)]
+    yes_load_this_database: bool,
+    /// Ceiling on the statements per second any one phase offers (default with --database-url:
+    /// 2000; none on the bench's own cluster).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_rate: Option<u32>,
+    /// Ceiling on the whole run's measuring time, in seconds (default with --database-url: 600).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(10..=86_400))]
+    max_seconds: Option<u32>,
     /// Print one JSON document on stdout: bench.json's fields (phases, goals, sizing...) plus
     /// "report", the run folder.
     #[arg(long)]
@@ -63,13 +83,27 @@ pub struct Args {
     server: ServerArgs,
 }
 
-pub async fn run(a: Args) -> u8 {
+pub async fn run(mut a: Args) -> u8 {
+    if let Some(sub) = a.sub.take() {
+        return crate::cmd::bench_plan::run(sub).await;
+    }
     let contract = match crate::server::load_contract(a.contract.as_deref()) {
         Ok(c) => c,
         Err(code) => return code,
     };
     if let Err(msg) = check(&a, contract.as_ref()) {
         return usage(msg);
+    }
+    if let Some(url) = &a.database_url {
+        if !a.yes_load_this_database {
+            return usage(format!(
+                "bench --database-url writes load to {} (a schema of its own, up to {} statements/s per phase for \
+                 up to {} s, dropped afterwards); add --yes-load-this-database to go ahead",
+                fenceproof_bench::server::display_name(url),
+                a.max_rate.unwrap_or(EXTERNAL_MAX_RATE),
+                a.max_seconds.unwrap_or(EXTERNAL_MAX_SECONDS)
+            ));
+        }
     }
     let json = a.json;
     if json {
@@ -105,6 +139,12 @@ fn check(a: &Args, contract: Option<&Contract>) -> Result<(), &'static str> {
     if !(0.1..=3600.0).contains(&a.duration) {
         return Err("--duration must be between 0.1 and 3600 seconds");
     }
+    if a.database_url.is_some() && a.duration > 60.0 {
+        return Err("--duration must be at most 60 seconds with --database-url");
+    }
+    if a.database_url.is_none() && a.yes_load_this_database {
+        return Err("--yes-load-this-database goes with --database-url");
+    }
     if a.growth.iter().any(|&g| !(100..=1_000_000).contains(&g))
         || a.load_clients.iter().any(|&c| !(1..=64).contains(&c))
     {
@@ -113,9 +153,15 @@ fn check(a: &Args, contract: Option<&Contract>) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// The offered-rate ceiling against a team's database, unless --max-rate says otherwise.
+const EXTERNAL_MAX_RATE: u32 = 2000;
+/// The measuring-time ceiling against a team's database, unless --max-seconds says otherwise.
+const EXTERNAL_MAX_SECONDS: u32 = 600;
+
 /// The bench's options: the flags, else the contract's load and lease, else the defaults.
 fn options(a: Args, contract: Option<&Contract>) -> BenchOptions {
     let lease = contract.map(|c| c.lease.clone()).unwrap_or_default();
+    let external = a.database_url.is_some();
     BenchOptions {
         pg_bin: a.server.pg_bin,
         reports_dir: a.server.reports_dir,
@@ -132,5 +178,8 @@ fn options(a: Args, contract: Option<&Contract>) -> BenchOptions {
         active_runs: a.runs.or(contract.map(|c| c.load.active_runs)).unwrap_or(30_000),
         heartbeat: Duration::from_millis(a.heartbeat_ms.unwrap_or(lease.heartbeat_ms as u64).max(1)),
         renewal_timeout: Duration::from_millis(lease.renewal_timeout_ms as u64),
+        max_rate: a.max_rate.or(external.then_some(EXTERNAL_MAX_RATE)).map(f64::from),
+        max_total: a.max_seconds.or(external.then_some(EXTERNAL_MAX_SECONDS)).map(|s| Duration::from_secs(s.into())),
+        database_url: a.database_url,
     }
 }

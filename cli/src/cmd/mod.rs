@@ -3,6 +3,8 @@
 
 pub mod audit;
 pub mod bench;
+pub mod bench_plan;
+pub mod cleanup;
 pub mod conformance;
 pub mod docs;
 pub mod input;

@@ -14,6 +14,13 @@ use crate::error::{HarnessError, Result};
 /// Schemas created in external databases and not dropped yet: (url, schema).
 static CREATED: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
 
+/// Cluster-wide roles this process created in external databases (migration 0002's
+/// `fenceproof_worker`, when the role had CREATEROLE and the role did not exist yet): (url, role).
+static CREATED_ROLES: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+/// The role migration 0002 creates when it may.
+pub const WORKER_ROLE: &str = "fenceproof_worker";
+
 #[derive(Clone)]
 pub struct ExternalDb {
     pub url: String,
@@ -110,7 +117,7 @@ impl ExternalDb {
         admin.close().await;
         let pool = self.pool_in(name, "fenceproof-harness", 1).await?;
         debug_assert!(!MIGRATIONS.is_empty());
-        migrate(&pool).await?;
+        self.migrate_noting_role(&pool).await?;
         sqlx::raw_sql(&oracle_sql_for(name, &oracle)).execute(&pool).await?;
         // Who made them, so the next run can sweep them if this process is killed (SIGKILL leaves
         // no chance to drop them).
@@ -122,14 +129,45 @@ impl ExternalDb {
     }
 }
 
+impl ExternalDb {
+    /// Create one schema `name` (tagged, registered to be dropped) with the protocol's migrations
+    /// and nothing else (no oracle: `bench` measures the tables as a deployment has them); returns
+    /// the URL whose sessions use it.
+    pub async fn create_migrated(&self, name: &str) -> Result<String> {
+        let admin = self.pool_in("public", "fenceproof-harness", 1).await?;
+        sqlx::query(&format!("CREATE SCHEMA {name}")).execute(&admin).await?;
+        register(&self.url, name);
+        sqlx::query(&format!("COMMENT ON SCHEMA {name} IS '{}'", owner_tag())).execute(&admin).await?;
+        admin.close().await;
+        let pool = self.pool_in(name, "fenceproof-harness", 1).await?;
+        self.migrate_noting_role(&pool).await?;
+        pool.close().await;
+        Ok(self.url_in(name))
+    }
+
+    /// Run the migrations; when they created [`WORKER_ROLE`] (it did not exist, the role may
+    /// create roles), tag it and register it to be dropped at the end of the run.
+    async fn migrate_noting_role(&self, pool: &PgPool) -> Result<()> {
+        let exists = "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)";
+        let before: bool = sqlx::query_scalar(exists).bind(WORKER_ROLE).fetch_one(pool).await?;
+        migrate(pool).await?;
+        let after: bool = sqlx::query_scalar(exists).bind(WORKER_ROLE).fetch_one(pool).await?;
+        if after && !before {
+            CREATED_ROLES.lock().unwrap_or_else(|p| p.into_inner()).push((self.url.clone(), WORKER_ROLE.into()));
+            sqlx::query(&format!("COMMENT ON ROLE {WORKER_ROLE} IS '{}'", owner_tag())).execute(pool).await?;
+        }
+        Ok(())
+    }
+}
+
 /// The comment that marks a schema as made by this harness process on this host.
 fn owner_tag() -> String {
     format!("{OWNER_TAG_PREFIX}{} host={}", std::process::id(), this_host())
 }
 
-const OWNER_TAG_PREFIX: &str = "fenceproof harness pid=";
+pub(crate) const OWNER_TAG_PREFIX: &str = "fenceproof harness pid=";
 
-fn this_host() -> String {
+pub(crate) fn this_host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default()
 }
 
@@ -236,7 +274,30 @@ pub async fn drop_created() -> Result<(usize, Vec<String>)> {
             Err(e) => failed.push(format!("{schema}: {e}")),
         }
     }
+    let roles: Vec<(String, String)> = std::mem::take(&mut *CREATED_ROLES.lock().unwrap_or_else(|p| p.into_inner()));
+    for (url, role) in &roles {
+        // Another run's schema may still grant to it (a run that started while this one had made
+        // it): then it stays, and `fenceproof cleanup` removes it once no schema needs it.
+        match drop_role(url, role).await {
+            Ok(()) => eprintln!("fenceproof: dropped role {role}, which this run created"),
+            Err(e) => failed.push(format!("role {role}: {e}")),
+        }
+    }
     Ok((dropped, failed))
+}
+
+/// Drop `role` through a short connection to `url`.
+async fn drop_role(url: &str, role: &str) -> Result<()> {
+    let opts: PgConnectOptions = url.parse()?;
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(std::time::Duration::from_secs(3))
+        .connect_with(opts.application_name("fenceproof-harness"))
+        .await?;
+    let r = sqlx::query(&format!("DROP ROLE IF EXISTS {role}")).execute(&pool).await;
+    pool.close().await;
+    r?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod databases;
 pub mod docker;
 pub mod docker_sweep;
 pub mod external;
+pub mod external_cleanup;
 pub mod native;
 pub mod pgbin;
 pub mod restorable;

@@ -8,6 +8,7 @@ pub mod adapter;
 pub mod cgroup;
 pub mod event_schema;
 pub mod freezer;
+pub mod passfile;
 pub mod redis;
 pub mod registry;
 pub mod signals;

@@ -10,7 +10,7 @@ use fenceproof_harness::db::container::ContainerDb;
 use fenceproof_harness::db::docker::PrivateNetwork;
 use fenceproof_harness::db::native::NativeCluster;
 use fenceproof_harness::db::{databases, Backend};
-use fenceproof_harness::procs::signals;
+use fenceproof_harness::procs::{passfile, signals};
 use fenceproof_harness::record::oracle;
 use fenceproof_harness::{wait, HarnessError};
 use serde_json::json;
@@ -323,11 +323,14 @@ impl Pair {
     /// Run one of the contract's hooks with the URLs in its environment, bounded, logged.
     async fn hook(ctx: &Ctx, name: &str, cmd: &str, primary_url: &str, standby_url: &str) -> Result<(), HarnessError> {
         ctx.timeline.record("harness", "hook", name, json!({ "command": cmd }));
+        // The URLs without their passwords; the passwords in a 0600 file libpq finds by PGPASSFILE.
+        let (pass, urls) = passfile::write(&ctx.dir, "hooks.pgpass", &[primary_url, standby_url])?;
         let child = tokio::process::Command::new("sh")
             .arg("-c")
             .arg(cmd)
-            .env("FENCEPROOF_PRIMARY_URL", primary_url)
-            .env("FENCEPROOF_STANDBY_URL", standby_url)
+            .env("FENCEPROOF_PRIMARY_URL", &urls[0])
+            .env("FENCEPROOF_STANDBY_URL", &urls[1])
+            .env("PGPASSFILE", &pass.path)
             .kill_on_drop(true)
             .output();
         let out = tokio::time::timeout(HOOK_TIMEOUT, child).await.map_err(|_| HarnessError::Timeout {

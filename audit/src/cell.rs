@@ -21,11 +21,10 @@ use fenceproof_harness::procs::tools::ToolsProc;
 use fenceproof_harness::record::audit_commits::{self, AuditCommit};
 use fenceproof_harness::record::ledger;
 use fenceproof_harness::record::timeline::Timeline;
-pub use fenceproof_harness::report::Outcome;
 use fenceproof_harness::{wait, HarnessError};
 
 use super::experiments::{AuditExperiment, HoldKind, Resume};
-use super::libraries::Library;
+use super::libraries::{Library, Runtime, CHECKPOINT_EXPERIMENT};
 
 /// How long the library's recovery may take to hand the job to B.
 const TAKEOVER: Duration = Duration::from_secs(60);
@@ -36,12 +35,39 @@ const STEP: Duration = Duration::from_secs(30);
 /// judged, and nothing fails because a window passed.
 const SETTLE: Duration = Duration::from_secs(3);
 
+/// The verdict of one cell: the matrix's three, and one for an experiment the library's design
+/// does not allow (its reason is the cell's `error` text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Outcome {
+    #[serde(rename = "PASS")]
+    Pass,
+    #[serde(rename = "FAIL")]
+    Fail,
+    #[serde(rename = "ERROR")]
+    Error,
+    #[serde(rename = "N/A")]
+    NotApplicable,
+}
+
+impl Outcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Pass => "PASS",
+            Outcome::Fail => "FAIL",
+            Outcome::Error => "ERROR",
+            Outcome::NotApplicable => "N/A",
+        }
+    }
+}
+
 /// What the cell needs from its surroundings.
 pub struct Env<'a> {
     pub backend: &'a dyn Backend,
     pub python: &'a Path,
     pub adapters: &'a Path,
     pub tools_bin: &'a Path,
+    /// The built Rust adapters' folder, or why they could not be built.
+    pub rust_bin: &'a Result<PathBuf, String>,
 }
 
 /// The outcome of one cell, with its evidence.
@@ -65,6 +91,8 @@ pub struct CellResult {
     pub timeline: Vec<fenceproof_harness::record::timeline::Entry>,
     /// What the workers printed (the adapters' events): their own word, secondary evidence only.
     pub worker_events: Vec<Value>,
+    /// Why the experiment does not apply to this library (verdict N/A).
+    pub not_applicable: Option<String>,
 }
 
 impl CellResult {
@@ -82,6 +110,9 @@ fn app_name(worker: &str) -> String {
 pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path, index: usize) -> CellResult {
     let started = Instant::now();
     let timeline = Timeline::new();
+    if let Some(why) = lib.not_applicable(exp.id) {
+        return not_applicable(lib, exp, dir, why);
+    }
     let mut state = Cell { workers: Vec::new(), holds: Vec::new(), frozen: None, tools: None };
     let outcome = drive(env, lib, exp, dir, index, &timeline, &mut state).await;
     let mut worker_events = Vec::new();
@@ -121,9 +152,33 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
         history,
         timeline: timeline.entries(),
         worker_events,
+        not_applicable: None,
     };
     let _ = std::fs::write(dir.join("cell.json"), serde_json::to_string_pretty(&result).unwrap_or_default());
     let _ = timeline.save(&dir.join("timeline.json"));
+    result
+}
+
+/// The cell of an experiment the library's design does not allow: its reason, no verdict.
+fn not_applicable(lib: &Library, exp: &AuditExperiment, dir: &Path, why: &str) -> CellResult {
+    let result = CellResult {
+        library: lib.name.into(),
+        version: lib.version.into(),
+        experiment: exp.id.into(),
+        control: lib.control,
+        verdict: Outcome::NotApplicable,
+        executions: 0,
+        checks: Vec::new(),
+        error: None,
+        duration_ms: 0,
+        evidence: dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(),
+        reproduce: format!("fenceproof audit --library {} --only {}", lib.name, exp.id),
+        history: None,
+        timeline: Vec::new(),
+        worker_events: Vec::new(),
+        not_applicable: Some(why.to_string()),
+    };
+    let _ = std::fs::write(dir.join("cell.json"), serde_json::to_string_pretty(&result).unwrap_or_default());
     result
 }
 
@@ -169,6 +224,19 @@ async fn wait_mark(
 ) -> Result<(), HarnessError> {
     wait::until(what, bound, || async move { Ok((count(&ledger_marks(ledger)?, worker, phase) >= n).then_some(())) })
         .await
+}
+
+/// A's execution ends after it came back: its END in the tools' ledger, or its library stopped it
+/// (a refused heartbeat; the adapter says `aborted`, which only ends the wait: the verdict comes
+/// from the ledger and the commit triggers).
+async fn wait_end_a(ledger: &Path, events: &Path) -> Result<(), HarnessError> {
+    wait::until("A's execution to end after it came back (its END, or its library stopping it)", STEP, || async move {
+        let aborted = std::fs::read_to_string(events)
+            .map(|t| fenceproof_harness::procs::adapter::events(&t).iter().any(|e| e["event"] == "aborted"))
+            .unwrap_or(false);
+        Ok((aborted || count(&ledger_marks(ledger)?, "A", "end") >= 1).then_some(()))
+    })
+    .await
 }
 
 /// Watch (at most `SETTLE`) for a commit by `worker` after commit `after_seq` that changes the
@@ -233,7 +301,7 @@ async fn drive(
             bring_back(exp, cell, timeline).await?;
             let mark = last_seq(pool).await?;
             open_gate(gates, "A", timeline)?;
-            wait_mark(ledger_path, "A", "end", 1, STEP, "A's execution to end after it came back").await?;
+            wait_end_a(ledger_path, &cell.workers[0].events).await?;
             settle(pool, lib.status_column, "A", mark).await?;
             finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?;
         }
@@ -242,12 +310,12 @@ async fn drive(
             bring_back(exp, cell, timeline).await?;
             let mark = last_seq(pool).await?;
             open_gate(gates, "A", timeline)?;
-            wait_mark(ledger_path, "A", "end", 1, STEP, "A's execution to end after it came back").await?;
+            wait_end_a(ledger_path, &cell.workers[0].events).await?;
             settle(pool, lib.status_column, "A", mark).await?;
         }
         Resume::Never => finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?,
     }
-    collect(stage, lib, dir, timeline, cell).await
+    collect(stage, lib, exp, dir, timeline, cell).await
 }
 
 /// What a cell runs on once it is set up: the library's adapter, its database, the tools and the
@@ -263,8 +331,16 @@ struct Stage {
 
 impl Stage {
     /// How worker `name` ("A" or "B") of this cell is started.
-    fn worker<'a>(&'a self, lib: &Library, name: &'a str, outcome: &'a str, recover: bool) -> WorkerSpec<'a> {
+    fn worker<'a>(
+        &'a self,
+        lib: &Library,
+        name: &'a str,
+        owner: &'a str,
+        outcome: &'a str,
+        recover: bool,
+    ) -> WorkerSpec<'a> {
         WorkerSpec {
+            owner,
             name,
             app_name: if name == "A" { "fp-audit-A" } else { "fp-audit-B" },
             dsn: &self.url,
@@ -288,12 +364,23 @@ async fn prepare(
     timeline: &Timeline,
     cell: &mut Cell,
 ) -> Result<Stage, HarnessError> {
-    let adapter = Adapter { python: env.python.to_path_buf(), script: env.adapters.join(lib.adapter) };
+    let adapter = match lib.runtime {
+        Runtime::Python => Adapter { python: Some(env.python.to_path_buf()), script: env.adapters.join(lib.adapter) },
+        Runtime::Rust => match env.rust_bin {
+            Ok(bin) => Adapter { python: None, script: bin.join(lib.adapter) },
+            Err(e) => return Err(HarnessError::Other(format!("the Rust adapters did not build: {e}"))),
+        },
+    };
     let db = format!("audit_{index}_{}", lib.name);
     let url = create_database(env, lib, &db).await?;
     let pool = databases::pool(&url, "fenceproof-harness", 2).await?;
     adapter.once("setup", &url, &[], &app_name("setup"), Duration::from_secs(120)).await?;
     audit_commits::install(&pool, lib.table).await?;
+    if let Some(t) = checkpoint_table(lib, exp) {
+        if t != lib.table {
+            audit_commits::watch(&pool, t).await?;
+        }
+    }
     timeline.record("harness", "setup", lib.name, json!({"database": db, "table": lib.table}));
 
     let tools = ToolsProc::spawn(env.tools_bin, dir, timeline, None).await?;
@@ -322,7 +409,7 @@ async fn hold_and_take_over(
     cell: &mut Cell,
 ) -> Result<(), HarnessError> {
     // A takes the job and starts it.
-    cell.workers.push(stage.adapter.spawn_worker(&stage.worker(lib, "A", exp.outcome, false), dir, timeline)?);
+    cell.workers.push(stage.adapter.spawn_worker(&stage.worker(lib, "A", "A", exp.outcome, false), dir, timeline)?);
     let a_pid = cell.workers[0].pid;
     wait_mark(&stage.ledger_path, "A", "start", 1, STEP, "A's execution to start (its START in the tools' ledger)")
         .await
@@ -339,7 +426,11 @@ async fn hold_and_take_over(
     timeline.record("harness", "hold", "A", json!({"how": format!("{:?}", exp.hold)}));
 
     // B, with the library's stall recovery, takes the job over.
-    cell.workers.push(stage.adapter.spawn_worker(&stage.worker(lib, "B", "success", true), dir, timeline)?);
+    cell.workers.push(stage.adapter.spawn_worker(
+        &stage.worker(lib, "B", if exp.same_name { "A" } else { "B" }, "success", true),
+        dir,
+        timeline,
+    )?);
     wait_mark(&stage.ledger_path, "B", "start", 1, TAKEOVER, "the library's recovery to hand the job to B (B's START)")
         .await
         .map_err(|e| with_last_words(e, &cell.workers[1]))?;
@@ -347,10 +438,16 @@ async fn hold_and_take_over(
     Ok(())
 }
 
+/// The checkpoint table the experiment watches, when it is the checkpoint experiment.
+fn checkpoint_table(lib: &Library, exp: &AuditExperiment) -> Option<&'static str> {
+    (exp.id == CHECKPOINT_EXPERIMENT).then_some(lib.checkpoint_table).flatten()
+}
+
 /// A last look, the workers stopped, and the history from the commit triggers and the tools' ledger.
 async fn collect(
     stage: Stage,
     lib: &Library,
+    exp: &AuditExperiment,
     dir: &Path,
     timeline: &Timeline,
     cell: &mut Cell,
@@ -367,7 +464,7 @@ async fn collect(
     let commits = audit_commits::read(&pool).await?;
     pool.close().await;
     std::fs::write(dir.join("commits.json"), serde_json::to_string_pretty(&commits).unwrap_or_default())?;
-    Ok(history(lib, &ledger_marks(&stage.ledger_path)?, &commits, &cell.holds))
+    Ok(history(lib, checkpoint_table(lib, exp), &ledger_marks(&stage.ledger_path)?, &commits, &cell.holds))
 }
 
 /// B's gate opens; wait for its END and (at most the settle window) for its outcome to commit.
@@ -415,6 +512,7 @@ fn with_last_words(e: HarnessError, w: &AdapterWorker) -> HarnessError {
 /// The library-neutral history the checkers judge.
 pub fn history(
     lib: &Library,
+    checkpoint_table: Option<&str>,
     marks: &[(String, String, DateTime<Utc>)],
     commits: &[AuditCommit],
     holds: &[Hold],
@@ -432,17 +530,27 @@ pub fn history(
         }
     }
     let status = |row: &Option<Value>| row.as_ref().and_then(|r| r[lib.status_column].as_str()).map(str::to_string);
-    let writes = commits
-        .iter()
-        .map(|c| JobWrite {
-            seq: c.seq,
-            writer: c.writer.strip_prefix("fp-audit-").unwrap_or(&c.writer).to_string(),
-            at: c.committed_at,
-            op: c.op.clone(),
-            status_before: status(&c.old_row),
-            status_after: status(&c.new_row),
-        })
-        .collect();
+    let write = |c: &AuditCommit| JobWrite {
+        seq: c.seq,
+        writer: c.writer.strip_prefix("fp-audit-").unwrap_or(&c.writer).to_string(),
+        at: c.committed_at,
+        op: c.op.clone(),
+        status_before: status(&c.old_row),
+        status_after: status(&c.new_row),
+    };
+    let writes = commits.iter().filter(|c| c.table_name == lib.table).map(write).collect();
+    let checkpoints = checkpoint_table.map(|t| {
+        commits
+            .iter()
+            .filter(|c| c.table_name == t)
+            .filter(|c| {
+                t != lib.table
+                    || c.old_row.as_ref().map(|r| &r[lib.status_column])
+                        == c.new_row.as_ref().map(|r| &r[lib.status_column])
+            })
+            .map(write)
+            .collect()
+    });
     AuditHistory {
         stalled: "A".into(),
         taker: "B".into(),
@@ -451,5 +559,6 @@ pub fn history(
         holds: holds.to_vec(),
         claimed: lib.claimed.iter().map(|s| s.to_string()).collect(),
         success: lib.success,
+        checkpoints,
     }
 }

@@ -1,8 +1,21 @@
-//! The job queues the audit knows: one line each, beside its adapter in `audit/adapters/`.
-//! Adding a library is an adapter file (`lib_<name>.py`, the three commands of
+//! The job queues and durable-execution engines the audit knows: one line each, beside its adapter
+//! in `audit/adapters/`. Adding a library is an adapter (a Python file `lib_<name>.py`, or a
+//! package of the Rust workspace `audit/adapters/rust/`, both speaking the three commands of
 //! `audit/adapters/common.py`) and a line in [`LIBRARIES`].
 
 use fenceproof_harness::check::audit::Success;
+
+/// The experiment that needs a checkpoint table.
+pub const CHECKPOINT_EXPERIMENT: &str = "checkpoint-early";
+
+/// How the adapter runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// A Python file in the adapters folder, run with the audit's Python environment.
+    Python,
+    /// A binary of the Rust workspace `audit/adapters/rust/`, built when the audit runs.
+    Rust,
+}
 
 #[derive(Debug, Clone, Copy)]
 pub struct Library {
@@ -10,7 +23,9 @@ pub struct Library {
     pub name: &'static str,
     /// The pinned version (`audit/requirements.txt`); the findings name it.
     pub version: &'static str,
-    /// The adapter file in the adapters folder.
+    /// How its adapter runs.
+    pub runtime: Runtime,
+    /// The adapter: a file in the adapters folder (Python) or a binary name (Rust).
     pub adapter: &'static str,
     /// The job table the commit triggers watch (schema-qualified).
     pub table: &'static str,
@@ -30,12 +45,29 @@ pub struct Library {
     pub completion_guard: &'static str,
     /// The control row (the reference protocol), expected to pass everything.
     pub control: bool,
+    /// The table its checkpoint/progress records of a running job go to, when it has them.
+    pub checkpoint_table: Option<&'static str>,
+    /// Experiments the library's design does not allow, each with the reason (reported instead of
+    /// a verdict).
+    pub not_applicable: &'static [(&'static str, &'static str)],
+}
+
+impl Library {
+    /// Why `experiment` does not apply to this library, when it does not.
+    pub fn not_applicable(&self, experiment: &str) -> Option<&'static str> {
+        let listed = self.not_applicable.iter().find(|(e, _)| *e == experiment).map(|(_, why)| *why);
+        listed.or_else(|| {
+            (experiment == CHECKPOINT_EXPERIMENT && self.checkpoint_table.is_none())
+                .then_some("the library keeps no checkpoint or progress record of a running job")
+        })
+    }
 }
 
 pub const LIBRARIES: &[Library] = &[
     Library {
         name: "reference",
         version: "fenceproof protocol (migrations 0001-0003)",
+        runtime: Runtime::Python,
         adapter: "lib_reference.py",
         table: "public.agent_runs",
         status_column: "status",
@@ -46,10 +78,13 @@ pub const LIBRARIES: &[Library] = &[
         recovery: "lease expiry (TTL 2 s, renewed every 0.5 s); a new acquire raises the epoch",
         completion_guard: "fp_run_transition checks owner, epoch and expiry under the lease row lock",
         control: true,
+        checkpoint_table: Some("public.agent_runs"),
+        not_applicable: &[],
     },
     Library {
         name: "procrastinate",
         version: "3.10.0",
+        runtime: Runtime::Python,
         adapter: "lib_procrastinate.py",
         table: "public.procrastinate_jobs",
         status_column: "status",
@@ -60,10 +95,13 @@ pub const LIBRARIES: &[Library] = &[
         recovery: "documented recipe: get_stalled_jobs(seconds_since_heartbeat=2) + retry_job, every 0.25 s; heartbeat every 0.5 s",
         completion_guard: "status check only (the job must be doing)",
         control: false,
+        checkpoint_table: None,
+        not_applicable: &[],
     },
     Library {
         name: "pgqueuer",
         version: "1.6.0",
+        runtime: Runtime::Python,
         adapter: "lib_pgqueuer.py",
         table: "public.pgqueuer",
         status_column: "status",
@@ -74,10 +112,13 @@ pub const LIBRARIES: &[Library] = &[
         recovery: "built in: dequeue re-picks a picked job whose heartbeat is older than heartbeat_timeout=2 s",
         completion_guard: "none (the row is deleted by id)",
         control: false,
+        checkpoint_table: None,
+        not_applicable: &[],
     },
     Library {
         name: "chancy",
         version: "0.26.0",
+        runtime: Runtime::Python,
         adapter: "lib_chancy.py",
         table: "public.chancy_jobs",
         status_column: "state",
@@ -88,6 +129,44 @@ pub const LIBRARIES: &[Library] = &[
         recovery: "Recovery plugin (poll 1 s, leader only) with heartbeat_timeout=2 s; a new claim_id per claim",
         completion_guard: "claim_id (the update matches the claim it ran under)",
         control: false,
+        checkpoint_table: None,
+        not_applicable: &[],
+    },
+    Library {
+        name: "dbos",
+        version: "3.4.0",
+        runtime: Runtime::Python,
+        adapter: "lib_dbos.py",
+        table: "dbos.workflow_status",
+        status_column: "status",
+        claimed: &["PENDING"],
+        success: Success::Status("SUCCESS"),
+        protocol_schema: false,
+        stall_s: 2.0,
+        recovery: "explicit: the recovering worker calls the executor recovery for every other executor holding a PENDING workflow at once (DBOS has no heartbeat); startup recovery for its own executor id",
+        completion_guard: "owner_xid (a new one per recovery) checked on step and outcome writes",
+        control: false,
+        checkpoint_table: Some("dbos.operation_outputs"),
+        not_applicable: &[
+            ("pause-early-retry", "DBOS has no job-level retry request: a step's retries run inside the same execution"),
+        ],
+    },
+    Library {
+        name: "absurd",
+        version: "0.5.1 (absurd-sdk, absurdctl schema)",
+        runtime: Runtime::Python,
+        adapter: "lib_absurd.py",
+        table: "absurd.t_audit",
+        status_column: "state",
+        claimed: &["running"],
+        success: Success::Status("completed"),
+        protocol_schema: false,
+        stall_s: 2.0,
+        recovery: "built in: claim_timeout=2 s, extended by ctx.heartbeat() every 0.5 s; every claim sweeps expired runs into a new run",
+        completion_guard: "the run's state, read FOR UPDATE in complete_run/fail_run/extend_claim",
+        control: false,
+        checkpoint_table: Some("absurd.c_audit"),
+        not_applicable: &[],
     },
 ];
 

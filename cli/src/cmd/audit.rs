@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use fenceproof_audit::cell::{self, Env, Outcome};
-use fenceproof_audit::{experiments, libraries, report};
+use fenceproof_audit::{experiments, libraries, report, rust_build};
 use fenceproof_harness::db::native::NativeCluster;
 use fenceproof_harness::db::pgbin::PgBin;
 use fenceproof_harness::db::{databases, Backend};
@@ -20,12 +20,12 @@ use fenceproof_scenarios::runner;
 
 use crate::fail::usage;
 
-/// Audit real job queues (procrastinate, pgqueuer, chancy) with the stale-worker faults, beside
+/// Audit real job queues and durable-execution engines (Python and Rust) with the stale-worker faults, beside
 /// the reference protocol as the control; prints the audit table (exit 0 unless the control fails
 /// or a cell errs; `--strict`: any FAIL is exit 1).
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Only these libraries (comma-separated: reference, procrastinate, pgqueuer, chancy).
+    /// Only these libraries (comma-separated; `fenceproof audit --library x` lists them).
     #[arg(long = "library", value_name = "LIBRARY", value_delimiter = ',')]
     libraries: Option<Vec<String>>,
     /// Only these experiments (comma-separated, e.g. pause-early-success,kill-control).
@@ -81,7 +81,7 @@ async fn checked(a: Args) -> u8 {
     if let Err(m) = check_inputs(&a) {
         return usage(m);
     }
-    for l in &libs {
+    for l in libs.iter().filter(|l| l.runtime == libraries::Runtime::Python) {
         if !a.adapters.join(l.adapter).is_file() {
             return usage(format!("adapter {} of {} not found", a.adapters.join(l.adapter).display(), l.name));
         }
@@ -108,7 +108,17 @@ async fn audit(
     let python = std::path::absolute(&a.python)?;
     let adapters = std::fs::canonicalize(&a.adapters)?;
     let tools_bin = runner::default_tools_bin();
-    let env = Env { backend: &cluster as &dyn Backend, python: &python, adapters: &adapters, tools_bin: &tools_bin };
+    if libs.iter().any(|l| l.runtime == libraries::Runtime::Rust) && !a.json {
+        eprintln!("audit: building the Rust adapters (audit/adapters/rust; the first build takes minutes)");
+    }
+    let rust_bin = rust_build::build(&adapters, libs, rust_build::BUILD_BOUND).await;
+    let env = Env {
+        backend: &cluster as &dyn Backend,
+        python: &python,
+        adapters: &adapters,
+        tools_bin: &tools_bin,
+        rust_bin: &rust_bin,
+    };
     let results = cells(&env, &run, libs, exps, a.json).await?;
     cluster.stop();
     let names: Vec<&str> = libs.iter().map(|l| l.name).collect();

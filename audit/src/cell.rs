@@ -298,9 +298,16 @@ async fn drive(
     let (pool, gates, ledger_path) = (&stage.pool, &stage.gates, &stage.ledger_path);
     match exp.resume {
         Resume::Early => {
-            bring_back(exp, cell, timeline).await?;
             let mark = last_seq(pool).await?;
-            open_gate(gates, "A", timeline)?;
+            if exp.outcome == "checkpoint" {
+                // A comes back with its work done: its gate is open before it runs again, so its
+                // first act is the checkpoint write (not a heartbeat that could stop it first).
+                open_gate(gates, "A", timeline)?;
+                bring_back(exp, cell, timeline).await?;
+            } else {
+                bring_back(exp, cell, timeline).await?;
+                open_gate(gates, "A", timeline)?;
+            }
             wait_end_a(ledger_path, &cell.workers[0].events).await?;
             settle(pool, lib.status_column, "A", mark).await?;
             finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?;
@@ -529,7 +536,13 @@ pub fn history(
             _ => {}
         }
     }
-    let status = |row: &Option<Value>| row.as_ref().and_then(|r| r[lib.status_column].as_str()).map(str::to_string);
+    // A status is a string in most libraries; a number (sqlxmq's remaining attempts) reads as text.
+    let status = |row: &Option<Value>| {
+        row.as_ref().map(|r| &r[lib.status_column]).filter(|v| !v.is_null()).map(|v| match v.as_str() {
+            Some(s) => s.to_string(),
+            None => v.to_string(),
+        })
+    };
     let write = |c: &AuditCommit| JobWrite {
         seq: c.seq,
         writer: c.writer.strip_prefix("fp-audit-").unwrap_or(&c.writer).to_string(),

@@ -168,6 +168,23 @@ pub const LIBRARIES: &[Library] = &[
         checkpoint_table: Some("absurd.c_audit"),
         not_applicable: &[],
     },
+    Library {
+        name: "sqlxmq",
+        version: "0.6.0",
+        runtime: Runtime::Rust,
+        adapter: "audit-sqlxmq",
+        table: "public.mq_msgs",
+        status_column: "attempts",
+        claimed: &[],
+        success: Success::Deleted,
+        protocol_schema: false,
+        stall_s: 2.0,
+        recovery: "built in: a poll takes a message whose attempt_at passed; retry_backoff=2 s is the visibility timeout, pushed on by the runner's keep-alive",
+        completion_guard: "none (mq_delete, mq_checkpoint and mq_keep_alive by message id)",
+        control: false,
+        checkpoint_table: Some("public.mq_payloads"),
+        not_applicable: &[],
+    },
 ];
 
 /// The libraries named in `names` (all when `None`), or the unknown name.

@@ -5,17 +5,18 @@
 
 use std::fmt::Write as _;
 
-use fenceproof_harness::check::audit::{CONCURRENT, CURRENT_OUTCOME, STALE_WRITE};
+use fenceproof_harness::check::audit::{CONCURRENT, CURRENT_OUTCOME, STALE_CHECKPOINT, STALE_WRITE};
 
 use super::cell::{CellResult, Outcome};
 use super::experiments::EXPERIMENTS;
 use super::libraries::LIBRARIES;
 
-/// The three checks' short column names, in order.
+/// The checks' short column names, in order.
 const COLUMNS: &[(&str, &str)] = &[
     (STALE_WRITE, "stale write accepted"),
     (CONCURRENT, "concurrent executions"),
     (CURRENT_OUTCOME, "current outcome lost"),
+    (STALE_CHECKPOINT, "stale checkpoint accepted"),
 ];
 
 /// A check's cell: "no" when it passed, "YES" when it failed (the column names a failure), "-"
@@ -30,7 +31,7 @@ fn mark(r: &CellResult, check: &str) -> &'static str {
 
 fn duplicate(r: &CellResult) -> String {
     match (r.verdict, r.executions) {
-        (Outcome::Error, _) => "-".into(),
+        (Outcome::Error | Outcome::NotApplicable, _) => "-".into(),
         (_, n) if n > 1 => format!("yes ({n})"),
         (_, n) => format!("no ({n})"),
     }
@@ -39,22 +40,27 @@ fn duplicate(r: &CellResult) -> String {
 /// The table as Markdown (also what the terminal shows).
 pub fn markdown(results: &[CellResult]) -> String {
     let mut s = String::new();
-    s.push_str("| library | experiment | verdict | body ran twice | stale write accepted | concurrent executions | current outcome lost | evidence |\n");
-    s.push_str("|---|---|---|---|---|---|---|---|\n");
+    s.push_str("| library | experiment | verdict | body ran twice |");
+    for (_, col) in COLUMNS {
+        let _ = write!(s, " {col} |");
+    }
+    s.push_str(" evidence |\n|---|---|---|---|");
+    s.push_str(&"---|".repeat(COLUMNS.len()));
+    s.push_str("---|\n");
     for r in results {
-        let _ = writeln!(
+        let _ = write!(
             s,
-            "| {} {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} {} | {} | {} | {} |",
             r.library,
             if r.control { "(control)" } else { r.version.as_str() },
             r.experiment,
             r.verdict.label(),
             duplicate(r),
-            mark(r, STALE_WRITE),
-            mark(r, CONCURRENT),
-            mark(r, CURRENT_OUTCOME),
-            r.evidence
         );
+        for (check, _) in COLUMNS {
+            let _ = write!(s, " {} |", mark(r, check));
+        }
+        let _ = writeln!(s, " {} |", r.evidence);
     }
     s
 }
@@ -66,6 +72,9 @@ pub fn findings(results: &[CellResult]) -> String {
         let _ = writeln!(s, "{} {} / {}:", r.verdict.label(), r.library, r.experiment);
         if let Some(e) = &r.error {
             let _ = writeln!(s, "  error: {e}");
+        }
+        if let Some(why) = &r.not_applicable {
+            let _ = writeln!(s, "  does not apply: {why}");
         }
         for c in r.checks.iter().filter(|c| !c.passed()) {
             let _ = writeln!(s, "  {}: {}", c.name, c.evidence);
@@ -150,6 +159,9 @@ fn html_cell(s: &mut String, i: usize, r: &CellResult) {
     );
     if let Some(e) = &r.error {
         let _ = write!(s, "<pre>error: {}</pre>", esc(e));
+    }
+    if let Some(why) = &r.not_applicable {
+        let _ = write!(s, "<p>does not apply: {}</p>", esc(why));
     }
     for c in &r.checks {
         let _ = write!(

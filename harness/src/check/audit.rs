@@ -228,8 +228,11 @@ pub fn stale_checkpoint(h: &AuditHistory, checkpoints: &[JobWrite]) -> Check {
     let Some(takeover) = h.takeover_at() else {
         return Check::fail(STALE_CHECKPOINT, format!("{} never committed a change of the job", h.taker));
     };
-    let late: Vec<String> =
-        checkpoints.iter().filter(|w| w.writer == h.stalled && w.at > takeover).map(|w| w.describe()).collect();
+    let late: Vec<String> = checkpoints
+        .iter()
+        .filter(|w| w.writer == h.stalled && w.at > takeover)
+        .map(|w| format!("#{} {} by {} at {}", w.seq, w.op, w.writer, w.at.format("%H:%M:%S%.3f")))
+        .collect();
     let all = checkpoints.iter().map(|w| format!("{} by {}", w.op, w.writer)).collect::<Vec<_>>().join(", ");
     if late.is_empty() {
         Check::pass(

@@ -26,8 +26,6 @@ use fenceproof_harness::{wait, HarnessError};
 use super::experiments::{AuditExperiment, HoldKind, Resume};
 use super::libraries::{Library, Runtime, CHECKPOINT_EXPERIMENT};
 
-/// How long the library's recovery may take to hand the job to B.
-const TAKEOVER: Duration = Duration::from_secs(60);
 /// How long a step that needs no recovery may take (a START, an END after the gate opened).
 const STEP: Duration = Duration::from_secs(30);
 /// How long the harness watches for a write it expects may come (a stale write, an outcome): the
@@ -438,7 +436,8 @@ async fn hold_and_take_over(
         dir,
         timeline,
     )?);
-    wait_mark(&stage.ledger_path, "B", "start", 1, TAKEOVER, "the library's recovery to hand the job to B (B's START)")
+    let bound = Duration::from_secs(lib.takeover_s);
+    wait_mark(&stage.ledger_path, "B", "start", 1, bound, "the library's recovery to hand the job to B (B's START)")
         .await
         .map_err(|e| with_last_words(e, &cell.workers[1]))?;
     timeline.record("harness", "observed", "takeover", json!({"by": "B"}));

@@ -214,6 +214,26 @@ pub const LIBRARIES: &[Library] = &[
         checkpoint_table: None,
         not_applicable: &[],
     },
+    Library {
+        name: "apalis",
+        version: "1.0.0 (+ apalis-postgres 1.0.0)",
+        runtime: Runtime::Rust,
+        adapter: "audit-apalis",
+        table: "apalis.jobs",
+        status_column: "status",
+        claimed: &["Running", "Queued"],
+        success: Success::Status("Done"),
+        protocol_schema: false,
+        stall_s: 2.0,
+        // Under the same name the new worker's heartbeats keep the paused one's job owned: the
+        // takeover may never come, and the cell says so within this bound.
+        takeover_s: 15,
+        recovery: "built in: heartbeat every 1 s, missed_heartbeats=2; every worker's heartbeat re-enqueues the jobs of workers silent 2 s (reenqueue_orphaned)",
+        completion_guard: "lock_by = the worker's name (its owner id)",
+        control: false,
+        checkpoint_table: None,
+        not_applicable: &[],
+    },
 ];
 
 /// The libraries named in `names` (all when `None`), or the unknown name.

@@ -234,6 +234,27 @@ pub const LIBRARIES: &[Library] = &[
         checkpoint_table: None,
         not_applicable: &[],
     },
+    Library {
+        name: "graphile_worker",
+        version: "0.14.1",
+        runtime: Runtime::Rust,
+        adapter: "audit-graphile",
+        table: "graphile_worker._private_jobs",
+        status_column: "attempts",
+        claimed: &[],
+        success: Success::Deleted,
+        protocol_schema: false,
+        stall_s: 2.0,
+        takeover_s: 60,
+        recovery: "optional dead-worker recovery, tightest: heartbeat 0.5 s, sweep 0.5 s, threshold 2 s, recovery_delay 0",
+        completion_guard: "completion deletes by job id; failure matches locked_by (the worker id)",
+        control: false,
+        checkpoint_table: None,
+        not_applicable: &[(
+            "same-name-early-success",
+            "the worker id is random per worker instance (graphile_worker_<hex>); the library offers no way to reuse one",
+        )],
+    },
 ];
 
 /// The libraries named in `names` (all when `None`), or the unknown name.

@@ -45,6 +45,9 @@ pub enum Outcome {
     Error,
     #[serde(rename = "N/A")]
     NotApplicable,
+    /// The library did not hand the job to B while A was held (alive): nothing stale to judge.
+    #[serde(rename = "NO TAKEOVER")]
+    NoTakeover,
 }
 
 impl Outcome {
@@ -54,6 +57,7 @@ impl Outcome {
             Outcome::Fail => "FAIL",
             Outcome::Error => "ERROR",
             Outcome::NotApplicable => "N/A",
+            Outcome::NoTakeover => "NO TAKEOVER",
         }
     }
 }
@@ -111,7 +115,7 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
     if let Some(why) = lib.not_applicable(exp.id) {
         return not_applicable(lib, exp, dir, why);
     }
-    let mut state = Cell { workers: Vec::new(), holds: Vec::new(), frozen: None, tools: None };
+    let mut state = Cell { workers: Vec::new(), holds: Vec::new(), frozen: None, tools: None, no_takeover: false };
     let outcome = drive(env, lib, exp, dir, index, &timeline, &mut state).await;
     let mut worker_events = Vec::new();
     for w in &mut state.workers {
@@ -133,6 +137,7 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
             let verdict = if checks.iter().all(Check::passed) { Outcome::Pass } else { Outcome::Fail };
             (verdict, checks, None, Some(history))
         }
+        Err(e) if state.no_takeover => (Outcome::NoTakeover, Vec::new(), Some(e.to_string()), None),
         Err(e) => (Outcome::Error, Vec::new(), Some(e.to_string()), None),
     };
     let result = CellResult {
@@ -182,6 +187,8 @@ fn not_applicable(lib: &Library, exp: &AuditExperiment, dir: &Path, why: &str) -
 
 /// What has to be cleaned up whatever happens.
 struct Cell {
+    /// The library did not hand the job to B while A was held (paused or frozen, not killed).
+    no_takeover: bool,
     workers: Vec<AdapterWorker>,
     holds: Vec<Hold>,
     frozen: Option<Frozen>,
@@ -437,9 +444,21 @@ async fn hold_and_take_over(
         timeline,
     )?);
     let bound = Duration::from_secs(lib.takeover_s);
-    wait_mark(&stage.ledger_path, "B", "start", 1, bound, "the library's recovery to hand the job to B (B's START)")
-        .await
-        .map_err(|e| with_last_words(e, &cell.workers[1]))?;
+    let taken = wait_mark(
+        &stage.ledger_path,
+        "B",
+        "start",
+        1,
+        bound,
+        "the library's recovery to hand the job to B (B's START)",
+    )
+    .await;
+    if let Err(e) = taken {
+        // With A held but alive, no takeover is an observation about the library (it keeps the job
+        // with the worker it believes alive), not a harness failure; with A killed it is an error.
+        cell.no_takeover = exp.hold != HoldKind::Kill && cell.workers[1].exited().is_none();
+        return Err(with_last_words(e, &cell.workers[1]));
+    }
     timeline.record("harness", "observed", "takeover", json!({"by": "B"}));
     Ok(())
 }

@@ -31,7 +31,7 @@ fn mark(r: &CellResult, check: &str) -> &'static str {
 
 fn duplicate(r: &CellResult) -> String {
     match (r.verdict, r.executions) {
-        (Outcome::Error | Outcome::NotApplicable, _) => "-".into(),
+        (Outcome::Error | Outcome::NotApplicable | Outcome::NoTakeover, _) => "-".into(),
         (_, n) if n > 1 => format!("yes ({n})"),
         (_, n) => format!("no ({n})"),
     }
@@ -80,6 +80,103 @@ pub fn findings(results: &[CellResult]) -> String {
             let _ = writeln!(s, "  {}: {}", c.name, c.evidence);
         }
         let _ = writeln!(s, "  evidence: {}/  reproduce: {}", r.evidence, r.reproduce);
+    }
+    s
+}
+
+/// The short name of a check in the results matrix.
+fn short(check: &str) -> &'static str {
+    match check {
+        STALE_WRITE => "stale write",
+        CONCURRENT => "concurrent",
+        CURRENT_OUTCOME => "outcome lost",
+        STALE_CHECKPOINT => "stale checkpoint",
+        _ => "other",
+    }
+}
+
+/// The run's results, compact: what `docs/audit/results.json` keeps and the docs' matrix is made
+/// from (so the published table is a run's own output, never retyped).
+pub fn summary(results: &[CellResult]) -> serde_json::Value {
+    let cells: Vec<serde_json::Value> = results
+        .iter()
+        .map(|r| {
+            let failed: Vec<&str> = r.checks.iter().filter(|c| !c.passed()).map(|c| short(&c.name)).collect();
+            serde_json::json!({
+                "library": r.library,
+                "version": r.version,
+                "experiment": r.experiment,
+                "verdict": r.verdict.label(),
+                "executions": r.executions,
+                "failed": failed,
+                "note": r.not_applicable.clone().or_else(|| r.error.clone()),
+                "evidence": r.evidence,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(cells)
+}
+
+/// One cell of the matrix: the verdict, the failed checks, and `x2` when the body ran twice.
+fn summary_cell(c: &serde_json::Value) -> String {
+    let verdict = c["verdict"].as_str().unwrap_or("?");
+    let failed: Vec<&str> =
+        c["failed"].as_array().map(|a| a.iter().filter_map(|f| f.as_str()).collect()).unwrap_or_default();
+    let mut s = if failed.is_empty() { verdict.to_string() } else { format!("{verdict}: {}", failed.join(", ")) };
+    let n = c["executions"].as_u64().unwrap_or(0);
+    if n > 1 && matches!(verdict, "PASS" | "FAIL") {
+        let _ = write!(s, " (x{n})");
+    }
+    s
+}
+
+/// The results as a matrix, one row per library and one column per experiment (from a summary).
+pub fn summary_markdown(summary: &serde_json::Value) -> String {
+    let cells = summary.as_array().cloned().unwrap_or_default();
+    let mut libs: Vec<(String, String)> = Vec::new();
+    let mut exps: Vec<String> = Vec::new();
+    for c in &cells {
+        let lib = (c["library"].as_str().unwrap_or("").to_string(), c["version"].as_str().unwrap_or("").to_string());
+        if !libs.contains(&lib) {
+            libs.push(lib);
+        }
+        let e = c["experiment"].as_str().unwrap_or("").to_string();
+        if !exps.contains(&e) {
+            exps.push(e);
+        }
+    }
+    let mut s = String::from("| library |");
+    for e in &exps {
+        let _ = write!(s, " `{e}` |");
+    }
+    s.push_str("\n|---|");
+    s.push_str(&"---|".repeat(exps.len()));
+    s.push('\n');
+    for (lib, version) in &libs {
+        let _ = write!(s, "| {lib} {version} |");
+        for e in &exps {
+            let c = cells.iter().find(|c| c["library"] == lib.as_str() && c["experiment"] == e.as_str());
+            let _ = write!(s, " {} |", c.map(summary_cell).unwrap_or_else(|| "-".into()));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Why each N/A cell of a summary does not apply, one line each.
+pub fn summary_notes(summary: &serde_json::Value) -> String {
+    let mut s = String::new();
+    for c in
+        summary.as_array().into_iter().flatten().filter(|c| !matches!(c["verdict"].as_str(), Some("PASS" | "FAIL")))
+    {
+        let _ = writeln!(
+            s,
+            "- {} `{}` ({}): {}",
+            c["library"].as_str().unwrap_or(""),
+            c["experiment"].as_str().unwrap_or(""),
+            c["verdict"].as_str().unwrap_or(""),
+            c["note"].as_str().unwrap_or("").replace('\n', " ")
+        );
     }
     s
 }

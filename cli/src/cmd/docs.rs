@@ -41,7 +41,27 @@ const BLOCKS: &[Block] = &[
     Block { name: "external-skipped", make: external_skipped_markdown },
     Block { name: "audit-libraries", make: audit_libraries_markdown },
     Block { name: "audit-experiments", make: audit_experiments_markdown },
+    Block { name: "audit-results", make: audit_results_markdown },
+    Block { name: "audit-notes", make: audit_notes_markdown },
 ];
+
+/// The published audit results: a run's `summary.json`, copied (so the matrix is the audit's own
+/// output; a new run is published by copying its file and running `fenceproof docs`).
+const AUDIT_RESULTS: &str = include_str!("../../../docs/audit/results.json");
+
+fn audit_results() -> serde_json::Value {
+    serde_json::from_str(AUDIT_RESULTS).unwrap_or(serde_json::Value::Null)
+}
+
+/// The audit's results matrix, one row per library.
+pub fn audit_results_markdown() -> String {
+    fenceproof_audit::report::summary_markdown(&audit_results())
+}
+
+/// Why each N/A (or ERROR) cell of the published results has no verdict.
+pub fn audit_notes_markdown() -> String {
+    fenceproof_audit::report::summary_notes(&audit_results())
+}
 
 /// The text of the block called `name`, or `None` for a name no generator has.
 pub fn generate(name: &str) -> Option<String> {

@@ -163,6 +163,29 @@ pub fn summary_markdown(summary: &serde_json::Value) -> String {
     s
 }
 
+/// One library's cells of a summary, one line per experiment with its verdict, what failed, how
+/// many times the body ran, and the note (why N/A, or what was observed instead of a verdict).
+pub fn summary_library_markdown(summary: &serde_json::Value, library: &str) -> String {
+    let mut s = String::from(
+        "| experiment | verdict | body ran | failed checks | note | evidence folder |\n|---|---|---|---|---|---|\n",
+    );
+    for c in summary.as_array().into_iter().flatten().filter(|c| c["library"] == library) {
+        let failed: Vec<&str> =
+            c["failed"].as_array().map(|a| a.iter().filter_map(|f| f.as_str()).collect()).unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {} | {} | {} | `{}/` |",
+            c["experiment"].as_str().unwrap_or(""),
+            c["verdict"].as_str().unwrap_or(""),
+            c["executions"].as_u64().unwrap_or(0),
+            if failed.is_empty() { "-".to_string() } else { failed.join(", ") },
+            c["note"].as_str().unwrap_or("").replace('|', "\\|").replace('\n', " "),
+            c["evidence"].as_str().unwrap_or("")
+        );
+    }
+    s
+}
+
 /// Why each N/A cell of a summary does not apply, one line each.
 pub fn summary_notes(summary: &serde_json::Value) -> String {
     let mut s = String::new();

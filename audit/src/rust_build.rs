@@ -28,19 +28,22 @@ pub async fn build(adapters: &Path, libs: &[Library], bound: Duration) -> Result
     if bins.is_empty() {
         return Ok(out_dir);
     }
-    let mut c = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    c.arg("build").arg("--quiet").arg("--locked").arg("--manifest-path").arg(ws.join("Cargo.toml"));
+    // One cargo invocation per package: building several together would unify their dependencies'
+    // features into a third build of the shared trees (minutes); one by one, each package reuses the
+    // artifacts its own build (or a `--library` run of it) left.
     for b in &bins {
+        let mut c = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+        c.arg("build").arg("--quiet").arg("--locked").arg("--manifest-path").arg(ws.join("Cargo.toml"));
         c.arg("-p").arg(b);
-    }
-    c.env_remove("CARGO_TARGET_DIR").stdin(Stdio::null());
-    prepare(&mut c, Signal::SIGKILL, None);
-    let out = run_bounded(c, "cargo build of the Rust audit adapters", bound).await.map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-        let tail = tail[tail.len().saturating_sub(6)..].join(" | ");
-        return Err(format!("cargo build ({}) exited with {}: {tail}", bins.join(", "), out.status));
+        c.env_remove("CARGO_TARGET_DIR").stdin(Stdio::null());
+        prepare(&mut c, Signal::SIGKILL, None);
+        let out = run_bounded(c, "cargo build of a Rust audit adapter", bound).await.map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let tail: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+            let tail = tail[tail.len().saturating_sub(6)..].join(" | ");
+            return Err(format!("cargo build -p {b} exited with {}: {tail}", out.status));
+        }
     }
     Ok(out_dir)
 }

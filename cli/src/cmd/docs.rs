@@ -43,7 +43,18 @@ const BLOCKS: &[Block] = &[
     Block { name: "audit-experiments", make: audit_experiments_markdown },
     Block { name: "audit-results", make: audit_results_markdown },
     Block { name: "audit-notes", make: audit_notes_markdown },
+    Block { name: "audit-dbos", make: || audit_library("dbos") },
+    Block { name: "audit-absurd", make: || audit_library("absurd") },
+    Block { name: "audit-sqlxmq", make: || audit_library("sqlxmq") },
+    Block { name: "audit-underway", make: || audit_library("underway") },
+    Block { name: "audit-apalis", make: || audit_library("apalis") },
+    Block { name: "audit-graphile_worker", make: || audit_library("graphile_worker") },
 ];
+
+/// One library's cells of the published results.
+fn audit_library(name: &str) -> String {
+    fenceproof_audit::report::summary_library_markdown(&audit_results(), name)
+}
 
 /// The published audit results: a run's `summary.json`, copied (so the matrix is the audit's own
 /// output; a new run is published by copying its file and running `fenceproof docs`).

@@ -117,7 +117,12 @@ def body(args, job, tick=None, checkpoint=None):
     record(args.tools, job, args.name, "start")
     wait_gate(args.gates, args.name, tick)
     if args.outcome == "checkpoint" and checkpoint is not None:
-        checkpoint()
+        try:
+            checkpoint()
+        except Exception as e:
+            # The library refused the checkpoint and stops this execution: say so (no END follows).
+            emit("aborted", worker=args.name, reason=repr(e)[:300])
+            raise
         emit("written", job=str(job), worker=args.name, write="checkpoint", outcome="returned")
     record(args.tools, job, args.name, "end")
     emit("end", job=str(job), worker=args.name, outcome=args.outcome)

@@ -131,7 +131,9 @@ pub const LIBRARIES: &[Library] = &[
         success: Success::Status("succeeded"),
         protocol_schema: false,
         stall_s: 2.0,
-        takeover_s: 60,
+        // Its recovery takes over within a few seconds; under the same name the new worker's
+        // heartbeats keep the paused one's job owned, and the cell says so within this bound.
+        takeover_s: 20,
         recovery: "Recovery plugin (poll 1 s, leader only) with heartbeat_timeout=2 s; a new claim_id per claim",
         completion_guard: "claim_id (the update matches the claim it ran under)",
         control: false,
@@ -245,7 +247,7 @@ pub const LIBRARIES: &[Library] = &[
         success: Success::Deleted,
         protocol_schema: false,
         stall_s: 2.0,
-        takeover_s: 60,
+        takeover_s: 20,
         recovery: "optional dead-worker recovery, tightest: heartbeat 0.5 s, sweep 0.5 s, threshold 2 s, recovery_delay 0",
         completion_guard: "completion deletes by job id; failure matches locked_by (the worker id)",
         control: false,
@@ -271,4 +273,28 @@ pub fn select(names: Option<&[String]>) -> Result<Vec<Library>, String> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_a_library_without_a_checkpoint_table_skips_the_checkpoint_cell() {
+        for (i, l) in LIBRARIES.iter().enumerate() {
+            assert!(LIBRARIES[..i].iter().all(|o| o.name != l.name), "{} twice", l.name);
+            assert_eq!(l.not_applicable(CHECKPOINT_EXPERIMENT).is_some(), l.checkpoint_table.is_none(), "{}", l.name);
+        }
+        let reference = LIBRARIES.iter().find(|l| l.control).expect("a control");
+        assert!(crate::experiments::EXPERIMENTS.iter().all(|e| reference.not_applicable(e.id).is_none()));
+    }
+
+    #[test]
+    fn every_reason_names_a_known_experiment() {
+        for l in LIBRARIES {
+            for (e, _) in l.not_applicable {
+                assert!(crate::experiments::EXPERIMENTS.iter().any(|x| x.id == *e), "{}: {e}", l.name);
+            }
+        }
+    }
 }

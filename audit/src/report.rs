@@ -343,3 +343,40 @@ fn cell_timeline(r: &CellResult) -> Vec<(String, String)> {
     lines.sort();
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn summary_of_two() -> serde_json::Value {
+        json!([
+            {"library": "q", "version": "1.0", "experiment": "e1", "verdict": "FAIL", "executions": 2,
+             "failed": ["stale write", "outcome lost"], "note": null, "evidence": "q-e1"},
+            {"library": "q", "version": "1.0", "experiment": "e2", "verdict": "N/A", "executions": 0,
+             "failed": [], "note": "no such thing | here", "evidence": "q-e2"},
+            {"library": "r", "version": "2", "experiment": "e1", "verdict": "PASS", "executions": 1,
+             "failed": [], "note": null, "evidence": "r-e1"}
+        ])
+    }
+
+    #[test]
+    fn the_matrix_has_a_row_per_library_and_a_column_per_experiment() {
+        let m = summary_markdown(&summary_of_two());
+        let lines: Vec<&str> = m.lines().collect();
+        assert_eq!(lines[0], "| library | `e1` | `e2` |");
+        assert_eq!(lines[2], "| q 1.0 | FAIL: stale write, outcome lost (x2) | N/A |");
+        assert_eq!(lines[3], "| r 2 | PASS | - |", "a cell the run did not have is a dash");
+    }
+
+    #[test]
+    fn notes_name_every_cell_without_a_verdict_and_library_tables_escape_pipes() {
+        let s = summary_of_two();
+        let notes = summary_notes(&s);
+        assert_eq!(notes.lines().count(), 1);
+        assert!(notes.contains("q `e2` (N/A): no such thing"), "{notes}");
+        let t = summary_library_markdown(&s, "q");
+        assert!(t.contains("no such thing \\| here"), "{t}");
+        assert_eq!(t.lines().count(), 4, "{t}");
+    }
+}

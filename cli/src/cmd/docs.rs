@@ -323,15 +323,21 @@ fn find_marker(text: &str, marker: &str) -> Option<usize> {
     text.match_indices(marker).map(|(i, _)| i).find(|&i| !text[..i].ends_with('`'))
 }
 
-/// The Markdown files that may hold generated blocks: `README.md` and `docs/*.md` under `root`.
+/// The Markdown files that may hold generated blocks: `README.md`, `docs/*.md` and
+/// `docs/audit/*.md` under `root`.
 fn files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut v = vec![root.join("README.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "md"))
-        .collect();
-    docs.sort();
-    v.extend(docs);
+    for dir in [root.join("docs"), root.join("docs").join("audit")] {
+        if !dir.is_dir() {
+            continue;
+        }
+        let mut docs: Vec<PathBuf> = std::fs::read_dir(&dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .collect();
+        docs.sort();
+        v.extend(docs);
+    }
     Ok(v)
 }
 

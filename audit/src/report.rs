@@ -215,6 +215,17 @@ pub fn settings_markdown(names: &[&str]) -> String {
     s
 }
 
+/// A verdict as a CSS class name (the labels "N/A" and "NO TAKEOVER" are not names).
+fn css_class(v: Outcome) -> &'static str {
+    match v {
+        Outcome::Pass => "PASS",
+        Outcome::Fail => "FAIL",
+        Outcome::Error => "ERROR",
+        Outcome::NotApplicable => "NA",
+        Outcome::NoTakeover => "NOTAKEOVER",
+    }
+}
+
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
@@ -226,7 +237,7 @@ pub fn html(results: &[CellResult], title: &str) -> String {
         s,
         "<!doctype html><meta charset=utf-8><title>{t}</title><style>body{{font:14px system-ui;margin:2em}}\
          table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}\
-         .PASS{{background:#dfd}}.FAIL{{background:#fdd}}.ERROR{{background:#ffd}}.YES{{color:#b00;font-weight:bold}}\
+         .PASS{{background:#dfd}}.FAIL{{background:#fdd}}.ERROR{{background:#ffd}}.NA,.NOTAKEOVER{{background:#eee}}.YES{{color:#b00;font-weight:bold}}\
          pre{{background:#f6f6f6;padding:6px;white-space:pre-wrap}}</style><h1>{t}</h1>",
         t = esc(title)
     );
@@ -247,12 +258,13 @@ fn html_table(s: &mut String, results: &[CellResult]) {
     for (i, r) in results.iter().enumerate() {
         let _ = write!(
             s,
-            "<tr><td>{} {}</td><td><a href=\"#c{i}\">{}</a></td><td class={v}>{v}</td><td>{}</td>",
+            "<tr><td>{} {}</td><td><a href=\"#c{i}\">{}</a></td><td class=\"{c}\">{v}</td><td>{}</td>",
             esc(&r.library),
             esc(if r.control { "(control)" } else { &r.version }),
             esc(&r.experiment),
             esc(&duplicate(r)),
-            v = r.verdict.label()
+            v = r.verdict.label(),
+            c = css_class(r.verdict)
         );
         for (check, _) in COLUMNS {
             let m = mark(r, check);
@@ -268,13 +280,14 @@ fn html_cell(s: &mut String, i: usize, r: &CellResult) {
     let title = EXPERIMENTS.iter().find(|e| e.id == r.experiment).map(|e| e.title).unwrap_or("");
     let _ = write!(
         s,
-        "<h2 id=c{i}>{} / {} <span class={v}>{v}</span></h2><p>{}</p><p>evidence: <a href=\"{e}/\">{e}/</a> \
+        "<h2 id=c{i}>{} / {} <span class=\"{c}\">{v}</span></h2><p>{}</p><p>evidence: <a href=\"{e}/\">{e}/</a> \
          (cell.json, commits.json, tools-ledger.jsonl, timeline.json, adapter-*.log) · reproduce: <code>{}</code></p>",
         esc(&r.library),
         esc(&r.experiment),
         esc(title),
         esc(&r.reproduce),
         v = r.verdict.label(),
+        c = css_class(r.verdict),
         e = esc(&r.evidence)
     );
     if let Some(e) = &r.error {

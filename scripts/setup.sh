@@ -112,11 +112,11 @@ if ! command -v chromium-headless-shell >/dev/null 2>&1 && ! command -v chromium
   fi
 fi
 
-# The job queues `fenceproof audit` runs (procrastinate, pgqueuer, chancy), pinned in
+# The job queues and engines `fenceproof audit` runs (procrastinate, pgqueuer, chancy, dbos, absurd), pinned in
 # audit/requirements.txt, in a project-local environment (.audit/venv, not committed). It installs in
 # the background while the workspace builds, and setup waits for it at the end.
 audit_pid=
-if ! .audit/venv/bin/python -c "import procrastinate, pgqueuer, chancy, psycopg" >/dev/null 2>&1 \
+if ! .audit/venv/bin/python -c "import procrastinate, pgqueuer, chancy, psycopg, dbos, absurd_sdk, absurdctl" >/dev/null 2>&1 \
    || ! cmp -s audit/requirements.txt .audit/venv/requirements.installed; then
   say "installing the audited job queues into .audit/venv (audit/requirements.txt), beside the build"
   ( python3 -m venv .audit/venv \

@@ -53,17 +53,23 @@ def parse(argv=None):
     for name in ("setup", "enqueue", "worker"):
         s = sub.add_parser(name)
         s.add_argument("--dsn", required=True)
-        s.add_argument("--outcome", choices=("success", "fail", "retry"), default="success",
+        s.add_argument("--outcome", choices=("success", "fail", "retry", "checkpoint"), default="success",
                        help="how the first worker's execution ends (enqueue: a library may shape the job for it)")
         if name == "worker":
             s.add_argument("--name", required=True)
+            s.add_argument("--owner", default=None,
+                           help="the worker's name in the library (default: --name); the same-name restart "
+                                "gives the new worker the paused one's")
             s.add_argument("--tools", required=True, help="HOST:PORT of the fake tools")
             s.add_argument("--gates", required=True, help="folder of the gate files")
             s.add_argument("--stall-s", type=float, default=2.0,
                            help="the library's stall threshold (heartbeat age) in seconds")
             s.add_argument("--recover", action="store_true",
                            help="also run the library's stall recovery in this process")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    if a.cmd == "worker" and a.owner is None:
+        a.owner = a.name
+    return a
 
 
 def record(tools, job, worker, phase):
@@ -79,21 +85,45 @@ def record(tools, job, worker, phase):
             raise RuntimeError("fake tools answered %s" % r.status)
 
 
-def wait_gate(gates, worker):
+def wait_gate(gates, worker, tick=None):
     path = os.path.join(gates, worker)
     deadline = time.monotonic() + GATE_TIMEOUT_S
+    next_tick = time.monotonic() + TICK_S
     while not os.path.exists(path):
         if time.monotonic() > deadline:
             raise RuntimeError("gate %s never opened" % path)
+        if tick is not None and time.monotonic() >= next_tick:
+            try:
+                tick()
+            except Exception as e:
+                # The library stopped this execution (its heartbeat was refused): say so, so the
+                # harness stops waiting for an END that will not come; the library handles the rest.
+                emit("aborted", worker=worker, reason=repr(e)[:300])
+                raise
+            next_tick = time.monotonic() + TICK_S
         time.sleep(0.02)
 
 
-def body(args, job):
+TICK_S = 0.5
+
+
+def body(args, job, tick=None, checkpoint=None):
     """The job's work, blocking: call it from a thread in an async library. Raises FailJob or
-    RetryJob when the worker was told to end that way."""
+    RetryJob when the worker was told to end that way. `tick`, when given, is called every
+    TICK_S while the job waits (a library whose documentation asks long tasks to heartbeat);
+    `checkpoint`, when given and the outcome is `checkpoint`, writes the library's own
+    checkpoint/progress record once the gate opened, and the job then succeeds."""
     emit("start", job=str(job), worker=args.name)
     record(args.tools, job, args.name, "start")
-    wait_gate(args.gates, args.name)
+    wait_gate(args.gates, args.name, tick)
+    if args.outcome == "checkpoint" and checkpoint is not None:
+        try:
+            checkpoint()
+        except Exception as e:
+            # The library refused the checkpoint and stops this execution: say so (no END follows).
+            emit("aborted", worker=args.name, reason=repr(e)[:300])
+            raise
+        emit("written", job=str(job), worker=args.name, write="checkpoint", outcome="returned")
     record(args.tools, job, args.name, "end")
     emit("end", job=str(job), worker=args.name, outcome=args.outcome)
     if args.outcome == "fail":

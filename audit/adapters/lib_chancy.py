@@ -46,7 +46,7 @@ async def main(args):
             common.emit("enqueued", job=str(ref.identifier))
         else:
             stall = max(1, round(args.stall_s))
-            async with Worker(chancy, worker_id=args.name, heartbeat_poll_interval=1,
+            async with Worker(chancy, worker_id=args.owner, heartbeat_poll_interval=1,
                               heartbeat_timeout=stall) as worker:
                 common.emit("ready", worker=args.name)
                 await worker.wait_for_shutdown()

@@ -53,7 +53,7 @@ async def main(args):
         else:
             recovery = asyncio.create_task(recover(app, args.stall_s)) if args.recover else None
             common.emit("ready", worker=args.name)
-            await app.run_worker_async(queues=[QUEUE], concurrency=1, name=args.name,
+            await app.run_worker_async(queues=[QUEUE], concurrency=1, name=args.owner,
                                        update_heartbeat_interval=0.5, stalled_worker_timeout=args.stall_s,
                                        fetch_job_polling_interval=0.2)
             if recovery:

@@ -54,7 +54,7 @@ def heartbeat(dsn, run, owner, epoch, ttl_ms, lost):
 
 def worker(args):
     ttl_ms = int(args.stall_s * 1000)
-    owner = "audit-%s-%s" % (args.name, uuid.uuid4().hex[:8])
+    owner = "audit-%s" % args.owner  # the same-name restart reuses it: the epoch fences, not the name
     c = connect(args.dsn)
     common.emit("ready", worker=args.name)
     while True:
@@ -75,8 +75,15 @@ def worker(args):
         if outcome != "ok":
             common.emit("refused", job=run, write="start", outcome=outcome)
             continue
+        def checkpoint(run=run, epoch=epoch, revision=revision):
+            # A progress record naming this worker, written as the protocol writes one: a
+            # running -> running transition under the worker's owner and epoch.
+            out, _, _ = transition(c, run, owner, epoch, revision, "running", "running", {"progress": args.name})
+            common.emit("written", job=run, write="checkpoint", outcome=out)
+            return out
+
         try:
-            common.body(args, run)
+            common.body(args, run, checkpoint=checkpoint)
             outcome, _, _ = transition(c, run, owner, epoch, revision, "running", "succeeded", None)
             common.emit("written", job=run, write="succeeded", outcome=outcome)
         except common.FailJob:

@@ -21,14 +21,11 @@ use fenceproof_harness::procs::tools::ToolsProc;
 use fenceproof_harness::record::audit_commits::{self, AuditCommit};
 use fenceproof_harness::record::ledger;
 use fenceproof_harness::record::timeline::Timeline;
-pub use fenceproof_harness::report::Outcome;
 use fenceproof_harness::{wait, HarnessError};
 
 use super::experiments::{AuditExperiment, HoldKind, Resume};
-use super::libraries::Library;
+use super::libraries::{Library, Runtime, CHECKPOINT_EXPERIMENT};
 
-/// How long the library's recovery may take to hand the job to B.
-const TAKEOVER: Duration = Duration::from_secs(60);
 /// How long a step that needs no recovery may take (a START, an END after the gate opened).
 const STEP: Duration = Duration::from_secs(30);
 /// How long the harness watches for a write it expects may come (a stale write, an outcome): the
@@ -36,12 +33,43 @@ const STEP: Duration = Duration::from_secs(30);
 /// judged, and nothing fails because a window passed.
 const SETTLE: Duration = Duration::from_secs(3);
 
+/// The verdict of one cell: the matrix's three, and one for an experiment the library's design
+/// does not allow (its reason is the cell's `error` text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Outcome {
+    #[serde(rename = "PASS")]
+    Pass,
+    #[serde(rename = "FAIL")]
+    Fail,
+    #[serde(rename = "ERROR")]
+    Error,
+    #[serde(rename = "N/A")]
+    NotApplicable,
+    /// The library did not hand the job to B while A was held (alive): nothing stale to judge.
+    #[serde(rename = "NO TAKEOVER")]
+    NoTakeover,
+}
+
+impl Outcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Pass => "PASS",
+            Outcome::Fail => "FAIL",
+            Outcome::Error => "ERROR",
+            Outcome::NotApplicable => "N/A",
+            Outcome::NoTakeover => "NO TAKEOVER",
+        }
+    }
+}
+
 /// What the cell needs from its surroundings.
 pub struct Env<'a> {
     pub backend: &'a dyn Backend,
     pub python: &'a Path,
     pub adapters: &'a Path,
     pub tools_bin: &'a Path,
+    /// The built Rust adapters' folder, or why they could not be built.
+    pub rust_bin: &'a Result<PathBuf, String>,
 }
 
 /// The outcome of one cell, with its evidence.
@@ -65,6 +93,8 @@ pub struct CellResult {
     pub timeline: Vec<fenceproof_harness::record::timeline::Entry>,
     /// What the workers printed (the adapters' events): their own word, secondary evidence only.
     pub worker_events: Vec<Value>,
+    /// Why the experiment does not apply to this library (verdict N/A).
+    pub not_applicable: Option<String>,
 }
 
 impl CellResult {
@@ -82,7 +112,10 @@ fn app_name(worker: &str) -> String {
 pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path, index: usize) -> CellResult {
     let started = Instant::now();
     let timeline = Timeline::new();
-    let mut state = Cell { workers: Vec::new(), holds: Vec::new(), frozen: None, tools: None };
+    if let Some(why) = lib.not_applicable(exp.id) {
+        return not_applicable(lib, exp, dir, why);
+    }
+    let mut state = Cell { workers: Vec::new(), holds: Vec::new(), frozen: None, tools: None, no_takeover: false };
     let outcome = drive(env, lib, exp, dir, index, &timeline, &mut state).await;
     let mut worker_events = Vec::new();
     for w in &mut state.workers {
@@ -104,6 +137,7 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
             let verdict = if checks.iter().all(Check::passed) { Outcome::Pass } else { Outcome::Fail };
             (verdict, checks, None, Some(history))
         }
+        Err(e) if state.no_takeover => (Outcome::NoTakeover, Vec::new(), Some(e.to_string()), None),
         Err(e) => (Outcome::Error, Vec::new(), Some(e.to_string()), None),
     };
     let result = CellResult {
@@ -121,14 +155,40 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
         history,
         timeline: timeline.entries(),
         worker_events,
+        not_applicable: None,
     };
     let _ = std::fs::write(dir.join("cell.json"), serde_json::to_string_pretty(&result).unwrap_or_default());
     let _ = timeline.save(&dir.join("timeline.json"));
     result
 }
 
+/// The cell of an experiment the library's design does not allow: its reason, no verdict.
+fn not_applicable(lib: &Library, exp: &AuditExperiment, dir: &Path, why: &str) -> CellResult {
+    let result = CellResult {
+        library: lib.name.into(),
+        version: lib.version.into(),
+        experiment: exp.id.into(),
+        control: lib.control,
+        verdict: Outcome::NotApplicable,
+        executions: 0,
+        checks: Vec::new(),
+        error: None,
+        duration_ms: 0,
+        evidence: dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(),
+        reproduce: format!("fenceproof audit --library {} --only {}", lib.name, exp.id),
+        history: None,
+        timeline: Vec::new(),
+        worker_events: Vec::new(),
+        not_applicable: Some(why.to_string()),
+    };
+    let _ = std::fs::write(dir.join("cell.json"), serde_json::to_string_pretty(&result).unwrap_or_default());
+    result
+}
+
 /// What has to be cleaned up whatever happens.
 struct Cell {
+    /// The library did not hand the job to B while A was held (paused or frozen, not killed).
+    no_takeover: bool,
     workers: Vec<AdapterWorker>,
     holds: Vec<Hold>,
     frozen: Option<Frozen>,
@@ -169,6 +229,19 @@ async fn wait_mark(
 ) -> Result<(), HarnessError> {
     wait::until(what, bound, || async move { Ok((count(&ledger_marks(ledger)?, worker, phase) >= n).then_some(())) })
         .await
+}
+
+/// A's execution ends after it came back: its END in the tools' ledger, or its library stopped it
+/// (a refused heartbeat; the adapter says `aborted`, which only ends the wait: the verdict comes
+/// from the ledger and the commit triggers).
+async fn wait_end_a(ledger: &Path, events: &Path) -> Result<(), HarnessError> {
+    wait::until("A's execution to end after it came back (its END, or its library stopping it)", STEP, || async move {
+        let aborted = std::fs::read_to_string(events)
+            .map(|t| fenceproof_harness::procs::adapter::events(&t).iter().any(|e| e["event"] == "aborted"))
+            .unwrap_or(false);
+        Ok((aborted || count(&ledger_marks(ledger)?, "A", "end") >= 1).then_some(()))
+    })
+    .await
 }
 
 /// Watch (at most `SETTLE`) for a commit by `worker` after commit `after_seq` that changes the
@@ -230,10 +303,17 @@ async fn drive(
     let (pool, gates, ledger_path) = (&stage.pool, &stage.gates, &stage.ledger_path);
     match exp.resume {
         Resume::Early => {
-            bring_back(exp, cell, timeline).await?;
             let mark = last_seq(pool).await?;
-            open_gate(gates, "A", timeline)?;
-            wait_mark(ledger_path, "A", "end", 1, STEP, "A's execution to end after it came back").await?;
+            if exp.outcome == "checkpoint" {
+                // A comes back with its work done: its gate is open before it runs again, so its
+                // first act is the checkpoint write (not a heartbeat that could stop it first).
+                open_gate(gates, "A", timeline)?;
+                bring_back(exp, cell, timeline).await?;
+            } else {
+                bring_back(exp, cell, timeline).await?;
+                open_gate(gates, "A", timeline)?;
+            }
+            wait_end_a(ledger_path, &cell.workers[0].events).await?;
             settle(pool, lib.status_column, "A", mark).await?;
             finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?;
         }
@@ -242,12 +322,12 @@ async fn drive(
             bring_back(exp, cell, timeline).await?;
             let mark = last_seq(pool).await?;
             open_gate(gates, "A", timeline)?;
-            wait_mark(ledger_path, "A", "end", 1, STEP, "A's execution to end after it came back").await?;
+            wait_end_a(ledger_path, &cell.workers[0].events).await?;
             settle(pool, lib.status_column, "A", mark).await?;
         }
         Resume::Never => finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?,
     }
-    collect(stage, lib, dir, timeline, cell).await
+    collect(stage, lib, exp, dir, timeline, cell).await
 }
 
 /// What a cell runs on once it is set up: the library's adapter, its database, the tools and the
@@ -263,8 +343,16 @@ struct Stage {
 
 impl Stage {
     /// How worker `name` ("A" or "B") of this cell is started.
-    fn worker<'a>(&'a self, lib: &Library, name: &'a str, outcome: &'a str, recover: bool) -> WorkerSpec<'a> {
+    fn worker<'a>(
+        &'a self,
+        lib: &Library,
+        name: &'a str,
+        owner: &'a str,
+        outcome: &'a str,
+        recover: bool,
+    ) -> WorkerSpec<'a> {
         WorkerSpec {
+            owner,
             name,
             app_name: if name == "A" { "fp-audit-A" } else { "fp-audit-B" },
             dsn: &self.url,
@@ -288,12 +376,23 @@ async fn prepare(
     timeline: &Timeline,
     cell: &mut Cell,
 ) -> Result<Stage, HarnessError> {
-    let adapter = Adapter { python: env.python.to_path_buf(), script: env.adapters.join(lib.adapter) };
+    let adapter = match lib.runtime {
+        Runtime::Python => Adapter { python: Some(env.python.to_path_buf()), script: env.adapters.join(lib.adapter) },
+        Runtime::Rust => match env.rust_bin {
+            Ok(bin) => Adapter { python: None, script: bin.join(lib.adapter) },
+            Err(e) => return Err(HarnessError::Other(format!("the Rust adapters did not build: {e}"))),
+        },
+    };
     let db = format!("audit_{index}_{}", lib.name);
     let url = create_database(env, lib, &db).await?;
     let pool = databases::pool(&url, "fenceproof-harness", 2).await?;
     adapter.once("setup", &url, &[], &app_name("setup"), Duration::from_secs(120)).await?;
     audit_commits::install(&pool, lib.table).await?;
+    if let Some(t) = checkpoint_table(lib, exp) {
+        if t != lib.table {
+            audit_commits::watch(&pool, t).await?;
+        }
+    }
     timeline.record("harness", "setup", lib.name, json!({"database": db, "table": lib.table}));
 
     let tools = ToolsProc::spawn(env.tools_bin, dir, timeline, None).await?;
@@ -322,7 +421,7 @@ async fn hold_and_take_over(
     cell: &mut Cell,
 ) -> Result<(), HarnessError> {
     // A takes the job and starts it.
-    cell.workers.push(stage.adapter.spawn_worker(&stage.worker(lib, "A", exp.outcome, false), dir, timeline)?);
+    cell.workers.push(stage.adapter.spawn_worker(&stage.worker(lib, "A", "A", exp.outcome, false), dir, timeline)?);
     let a_pid = cell.workers[0].pid;
     wait_mark(&stage.ledger_path, "A", "start", 1, STEP, "A's execution to start (its START in the tools' ledger)")
         .await
@@ -339,18 +438,41 @@ async fn hold_and_take_over(
     timeline.record("harness", "hold", "A", json!({"how": format!("{:?}", exp.hold)}));
 
     // B, with the library's stall recovery, takes the job over.
-    cell.workers.push(stage.adapter.spawn_worker(&stage.worker(lib, "B", "success", true), dir, timeline)?);
-    wait_mark(&stage.ledger_path, "B", "start", 1, TAKEOVER, "the library's recovery to hand the job to B (B's START)")
-        .await
-        .map_err(|e| with_last_words(e, &cell.workers[1]))?;
+    cell.workers.push(stage.adapter.spawn_worker(
+        &stage.worker(lib, "B", if exp.same_name { "A" } else { "B" }, "success", true),
+        dir,
+        timeline,
+    )?);
+    let bound = Duration::from_secs(lib.takeover_s);
+    let taken = wait_mark(
+        &stage.ledger_path,
+        "B",
+        "start",
+        1,
+        bound,
+        "the library's recovery to hand the job to B (B's START)",
+    )
+    .await;
+    if let Err(e) = taken {
+        // With A held but alive, no takeover is an observation about the library (it keeps the job
+        // with the worker it believes alive), not a harness failure; with A killed it is an error.
+        cell.no_takeover = exp.hold != HoldKind::Kill && cell.workers[1].exited().is_none();
+        return Err(with_last_words(e, &cell.workers[1]));
+    }
     timeline.record("harness", "observed", "takeover", json!({"by": "B"}));
     Ok(())
+}
+
+/// The checkpoint table the experiment watches, when it is the checkpoint experiment.
+fn checkpoint_table(lib: &Library, exp: &AuditExperiment) -> Option<&'static str> {
+    (exp.id == CHECKPOINT_EXPERIMENT).then_some(lib.checkpoint_table).flatten()
 }
 
 /// A last look, the workers stopped, and the history from the commit triggers and the tools' ledger.
 async fn collect(
     stage: Stage,
     lib: &Library,
+    exp: &AuditExperiment,
     dir: &Path,
     timeline: &Timeline,
     cell: &mut Cell,
@@ -367,7 +489,7 @@ async fn collect(
     let commits = audit_commits::read(&pool).await?;
     pool.close().await;
     std::fs::write(dir.join("commits.json"), serde_json::to_string_pretty(&commits).unwrap_or_default())?;
-    Ok(history(lib, &ledger_marks(&stage.ledger_path)?, &commits, &cell.holds))
+    Ok(history(lib, checkpoint_table(lib, exp), &ledger_marks(&stage.ledger_path)?, &commits, &cell.holds))
 }
 
 /// B's gate opens; wait for its END and (at most the settle window) for its outcome to commit.
@@ -415,6 +537,7 @@ fn with_last_words(e: HarnessError, w: &AdapterWorker) -> HarnessError {
 /// The library-neutral history the checkers judge.
 pub fn history(
     lib: &Library,
+    checkpoint_table: Option<&str>,
     marks: &[(String, String, DateTime<Utc>)],
     commits: &[AuditCommit],
     holds: &[Hold],
@@ -431,18 +554,34 @@ pub fn history(
             _ => {}
         }
     }
-    let status = |row: &Option<Value>| row.as_ref().and_then(|r| r[lib.status_column].as_str()).map(str::to_string);
-    let writes = commits
-        .iter()
-        .map(|c| JobWrite {
-            seq: c.seq,
-            writer: c.writer.strip_prefix("fp-audit-").unwrap_or(&c.writer).to_string(),
-            at: c.committed_at,
-            op: c.op.clone(),
-            status_before: status(&c.old_row),
-            status_after: status(&c.new_row),
+    // A status is a string in most libraries; a number (sqlxmq's remaining attempts) reads as text.
+    let status = |row: &Option<Value>| {
+        row.as_ref().map(|r| &r[lib.status_column]).filter(|v| !v.is_null()).map(|v| match v.as_str() {
+            Some(s) => s.to_string(),
+            None => v.to_string(),
         })
-        .collect();
+    };
+    let write = |c: &AuditCommit| JobWrite {
+        seq: c.seq,
+        writer: c.writer.strip_prefix("fp-audit-").unwrap_or(&c.writer).to_string(),
+        at: c.committed_at,
+        op: c.op.clone(),
+        status_before: status(&c.old_row),
+        status_after: status(&c.new_row),
+    };
+    let writes = commits.iter().filter(|c| c.table_name == lib.table).map(write).collect();
+    let checkpoints = checkpoint_table.map(|t| {
+        commits
+            .iter()
+            .filter(|c| c.table_name == t)
+            .filter(|c| {
+                t != lib.table
+                    || c.old_row.as_ref().map(|r| &r[lib.status_column])
+                        == c.new_row.as_ref().map(|r| &r[lib.status_column])
+            })
+            .map(write)
+            .collect()
+    });
     AuditHistory {
         stalled: "A".into(),
         taker: "B".into(),
@@ -451,5 +590,6 @@ pub fn history(
         holds: holds.to_vec(),
         claimed: lib.claimed.iter().map(|s| s.to_string()).collect(),
         success: lib.success,
+        checkpoints,
     }
 }

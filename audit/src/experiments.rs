@@ -31,6 +31,8 @@ pub struct AuditExperiment {
     pub resume: Resume,
     /// How A's execution ends when it comes back: success, fail or retry.
     pub outcome: &'static str,
+    /// B starts under A's own worker name (a restarted pod keeps its name: §02).
+    pub same_name: bool,
     pub title: &'static str,
 }
 
@@ -40,6 +42,7 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         hold: HoldKind::Sigstop,
         resume: Resume::Early,
         outcome: "success",
+        same_name: false,
         title: "A paused (SIGSTOP), B takes over, A resumes while B runs and completes",
     },
     AuditExperiment {
@@ -47,6 +50,7 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         hold: HoldKind::Sigstop,
         resume: Resume::Early,
         outcome: "fail",
+        same_name: false,
         title: "A paused, B takes over, A resumes while B runs and fails the job",
     },
     AuditExperiment {
@@ -54,6 +58,7 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         hold: HoldKind::Sigstop,
         resume: Resume::Early,
         outcome: "retry",
+        same_name: false,
         title: "A paused, B takes over, A resumes while B runs and asks for a retry",
     },
     AuditExperiment {
@@ -61,6 +66,7 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         hold: HoldKind::Sigstop,
         resume: Resume::Late,
         outcome: "success",
+        same_name: false,
         title: "A paused, B takes over and completes, then A resumes and completes",
     },
     AuditExperiment {
@@ -68,6 +74,7 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         hold: HoldKind::Sigstop,
         resume: Resume::Late,
         outcome: "fail",
+        same_name: false,
         title: "A paused, B takes over and completes, then A resumes and fails the job",
     },
     AuditExperiment {
@@ -75,13 +82,31 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         hold: HoldKind::Freeze,
         resume: Resume::Early,
         outcome: "success",
+        same_name: false,
         title: "A frozen (cgroup freezer), B takes over, A thawed while B runs and completes",
+    },
+    AuditExperiment {
+        id: "same-name-early-success",
+        hold: HoldKind::Sigstop,
+        resume: Resume::Early,
+        outcome: "success",
+        same_name: true,
+        title: "A paused; B, started under A's own worker name (a restart), takes over; A resumes while B runs and completes",
+    },
+    AuditExperiment {
+        id: "checkpoint-early",
+        hold: HoldKind::Sigstop,
+        resume: Resume::Early,
+        outcome: "checkpoint",
+        same_name: false,
+        title: "A paused, B takes over, A resumes while B runs, writes the library's checkpoint/progress record, and completes",
     },
     AuditExperiment {
         id: "kill-control",
         hold: HoldKind::Kill,
         resume: Resume::Never,
         outcome: "success",
+        same_name: false,
         title: "A killed (SIGKILL) instead of paused, B takes over and completes: the fault's control",
     },
 ];

@@ -1,8 +1,21 @@
-//! The job queues the audit knows: one line each, beside its adapter in `audit/adapters/`.
-//! Adding a library is an adapter file (`lib_<name>.py`, the three commands of
+//! The job queues and durable-execution engines the audit knows: one line each, beside its adapter
+//! in `audit/adapters/`. Adding a library is an adapter (a Python file `lib_<name>.py`, or a
+//! package of the Rust workspace `audit/adapters/rust/`, both speaking the three commands of
 //! `audit/adapters/common.py`) and a line in [`LIBRARIES`].
 
 use fenceproof_harness::check::audit::Success;
+
+/// The experiment that needs a checkpoint table.
+pub const CHECKPOINT_EXPERIMENT: &str = "checkpoint-early";
+
+/// How the adapter runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// A Python file in the adapters folder, run with the audit's Python environment.
+    Python,
+    /// A binary of the Rust workspace `audit/adapters/rust/`, built when the audit runs.
+    Rust,
+}
 
 #[derive(Debug, Clone, Copy)]
 pub struct Library {
@@ -10,7 +23,9 @@ pub struct Library {
     pub name: &'static str,
     /// The pinned version (`audit/requirements.txt`); the findings name it.
     pub version: &'static str,
-    /// The adapter file in the adapters folder.
+    /// How its adapter runs.
+    pub runtime: Runtime,
+    /// The adapter: a file in the adapters folder (Python) or a binary name (Rust).
     pub adapter: &'static str,
     /// The job table the commit triggers watch (schema-qualified).
     pub table: &'static str,
@@ -24,18 +39,37 @@ pub struct Library {
     pub protocol_schema: bool,
     /// The stall threshold the adapter configures, in seconds (a heartbeat older than this is stale).
     pub stall_s: f64,
+    /// How long its recovery may take to hand the job to B (B's START), in seconds.
+    pub takeover_s: u64,
     /// How the library recovers a stalled job, as configured here.
     pub recovery: &'static str,
     /// Whether the completion of a job is fenced against a worker that lost it, by the library's design.
     pub completion_guard: &'static str,
     /// The control row (the reference protocol), expected to pass everything.
     pub control: bool,
+    /// The table its checkpoint/progress records of a running job go to, when it has them.
+    pub checkpoint_table: Option<&'static str>,
+    /// Experiments the library's design does not allow, each with the reason (reported instead of
+    /// a verdict).
+    pub not_applicable: &'static [(&'static str, &'static str)],
+}
+
+impl Library {
+    /// Why `experiment` does not apply to this library, when it does not.
+    pub fn not_applicable(&self, experiment: &str) -> Option<&'static str> {
+        let listed = self.not_applicable.iter().find(|(e, _)| *e == experiment).map(|(_, why)| *why);
+        listed.or_else(|| {
+            (experiment == CHECKPOINT_EXPERIMENT && self.checkpoint_table.is_none())
+                .then_some("the library keeps no checkpoint or progress record of a running job")
+        })
+    }
 }
 
 pub const LIBRARIES: &[Library] = &[
     Library {
         name: "reference",
         version: "fenceproof protocol (migrations 0001-0003)",
+        runtime: Runtime::Python,
         adapter: "lib_reference.py",
         table: "public.agent_runs",
         status_column: "status",
@@ -43,13 +77,17 @@ pub const LIBRARIES: &[Library] = &[
         success: Success::Status("succeeded"),
         protocol_schema: true,
         stall_s: 2.0,
+        takeover_s: 60,
         recovery: "lease expiry (TTL 2 s, renewed every 0.5 s); a new acquire raises the epoch",
         completion_guard: "fp_run_transition checks owner, epoch and expiry under the lease row lock",
         control: true,
+        checkpoint_table: Some("public.agent_runs"),
+        not_applicable: &[],
     },
     Library {
         name: "procrastinate",
         version: "3.10.0",
+        runtime: Runtime::Python,
         adapter: "lib_procrastinate.py",
         table: "public.procrastinate_jobs",
         status_column: "status",
@@ -57,13 +95,17 @@ pub const LIBRARIES: &[Library] = &[
         success: Success::Status("succeeded"),
         protocol_schema: false,
         stall_s: 2.0,
+        takeover_s: 60,
         recovery: "documented recipe: get_stalled_jobs(seconds_since_heartbeat=2) + retry_job, every 0.25 s; heartbeat every 0.5 s",
         completion_guard: "status check only (the job must be doing)",
         control: false,
+        checkpoint_table: None,
+        not_applicable: &[],
     },
     Library {
         name: "pgqueuer",
         version: "1.6.0",
+        runtime: Runtime::Python,
         adapter: "lib_pgqueuer.py",
         table: "public.pgqueuer",
         status_column: "status",
@@ -71,13 +113,17 @@ pub const LIBRARIES: &[Library] = &[
         success: Success::Deleted,
         protocol_schema: false,
         stall_s: 2.0,
+        takeover_s: 60,
         recovery: "built in: dequeue re-picks a picked job whose heartbeat is older than heartbeat_timeout=2 s",
         completion_guard: "none (the row is deleted by id)",
         control: false,
+        checkpoint_table: None,
+        not_applicable: &[],
     },
     Library {
         name: "chancy",
         version: "0.26.0",
+        runtime: Runtime::Python,
         adapter: "lib_chancy.py",
         table: "public.chancy_jobs",
         status_column: "state",
@@ -85,9 +131,131 @@ pub const LIBRARIES: &[Library] = &[
         success: Success::Status("succeeded"),
         protocol_schema: false,
         stall_s: 2.0,
+        // Its recovery takes over within a few seconds; under the same name the new worker's
+        // heartbeats keep the paused one's job owned, and the cell says so within this bound.
+        takeover_s: 20,
         recovery: "Recovery plugin (poll 1 s, leader only) with heartbeat_timeout=2 s; a new claim_id per claim",
         completion_guard: "claim_id (the update matches the claim it ran under)",
         control: false,
+        checkpoint_table: None,
+        not_applicable: &[],
+    },
+    Library {
+        name: "dbos",
+        version: "3.4.0",
+        runtime: Runtime::Python,
+        adapter: "lib_dbos.py",
+        table: "dbos.workflow_status",
+        status_column: "status",
+        claimed: &["PENDING"],
+        success: Success::Status("SUCCESS"),
+        protocol_schema: false,
+        stall_s: 2.0,
+        takeover_s: 60,
+        recovery: "explicit: the recovering worker calls the executor recovery for every other executor holding a PENDING workflow at once (DBOS has no heartbeat); startup recovery for its own executor id",
+        completion_guard: "owner_xid (a new one per recovery) checked on step and outcome writes",
+        control: false,
+        checkpoint_table: Some("dbos.operation_outputs"),
+        not_applicable: &[
+            ("pause-early-retry", "DBOS has no job-level retry request: a step's retries run inside the same execution"),
+        ],
+    },
+    Library {
+        name: "absurd",
+        version: "0.5.1 (absurd-sdk, absurdctl schema)",
+        runtime: Runtime::Python,
+        adapter: "lib_absurd.py",
+        table: "absurd.t_audit",
+        status_column: "state",
+        claimed: &["running"],
+        success: Success::Status("completed"),
+        protocol_schema: false,
+        stall_s: 2.0,
+        takeover_s: 60,
+        recovery: "built in: claim_timeout=2 s, extended by ctx.heartbeat() every 0.5 s; every claim sweeps expired runs into a new run",
+        completion_guard: "the run's state, read FOR UPDATE in complete_run/fail_run/extend_claim",
+        control: false,
+        checkpoint_table: Some("absurd.c_audit"),
+        not_applicable: &[],
+    },
+    Library {
+        name: "sqlxmq",
+        version: "0.6.0",
+        runtime: Runtime::Rust,
+        adapter: "audit-sqlxmq",
+        table: "public.mq_msgs",
+        status_column: "attempts",
+        claimed: &[],
+        success: Success::Deleted,
+        protocol_schema: false,
+        stall_s: 2.0,
+        takeover_s: 60,
+        recovery: "built in: a poll takes a message whose attempt_at passed; retry_backoff=2 s is the visibility timeout, pushed on by the runner's keep-alive",
+        completion_guard: "none (mq_delete, mq_checkpoint and mq_keep_alive by message id)",
+        control: false,
+        checkpoint_table: Some("public.mq_payloads"),
+        not_applicable: &[],
+    },
+    Library {
+        name: "underway",
+        version: "0.2.0",
+        runtime: Runtime::Rust,
+        adapter: "audit-underway",
+        table: "underway.task",
+        status_column: "state",
+        claimed: &["in_progress"],
+        success: Success::Status("succeeded"),
+        protocol_schema: false,
+        stall_s: 2.0,
+        // The stalled worker's transaction (and its advisory lock) stays open while it is paused:
+        // a takeover may never come, and the cell says so within this bound.
+        takeover_s: 15,
+        recovery: "built in: dequeue takes an in_progress task whose heartbeat (every 2 s) is older than 2 s, while attempts remain",
+        completion_guard: "a transaction-level advisory lock on the task id, taken by the executing transaction",
+        control: false,
+        checkpoint_table: None,
+        not_applicable: &[],
+    },
+    Library {
+        name: "apalis",
+        version: "1.0.0 (+ apalis-postgres 1.0.0)",
+        runtime: Runtime::Rust,
+        adapter: "audit-apalis",
+        table: "apalis.jobs",
+        status_column: "status",
+        claimed: &["Running", "Queued"],
+        success: Success::Status("Done"),
+        protocol_schema: false,
+        stall_s: 2.0,
+        // Under the same name the new worker's heartbeats keep the paused one's job owned: the
+        // takeover may never come, and the cell says so within this bound.
+        takeover_s: 15,
+        recovery: "built in: heartbeat every 1 s, missed_heartbeats=2; every worker's heartbeat re-enqueues the jobs of workers silent 2 s (reenqueue_orphaned)",
+        completion_guard: "lock_by = the worker's name (its owner id)",
+        control: false,
+        checkpoint_table: None,
+        not_applicable: &[],
+    },
+    Library {
+        name: "graphile_worker",
+        version: "0.14.1",
+        runtime: Runtime::Rust,
+        adapter: "audit-graphile",
+        table: "graphile_worker._private_jobs",
+        status_column: "attempts",
+        claimed: &[],
+        success: Success::Deleted,
+        protocol_schema: false,
+        stall_s: 2.0,
+        takeover_s: 20,
+        recovery: "optional dead-worker recovery, tightest: heartbeat 0.5 s, sweep 0.5 s, threshold 2 s, recovery_delay 0",
+        completion_guard: "completion deletes by job id; failure matches locked_by (the worker id)",
+        control: false,
+        checkpoint_table: None,
+        not_applicable: &[(
+            "same-name-early-success",
+            "the worker id is random per worker instance (graphile_worker_<hex>); the library offers no way to reuse one",
+        )],
     },
 ];
 
@@ -105,4 +273,28 @@ pub fn select(names: Option<&[String]>) -> Result<Vec<Library>, String> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_a_library_without_a_checkpoint_table_skips_the_checkpoint_cell() {
+        for (i, l) in LIBRARIES.iter().enumerate() {
+            assert!(LIBRARIES[..i].iter().all(|o| o.name != l.name), "{} twice", l.name);
+            assert_eq!(l.not_applicable(CHECKPOINT_EXPERIMENT).is_some(), l.checkpoint_table.is_none(), "{}", l.name);
+        }
+        let reference = LIBRARIES.iter().find(|l| l.control).expect("a control");
+        assert!(crate::experiments::EXPERIMENTS.iter().all(|e| reference.not_applicable(e.id).is_none()));
+    }
+
+    #[test]
+    fn every_reason_names_a_known_experiment() {
+        for l in LIBRARIES {
+            for (e, _) in l.not_applicable {
+                assert!(crate::experiments::EXPERIMENTS.iter().any(|x| x.id == *e), "{}: {e}", l.name);
+            }
+        }
+    }
 }

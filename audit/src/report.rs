@@ -5,17 +5,18 @@
 
 use std::fmt::Write as _;
 
-use fenceproof_harness::check::audit::{CONCURRENT, CURRENT_OUTCOME, STALE_WRITE};
+use fenceproof_harness::check::audit::{CONCURRENT, CURRENT_OUTCOME, STALE_CHECKPOINT, STALE_WRITE};
 
 use super::cell::{CellResult, Outcome};
 use super::experiments::EXPERIMENTS;
 use super::libraries::LIBRARIES;
 
-/// The three checks' short column names, in order.
+/// The checks' short column names, in order.
 const COLUMNS: &[(&str, &str)] = &[
     (STALE_WRITE, "stale write accepted"),
     (CONCURRENT, "concurrent executions"),
     (CURRENT_OUTCOME, "current outcome lost"),
+    (STALE_CHECKPOINT, "stale checkpoint accepted"),
 ];
 
 /// A check's cell: "no" when it passed, "YES" when it failed (the column names a failure), "-"
@@ -30,7 +31,7 @@ fn mark(r: &CellResult, check: &str) -> &'static str {
 
 fn duplicate(r: &CellResult) -> String {
     match (r.verdict, r.executions) {
-        (Outcome::Error, _) => "-".into(),
+        (Outcome::Error | Outcome::NotApplicable | Outcome::NoTakeover, _) => "-".into(),
         (_, n) if n > 1 => format!("yes ({n})"),
         (_, n) => format!("no ({n})"),
     }
@@ -39,22 +40,27 @@ fn duplicate(r: &CellResult) -> String {
 /// The table as Markdown (also what the terminal shows).
 pub fn markdown(results: &[CellResult]) -> String {
     let mut s = String::new();
-    s.push_str("| library | experiment | verdict | body ran twice | stale write accepted | concurrent executions | current outcome lost | evidence |\n");
-    s.push_str("|---|---|---|---|---|---|---|---|\n");
+    s.push_str("| library | experiment | verdict | body ran twice |");
+    for (_, col) in COLUMNS {
+        let _ = write!(s, " {col} |");
+    }
+    s.push_str(" evidence |\n|---|---|---|---|");
+    s.push_str(&"---|".repeat(COLUMNS.len()));
+    s.push_str("---|\n");
     for r in results {
-        let _ = writeln!(
+        let _ = write!(
             s,
-            "| {} {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} {} | {} | {} | {} |",
             r.library,
             if r.control { "(control)" } else { r.version.as_str() },
             r.experiment,
             r.verdict.label(),
             duplicate(r),
-            mark(r, STALE_WRITE),
-            mark(r, CONCURRENT),
-            mark(r, CURRENT_OUTCOME),
-            r.evidence
         );
+        for (check, _) in COLUMNS {
+            let _ = write!(s, " {} |", mark(r, check));
+        }
+        let _ = writeln!(s, " {} |", r.evidence);
     }
     s
 }
@@ -67,10 +73,133 @@ pub fn findings(results: &[CellResult]) -> String {
         if let Some(e) = &r.error {
             let _ = writeln!(s, "  error: {e}");
         }
+        if let Some(why) = &r.not_applicable {
+            let _ = writeln!(s, "  does not apply: {why}");
+        }
         for c in r.checks.iter().filter(|c| !c.passed()) {
             let _ = writeln!(s, "  {}: {}", c.name, c.evidence);
         }
         let _ = writeln!(s, "  evidence: {}/  reproduce: {}", r.evidence, r.reproduce);
+    }
+    s
+}
+
+/// The short name of a check in the results matrix.
+fn short(check: &str) -> &'static str {
+    match check {
+        STALE_WRITE => "stale write",
+        CONCURRENT => "concurrent",
+        CURRENT_OUTCOME => "outcome lost",
+        STALE_CHECKPOINT => "stale checkpoint",
+        _ => "other",
+    }
+}
+
+/// The run's results, compact: what `docs/audit/results.json` keeps and the docs' matrix is made
+/// from (so the published table is a run's own output, never retyped).
+pub fn summary(results: &[CellResult]) -> serde_json::Value {
+    let cells: Vec<serde_json::Value> = results
+        .iter()
+        .map(|r| {
+            let failed: Vec<&str> = r.checks.iter().filter(|c| !c.passed()).map(|c| short(&c.name)).collect();
+            serde_json::json!({
+                "library": r.library,
+                "version": r.version,
+                "experiment": r.experiment,
+                "verdict": r.verdict.label(),
+                "executions": r.executions,
+                "failed": failed,
+                "note": r.not_applicable.clone().or_else(|| r.error.clone()),
+                "evidence": r.evidence,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(cells)
+}
+
+/// One cell of the matrix: the verdict, the failed checks, and `x2` when the body ran twice.
+fn summary_cell(c: &serde_json::Value) -> String {
+    let verdict = c["verdict"].as_str().unwrap_or("?");
+    let failed: Vec<&str> =
+        c["failed"].as_array().map(|a| a.iter().filter_map(|f| f.as_str()).collect()).unwrap_or_default();
+    let mut s = if failed.is_empty() { verdict.to_string() } else { format!("{verdict}: {}", failed.join(", ")) };
+    let n = c["executions"].as_u64().unwrap_or(0);
+    if n > 1 && matches!(verdict, "PASS" | "FAIL") {
+        let _ = write!(s, " (x{n})");
+    }
+    s
+}
+
+/// The results as a matrix, one row per library and one column per experiment (from a summary).
+pub fn summary_markdown(summary: &serde_json::Value) -> String {
+    let cells = summary.as_array().cloned().unwrap_or_default();
+    let mut libs: Vec<(String, String)> = Vec::new();
+    let mut exps: Vec<String> = Vec::new();
+    for c in &cells {
+        let lib = (c["library"].as_str().unwrap_or("").to_string(), c["version"].as_str().unwrap_or("").to_string());
+        if !libs.contains(&lib) {
+            libs.push(lib);
+        }
+        let e = c["experiment"].as_str().unwrap_or("").to_string();
+        if !exps.contains(&e) {
+            exps.push(e);
+        }
+    }
+    let mut s = String::from("| library |");
+    for e in &exps {
+        let _ = write!(s, " `{e}` |");
+    }
+    s.push_str("\n|---|");
+    s.push_str(&"---|".repeat(exps.len()));
+    s.push('\n');
+    for (lib, version) in &libs {
+        let _ = write!(s, "| {lib} {version} |");
+        for e in &exps {
+            let c = cells.iter().find(|c| c["library"] == lib.as_str() && c["experiment"] == e.as_str());
+            let _ = write!(s, " {} |", c.map(summary_cell).unwrap_or_else(|| "-".into()));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// One library's cells of a summary, one line per experiment with its verdict, what failed, how
+/// many times the body ran, and the note (why N/A, or what was observed instead of a verdict).
+pub fn summary_library_markdown(summary: &serde_json::Value, library: &str) -> String {
+    let mut s = String::from(
+        "| experiment | verdict | body ran | failed checks | note | evidence folder |\n|---|---|---|---|---|---|\n",
+    );
+    for c in summary.as_array().into_iter().flatten().filter(|c| c["library"] == library) {
+        let failed: Vec<&str> =
+            c["failed"].as_array().map(|a| a.iter().filter_map(|f| f.as_str()).collect()).unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {} | {} | {} | `{}/` |",
+            c["experiment"].as_str().unwrap_or(""),
+            c["verdict"].as_str().unwrap_or(""),
+            c["executions"].as_u64().unwrap_or(0),
+            if failed.is_empty() { "-".to_string() } else { failed.join(", ") },
+            c["note"].as_str().unwrap_or("").replace('|', "\\|").replace('\n', " "),
+            c["evidence"].as_str().unwrap_or("")
+        );
+    }
+    s
+}
+
+/// Why each N/A cell of a summary does not apply, one line each.
+pub fn summary_notes(summary: &serde_json::Value) -> String {
+    let mut s = String::new();
+    for c in
+        summary.as_array().into_iter().flatten().filter(|c| !matches!(c["verdict"].as_str(), Some("PASS" | "FAIL")))
+    {
+        let _ = writeln!(
+            s,
+            "- {} `{}` ({}): {}",
+            c["library"].as_str().unwrap_or(""),
+            c["experiment"].as_str().unwrap_or(""),
+            c["verdict"].as_str().unwrap_or(""),
+            c["note"].as_str().unwrap_or("").replace('\n', " ")
+        );
     }
     s
 }
@@ -86,6 +215,17 @@ pub fn settings_markdown(names: &[&str]) -> String {
     s
 }
 
+/// A verdict as a CSS class name (the labels "N/A" and "NO TAKEOVER" are not names).
+fn css_class(v: Outcome) -> &'static str {
+    match v {
+        Outcome::Pass => "PASS",
+        Outcome::Fail => "FAIL",
+        Outcome::Error => "ERROR",
+        Outcome::NotApplicable => "NA",
+        Outcome::NoTakeover => "NOTAKEOVER",
+    }
+}
+
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
@@ -97,7 +237,7 @@ pub fn html(results: &[CellResult], title: &str) -> String {
         s,
         "<!doctype html><meta charset=utf-8><title>{t}</title><style>body{{font:14px system-ui;margin:2em}}\
          table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}\
-         .PASS{{background:#dfd}}.FAIL{{background:#fdd}}.ERROR{{background:#ffd}}.YES{{color:#b00;font-weight:bold}}\
+         .PASS{{background:#dfd}}.FAIL{{background:#fdd}}.ERROR{{background:#ffd}}.NA,.NOTAKEOVER{{background:#eee}}.YES{{color:#b00;font-weight:bold}}\
          pre{{background:#f6f6f6;padding:6px;white-space:pre-wrap}}</style><h1>{t}</h1>",
         t = esc(title)
     );
@@ -118,12 +258,13 @@ fn html_table(s: &mut String, results: &[CellResult]) {
     for (i, r) in results.iter().enumerate() {
         let _ = write!(
             s,
-            "<tr><td>{} {}</td><td><a href=\"#c{i}\">{}</a></td><td class={v}>{v}</td><td>{}</td>",
+            "<tr><td>{} {}</td><td><a href=\"#c{i}\">{}</a></td><td class=\"{c}\">{v}</td><td>{}</td>",
             esc(&r.library),
             esc(if r.control { "(control)" } else { &r.version }),
             esc(&r.experiment),
             esc(&duplicate(r)),
-            v = r.verdict.label()
+            v = r.verdict.label(),
+            c = css_class(r.verdict)
         );
         for (check, _) in COLUMNS {
             let m = mark(r, check);
@@ -139,17 +280,21 @@ fn html_cell(s: &mut String, i: usize, r: &CellResult) {
     let title = EXPERIMENTS.iter().find(|e| e.id == r.experiment).map(|e| e.title).unwrap_or("");
     let _ = write!(
         s,
-        "<h2 id=c{i}>{} / {} <span class={v}>{v}</span></h2><p>{}</p><p>evidence: <a href=\"{e}/\">{e}/</a> \
+        "<h2 id=c{i}>{} / {} <span class=\"{c}\">{v}</span></h2><p>{}</p><p>evidence: <a href=\"{e}/\">{e}/</a> \
          (cell.json, commits.json, tools-ledger.jsonl, timeline.json, adapter-*.log) · reproduce: <code>{}</code></p>",
         esc(&r.library),
         esc(&r.experiment),
         esc(title),
         esc(&r.reproduce),
         v = r.verdict.label(),
+        c = css_class(r.verdict),
         e = esc(&r.evidence)
     );
     if let Some(e) = &r.error {
         let _ = write!(s, "<pre>error: {}</pre>", esc(e));
+    }
+    if let Some(why) = &r.not_applicable {
+        let _ = write!(s, "<p>does not apply: {}</p>", esc(why));
     }
     for c in &r.checks {
         let _ = write!(
@@ -210,4 +355,41 @@ fn cell_timeline(r: &CellResult) -> Vec<(String, String)> {
     }
     lines.sort();
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn summary_of_two() -> serde_json::Value {
+        json!([
+            {"library": "q", "version": "1.0", "experiment": "e1", "verdict": "FAIL", "executions": 2,
+             "failed": ["stale write", "outcome lost"], "note": null, "evidence": "q-e1"},
+            {"library": "q", "version": "1.0", "experiment": "e2", "verdict": "N/A", "executions": 0,
+             "failed": [], "note": "no such thing | here", "evidence": "q-e2"},
+            {"library": "r", "version": "2", "experiment": "e1", "verdict": "PASS", "executions": 1,
+             "failed": [], "note": null, "evidence": "r-e1"}
+        ])
+    }
+
+    #[test]
+    fn the_matrix_has_a_row_per_library_and_a_column_per_experiment() {
+        let m = summary_markdown(&summary_of_two());
+        let lines: Vec<&str> = m.lines().collect();
+        assert_eq!(lines[0], "| library | `e1` | `e2` |");
+        assert_eq!(lines[2], "| q 1.0 | FAIL: stale write, outcome lost (x2) | N/A |");
+        assert_eq!(lines[3], "| r 2 | PASS | - |", "a cell the run did not have is a dash");
+    }
+
+    #[test]
+    fn notes_name_every_cell_without_a_verdict_and_library_tables_escape_pipes() {
+        let s = summary_of_two();
+        let notes = summary_notes(&s);
+        assert_eq!(notes.lines().count(), 1);
+        assert!(notes.contains("q `e2` (N/A): no such thing"), "{notes}");
+        let t = summary_library_markdown(&s, "q");
+        assert!(t.contains("no such thing \\| here"), "{t}");
+        assert_eq!(t.lines().count(), 4, "{t}");
+    }
 }

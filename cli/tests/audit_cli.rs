@@ -93,7 +93,29 @@ fn procrastinate_accepts_a_stale_completion_the_reference_refuses_it() {
     // Nothing of the audit is left running.
     let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
     let ps = String::from_utf8_lossy(&ps.stdout);
-    assert!(!ps.lines().any(|l| l.contains(dir.to_str().unwrap()) || l.contains("audit/adapters/lib_")), "{ps}");
+    let mine = |l: &str| l.contains("lib_procrastinate") || l.contains("lib_reference");
+    assert!(!ps.lines().any(|l| l.contains(dir.to_str().unwrap()) || mine(l)), "{ps}");
+}
+
+#[test]
+fn dbos_refuses_the_stale_executor_runs_its_step_twice_and_says_why_retry_does_not_apply() {
+    let reports = Path::new(env!("CARGO_TARGET_TMPDIR")).join("audit_cli_dbos");
+    let out = audit(&["--library", "dbos", "--only", "same-name-early-success,pause-early-retry"], &reports);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let cells: Vec<serde_json::Value> = serde_json::from_str(&stdout).unwrap();
+    let restart = cell(&cells, "dbos", "same-name-early-success");
+    assert_eq!(restart["verdict"], "PASS", "owner_xid, not the executor name, fences: {restart:#}");
+    assert_eq!(restart["executions"], 2, "the interrupted step ran again on recovery: {restart:#}");
+    let retry = cell(&cells, "dbos", "pause-early-retry");
+    assert_eq!(retry["verdict"], "N/A", "{retry:#}");
+    assert!(retry["not_applicable"].as_str().unwrap().contains("no job-level retry"), "{retry:#}");
+    let dir = std::fs::read_link(reports.join("latest")).map(|l| reports.join(l)).unwrap();
+    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    assert!(summary.contains("\"verdict\": \"N/A\""), "{summary}");
+    let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    let ps = String::from_utf8_lossy(&ps.stdout);
+    assert!(!ps.lines().any(|l| l.contains(dir.to_str().unwrap()) || l.contains("lib_dbos")), "{ps}");
 }
 
 #[test]

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use fenceproof_audit::cell::{self, Env, Outcome};
-use fenceproof_audit::{experiments, libraries, report};
+use fenceproof_audit::{experiments, libraries, report, rust_build};
 use fenceproof_harness::db::native::NativeCluster;
 use fenceproof_harness::db::pgbin::PgBin;
 use fenceproof_harness::db::{databases, Backend};
@@ -20,12 +20,12 @@ use fenceproof_scenarios::runner;
 
 use crate::fail::usage;
 
-/// Audit real job queues (procrastinate, pgqueuer, chancy) with the stale-worker faults, beside
+/// Audit real job queues and durable-execution engines (Python and Rust) with the stale-worker faults, beside
 /// the reference protocol as the control; prints the audit table (exit 0 unless the control fails
 /// or a cell errs; `--strict`: any FAIL is exit 1).
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Only these libraries (comma-separated: reference, procrastinate, pgqueuer, chancy).
+    /// Only these libraries (comma-separated; `fenceproof audit --library x` lists them).
     #[arg(long = "library", value_name = "LIBRARY", value_delimiter = ',')]
     libraries: Option<Vec<String>>,
     /// Only these experiments (comma-separated, e.g. pause-early-success,kill-control).
@@ -49,6 +49,9 @@ pub struct Args {
     /// Exit 1 when any library fails a check, not only the control.
     #[arg(long)]
     strict: bool,
+    /// How many cells run side by side (each in its own database, with its own workers).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=8))]
+    jobs: u16,
 }
 
 /// Where the audit's Python is by default: the project-local environment `scripts/setup.sh` makes.
@@ -81,7 +84,7 @@ async fn checked(a: Args) -> u8 {
     if let Err(m) = check_inputs(&a) {
         return usage(m);
     }
-    for l in &libs {
+    for l in libs.iter().filter(|l| l.runtime == libraries::Runtime::Python) {
         if !a.adapters.join(l.adapter).is_file() {
             return usage(format!("adapter {} of {} not found", a.adapters.join(l.adapter).display(), l.name));
         }
@@ -108,8 +111,18 @@ async fn audit(
     let python = std::path::absolute(&a.python)?;
     let adapters = std::fs::canonicalize(&a.adapters)?;
     let tools_bin = runner::default_tools_bin();
-    let env = Env { backend: &cluster as &dyn Backend, python: &python, adapters: &adapters, tools_bin: &tools_bin };
-    let results = cells(&env, &run, libs, exps, a.json).await?;
+    if libs.iter().any(|l| l.runtime == libraries::Runtime::Rust) && !a.json {
+        eprintln!("audit: building the Rust adapters (audit/adapters/rust; the first build takes minutes)");
+    }
+    let rust_bin = rust_build::build(&adapters, libs, rust_build::BUILD_BOUND).await;
+    let env = Env {
+        backend: &cluster as &dyn Backend,
+        python: &python,
+        adapters: &adapters,
+        tools_bin: &tools_bin,
+        rust_bin: &rust_bin,
+    };
+    let results = cells(&env, &run, libs, exps, a.json, a.jobs.into()).await?;
     cluster.stop();
     let names: Vec<&str> = libs.iter().map(|l| l.name).collect();
     write(&run, &results, &names)?;
@@ -131,15 +144,16 @@ async fn audit(
     Ok(verdict(&results, a.strict))
 }
 
-/// Every library against every experiment. Cells run two at a time, each in its own database with
-/// its own tools and workers: most of a cell is waiting for a library's stall recovery, and two
-/// fit the machine's two cores. Each cell's verdict is said on stderr as it ends (not with `json`).
+/// Every library against every experiment. Cells run `jobs` at a time (default 3), each in its own
+/// database with its own tools and workers: most of a cell is waiting (a library's stall recovery,
+/// the settle windows), so a few side by side fit two cores. Each cell's verdict is said on stderr as it ends (not with `json`).
 async fn cells(
     env: &Env<'_>,
     run: &RunDir,
     libs: &[libraries::Library],
     exps: &[experiments::AuditExperiment],
     json: bool,
+    jobs: usize,
 ) -> Result<Vec<cell::CellResult>, fenceproof_harness::HarnessError> {
     let mut plan = Vec::new();
     for l in libs {
@@ -147,31 +161,51 @@ async fn cells(
             plan.push((plan.len() + 1, *l, *e, run.experiment(&format!("{}-{}", l.name, e.id))?));
         }
     }
-    let mut results = Vec::new();
-    for pair in plan.chunks(2) {
-        let done = match pair {
-            [x, y] => {
-                let (r1, r2) =
-                    tokio::join!(cell::run(env, &x.1, &x.2, &x.3, x.0), cell::run(env, &y.1, &y.2, &y.3, y.0));
-                vec![r1, r2]
-            }
-            [x] => vec![cell::run(env, &x.1, &x.2, &x.3, x.0).await],
-            _ => Vec::new(),
-        };
-        for r in done {
-            if !json {
-                eprintln!(
-                    "audit: {:<14} {:<22} {:<5} ({:.1} s)",
-                    r.library,
-                    r.experiment,
-                    r.verdict.label(),
-                    r.duration_ms as f64 / 1000.0
-                );
-            }
-            results.push(r);
-        }
-    }
+    // A pool of `jobs` permits: a cell starts as soon as one ends (not in batches waiting for the
+    // slowest); the results keep the plan's order.
+    let permits = tokio::sync::Semaphore::new(jobs.max(1));
+    let results = join_all(
+        plan.iter()
+            .map(|x| async {
+                let _permit = permits.acquire().await;
+                let r = cell::run(env, &x.1, &x.2, &x.3, x.0).await;
+                if !json {
+                    eprintln!(
+                        "audit: {:<15} {:<24} {:<11} ({:.1} s)",
+                        r.library,
+                        r.experiment,
+                        r.verdict.label(),
+                        r.duration_ms as f64 / 1000.0
+                    );
+                }
+                r
+            })
+            .collect(),
+    )
+    .await;
     Ok(results)
+}
+
+/// Drive every future of `futs` (borrowing, so not spawned) to its end; their outputs in order.
+async fn join_all<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
+    let mut futs: Vec<std::pin::Pin<Box<F>>> = futs.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        for (f, o) in futs.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                if let std::task::Poll::Ready(v) = f.as_mut().poll(cx) {
+                    *o = Some(v);
+                }
+            }
+        }
+        if out.iter().all(Option::is_some) {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
 }
 
 /// `audit.md`, `audit.json` and `index.html` into the run folder, which becomes `latest`.
@@ -184,6 +218,11 @@ fn write(run: &RunDir, results: &[cell::CellResult], names: &[&str]) -> Result<(
     );
     std::fs::write(run.path.join("audit.md"), &md)?;
     std::fs::write(run.path.join("audit.json"), serde_json::to_string_pretty(results).unwrap_or_default())?;
+    // The compact results: copied to docs/audit/results.json, they make the docs' results matrix.
+    std::fs::write(
+        run.path.join("summary.json"),
+        serde_json::to_string_pretty(&report::summary(results)).unwrap_or_default() + "\n",
+    )?;
     std::fs::write(run.path.join("index.html"), report::html(results, &format!("fenceproof audit {}", run.run_id)))?;
     run.mark_latest()?;
     Ok(())

@@ -41,7 +41,38 @@ const BLOCKS: &[Block] = &[
     Block { name: "external-skipped", make: external_skipped_markdown },
     Block { name: "audit-libraries", make: audit_libraries_markdown },
     Block { name: "audit-experiments", make: audit_experiments_markdown },
+    Block { name: "audit-results", make: audit_results_markdown },
+    Block { name: "audit-notes", make: audit_notes_markdown },
+    Block { name: "audit-dbos", make: || audit_library("dbos") },
+    Block { name: "audit-absurd", make: || audit_library("absurd") },
+    Block { name: "audit-sqlxmq", make: || audit_library("sqlxmq") },
+    Block { name: "audit-underway", make: || audit_library("underway") },
+    Block { name: "audit-apalis", make: || audit_library("apalis") },
+    Block { name: "audit-graphile_worker", make: || audit_library("graphile_worker") },
 ];
+
+/// One library's cells of the published results.
+fn audit_library(name: &str) -> String {
+    fenceproof_audit::report::summary_library_markdown(&audit_results(), name)
+}
+
+/// The published audit results: a run's `summary.json`, copied (so the matrix is the audit's own
+/// output; a new run is published by copying its file and running `fenceproof docs`).
+const AUDIT_RESULTS: &str = include_str!("../../../docs/audit/results.json");
+
+fn audit_results() -> serde_json::Value {
+    serde_json::from_str(AUDIT_RESULTS).unwrap_or(serde_json::Value::Null)
+}
+
+/// The audit's results matrix, one row per library.
+pub fn audit_results_markdown() -> String {
+    fenceproof_audit::report::summary_markdown(&audit_results())
+}
+
+/// Why each N/A (or ERROR) cell of the published results has no verdict.
+pub fn audit_notes_markdown() -> String {
+    fenceproof_audit::report::summary_notes(&audit_results())
+}
 
 /// The text of the block called `name`, or `None` for a name no generator has.
 pub fn generate(name: &str) -> Option<String> {
@@ -292,15 +323,21 @@ fn find_marker(text: &str, marker: &str) -> Option<usize> {
     text.match_indices(marker).map(|(i, _)| i).find(|&i| !text[..i].ends_with('`'))
 }
 
-/// The Markdown files that may hold generated blocks: `README.md` and `docs/*.md` under `root`.
+/// The Markdown files that may hold generated blocks: `README.md`, `docs/*.md` and
+/// `docs/audit/*.md` under `root`.
 fn files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut v = vec![root.join("README.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "md"))
-        .collect();
-    docs.sort();
-    v.extend(docs);
+    for dir in [root.join("docs"), root.join("docs").join("audit")] {
+        if !dir.is_dir() {
+            continue;
+        }
+        let mut docs: Vec<PathBuf> = std::fs::read_dir(&dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .collect();
+        docs.sort();
+        v.extend(docs);
+    }
     Ok(v)
 }
 

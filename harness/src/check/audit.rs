@@ -16,6 +16,8 @@ pub const STALE_WRITE: &str =
     "no change of the job's state by the stalled worker commits after the takeover (commit triggers)";
 pub const CONCURRENT: &str =
     "no execution starts while another live (not paused, not killed) execution of the job runs (tools' ledger)";
+pub const STALE_CHECKPOINT: &str =
+    "no checkpoint/progress write by the stalled worker commits after the takeover (commit triggers on the library's checkpoint table)";
 pub const CURRENT_OUTCOME: &str =
     "the current worker's own outcome commits and stands: nobody else's write replaces it (commit triggers)";
 
@@ -87,6 +89,10 @@ pub struct AuditHistory {
     /// Status values that mean "a worker has claimed the job and runs it".
     pub claimed: Vec<String>,
     pub success: Success,
+    /// The committed writes of the library's checkpoint/progress table, when the experiment
+    /// watched one (a stale checkpoint is then judged).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<Vec<JobWrite>>,
 }
 
 impl AuditHistory {
@@ -216,9 +222,44 @@ pub fn current_outcome(h: &AuditHistory) -> Check {
     }
 }
 
-/// All three, in the report's order.
+/// Every checkpoint/progress write the stalled worker committed after the takeover (§06: a stale
+/// worker's progress must not replace the current one's).
+pub fn stale_checkpoint(h: &AuditHistory, checkpoints: &[JobWrite]) -> Check {
+    let Some(takeover) = h.takeover_at() else {
+        return Check::fail(STALE_CHECKPOINT, format!("{} never committed a change of the job", h.taker));
+    };
+    let late: Vec<String> = checkpoints
+        .iter()
+        .filter(|w| w.writer == h.stalled && w.at > takeover)
+        .map(|w| format!("#{} {} by {} at {}", w.seq, w.op, w.writer, w.at.format("%H:%M:%S%.3f")))
+        .collect();
+    let all = checkpoints.iter().map(|w| format!("{} by {}", w.op, w.writer)).collect::<Vec<_>>().join(", ");
+    if late.is_empty() {
+        Check::pass(
+            STALE_CHECKPOINT,
+            format!("takeover at {}; checkpoint writes: [{all}]", takeover.format("%H:%M:%S%.3f")),
+        )
+    } else {
+        Check::fail(
+            STALE_CHECKPOINT,
+            format!(
+                "takeover by {} at {}; then accepted from {}: {}",
+                h.taker,
+                takeover.format("%H:%M:%S%.3f"),
+                h.stalled,
+                late.join("; ")
+            ),
+        )
+    }
+}
+
+/// All of them, in the report's order (the checkpoint check when the history watched one).
 pub fn judge(h: &AuditHistory) -> Vec<Check> {
-    vec![stale_write(h), concurrent_executions(h), current_outcome(h)]
+    let mut checks = vec![stale_write(h), concurrent_executions(h), current_outcome(h)];
+    if let Some(c) = &h.checkpoints {
+        checks.push(stale_checkpoint(h, c));
+    }
+    checks
 }
 
 #[cfg(test)]
@@ -261,6 +302,7 @@ mod tests {
             holds: vec![Hold { worker: "A".into(), from: t(1), to: Some(t(5)) }],
             claimed: vec!["doing".into()],
             success: Success::Status("succeeded"),
+            checkpoints: None,
         }
     }
 
@@ -330,6 +372,18 @@ mod tests {
         assert!(concurrent_executions(&h).passed());
         h.holds.clear();
         assert!(!concurrent_executions(&h).passed(), "nobody held A: B started beside a live execution");
+    }
+
+    #[test]
+    fn a_stale_checkpoint_after_the_takeover_fails_and_one_before_it_passes() {
+        let mut h = fenced();
+        h.checkpoints = Some(vec![w(10, "A", 1, None, None), w(11, "B", 4, None, None)]);
+        let c = judge(&h);
+        assert_eq!(c.len(), 4);
+        assert!(c.iter().all(|c| c.passed()), "{c:?}");
+        h.checkpoints.as_mut().unwrap().push(w(12, "A", 6, None, None));
+        let c = stale_checkpoint(&h, h.checkpoints.as_deref().unwrap());
+        assert!(!c.passed() && c.evidence.contains("#12"), "{c:?}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! A job-queue library's audit adapter (`audit/adapters/lib_<name>.py`), run with the project's own
-//! Python environment: one-shot commands (`setup`, `enqueue`) bounded in time, and worker processes
+//! A job-queue library's audit adapter: a Python script (`audit/adapters/lib_<name>.py`) run with
+//! the project's own Python environment, or a native binary (the Rust libraries' adapters). One-shot commands (`setup`, `enqueue`) bounded in time, and worker processes
 //! that run the library's own worker until the harness stops them. Each process gets its own
 //! `application_name` through `PGAPPNAME` (libpq reads it for every session the library opens), so
 //! the commit triggers tell the writers apart. A worker's stdout (the adapter's events, secondary
@@ -19,10 +19,10 @@ use crate::procs::registry::{self, Kind};
 use crate::procs::spawn::{prepare, run_bounded};
 use crate::record::timeline::Timeline;
 
-/// One library's adapter: the interpreter and the script.
+/// One library's adapter: the script and its interpreter, or (no interpreter) a native binary.
 #[derive(Debug, Clone)]
 pub struct Adapter {
-    pub python: PathBuf,
+    pub python: Option<PathBuf>,
     pub script: PathBuf,
 }
 
@@ -37,6 +37,9 @@ pub struct WorkerSpec<'a> {
     pub outcome: &'a str,
     pub stall_s: f64,
     pub recover: bool,
+    /// The name the worker gives itself in the library (its owner/worker id): `name` unless a
+    /// restart under the paused worker's own name is the experiment.
+    pub owner: &'a str,
 }
 
 /// The JSON lines of `text` (other lines, a library's stray prints, are skipped).
@@ -46,8 +49,15 @@ pub fn events(text: &str) -> Vec<Value> {
 
 impl Adapter {
     fn command(&self, cmd: &str, dsn: &str, app_name: &str) -> std::process::Command {
-        let mut c = std::process::Command::new(&self.python);
-        c.arg("-u").arg(&self.script).arg(cmd).arg("--dsn").arg(dsn);
+        let mut c = match &self.python {
+            Some(python) => {
+                let mut c = std::process::Command::new(python);
+                c.arg("-u").arg(&self.script);
+                c
+            }
+            None => std::process::Command::new(&self.script),
+        };
+        c.arg(cmd).arg("--dsn").arg(dsn);
         c.env("PGAPPNAME", app_name).env("PYTHONDONTWRITEBYTECODE", "1").stdin(Stdio::null());
         c
     }
@@ -81,6 +91,7 @@ impl Adapter {
         let mut c = self.command("worker", spec.dsn, spec.app_name);
         c.arg("--name").arg(spec.name).arg("--tools").arg(spec.tools).arg("--gates").arg(spec.gates);
         c.arg("--outcome").arg(spec.outcome).arg("--stall-s").arg(spec.stall_s.to_string());
+        c.arg("--owner").arg(spec.owner);
         if spec.recover {
             c.arg("--recover");
         }

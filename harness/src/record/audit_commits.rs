@@ -30,6 +30,12 @@ pub async fn install(pool: &PgPool, table: &str) -> Result<()> {
     Ok(())
 }
 
+/// Watch one more table (schema-qualified) with the triggers `install` put in place.
+pub async fn watch(pool: &PgPool, table: &str) -> Result<()> {
+    sqlx::query("SELECT fenceproof_audit.watch($1::regclass)").bind(table).execute(pool).await?;
+    Ok(())
+}
+
 /// Every committed change, in commit order.
 pub async fn read(pool: &PgPool) -> Result<Vec<AuditCommit>> {
     Ok(sqlx::query_as::<_, AuditCommit>(

@@ -28,6 +28,8 @@ pub enum Mutant {
     TrustPrefilterLock,
     RestoreSkipsRecovery,
     ClaimAcrossCall,
+    RetrySerializationForever,
+    SerializationAsLeaseLost,
 }
 
 impl Mutant {
@@ -53,6 +55,8 @@ impl Mutant {
         Mutant::TrustPrefilterLock,
         Mutant::RestoreSkipsRecovery,
         Mutant::ClaimAcrossCall,
+        Mutant::RetrySerializationForever,
+        Mutant::SerializationAsLeaseLost,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,6 +82,8 @@ impl Mutant {
             Mutant::TrustPrefilterLock => "trust-prefilter-lock",
             Mutant::RestoreSkipsRecovery => "restore-skips-recovery",
             Mutant::ClaimAcrossCall => "claim-across-call",
+            Mutant::RetrySerializationForever => "retry-40001-forever",
+            Mutant::SerializationAsLeaseLost => "40001-as-lease-lost",
         }
     }
 
@@ -120,6 +126,12 @@ impl Mutant {
             }
             Mutant::ClaimAcrossCall => {
                 "the claim transaction commits before the tool is called: no transaction spans a remote call (06, 09.2)"
+            }
+            Mutant::RetrySerializationForever => {
+                "a transaction answered 40001 is retried whole under a budget, not until it commits (04, 07)"
+            }
+            Mutant::SerializationAsLeaseLost => {
+                "40001 means not committed, retry the whole transaction: it says nothing about the lease (07)"
             }
         }
     }

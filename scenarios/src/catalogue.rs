@@ -221,6 +221,24 @@ pub const RUNS_NO_TERMINAL_WITHOUT_LEASE: Rule = Rule {
     statement: "a worker that lost its lease writes no terminal state (neither failed nor succeeded)",
     checkers: &[TERMINAL_HOLDER, crate::b_old_owner_resumes::ONLY_TERMINAL_IS_HOLDERS, TERMINAL_TOLD],
 };
+pub const SERIALIZATION_RETRY_WHOLE: Rule = Rule {
+    id: "serialization.retry-whole",
+    section: "04, 07",
+    statement: "a transaction answered 40001 did not commit: it is retried from its start, as a whole, and commits once",
+    checkers: &[fenceproof_harness::check::serialization::RETRIED_WHOLE],
+};
+pub const SERIALIZATION_RETRY_BUDGET: Rule = Rule {
+    id: "serialization.retry-budget",
+    section: "07",
+    statement: "retries after 40001 stop at a budget; the write is then refused, with nothing committed",
+    checkers: &[fenceproof_harness::check::serialization::WITHIN_BUDGET],
+};
+pub const SERIALIZATION_NOT_LEASE_LOSS: Rule = Rule {
+    id: "serialization.not-lease-loss",
+    section: "07",
+    statement: "a 40001 says the transaction did not commit, nothing about the lease: the worker keeps its lease and its execution",
+    checkers: &[fenceproof_harness::check::serialization::NOT_LEASE_LOSS],
+};
 pub const RUNS_UNKNOWN_COMMIT_OUTCOME: Rule = Rule {
     id: "runs.unknown-commit-outcome",
     section: "06, 07, 10",
@@ -555,6 +573,9 @@ pub const RULES: &[&Rule] = &[
     &RUNS_TRANSITION_FROM_STATE,
     &RUNS_TERMINAL_FINAL,
     &RUNS_NO_TERMINAL_WITHOUT_LEASE,
+    &SERIALIZATION_RETRY_WHOLE,
+    &SERIALIZATION_RETRY_BUDGET,
+    &SERIALIZATION_NOT_LEASE_LOSS,
     &RUNS_UNKNOWN_COMMIT_OUTCOME,
     &RUNS_ANSWERS_AGREE,
     &RUNS_UNKNOWN_READ_BACK,
@@ -598,6 +619,9 @@ pub const RULES: &[&Rule] = &[
 /// its rules got no check. The experiments are named by their registrations, never by id.
 pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
     (&IDS_RETRY_NEW_RUN, &[&crate::g_retry_isolation::EXPERIMENT]),
+    (&SERIALIZATION_RETRY_WHOLE, &[&crate::s_serialization::EXPERIMENT]),
+    (&SERIALIZATION_RETRY_BUDGET, &[&crate::s_serialization::EXPERIMENT]),
+    (&SERIALIZATION_NOT_LEASE_LOSS, &[&crate::s_serialization::EXPERIMENT]),
     (
         &IDS_OPERATION_ID_PER_INTENT,
         &[

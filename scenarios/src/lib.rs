@@ -32,6 +32,7 @@ pub mod p_role_boundary;
 pub mod p_secret_masking;
 pub mod preflight;
 pub mod runner;
+pub mod s_serialization;
 pub mod tags;
 pub mod w_boundaries;
 
@@ -66,6 +67,7 @@ pub fn all() -> Vec<Experiment> {
         i_lost_ack::TERMINAL,
         i_lost_ack::RENEW,
         j_partition::EXPERIMENT,
+        s_serialization::EXPERIMENT,
         k_clock_jump::FORWARD,
         k_clock_jump::BACKWARD,
         l_rollout::EXPERIMENT,

@@ -22,6 +22,7 @@ pub mod operation_ids;
 pub mod remote;
 pub mod restore;
 pub mod rule;
+pub mod serialization;
 pub mod transitions;
 
 use serde::Serialize;

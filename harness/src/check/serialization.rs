@@ -82,6 +82,40 @@ pub fn not_lease_loss(episodes: &[&Episode], lease_events: &[String], next: (&st
     Check::from_violations(NOT_LEASE_LOSS, bad, "the lease held through every 40001; the next write committed")
 }
 
+/// In a randomized schedule, where a save may be refused for other reasons (a stale revision, an
+/// ended run, a lease that ran out meanwhile), each episode judges only what no other cause
+/// explains: the server answered the worker's only attempt with 40001, the lease stayed the
+/// worker's, and the worker refused the write without trying again (no retry at all; a retry of
+/// the failing statement alone in the aborted transaction never reaches the write again either);
+/// it outlasted endless failures (no budget); or it answered `lease_lost` while its lease was
+/// unchanged and live (`lease_kept`).
+pub fn in_schedule(episodes: &[(Episode, bool)]) -> Vec<Check> {
+    if episodes.is_empty() {
+        return Vec::new();
+    }
+    let mut no_retry = Vec::new();
+    let mut no_budget = Vec::new();
+    let mut as_lost = Vec::new();
+    for (e, lease_kept) in episodes {
+        let explained = matches!(e.answer.as_str(), "ok" | "conflict" | "invalid_state" | "outcome_unknown" | "no_answer_yet");
+        if e.failures >= 1 && e.attempts == 1 && *lease_kept && !explained {
+            no_retry.push(e.describe());
+        }
+        if e.failures >= crate::faults::serialization::ENDLESS && e.attempts >= e.failures {
+            no_budget.push(e.describe());
+        }
+        if e.answer == "lease_lost" && *lease_kept {
+            as_lost.push(format!("{} (the lease was unchanged and live)", e.describe()));
+        }
+    }
+    let n = episodes.len();
+    vec![
+        Check::from_violations(RETRIED_WHOLE, no_retry, format!("{n} save(s) met 40001; each was tried again")),
+        Check::from_violations(WITHIN_BUDGET, no_budget, format!("{n} save(s) met 40001; none outlasted the failures")),
+        Check::from_violations(NOT_LEASE_LOSS, as_lost, format!("{n} save(s) met 40001; none was taken for a lost lease")),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,16 +137,36 @@ mod tests {
 
     #[test]
     fn endless_failures_need_a_budget() {
-        assert!(within_budget(&ep(400, 5, "retry_budget_exhausted", 0)).passed());
-        assert!(!within_budget(&ep(400, 401, "ok", 1)).passed());
-        assert!(!within_budget(&ep(400, 400, "timeout", 0)).passed());
+        assert!(within_budget(&ep(100, 5, "retry_budget_exhausted", 0)).passed());
+        assert!(!within_budget(&ep(100, 401, "ok", 1)).passed());
+        assert!(!within_budget(&ep(100, 400, "timeout", 0)).passed());
+    }
+
+    #[test]
+    fn in_a_schedule_only_what_nothing_else_explains_fails() {
+        // A conflict after a retry, a lease_lost once the lease moved on: not this rule's business.
+        let fine = [
+            (ep(1, 2, "conflict", 0), true),
+            (ep(3, 1, "lease_lost", 0), false),
+            (ep(100, 5, "x", 0), true),
+            (ep(3, 1, "conflict", 0), true),
+        ];
+        assert!(in_schedule(&fine).iter().all(Check::passed));
+        assert!(in_schedule(&[]).is_empty());
+        let failed = |eps: &[(Episode, bool)]| -> Vec<String> {
+            in_schedule(eps).into_iter().filter(|c| !c.passed()).map(|c| c.name).collect()
+        };
+        assert_eq!(failed(&[(ep(1, 1, "db_error", 0), true)]), vec![RETRIED_WHOLE.to_string()]);
+        assert_eq!(failed(&[(ep(100, 401, "ok", 1), true)]), vec![WITHIN_BUDGET.to_string()]);
+        assert_eq!(failed(&[(ep(3, 4, "lease_lost", 0), true)]), vec![NOT_LEASE_LOSS.to_string()]);
+        assert_eq!(failed(&[(ep(1, 1, "db_error", 0), false)]), Vec::<String>::new());
     }
 
     #[test]
     fn a_40001_taken_for_a_lost_lease_fails() {
-        let fine = ep(400, 5, "retry_budget_exhausted", 0);
+        let fine = ep(100, 5, "retry_budget_exhausted", 0);
         assert!(not_lease_loss(&[&fine], &[], ("ok", 1)).passed());
-        let lost = ep(400, 1, "lease_lost", 0);
+        let lost = ep(100, 1, "lease_lost", 0);
         assert!(!not_lease_loss(&[&lost], &[], ("ok", 1)).passed());
         assert!(!not_lease_loss(&[&fine], &["execution_cancelled".into()], ("ok", 1)).passed());
         assert!(!not_lease_loss(&[&fine], &[], ("lease_lost", 0)).passed());

@@ -13,7 +13,7 @@ use super::fault::Fault;
 use crate::error::Result;
 
 /// More failures than any sane retry budget: a worker that is still trying after this many has none.
-pub const ENDLESS: i64 = 400;
+pub const ENDLESS: i64 = 100;
 
 /// The next `failures` writes of `table` by the session named `writer` answered 40001.
 pub struct SerializationFailures {

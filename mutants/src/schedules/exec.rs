@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use fenceproof_harness::check::history::{QuietWindow, SentWrite};
 use fenceproof_harness::check::remote::OperationRow;
-use fenceproof_harness::check::{history, invariants, remote, Check};
+use fenceproof_harness::check::{history, invariants, remote, serialization, Check};
 use fenceproof_harness::faults::tools::ArmedToolFault;
 use fenceproof_harness::faults::{Injected, Pause};
 use fenceproof_harness::procs::tools::ToolsProc;
@@ -90,6 +90,9 @@ pub struct Exec<'a> {
     pub log: Vec<String>,
     /// Tool faults armed and not yet healed (a create may still fire them).
     pub(super) tool_faults: Vec<Injected<ArmedToolFault>>,
+    /// Each save the server answered with 40001, and whether the holder's lease was unchanged
+    /// and live after it.
+    pub(super) serialization: Vec<(serialization::Episode, bool)>,
 }
 
 impl<'a> Exec<'a> {
@@ -119,6 +122,7 @@ impl<'a> Exec<'a> {
             reached: BTreeSet::new(),
             log: Vec::new(),
             tool_faults: Vec::new(),
+            serialization: Vec::new(),
         })
     }
 
@@ -362,6 +366,7 @@ impl<'a> Exec<'a> {
             Op::Reconcile => self.reconcile().await?,
             Op::Rogue { forge } => self.rogue(*forge).await?,
             Op::LostAnswer { ack, what } => self.lost_answer(*ack, *what).await?,
+            Op::Serialization { failures } => self.serialization(*failures).await?,
         };
         self.log.push(format!("{} -> {what}", serde_json::to_string(op).expect("json")));
         Ok(())
@@ -614,6 +619,7 @@ impl<'a> Exec<'a> {
         checks.push(history::quiet_windows_stay_quiet(&rows, &self.quiet));
         checks.extend(remote::all(&entries, &ops));
         checks.push(fenceproof_harness::check::claims::no_transaction_across_call(&entries, &rows));
+        checks.extend(serialization::in_schedule(&self.serialization));
         Ok((checks, self.log))
     }
 }

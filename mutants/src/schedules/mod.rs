@@ -11,6 +11,7 @@ pub mod exec;
 pub mod gen;
 pub mod mutants;
 pub mod ops;
+mod retry_40001;
 pub mod shrink;
 
 use std::collections::BTreeSet;

@@ -30,6 +30,7 @@ pub enum Mutant {
     ClaimAcrossCall,
     RetrySerializationForever,
     SerializationAsLeaseLost,
+    MaskSkipsArrays,
 }
 
 impl Mutant {
@@ -57,6 +58,7 @@ impl Mutant {
         Mutant::ClaimAcrossCall,
         Mutant::RetrySerializationForever,
         Mutant::SerializationAsLeaseLost,
+        Mutant::MaskSkipsArrays,
     ];
 
     pub fn name(self) -> &'static str {
@@ -84,6 +86,7 @@ impl Mutant {
             Mutant::ClaimAcrossCall => "claim-across-call",
             Mutant::RetrySerializationForever => "retry-40001-forever",
             Mutant::SerializationAsLeaseLost => "40001-as-lease-lost",
+            Mutant::MaskSkipsArrays => "mask-skips-arrays",
         }
     }
 
@@ -132,6 +135,9 @@ impl Mutant {
             }
             Mutant::SerializationAsLeaseLost => {
                 "40001 means not committed, retry the whole transaction: it says nothing about the lease (07)"
+            }
+            Mutant::MaskSkipsArrays => {
+                "a secret is replaced by a reference wherever it is in the request, arrays included: no value reaches the ledger (12)"
             }
         }
     }

@@ -72,6 +72,11 @@ pub const SITUATIONS: &[Situation] = &[
         rules: &["serialization.retry-whole", "serialization.retry-budget", "serialization.not-lease-loss"],
     },
     Situation {
+        id: "secret-planned",
+        what: "the holder planned a step whose request carries secrets at depth (arrays, nested objects)",
+        rules: &["secrets.masked"],
+    },
+    Situation {
         id: "write-held-across-takeover",
         what: "a write was held inside its transaction while its lease expired and was taken over",
         rules: &["commit.valid-at-check", "lease.takeover-waits-for-validated-commit", "commit.lease-owner-epoch-live"],

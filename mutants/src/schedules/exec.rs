@@ -93,6 +93,8 @@ pub struct Exec<'a> {
     /// Each save the server answered with 40001, and whether the holder's lease was unchanged
     /// and live after it.
     pub(super) serialization: Vec<(serialization::Episode, bool)>,
+    /// The secret values planned (judged absent from the ledger rows and the oracle at the end).
+    pub(super) secrets: Vec<String>,
 }
 
 impl<'a> Exec<'a> {
@@ -123,6 +125,7 @@ impl<'a> Exec<'a> {
             log: Vec::new(),
             tool_faults: Vec::new(),
             serialization: Vec::new(),
+            secrets: Vec::new(),
         })
     }
 
@@ -367,6 +370,7 @@ impl<'a> Exec<'a> {
             Op::Rogue { forge } => self.rogue(*forge).await?,
             Op::LostAnswer { ack, what } => self.lost_answer(*ack, *what).await?,
             Op::Serialization { failures } => self.serialization(*failures).await?,
+            Op::PlanSecret { tool } => self.plan_secret(*tool).await?,
         };
         self.log.push(format!("{} -> {what}", serde_json::to_string(op).expect("json")));
         Ok(())
@@ -620,6 +624,9 @@ impl<'a> Exec<'a> {
         checks.extend(remote::all(&entries, &ops));
         checks.push(fenceproof_harness::check::claims::no_transaction_across_call(&entries, &rows));
         checks.extend(serialization::in_schedule(&self.serialization));
+        let bodies: Vec<String> =
+            sqlx::query_scalar("SELECT request_body::text FROM tool_operations").fetch_all(&self.ctx.pool).await?;
+        checks.extend(super::secret_plan::judge(&self.secrets, &bodies, &rows));
         Ok((checks, self.log))
     }
 }

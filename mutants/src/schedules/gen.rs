@@ -55,7 +55,7 @@ pub struct Swarm {
 /// inserted into the schedule the main stream gives, so adding one leaves every seed's schedules
 /// as they were (the same operations in the same order), with the new operations among them. They
 /// are the last entries of [`KINDS`].
-const INSERTED: &[&str] = &["serialization"];
+const INSERTED: &[&str] = &["serialization", "plan_secret"];
 
 /// The side stream's seed, for the inserted kinds.
 const SIDE: u64 = 0x5E71_A112_0D5E_0001;
@@ -169,6 +169,7 @@ fn outbox_op(kind: &str, w: usize, rng: &mut Rng) -> Op {
         "cancel" => Op::Cancel { plan_first: rng.coin(), tool: rng.pick(&TOOLS) },
         "retry" => Op::Retry,
         "plan" => Op::Plan { w, tool: rng.pick(&TOOLS), body: rng.pick(&BODIES) },
+        "plan_secret" => Op::PlanSecret { tool: rng.pick(&TOOLS) },
         "arm_tool_fault" => Op::ArmToolFault {
             fault: rng.pick(&[
                 ToolFault::DropAfterCommit,

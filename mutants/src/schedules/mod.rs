@@ -12,6 +12,7 @@ pub mod gen;
 pub mod mutants;
 pub mod ops;
 mod retry_40001;
+mod secret_plan;
 pub mod shrink;
 
 use std::collections::BTreeSet;

@@ -297,6 +297,11 @@ pub enum Op {
     Serialization {
         failures: Failures,
     },
+    /// The holder plans a step for `tool` whose request carries secrets at any depth (arrays,
+    /// nested objects, several, unicode names): no value may reach a ledger row.
+    PlanSecret {
+        tool: Tool,
+    },
 }
 
 /// How many of the holder's attempts [`Op::Serialization`] answers with 40001.
@@ -375,4 +380,5 @@ pub const KINDS: &[&str] = &[
     "rogue",
     "lost_answer",
     "serialization",
+    "plan_secret",
 ];

@@ -69,9 +69,7 @@ pub async fn protected_transition(
             .await
             .map(|(r, _)| r);
         match r {
-            Err(ProtocolError::RetryBudgetExhausted { .. }) if as_lost => {
-                Err(lost(lease))
-            }
+            Err(ProtocolError::RetryBudgetExhausted { .. }) if as_lost => Err(lost(lease)),
             // MUTANT conflict-retry-without-reread: the loser blindly retries at the revision it was
             // told, without re-reading and recomputing.
             Err(ProtocolError::Conflict { found: Some(found), .. })

@@ -221,10 +221,17 @@ pub const RUNS_NO_TERMINAL_WITHOUT_LEASE: Rule = Rule {
     statement: "a worker that lost its lease writes no terminal state (neither failed nor succeeded)",
     checkers: &[TERMINAL_HOLDER, crate::b_old_owner_resumes::ONLY_TERMINAL_IS_HOLDERS, TERMINAL_TOLD],
 };
+pub const LEASE_CONFIRMED_LOSS_STOPS_WORK: Rule = Rule {
+    id: "lease.confirmed-loss-stops-work",
+    section: "05.2, 07",
+    statement: "a renewal matching zero rows is a confirmed loss: the execution is cancelled and no new write or side effect is started",
+    checkers: &[fenceproof_harness::check::after_loss::NO_WRITE_AFTER_LOSS, crate::b_loss_while_running::A_STOPS],
+};
 pub const SERIALIZATION_RETRY_WHOLE: Rule = Rule {
     id: "serialization.retry-whole",
     section: "04, 07",
-    statement: "a transaction answered 40001 did not commit: it is retried from its start, as a whole, and commits once",
+    statement:
+        "a transaction answered 40001 did not commit: it is retried from its start, as a whole, and commits once",
     checkers: &[fenceproof_harness::check::serialization::RETRIED_WHOLE],
 };
 pub const SERIALIZATION_RETRY_BUDGET: Rule = Rule {
@@ -573,6 +580,7 @@ pub const RULES: &[&Rule] = &[
     &RUNS_TRANSITION_FROM_STATE,
     &RUNS_TERMINAL_FINAL,
     &RUNS_NO_TERMINAL_WITHOUT_LEASE,
+    &LEASE_CONFIRMED_LOSS_STOPS_WORK,
     &SERIALIZATION_RETRY_WHOLE,
     &SERIALIZATION_RETRY_BUDGET,
     &SERIALIZATION_NOT_LEASE_LOSS,
@@ -619,6 +627,7 @@ pub const RULES: &[&Rule] = &[
 /// its rules got no check. The experiments are named by their registrations, never by id.
 pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
     (&IDS_RETRY_NEW_RUN, &[&crate::g_retry_isolation::EXPERIMENT]),
+    (&LEASE_CONFIRMED_LOSS_STOPS_WORK, &[&crate::b_loss_while_running::EXPERIMENT]),
     (&SERIALIZATION_RETRY_WHOLE, &[&crate::s_serialization::EXPERIMENT]),
     (&SERIALIZATION_RETRY_BUDGET, &[&crate::s_serialization::EXPERIMENT]),
     (&SERIALIZATION_NOT_LEASE_LOSS, &[&crate::s_serialization::EXPERIMENT]),

@@ -5,6 +5,7 @@
 pub mod a_continuous_checkpoints;
 pub mod answers;
 pub mod b_database_freeze;
+pub mod b_loss_while_running;
 pub mod b_old_owner_resumes;
 pub mod c_same_epoch_reorder;
 pub mod catalogue;
@@ -46,6 +47,7 @@ pub fn all() -> Vec<Experiment> {
         b_old_owner_resumes::FREEZE,
         b_database_freeze::EXPERIMENT,
         b_old_owner_resumes::SAME_OWNER,
+        b_loss_while_running::EXPERIMENT,
         c_same_epoch_reorder::EXPERIMENT,
         d_race_after_validation::EXPERIMENT,
         e_remote_success_then_crash::IDEM,

@@ -8,10 +8,10 @@
 //! write, with the faults healed, commits. The trigger counts every attempt in a sequence no
 //! rollback returns, so the attempts are counted by the server, not reported by the worker.
 
-use fenceproof_harness::check::serialization::{self, Episode};
 use fenceproof_harness::check::invariants;
-use fenceproof_harness::faults::serialization::{SerializationFailures, ENDLESS};
+use fenceproof_harness::check::serialization::{self, Episode};
 use fenceproof_harness::faults::inject;
+use fenceproof_harness::faults::serialization::{SerializationFailures, ENDLESS};
 use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
@@ -42,7 +42,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let run_id =
         runs::create_run(&ctx.pool, "task-s", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
     let mut w = ctx.spawn_worker("a", vec![]).await?;
-    let acq = json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 20_000, "heartbeat_ms": 500, "renew_timeout_ms": 2000});
+    let acq =
+        json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 20_000, "heartbeat_ms": 500, "renew_timeout_ms": 2000});
     require_ok(&w.request(acq, STEP).await?, "acquire")?;
     require_ok(&w.request(json!({"cmd": "start"}), STEP).await?, "start")?;
 
@@ -62,7 +63,11 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
     ctx.check(serialization::retried_whole(&once, &several));
     ctx.check(serialization::within_budget(&endless));
-    ctx.check(serialization::not_lease_loss(&[&once, &several, &endless], &lease_events, (outcome(&next), next_committed)));
+    ctx.check(serialization::not_lease_loss(
+        &[&once, &several, &endless],
+        &lease_events,
+        (outcome(&next), next_committed),
+    ));
     ctx.note(format!(
         "attempts: {} for 1 failure, {} for {SEVERAL}, {} for {ENDLESS} (answered {})",
         once.attempts, several.attempts, endless.attempts, endless.answer
@@ -76,7 +81,13 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
 /// One save while the server answers the worker's run writes with 40001 `failures` times: what
 /// the worker answered, how often it attempted, what committed.
-async fn episode(ctx: &mut Ctx, w: &mut WorkerProc, run_id: Uuid, failures: i64, step: i64) -> Result<Episode, HarnessError> {
+async fn episode(
+    ctx: &mut Ctx,
+    w: &mut WorkerProc,
+    run_id: Uuid,
+    failures: i64,
+    step: i64,
+) -> Result<Episode, HarnessError> {
     let mark = ctx.oracle_mark().await?;
     let fault = SerializationFailures::new(&ctx.pool, &ctx.oracle_schema, &w.owner, "agent_runs", failures);
     let armed = inject(fault, &ctx.timeline).await?;
@@ -88,12 +99,7 @@ async fn episode(ctx: &mut Ctx, w: &mut WorkerProc, run_id: Uuid, failures: i64,
 }
 
 /// The writer's run updates committed after oracle mark `mark`.
-async fn saves_after(
-    ctx: &Ctx,
-    mark: i64,
-    writer: &str,
-    run_id: Uuid,
-) -> Result<usize, HarnessError> {
+async fn saves_after(ctx: &Ctx, mark: i64, writer: &str, run_id: Uuid) -> Result<usize, HarnessError> {
     Ok(ctx
         .commits()
         .await?

@@ -37,7 +37,8 @@ pub const RETRIED_WHOLE: &str = "a write answered 40001 is retried from its star
 /// A checker's name.
 pub const WITHIN_BUDGET: &str = "retries of a write the server keeps answering 40001 stop within a budget";
 /// A checker's name.
-pub const NOT_LEASE_LOSS: &str = "a 40001 is not taken for a lost lease: no lease_lost, no cancellation, the next write commits";
+pub const NOT_LEASE_LOSS: &str =
+    "a 40001 is not taken for a lost lease: no lease_lost, no cancellation, the next write commits";
 
 /// After `once` (one 40001) the write must have been retried and committed exactly once with an
 /// `ok` answer; after `several` (a few 40001s), either the same, or a refusal with nothing
@@ -73,8 +74,11 @@ pub fn within_budget(endless: &Episode) -> Check {
 /// lost lease or a cancelled execution during the faults (`lease_events`: such events seen), and
 /// its next write once the faults were healed was answered `ok` and committed (`next`).
 pub fn not_lease_loss(episodes: &[&Episode], lease_events: &[String], next: (&str, usize)) -> Check {
-    let mut bad: Vec<String> =
-        episodes.iter().filter(|e| e.answer == "lease_lost").map(|e| format!("answered lease_lost: {}", e.describe())).collect();
+    let mut bad: Vec<String> = episodes
+        .iter()
+        .filter(|e| e.answer == "lease_lost")
+        .map(|e| format!("answered lease_lost: {}", e.describe()))
+        .collect();
     bad.extend(lease_events.iter().map(|e| format!("the worker emitted {e} while only 40001 happened")));
     if next != ("ok", 1) {
         bad.push(format!("the next write after the faults answered `{}` with {} commit(s)", next.0, next.1));
@@ -97,7 +101,8 @@ pub fn in_schedule(episodes: &[(Episode, bool)]) -> Vec<Check> {
     let mut no_budget = Vec::new();
     let mut as_lost = Vec::new();
     for (e, lease_kept) in episodes {
-        let explained = matches!(e.answer.as_str(), "ok" | "conflict" | "invalid_state" | "outcome_unknown" | "no_answer_yet");
+        let explained =
+            matches!(e.answer.as_str(), "ok" | "conflict" | "invalid_state" | "outcome_unknown" | "no_answer_yet");
         if e.failures >= 1 && e.attempts == 1 && *lease_kept && !explained {
             no_retry.push(e.describe());
         }
@@ -112,7 +117,11 @@ pub fn in_schedule(episodes: &[(Episode, bool)]) -> Vec<Check> {
     vec![
         Check::from_violations(RETRIED_WHOLE, no_retry, format!("{n} save(s) met 40001; each was tried again")),
         Check::from_violations(WITHIN_BUDGET, no_budget, format!("{n} save(s) met 40001; none outlasted the failures")),
-        Check::from_violations(NOT_LEASE_LOSS, as_lost, format!("{n} save(s) met 40001; none was taken for a lost lease")),
+        Check::from_violations(
+            NOT_LEASE_LOSS,
+            as_lost,
+            format!("{n} save(s) met 40001; none was taken for a lost lease"),
+        ),
     ]
 }
 

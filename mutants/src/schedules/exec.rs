@@ -610,10 +610,12 @@ impl<'a> Exec<'a> {
         self.cp.shutdown(ANSWER).await?;
         let rows = self.ctx.commits().await?;
         let entries = ledger::entries(&self.tools.ledger)?;
-        let ops: Vec<OperationRow> =
-            sqlx::query_as("SELECT operation_id, tool_name, status, request_digest FROM tool_operations")
-                .fetch_all(&self.ctx.pool)
-                .await?;
+        let ops: Vec<OperationRow> = sqlx::query_as(
+            "SELECT operation_id, tool_name, status, request_digest,
+                        request_body::text LIKE '%\"$secret\"%' AS carries_secrets FROM tool_operations",
+        )
+        .fetch_all(&self.ctx.pool)
+        .await?;
         let worker_writes =
             rows.iter().filter(|r| r.is_runs() && r.op == "UPDATE" && r.writer.starts_with("worker-")).count();
         self.log.push(format!("committed worker writes of the runs: {worker_writes}"));

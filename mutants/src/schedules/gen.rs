@@ -143,9 +143,9 @@ fn lease_op(kind: &str, w: usize, rng: &mut Rng) -> Option<Op> {
             ack: rng.coin(),
             what: rng.pick(&[LostWrite::Save, LostWrite::Save, LostWrite::Succeed, LostWrite::Fail]),
         },
-        "serialization" => {
-            Op::Serialization { failures: rng.pick(&[Failures::Once, Failures::Several, Failures::Endless, Failures::Endless]) }
-        }
+        "serialization" => Op::Serialization {
+            failures: rng.pick(&[Failures::Once, Failures::Several, Failures::Endless, Failures::Endless]),
+        },
         "rogue" => Op::Rogue {
             forge: rng.pick(&[
                 Forge::StaleEpochWrite,

@@ -43,7 +43,9 @@ pub fn judge(secrets: &[String], ledger_rows: &[String], commits: &[CommitRow]) 
     let bad: Vec<String> = secrets
         .iter()
         .filter(|v| committed.contains(v.as_str()) || ledger_rows.iter().any(|r| r.contains(v.as_str())))
-        .map(|v| format!("a secret value ({} characters, planned in this schedule) is in a ledger row or a commit", v.len()))
+        .map(|v| {
+            format!("a secret value ({} characters, planned in this schedule) is in a ledger row or a commit", v.len())
+        })
         .collect();
     Some(Check::from_violations(
         NO_ROW_CONTAINS_VALUE,

@@ -37,10 +37,12 @@ pub const EXPERIMENT: Experiment = Experiment {
 pub const A_STOPS: &str = "A stops its task without completing it once the loss is confirmed";
 pub const HOLDER_COMPLETES: &str = "B, the holder, completes and releases";
 
-/// A's pacing between checkpoints: its work, long beside a renewal's round trip, so A is inside
-/// it when the loss is confirmed.
-const PACE_MS: u64 = 3000;
-const A_TTL_MS: i64 = 800;
+/// A's pacing between checkpoints: its work, long beside the lease's expiry and B's takeover, so
+/// A is inside it when the loss is confirmed even on a loaded machine. A worker that stops costs
+/// nothing of it; one that goes on is seen at its next checkpoint.
+const PACE_MS: u64 = 10_000;
+/// Long enough that a slow start on a loaded machine keeps the lease.
+const A_TTL_MS: i64 = 2000;
 const A_HEARTBEAT_MS: u64 = 100;
 /// Long, so that the held renewal is answered (zero rows), not abandoned as unconfirmed.
 const A_RENEW_TIMEOUT_MS: u64 = 30_000;

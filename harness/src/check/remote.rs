@@ -137,7 +137,7 @@ mod tests {
         assert!(!effects_are_registered_intents(&[effect("t/r/s/v1", "d2")], &[op("t/r/s/v1", "succeeded")]).passed());
         // A request with secrets reaches the tool with the values: its digest is not the registered one.
         let secret = OperationRow { carries_secrets: true, ..op("t/r/s/v1", "succeeded") };
-        assert!(effects_are_registered_intents(&[effect("t/r/s/v1", "d2")], &[secret.clone()]).passed());
+        assert!(effects_are_registered_intents(&[effect("t/r/s/v1", "d2")], std::slice::from_ref(&secret)).passed());
         assert!(!effects_are_registered_intents(&[effect("t/r/s/v1-x", "d2")], &[secret]).passed());
     }
 

@@ -628,7 +628,7 @@ impl<'a> Exec<'a> {
         checks.extend(serialization::in_schedule(&self.serialization));
         let bodies: Vec<String> =
             sqlx::query_scalar("SELECT request_body::text FROM tool_operations").fetch_all(&self.ctx.pool).await?;
-        checks.extend(super::secret_plan::judge(&self.secrets, &bodies, &rows));
+        checks.extend(super::masking::judge(&self.secrets, &bodies, &rows));
         Ok((checks, self.log))
     }
 }

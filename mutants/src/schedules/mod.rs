@@ -9,6 +9,7 @@ mod composite;
 pub mod coverage;
 pub mod exec;
 pub mod gen;
+mod masking;
 pub mod mutants;
 pub mod ops;
 mod retry_40001;

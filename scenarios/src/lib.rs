@@ -135,7 +135,16 @@ mod tests {
         // A bare family letter names every row of the family.
         let family = select(Some(&[SIGSTOP.id[..1].to_string()])).unwrap();
         let ids = family.iter().map(|e| e.id).collect::<Vec<_>>();
-        assert_eq!(ids, vec![SIGSTOP.id, FREEZE.id, b_database_freeze::EXPERIMENT.id, SAME_OWNER.id]);
+        assert_eq!(
+            ids,
+            vec![
+                SIGSTOP.id,
+                FREEZE.id,
+                b_database_freeze::EXPERIMENT.id,
+                SAME_OWNER.id,
+                b_loss_while_running::EXPERIMENT.id
+            ]
+        );
         let h = select(Some(&[h_lease_params::EXPERIMENT.id.to_lowercase()])).unwrap();
         assert_eq!(h.iter().map(|e| e.id).collect::<Vec<_>>(), vec![h_lease_params::EXPERIMENT.id]);
         assert!(select(Some(&["Z".to_string()])).unwrap_err().contains("unknown experiment 'Z'"));

@@ -36,6 +36,8 @@ pub const EXPERIMENT: Experiment = Experiment {
 /// The names of its own checks.
 pub const A_STOPS: &str = "A stops its task without completing it once the loss is confirmed";
 pub const HOLDER_COMPLETES: &str = "B, the holder, completes and releases";
+pub const NO_TRANSACTION_DURING_WORK: &str =
+    "no transaction of the worker stays open across a step's work (seen twice, a second apart, inside its pacing)";
 
 /// A's pacing between checkpoints: its work, long beside the lease's expiry and B's takeover, so
 /// A is inside it when the loss is confirmed even on a loaded machine. A worker that stops costs
@@ -53,6 +55,12 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         .map_err(|e| HarnessError::Other(e.to_string()))?;
     let (mut a, proxy) = ctx.spawn_worker_proxied("a", script(run_id)).await?;
     first_checkpoint(ctx, &a.owner, run_id).await?;
+    let held_open = open_across_work(ctx, &a.owner).await?;
+    ctx.check(Check::from_violations(
+        NO_TRANSACTION_DURING_WORK,
+        held_open,
+        "A's sessions held no transaction open across a second of its step's work",
+    ));
 
     // Fault: A's next renewal is held while its lease expires and B takes over.
     let hold = proxy.hold(patterns::LEASE_RENEW, STEP)?;
@@ -92,6 +100,26 @@ async fn first_checkpoint(ctx: &Ctx, owner: &str, run_id: Uuid) -> Result<(), Ha
         Ok(saved.then_some(()))
     })
     .await
+}
+
+/// A's sessions idle inside one and the same transaction at two looks a second apart, while A is
+/// inside its pacing (a transaction spanning the step's work: spec §06, no waits inside).
+async fn open_across_work(ctx: &Ctx, owner: &str) -> Result<Vec<String>, HarnessError> {
+    const IDLE_IN_TX: &str = "SELECT pid, xact_start::text FROM pg_stat_activity
+         WHERE application_name = $1 AND state LIKE 'idle in transaction%' AND xact_start IS NOT NULL";
+    let first: Vec<(i32, String)> = sqlx::query_as(IDLE_IN_TX).bind(owner).fetch_all(&ctx.pool).await?;
+    if first.is_empty() {
+        return Ok(Vec::new());
+    }
+    // The second look is the observation, not a synchronization: a transaction still open a
+    // second later, unchanged, spans the work.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let second: Vec<(i32, String)> = sqlx::query_as(IDLE_IN_TX).bind(owner).fetch_all(&ctx.pool).await?;
+    Ok(first
+        .iter()
+        .filter(|s| second.contains(s))
+        .map(|(pid, since)| format!("backend {pid} idle in a transaction open since {since}, across the step's work"))
+        .collect())
 }
 
 /// A's scripted task: paced checkpoints, a short lease and heartbeat, a long renewal timeout.

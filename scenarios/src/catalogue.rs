@@ -344,8 +344,8 @@ pub const CLAIM_SKIP_LOCKED: Rule = Rule {
 pub const CLAIM_NO_TRANSACTION_ACROSS_CALL: Rule = Rule {
     id: "claim.no-transaction-across-call",
     section: "06, 09.2",
-    statement: "no transaction (a claim or a protected one) stays open while a tool is called: the claim commits before the call",
-    checkers: &[NO_TRANSACTION_ACROSS_CALL],
+    statement: "no transaction (a claim or a protected one) stays open while a tool is called or a step's work runs: the claim commits before the call",
+    checkers: &[NO_TRANSACTION_ACROSS_CALL, crate::b_loss_while_running::NO_TRANSACTION_DURING_WORK],
 };
 pub const LEDGER_REVISION_PLUS_ONE: Rule = Rule {
     id: "ledger.revision-plus-one",
@@ -768,6 +768,7 @@ pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
     (
         &CLAIM_NO_TRANSACTION_ACROSS_CALL,
         &[
+            &crate::b_loss_while_running::EXPERIMENT,
             &crate::e_remote_success_then_crash::IDEM,
             &crate::e_remote_success_then_crash::DETID,
             &crate::e_remote_success_then_crash::OPQUERY,

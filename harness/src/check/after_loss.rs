@@ -19,7 +19,12 @@ use crate::faults::proxy::{frame, patterns, WireStatement};
 
 /// A checker's name (the rule catalogue links rules to it).
 pub const NO_WRITE_AFTER_LOSS: &str =
-    "after a renewal answered with zero rows, the worker sends no new protected write";
+    "after a renewal answered with zero rows, the worker sends no new protected write, renewal, acquire or release";
+
+/// A lease write of the fenced functions (acquire, release; renewals are [`patterns::LEASE_RENEW`],
+/// which on the direct path also matches every `UPDATE worker_leases`): after a confirmed loss the
+/// heartbeat has stopped, and a new acquire would resurrect the lost execution under a new epoch.
+const LEASE_WRITE: &str = r"\bfp_lease_(acquire|release)\b";
 
 /// `log` is the worker's statements in order; `from` the log's length when the loss was made
 /// certain (the lease taken over). The first renewal after `from` is the confirmed loss; any
@@ -35,9 +40,14 @@ pub fn no_write_after_loss(log: &[WireStatement], from: usize) -> Check {
             "no renewal reached the server after the takeover: the loss was never confirmed",
         );
     };
+    let lease = Regex::new(LEASE_WRITE).expect("pattern");
     let bad: Vec<String> = later
         .iter()
-        .filter(|s| s.n > loss.n && write.is_match(&frame::normalize(&s.sql)))
+        .filter(|s| s.n > loss.n)
+        .filter(|s| {
+            let n = frame::normalize(&s.sql);
+            write.is_match(&n) || renew.is_match(&n) || lease.is_match(&n)
+        })
         .map(|s| {
             format!(
                 "statement #{} on connection {} after the zero-row renewal #{}: {}",
@@ -76,6 +86,10 @@ mod tests {
         after.push(st(4, "select owner, epoch from worker_leases where run_id = $1 for update"));
         let c = no_write_after_loss(&after, 0);
         assert!(!c.passed() && c.evidence.contains("#4"), "{}", c.evidence);
+        // A re-acquire after the loss (a resurrection under a new epoch) fails too.
+        let mut again = before.clone();
+        again.push(st(4, "select * from fp_lease_acquire($1, $2, $3)"));
+        assert!(!no_write_after_loss(&again, 0).passed());
         // A write before the takeover mark is not judged; no renewal after it is a failure.
         assert!(no_write_after_loss(&before, 1).passed());
         assert!(!no_write_after_loss(&before, 3).passed());

@@ -199,3 +199,33 @@ fn a_masking_that_skips_arrays() {
         &["generated bodies with secrets at any depth", "§12 secrets.masked"],
     );
 }
+
+/// A worker that takes the first 40001 as the answer (no retry of the whole transaction): the
+/// server's own 40001 in S-40001 catches it.
+#[test]
+fn a_serialization_failure_not_retried() {
+    caught(
+        "no-40001-retry",
+        "S-40001",
+        &[("RETRY_BUDGET = 5\n", "RETRY_BUDGET = 1\n")],
+        &["a write answered 40001 is retried from its start", "serialization.retry-whole"],
+    );
+}
+
+/// A heartbeat that ends on a zero-row renewal without cancelling the execution: the scripted
+/// task goes on to its next checkpoint, which the wire proxy sees after the confirmed loss.
+#[test]
+fn a_lost_renewal_that_does_not_cancel_the_execution() {
+    caught(
+        "lost-keeps-running",
+        "B-running",
+        &[(
+            r#"                self.emit("heartbeat_lost", None, "lease_lost", "the database refused the renewal")
+            else:"#,
+            r#"                self.emit("heartbeat_lost", None, "lease_lost", "the database refused the renewal")
+                return
+            else:"#,
+        )],
+        &["after a renewal answered with zero rows", "lease.confirmed-loss-stops-work"],
+    );
+}

@@ -20,6 +20,9 @@ import psycopg
 
 from fpkit import Refused, Unknown, mask, unmask
 
+# How many times in all one short transaction is run when the server keeps answering 40001.
+RETRY_BUDGET = 5
+
 TERMINAL = ("succeeded", "failed", "cancelled")
 CAPABILITY = {"idem": "idempotency_key", "detid": "deterministic_id", "opquery": "operation_query", "plain": "neither"}
 
@@ -107,8 +110,8 @@ class Protocol:
             step = self.transition_direct if self.args.write_path == "direct" else self.transition_api
             sent = []
             try:
-                outcome, revision, detail = step(conn, lease, expected, frm, to, checkpoint, faults, require_op,
-                                                 intent, sent)
+                outcome, revision, detail = self.with_retry(
+                    conn, lambda: step(conn, lease, expected, frm, to, checkpoint, faults, require_op, intent, sent))
             except psycopg.Error as e:
                 if e.sqlstate == "FP001":
                     raise Refused("intent_mismatch", str(e))
@@ -130,6 +133,21 @@ class Protocol:
             raise Refused(outcome, "%s refused: %s%s" % (name, outcome, " (%s)" % detail if detail else ""))
         finally:
             conn.close()
+
+    def with_retry(self, conn, attempt):
+        """Run one short transaction; a serialization failure (40001) or a deadlock (40P01) means it
+        did not commit, so it is run again from its start, at most RETRY_BUDGET times in all."""
+        for n in range(1, RETRY_BUDGET + 1):
+            try:
+                return attempt()
+            except psycopg.Error as e:
+                if e.sqlstate not in ("40001", "40P01"):
+                    raise
+                if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    conn.execute("ROLLBACK")
+                if n == RETRY_BUDGET:
+                    raise Refused("retry_budget_exhausted", "%d attempts, each answered %s" % (n, e.sqlstate))
+        raise AssertionError("unreachable")
 
     def transition_api(self, conn, lease, expected, frm, to, checkpoint, faults, require_op, intent, sent):
         """One call of fp_run_transition: it locks and checks the lease, checks a required result,

@@ -64,3 +64,36 @@ CREATE CONSTRAINT TRIGGER fenceproof_oracle_operations
   AFTER INSERT OR UPDATE OR DELETE ON public.tool_operations
   DEFERRABLE INITIALLY DEFERRED
   FOR EACH ROW EXECUTE FUNCTION fenceproof_oracle.record_commit();
+
+-- Serialization failures on demand: while fenceproof_oracle.serialization_faults names a writer
+-- (an application_name) and a table, that writer's row writes of the table are answered by the
+-- server itself with SQLSTATE 40001, the first `failures` of them; the transaction is aborted as a
+-- real serialization failure aborts it. Every write the armed writer attempts takes a number from
+-- serialization_attempts, which a rollback does not return: the count of attempts survives the
+-- aborted transactions, so the harness can count how often the worker tried.
+CREATE TABLE fenceproof_oracle.serialization_faults (
+  writer      text NOT NULL,
+  table_name  text NOT NULL,
+  failures    bigint NOT NULL CHECK (failures >= 0),
+  PRIMARY KEY (writer, table_name)
+);
+
+CREATE SEQUENCE fenceproof_oracle.serialization_attempts;
+
+CREATE FUNCTION fenceproof_oracle.serialization_fault() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+  v_failures bigint;
+BEGIN
+  SELECT f.failures INTO v_failures FROM fenceproof_oracle.serialization_faults f
+   WHERE f.writer = coalesce(current_setting('application_name', true), '') AND f.table_name = TG_TABLE_NAME;
+  IF FOUND AND nextval('fenceproof_oracle.serialization_attempts') <= v_failures THEN
+    RAISE EXCEPTION 'could not serialize access (injected by fenceproof)' USING ERRCODE = '40001';
+  END IF;
+  RETURN NEW;
+END;
+$$;
+
+CREATE TRIGGER fenceproof_oracle_serialization_runs
+  BEFORE UPDATE ON public.agent_runs
+  FOR EACH ROW EXECUTE FUNCTION fenceproof_oracle.serialization_fault();

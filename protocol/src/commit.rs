@@ -61,11 +61,15 @@ pub async fn protected_transition(
     faults: &FaultPoints,
     budget: RetryBudget,
 ) -> Result<i64, ProtocolError> {
+    // MUTANT 40001-as-lease-lost: the first serialization failure is taken for a lost lease.
+    let as_lost = mutant::active(Mutant::SerializationAsLeaseLost);
+    let budget = if as_lost { RetryBudget { attempts: 1 } } else { budget };
     let r = crate::notices::durable(t.name, lease.run_id, async {
         let r = with_retry(budget, || attempt(pool, lease, expected_revision, t, faults, Within::Nothing))
             .await
             .map(|(r, _)| r);
         match r {
+            Err(ProtocolError::RetryBudgetExhausted { .. }) if as_lost => Err(lost(lease)),
             // MUTANT conflict-retry-without-reread: the loser blindly retries at the revision it was
             // told, without re-reading and recomputing.
             Err(ProtocolError::Conflict { found: Some(found), .. })

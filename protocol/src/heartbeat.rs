@@ -61,7 +61,11 @@ where
                 HeartbeatEnd::Unconfirmed(format!("renewal not confirmed within {timeout:?}"))
             }
         };
-        execution.cancel();
+        // MUTANT lost-renewal-keeps-running: the heartbeat ends on a zero-row renewal without
+        // cancelling the execution.
+        if !(matches!(end, HeartbeatEnd::Lost(_)) && mutant::active(Mutant::LostRenewalKeepsRunning)) {
+            execution.cancel();
+        }
         return end;
     }
 }

@@ -28,6 +28,10 @@ pub enum Mutant {
     TrustPrefilterLock,
     RestoreSkipsRecovery,
     ClaimAcrossCall,
+    RetrySerializationForever,
+    SerializationAsLeaseLost,
+    MaskSkipsArrays,
+    LostRenewalKeepsRunning,
 }
 
 impl Mutant {
@@ -53,6 +57,10 @@ impl Mutant {
         Mutant::TrustPrefilterLock,
         Mutant::RestoreSkipsRecovery,
         Mutant::ClaimAcrossCall,
+        Mutant::RetrySerializationForever,
+        Mutant::SerializationAsLeaseLost,
+        Mutant::MaskSkipsArrays,
+        Mutant::LostRenewalKeepsRunning,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,6 +86,10 @@ impl Mutant {
             Mutant::TrustPrefilterLock => "trust-prefilter-lock",
             Mutant::RestoreSkipsRecovery => "restore-skips-recovery",
             Mutant::ClaimAcrossCall => "claim-across-call",
+            Mutant::RetrySerializationForever => "retry-40001-forever",
+            Mutant::SerializationAsLeaseLost => "40001-as-lease-lost",
+            Mutant::MaskSkipsArrays => "mask-skips-arrays",
+            Mutant::LostRenewalKeepsRunning => "lost-renewal-keeps-running",
         }
     }
 
@@ -121,6 +133,18 @@ impl Mutant {
             Mutant::ClaimAcrossCall => {
                 "the claim transaction commits before the tool is called: no transaction spans a remote call (06, 09.2)"
             }
+            Mutant::RetrySerializationForever => {
+                "a transaction answered 40001 is retried whole under a budget, not until it commits (04, 07)"
+            }
+            Mutant::SerializationAsLeaseLost => {
+                "40001 means not committed, retry the whole transaction: it says nothing about the lease (07)"
+            }
+            Mutant::MaskSkipsArrays => {
+                "a secret is replaced by a reference wherever it is in the request, arrays included: no value reaches the ledger (12)"
+            }
+            Mutant::LostRenewalKeepsRunning => {
+                "a renewal answered with zero rows is a confirmed loss: cancel the execution, start no new work (05.2, 07)"
+            }
         }
     }
 
@@ -131,6 +155,20 @@ impl Mutant {
     pub fn is_operator(self) -> bool {
         // MUTANT restore-skips-recovery: the operator reopens a restored database as it is.
         matches!(self, Mutant::RestoreSkipsRecovery)
+    }
+
+    /// Why the randomized schedules cannot see this mutant, if they cannot: the schedules drive
+    /// workers by commands, and a worker obeys commands after its execution was cancelled (the
+    /// worker contract; the B rows rely on it). A mutant that only changes what a worker's own
+    /// execution does after a loss shows only in a scripted execution, so `schedules-mutants`
+    /// does not search it and names the row that kills it.
+    pub fn schedules_blind(self) -> Option<&'static str> {
+        match self {
+            Mutant::LostRenewalKeepsRunning => {
+                Some("a scripted execution after a confirmed loss; schedules drive workers by commands")
+            }
+            _ => None,
+        }
     }
 
     pub fn parse(s: &str) -> Option<Mutant> {

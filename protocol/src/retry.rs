@@ -57,7 +57,12 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, ProtocolError>>,
 {
-    let attempts = budget.attempts.max(1);
+    // MUTANT retry-40001-forever: no budget; the transaction is retried until it commits.
+    let attempts = if crate::mutant::active(crate::mutant::Mutant::RetrySerializationForever) {
+        u32::MAX
+    } else {
+        budget.attempts.max(1)
+    };
     for n in 1..=attempts {
         match attempt().await {
             Err(e) if is_retryable(&e) && n < attempts => {

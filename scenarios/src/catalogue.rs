@@ -221,6 +221,31 @@ pub const RUNS_NO_TERMINAL_WITHOUT_LEASE: Rule = Rule {
     statement: "a worker that lost its lease writes no terminal state (neither failed nor succeeded)",
     checkers: &[TERMINAL_HOLDER, crate::b_old_owner_resumes::ONLY_TERMINAL_IS_HOLDERS, TERMINAL_TOLD],
 };
+pub const LEASE_CONFIRMED_LOSS_STOPS_WORK: Rule = Rule {
+    id: "lease.confirmed-loss-stops-work",
+    section: "05.2, 07",
+    statement: "a renewal matching zero rows is a confirmed loss: the execution is cancelled and no new write or side effect is started",
+    checkers: &[fenceproof_harness::check::after_loss::NO_WRITE_AFTER_LOSS, crate::b_loss_while_running::A_STOPS],
+};
+pub const SERIALIZATION_RETRY_WHOLE: Rule = Rule {
+    id: "serialization.retry-whole",
+    section: "04, 07",
+    statement:
+        "a transaction answered 40001 did not commit: it is retried from its start, as a whole, and commits once",
+    checkers: &[fenceproof_harness::check::serialization::RETRIED_WHOLE],
+};
+pub const SERIALIZATION_RETRY_BUDGET: Rule = Rule {
+    id: "serialization.retry-budget",
+    section: "07",
+    statement: "retries after 40001 stop at a budget; the write is then refused, with nothing committed",
+    checkers: &[fenceproof_harness::check::serialization::WITHIN_BUDGET],
+};
+pub const SERIALIZATION_NOT_LEASE_LOSS: Rule = Rule {
+    id: "serialization.not-lease-loss",
+    section: "07",
+    statement: "a 40001 says the transaction did not commit, nothing about the lease: the worker keeps its lease and its execution",
+    checkers: &[fenceproof_harness::check::serialization::NOT_LEASE_LOSS],
+};
 pub const RUNS_UNKNOWN_COMMIT_OUTCOME: Rule = Rule {
     id: "runs.unknown-commit-outcome",
     section: "06, 07, 10",
@@ -319,8 +344,8 @@ pub const CLAIM_SKIP_LOCKED: Rule = Rule {
 pub const CLAIM_NO_TRANSACTION_ACROSS_CALL: Rule = Rule {
     id: "claim.no-transaction-across-call",
     section: "06, 09.2",
-    statement: "no transaction (a claim or a protected one) stays open while a tool is called: the claim commits before the call",
-    checkers: &[NO_TRANSACTION_ACROSS_CALL],
+    statement: "no transaction (a claim or a protected one) stays open while a tool is called or a step's work runs: the claim commits before the call",
+    checkers: &[NO_TRANSACTION_ACROSS_CALL, crate::b_loss_while_running::NO_TRANSACTION_DURING_WORK],
 };
 pub const LEDGER_REVISION_PLUS_ONE: Rule = Rule {
     id: "ledger.revision-plus-one",
@@ -555,6 +580,10 @@ pub const RULES: &[&Rule] = &[
     &RUNS_TRANSITION_FROM_STATE,
     &RUNS_TERMINAL_FINAL,
     &RUNS_NO_TERMINAL_WITHOUT_LEASE,
+    &LEASE_CONFIRMED_LOSS_STOPS_WORK,
+    &SERIALIZATION_RETRY_WHOLE,
+    &SERIALIZATION_RETRY_BUDGET,
+    &SERIALIZATION_NOT_LEASE_LOSS,
     &RUNS_UNKNOWN_COMMIT_OUTCOME,
     &RUNS_ANSWERS_AGREE,
     &RUNS_UNKNOWN_READ_BACK,
@@ -598,6 +627,10 @@ pub const RULES: &[&Rule] = &[
 /// its rules got no check. The experiments are named by their registrations, never by id.
 pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
     (&IDS_RETRY_NEW_RUN, &[&crate::g_retry_isolation::EXPERIMENT]),
+    (&LEASE_CONFIRMED_LOSS_STOPS_WORK, &[&crate::b_loss_while_running::EXPERIMENT]),
+    (&SERIALIZATION_RETRY_WHOLE, &[&crate::s_serialization::EXPERIMENT]),
+    (&SERIALIZATION_RETRY_BUDGET, &[&crate::s_serialization::EXPERIMENT]),
+    (&SERIALIZATION_NOT_LEASE_LOSS, &[&crate::s_serialization::EXPERIMENT]),
     (
         &IDS_OPERATION_ID_PER_INTENT,
         &[
@@ -735,6 +768,7 @@ pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
     (
         &CLAIM_NO_TRANSACTION_ACROSS_CALL,
         &[
+            &crate::b_loss_while_running::EXPERIMENT,
             &crate::e_remote_success_then_crash::IDEM,
             &crate::e_remote_success_then_crash::DETID,
             &crate::e_remote_success_then_crash::OPQUERY,

@@ -59,13 +59,14 @@ impl Need {
 /// What an experiment's verdict is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Judges {
-    /// The protocol's rules as a worker keeps them: named worker mutants and SQL mutants run it.
+    /// The protocol's rules as a worker keeps them (its masking of secrets included, P-secret):
+    /// named worker mutants and SQL mutants run it.
     Protocol,
     /// The fenced functions themselves, probed directly: SQL mutants run it first (short rows that
     /// kill most of them); a worker mutant cannot change what it probes.
     Functions,
-    /// The permission boundary of the worker role: SQL mutants run it; a worker mutant runs outside
-    /// it by construction (it needs table privileges).
+    /// The permission boundary of the worker role (P-role): SQL mutants run it; a worker mutant
+    /// runs outside it by construction (it needs table privileges).
     Boundary,
     /// The deployment (failover, lease parameters against measured latency): no mutant changes it.
     Deployment,

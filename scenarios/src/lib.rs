@@ -5,6 +5,7 @@
 pub mod a_continuous_checkpoints;
 pub mod answers;
 pub mod b_database_freeze;
+pub mod b_loss_while_running;
 pub mod b_old_owner_resumes;
 pub mod c_same_epoch_reorder;
 pub mod catalogue;
@@ -32,6 +33,7 @@ pub mod p_role_boundary;
 pub mod p_secret_masking;
 pub mod preflight;
 pub mod runner;
+pub mod s_serialization;
 pub mod tags;
 pub mod w_boundaries;
 
@@ -45,6 +47,7 @@ pub fn all() -> Vec<Experiment> {
         b_old_owner_resumes::FREEZE,
         b_database_freeze::EXPERIMENT,
         b_old_owner_resumes::SAME_OWNER,
+        b_loss_while_running::EXPERIMENT,
         c_same_epoch_reorder::EXPERIMENT,
         d_race_after_validation::EXPERIMENT,
         e_remote_success_then_crash::IDEM,
@@ -66,6 +69,7 @@ pub fn all() -> Vec<Experiment> {
         i_lost_ack::TERMINAL,
         i_lost_ack::RENEW,
         j_partition::EXPERIMENT,
+        s_serialization::EXPERIMENT,
         k_clock_jump::FORWARD,
         k_clock_jump::BACKWARD,
         l_rollout::EXPERIMENT,
@@ -131,7 +135,16 @@ mod tests {
         // A bare family letter names every row of the family.
         let family = select(Some(&[SIGSTOP.id[..1].to_string()])).unwrap();
         let ids = family.iter().map(|e| e.id).collect::<Vec<_>>();
-        assert_eq!(ids, vec![SIGSTOP.id, FREEZE.id, b_database_freeze::EXPERIMENT.id, SAME_OWNER.id]);
+        assert_eq!(
+            ids,
+            vec![
+                SIGSTOP.id,
+                FREEZE.id,
+                b_database_freeze::EXPERIMENT.id,
+                SAME_OWNER.id,
+                b_loss_while_running::EXPERIMENT.id
+            ]
+        );
         let h = select(Some(&[h_lease_params::EXPERIMENT.id.to_lowercase()])).unwrap();
         assert_eq!(h.iter().map(|e| e.id).collect::<Vec<_>>(), vec![h_lease_params::EXPERIMENT.id]);
         assert!(select(Some(&["Z".to_string()])).unwrap_err().contains("unknown experiment 'Z'"));

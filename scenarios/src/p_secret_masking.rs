@@ -20,7 +20,7 @@ pub const EXPERIMENT: Experiment = Experiment {
     title: TITLE,
     section: "12",
     needs: &[],
-    judges: Judges::Boundary,
+    judges: Judges::Protocol,
     checks: Checks::ALL,
     operator_of: &[],
     run: |c| Box::pin(run(c)),

@@ -11,6 +11,7 @@
 //! their checkpoint). [`restore`] judges a restore from an old backup (history before and after it).
 //! [`claims`] judges that no dispatcher's transaction spans a tool call (the tools' observations).
 
+pub mod after_loss;
 pub mod answers;
 pub mod audit;
 pub mod cancel;
@@ -22,6 +23,7 @@ pub mod operation_ids;
 pub mod remote;
 pub mod restore;
 pub mod rule;
+pub mod serialization;
 pub mod transitions;
 
 use serde::Serialize;

@@ -21,6 +21,12 @@ pub struct OperationRow {
     pub tool_name: String,
     pub status: String,
     pub request_digest: String,
+    /// Its registered request holds secret references: the tool receives the values, which the
+    /// registered digest does not cover, so the effect's digest is not compared (the masking
+    /// rule judges such requests).
+    #[sqlx(default)]
+    #[serde(default)]
+    pub carries_secrets: bool,
 }
 
 /// The created entries of the tools' ledger, by operation id.
@@ -44,10 +50,12 @@ pub fn effects_are_registered_intents(entries: &[Value], ops: &[OperationRow]) -
             judged += 1;
             match by_id.get(op.as_str()) {
                 None => bad.push(format!("{} effect {} under unregistered key '{op}'", e["tool"], e["seq"])),
-                Some(row) if e["body_digest"].as_str() != Some(row.request_digest.as_str()) => bad.push(format!(
-                    "{} effect {} of {op}: request digest {} differs from the registered {}",
-                    e["tool"], e["seq"], e["body_digest"], row.request_digest
-                )),
+                Some(row) if !row.carries_secrets && e["body_digest"].as_str() != Some(row.request_digest.as_str()) => {
+                    bad.push(format!(
+                        "{} effect {} of {op}: request digest {} differs from the registered {}",
+                        e["tool"], e["seq"], e["body_digest"], row.request_digest
+                    ))
+                }
                 Some(row) if e["tool"].as_str() != Some(row.tool_name.as_str()) => {
                     bad.push(format!("{op} registered for {} reached {}", row.tool_name, e["tool"]))
                 }
@@ -113,6 +121,7 @@ mod tests {
             tool_name: "idem".into(),
             status: status.into(),
             request_digest: "d1".into(),
+            carries_secrets: false,
         }
     }
 
@@ -126,6 +135,10 @@ mod tests {
         let c = effects_are_registered_intents(&[effect("t/r/s/v1-retry", "d1")], &[op("t/r/s/v1", "unknown")]);
         assert!(!c.passed() && c.evidence.contains("unregistered"), "{}", c.evidence);
         assert!(!effects_are_registered_intents(&[effect("t/r/s/v1", "d2")], &[op("t/r/s/v1", "succeeded")]).passed());
+        // A request with secrets reaches the tool with the values: its digest is not the registered one.
+        let secret = OperationRow { carries_secrets: true, ..op("t/r/s/v1", "succeeded") };
+        assert!(effects_are_registered_intents(&[effect("t/r/s/v1", "d2")], std::slice::from_ref(&secret)).passed());
+        assert!(!effects_are_registered_intents(&[effect("t/r/s/v1-x", "d2")], &[secret]).passed());
     }
 
     #[test]

@@ -12,6 +12,8 @@
 //!   statement that touches it waits and re-checks its conditions when the harness commits.
 //! - [`clock::ClockFault`]: the database server's own clock, frozen or jumped with libfaketime.
 //! - [`tools::ArmedToolFault`]: the fake tools' next create fails, hangs or loses its answer.
+//! - [`serialization::SerializationFailures`]: the server answers a worker's writes of a table
+//!   with SQLSTATE 40001 (a set number of times), aborting each transaction as a real one would.
 //! - [`proxy::Proxy`]'s faults, per worker: lost acknowledgements and requests, cuts, latency,
 //!   partitions and statement barriers between the worker and the server.
 //!
@@ -24,6 +26,7 @@ mod fault;
 pub mod pause;
 pub mod proxy;
 pub mod row_hold;
+pub mod serialization;
 pub mod server_freeze;
 pub mod tools;
 

@@ -67,6 +67,16 @@ pub const SITUATIONS: &[Situation] = &[
         rules: &["runs.unknown-commit-outcome", "runs.unknown-read-back", "runs.unknown-never-failure"],
     },
     Situation {
+        id: "serialization-failure",
+        what: "the server answered the holder's save with 40001 (once, a few times, or endlessly)",
+        rules: &["serialization.retry-whole", "serialization.retry-budget", "serialization.not-lease-loss"],
+    },
+    Situation {
+        id: "secret-planned",
+        what: "the holder planned a step whose request carries secrets at depth (arrays, nested objects)",
+        rules: &["secrets.masked"],
+    },
+    Situation {
         id: "write-held-across-takeover",
         what: "a write was held inside its transaction while its lease expired and was taken over",
         rules: &["commit.valid-at-check", "lease.takeover-waits-for-validated-commit", "commit.lease-owner-epoch-live"],

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use fenceproof_harness::check::history::{QuietWindow, SentWrite};
 use fenceproof_harness::check::remote::OperationRow;
-use fenceproof_harness::check::{history, invariants, remote, Check};
+use fenceproof_harness::check::{history, invariants, remote, serialization, Check};
 use fenceproof_harness::faults::tools::ArmedToolFault;
 use fenceproof_harness::faults::{Injected, Pause};
 use fenceproof_harness::procs::tools::ToolsProc;
@@ -90,6 +90,11 @@ pub struct Exec<'a> {
     pub log: Vec<String>,
     /// Tool faults armed and not yet healed (a create may still fire them).
     pub(super) tool_faults: Vec<Injected<ArmedToolFault>>,
+    /// Each save the server answered with 40001, and whether the holder's lease was unchanged
+    /// and live after it.
+    pub(super) serialization: Vec<(serialization::Episode, bool)>,
+    /// The secret values planned (judged absent from the ledger rows and the oracle at the end).
+    pub(super) secrets: Vec<String>,
 }
 
 impl<'a> Exec<'a> {
@@ -119,6 +124,8 @@ impl<'a> Exec<'a> {
             reached: BTreeSet::new(),
             log: Vec::new(),
             tool_faults: Vec::new(),
+            serialization: Vec::new(),
+            secrets: Vec::new(),
         })
     }
 
@@ -362,6 +369,8 @@ impl<'a> Exec<'a> {
             Op::Reconcile => self.reconcile().await?,
             Op::Rogue { forge } => self.rogue(*forge).await?,
             Op::LostAnswer { ack, what } => self.lost_answer(*ack, *what).await?,
+            Op::Serialization { failures } => self.serialization(*failures).await?,
+            Op::PlanSecret { tool } => self.plan_secret(*tool).await?,
         };
         self.log.push(format!("{} -> {what}", serde_json::to_string(op).expect("json")));
         Ok(())
@@ -601,10 +610,12 @@ impl<'a> Exec<'a> {
         self.cp.shutdown(ANSWER).await?;
         let rows = self.ctx.commits().await?;
         let entries = ledger::entries(&self.tools.ledger)?;
-        let ops: Vec<OperationRow> =
-            sqlx::query_as("SELECT operation_id, tool_name, status, request_digest FROM tool_operations")
-                .fetch_all(&self.ctx.pool)
-                .await?;
+        let ops: Vec<OperationRow> = sqlx::query_as(
+            "SELECT operation_id, tool_name, status, request_digest,
+                        request_body::text LIKE '%\"$secret\"%' AS carries_secrets FROM tool_operations",
+        )
+        .fetch_all(&self.ctx.pool)
+        .await?;
         let worker_writes =
             rows.iter().filter(|r| r.is_runs() && r.op == "UPDATE" && r.writer.starts_with("worker-")).count();
         self.log.push(format!("committed worker writes of the runs: {worker_writes}"));
@@ -614,6 +625,10 @@ impl<'a> Exec<'a> {
         checks.push(history::quiet_windows_stay_quiet(&rows, &self.quiet));
         checks.extend(remote::all(&entries, &ops));
         checks.push(fenceproof_harness::check::claims::no_transaction_across_call(&entries, &rows));
+        checks.extend(serialization::in_schedule(&self.serialization));
+        let bodies: Vec<String> =
+            sqlx::query_scalar("SELECT request_body::text FROM tool_operations").fetch_all(&self.ctx.pool).await?;
+        checks.extend(super::masking::judge(&self.secrets, &bodies, &rows));
         Ok((checks, self.log))
     }
 }

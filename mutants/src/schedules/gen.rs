@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::ops::{Body, Forge, LostWrite, Op, Point, Rev, Tool, ToolFault, KINDS, WORKERS};
+use super::ops::{Body, Failures, Forge, LostWrite, Op, Point, Rev, Tool, ToolFault, KINDS, WORKERS};
 
 /// Shortest and longest schedule.
 pub const MIN_OPS: usize = 4;
@@ -51,9 +51,23 @@ pub struct Swarm {
     pub weights: Vec<u32>,
 }
 
+/// The kinds added after the schedules' first release: drawn from a stream of their own and
+/// inserted into the schedule the main stream gives, so adding one leaves every seed's schedules
+/// as they were (the same operations in the same order), with the new operations among them. They
+/// are the last entries of [`KINDS`].
+const INSERTED: &[&str] = &["serialization", "plan_secret"];
+
+/// The side stream's seed, for the inserted kinds.
+const SIDE: u64 = 0x5E71_A112_0D5E_0001;
+
+fn drawn_first() -> usize {
+    KINDS.len() - INSERTED.len()
+}
+
 impl Swarm {
-    pub fn draw(rng: &mut Rng) -> Swarm {
-        let mut weights: Vec<u32> = KINDS.iter().map(|_| rng.pick(&[0, 0, 1, 2, 4, 8])).collect();
+    pub fn draw(rng: &mut Rng, side: &mut Rng) -> Swarm {
+        let mut weights: Vec<u32> = KINDS[..drawn_first()].iter().map(|_| rng.pick(&[0, 0, 1, 2, 4, 8])).collect();
+        weights.extend(INSERTED.iter().map(|_| side.pick(&[0, 0, 1, 2, 4, 8])));
         // Nearly everything needs a holder and a write: those are never switched off.
         for (i, k) in KINDS.iter().enumerate() {
             if matches!(*k, "acquire" | "save") {
@@ -63,10 +77,12 @@ impl Swarm {
         Swarm { weights }
     }
 
+    /// A kind of the main stream (never an inserted one).
     fn kind(&self, rng: &mut Rng) -> usize {
-        let total: u32 = self.weights.iter().sum();
+        let main = &self.weights[..drawn_first()];
+        let total: u32 = main.iter().sum();
         let mut x = (rng.next_u64() % total as u64) as u32;
-        for (i, w) in self.weights.iter().enumerate() {
+        for (i, w) in main.iter().enumerate() {
             if x < *w {
                 return i;
             }
@@ -127,6 +143,9 @@ fn lease_op(kind: &str, w: usize, rng: &mut Rng) -> Option<Op> {
             ack: rng.coin(),
             what: rng.pick(&[LostWrite::Save, LostWrite::Save, LostWrite::Succeed, LostWrite::Fail]),
         },
+        "serialization" => Op::Serialization {
+            failures: rng.pick(&[Failures::Once, Failures::Several, Failures::Endless, Failures::Endless]),
+        },
         "rogue" => Op::Rogue {
             forge: rng.pick(&[
                 Forge::StaleEpochWrite,
@@ -150,6 +169,7 @@ fn outbox_op(kind: &str, w: usize, rng: &mut Rng) -> Op {
         "cancel" => Op::Cancel { plan_first: rng.coin(), tool: rng.pick(&TOOLS) },
         "retry" => Op::Retry,
         "plan" => Op::Plan { w, tool: rng.pick(&TOOLS), body: rng.pick(&BODIES) },
+        "plan_secret" => Op::PlanSecret { tool: rng.pick(&TOOLS) },
         "arm_tool_fault" => Op::ArmToolFault {
             fault: rng.pick(&[
                 ToolFault::DropAfterCommit,
@@ -179,9 +199,24 @@ fn outbox_op(kind: &str, w: usize, rng: &mut Rng) -> Op {
 /// The schedule of case `case` of `seed`, and the swarm it was drawn with.
 pub fn schedule(seed: u64, case: u32) -> (Vec<Op>, Swarm) {
     let mut rng = Rng::new(seed, case);
-    let swarm = Swarm::draw(&mut rng);
+    let mut side = Rng::new(seed ^ SIDE, case);
+    let swarm = Swarm::draw(&mut rng, &mut side);
     let len = MIN_OPS + rng.below(MAX_OPS - MIN_OPS + 1);
-    let ops = (0..len).map(|_| op_of_kind(KINDS[swarm.kind(&mut rng)], &mut rng)).collect();
+    let mut ops: Vec<Op> = (0..len).map(|_| op_of_kind(KINDS[swarm.kind(&mut rng)], &mut rng)).collect();
+    // Each enabled inserted kind: one to three operations, at places of the side stream's choice
+    // (more with a heavier weight), never past the longest schedule.
+    for (i, kind) in INSERTED.iter().enumerate() {
+        let w = swarm.weights[drawn_first() + i];
+        if w == 0 {
+            continue;
+        }
+        for _ in 0..(1 + side.below(if w >= 4 { 3 } else { 2 })) {
+            if ops.len() < MAX_OPS {
+                let at = side.below(ops.len() + 1);
+                ops.insert(at, op_of_kind(kind, &mut side));
+            }
+        }
+    }
     (ops, swarm)
 }
 
@@ -193,6 +228,21 @@ mod tests {
     fn the_same_seed_gives_the_same_schedule() {
         assert_eq!(schedule(42, 3).0, schedule(42, 3).0);
         assert_ne!(schedule(42, 3).0, schedule(42, 4).0);
+    }
+
+    #[test]
+    fn an_inserted_kind_leaves_the_main_streams_operations_in_their_order() {
+        let inserted: Vec<usize> = (drawn_first()..KINDS.len()).collect();
+        for case in 0..50 {
+            let (ops, swarm) = schedule(0x2a, case);
+            let mut rng = Rng::new(0x2a, case);
+            let main = Swarm::draw(&mut rng, &mut Rng::new(0, 0));
+            assert_eq!(main.weights[..drawn_first()], swarm.weights[..drawn_first()]);
+            let len = MIN_OPS + rng.below(MAX_OPS - MIN_OPS + 1);
+            let expected: Vec<Op> = (0..len).map(|_| op_of_kind(KINDS[main.kind(&mut rng)], &mut rng)).collect();
+            let kept: Vec<Op> = ops.iter().filter(|o| !inserted.contains(&o.kind())).cloned().collect();
+            assert_eq!(kept, expected, "case {case}");
+        }
     }
 
     #[test]

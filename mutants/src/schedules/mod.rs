@@ -9,8 +9,11 @@ mod composite;
 pub mod coverage;
 pub mod exec;
 pub mod gen;
+mod masking;
 pub mod mutants;
 pub mod ops;
+mod retry_40001;
+mod secret_plan;
 pub mod shrink;
 
 use std::collections::BTreeSet;

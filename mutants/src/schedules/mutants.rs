@@ -336,6 +336,17 @@ fn named_selection(opts: &VerifyOptions, only: Option<&[String]>) -> Result<Vec<
     }
     // An operator-side mutant breaks a step the harness performs as the operator (a restore's
     // recovery); the schedules have no such step, so it is not searched here.
+    // A mutant only a scripted execution shows (see `Mutant::schedules_blind`) is not searched
+    // either; the experiments kill it.
+    mutants.retain(|(n, _)| match fenceproof_protocol::mutant::Mutant::parse(n).and_then(|m| m.schedules_blind()) {
+        Some(why) => {
+            eprintln!(
+                "{n}: not searched (the schedules cannot show it: {why}); the experiments' kill matrix judges it"
+            );
+            false
+        }
+        None => true,
+    });
     mutants.retain(|(n, _)| {
         let operator =
             fenceproof_protocol::mutant::Mutant::parse(n).and_then(fenceproof_scenarios::operator_experiment);

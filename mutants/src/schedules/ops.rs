@@ -292,6 +292,35 @@ pub enum Op {
         ack: bool,
         what: LostWrite,
     },
+    /// The server answers the holder's run writes with 40001 (`failures` times: once, a few, or
+    /// more than any budget) while it saves without naming a revision; then healed.
+    Serialization {
+        failures: Failures,
+    },
+    /// The holder plans a step for `tool` whose request carries secrets at any depth (arrays,
+    /// nested objects, several, unicode names): no value may reach a ledger row.
+    PlanSecret {
+        tool: Tool,
+    },
+}
+
+/// How many of the holder's attempts [`Op::Serialization`] answers with 40001.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Failures {
+    Once,
+    Several,
+    Endless,
+}
+
+impl Failures {
+    pub fn count(self) -> i64 {
+        match self {
+            Failures::Once => 1,
+            Failures::Several => 3,
+            Failures::Endless => fenceproof_harness::faults::serialization::ENDLESS,
+        }
+    }
 }
 
 impl Op {
@@ -350,4 +379,6 @@ pub const KINDS: &[&str] = &[
     "advance",
     "rogue",
     "lost_answer",
+    "serialization",
+    "plan_secret",
 ];

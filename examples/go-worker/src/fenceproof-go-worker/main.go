@@ -185,6 +185,8 @@ func outcome(what string, err error) error {
 		return fpkit.Refuse("operation_not_found", "%s: %v", what, err)
 	case errors.Is(err, protocol.ErrActiveRunLive):
 		return fpkit.Refuse("active_run_live", "%s: %v", what, err)
+	case errors.Is(err, protocol.ErrRetryBudgetExhausted):
+		return fpkit.Refuse("retry_budget_exhausted", "%s: %v", what, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fpkit.Refuse("timeout", "%s: %v", what, err)
 	}

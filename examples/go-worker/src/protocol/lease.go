@@ -32,7 +32,13 @@ var (
 	ErrOperationNotSettled = errors.New("the operation's result is not succeeded")
 	ErrOperationNotFound   = errors.New("no such operation")
 	ErrActiveRunLive       = errors.New("the task's active run has not ended")
+	// ErrRetryBudgetExhausted: the server answered 40001 (or 40P01) to every attempt of the budget.
+	ErrRetryBudgetExhausted = errors.New("serialization failures exhausted the retry budget")
 )
+
+// RetryBudget is how many times in all one short transaction runs while the server keeps
+// answering it with a serialization failure.
+const RetryBudget = 5
 
 // UnknownOutcomeError: the write may or may not have committed (its COMMIT got no answer, or a
 // synchronous-replication wait was cancelled). The caller must read the state back from the

@@ -103,7 +103,24 @@ type Intent struct {
 // another, optionally requiring a succeeded result of one of the run's own operations (advance) and
 // optionally registering an intent in the same transaction (plan, spec §9.1). It answers the new
 // revision and, for a plan, "new" or "already_registered".
+//
+// A serialization failure (40001) or a deadlock (40P01) means the transaction did not commit: it is
+// run again from its start, at most RetryBudget times in all (spec §07).
 func (s *Store) Transition(ctx context.Context, l Lease, expected int64, from, to string,
+	checkpoint []byte, requireOp string, intent *Intent) (int64, string, error) {
+	for n := 1; ; n++ {
+		rev, registration, err := s.transitionOnce(ctx, l, expected, from, to, checkpoint, requireOp, intent)
+		if state := SQLState(err); state != "40001" && state != "40P01" {
+			return rev, registration, err
+		}
+		if n >= RetryBudget {
+			return 0, "", fmt.Errorf("%w: %d attempts: %v", ErrRetryBudgetExhausted, n, err)
+		}
+	}
+}
+
+// transitionOnce is one run of Transition's short transaction.
+func (s *Store) transitionOnce(ctx context.Context, l Lease, expected int64, from, to string,
 	checkpoint []byte, requireOp string, intent *Intent) (int64, string, error) {
 	if s.API {
 		return s.transitionAPI(ctx, l, expected, from, to, checkpoint, requireOp, intent)

@@ -106,6 +106,7 @@ async fn client_to_server(
             if let Step::Close = on_statement(shared, conn, id, &sql) {
                 return Ok(());
             }
+            shared.log_statement(id, &sql, in_tx);
         }
         sw.write_all(&f.bytes).await?;
     }

@@ -104,8 +104,24 @@ pub struct HeldStatement {
     pub in_transaction: bool,
 }
 
+/// A statement the proxy passed to the server, in the order it passed them (on any connection).
+#[derive(Debug, Clone, Serialize)]
+pub struct WireStatement {
+    /// Its place in the proxy's order (from 1).
+    pub n: usize,
+    pub connection: u64,
+    pub sql: String,
+    /// It came inside an open transaction.
+    pub in_transaction: bool,
+}
+
+/// At most this many statements are kept (a row sends far fewer; a runaway worker is cut off).
+const LOG_MAX: usize = 100_000;
+
 #[derive(Default)]
 struct State {
+    /// Every statement passed to the server, in order.
+    log: Vec<WireStatement>,
     arm: Option<Arm>,
     /// An arm taken by a connection that has not fired yet (it may come back: a rollback).
     pending: Option<Arm>,
@@ -203,6 +219,15 @@ impl Shared {
         z ^= z >> 31;
         let extra = jitter.as_micros() as u64;
         Some(base + Duration::from_micros(if extra == 0 { 0 } else { z % extra }))
+    }
+
+    /// Note a statement on its way to the server.
+    fn log_statement(&self, connection: u64, sql: &str, in_transaction: bool) {
+        let mut st = self.st();
+        if st.log.len() < LOG_MAX {
+            let n = st.log.len() + 1;
+            st.log.push(WireStatement { n, connection, sql: clip(sql), in_transaction });
+        }
     }
 
     /// Hold the statement when the barrier's pattern matches, until released or its end.
@@ -372,6 +397,11 @@ impl Proxy {
             max,
             shared: self.shared.clone(),
         })
+    }
+
+    /// Every statement passed to the server so far, in order.
+    pub fn statements(&self) -> Vec<WireStatement> {
+        self.shared.st().log.clone()
     }
 
     /// Heal every fault: disarm, end the partition, release the barrier, remove the latency.

@@ -78,7 +78,7 @@ pub(super) async fn settings(pool: &PgPool) -> Result<String, HarnessError> {
 impl Servers {
     /// The contract's own pair when it has `[failover]` hooks, else a pair the harness builds.
     pub async fn start(ctx: &Ctx, contract: &Contract, mode: ReplicationMode) -> Result<Servers, HarnessError> {
-        match contract.failover.clone() {
+        match contract.hooks() {
             Some(hooks) => Servers::external(ctx, hooks).await,
             None => Servers::own(ctx, contract, mode).await,
         }

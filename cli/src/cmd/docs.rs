@@ -79,6 +79,8 @@ fn need_label(n: Need) -> &'static str {
         Need::OwnServer => "own server",
         Need::Standby(ReplicationMode::Async) => "async standby",
         Need::Standby(ReplicationMode::Sync) => "sync standby",
+        Need::Patroni(ReplicationMode::Async) => "Patroni (async), opt-in",
+        Need::Patroni(ReplicationMode::Sync) => "Patroni (sync), opt-in",
         Need::ClockServer => "clock server",
         Need::Redis => "Redis",
         Need::QuietMachine => "runs alone (measures timing)",

@@ -320,14 +320,7 @@ async fn takes_a_write(url: &str) -> bool {
 /// The processes whose working directory is `dir` or inside it (every process of a cluster works
 /// in its folder: etcd and Patroni by the harness's choice, PostgreSQL in its data directory).
 pub fn processes_in(dir: &Path) -> Vec<Pid> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir)))
-        .map(Pid::from_raw)
-        .filter(|pid| signals::proc_state(*pid).is_some_and(|s| s != 'Z'))
-        .collect()
+    signals::working_in(dir)
 }
 
 impl Backend for PatroniCluster {

@@ -160,11 +160,11 @@ async fn wait_caught_up(primary: &PgPool, standby: &PgPool) -> Result<(), Harnes
     .await
 }
 
-/// The contract the row judges: the session's, when it is for this replication mode, else the
-/// default one of the mode.
+/// The contract the row judges: the session's, when it is for this replication mode (and not
+/// for Patroni, which the Patroni rows judge), else the default one of the mode.
 fn contract_for(ctx: &Ctx, mode: ReplicationMode) -> Contract {
     match &ctx.contract {
-        Some(c) if c.replication.mode == mode => (**c).clone(),
+        Some(c) if c.replication.mode == mode && c.patroni().is_none() => (**c).clone(),
         _ if mode == ReplicationMode::Sync => Contract::default_sync(),
         _ => Contract::default_async(),
     }

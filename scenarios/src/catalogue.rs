@@ -453,7 +453,11 @@ pub const FAILOVER_FENCE_BEFORE_PROMOTE: Rule = Rule {
     id: "failover.fence-before-promote",
     section: "10",
     statement: "the old primary is fenced before the standby is promoted; a worker on it cannot commit",
-    checkers: &[crate::h_failover::NO_PROCESS_LEFT, crate::h_failover::STALE_CANNOT_COMMIT],
+    checkers: &[
+        crate::h_failover::NO_PROCESS_LEFT,
+        crate::h_failover::STALE_CANNOT_COMMIT,
+        crate::h_failover::partition::NO_SPLIT_BRAIN,
+    ],
 };
 // §12: roles and secrets.
 pub const ROLES_FENCED_FUNCTIONS_ONLY: Rule = Rule {
@@ -839,6 +843,7 @@ pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
             &crate::h_failover::SYNC,
             &crate::h_failover::patroni::ASYNC,
             &crate::h_failover::patroni::SYNC,
+            &crate::h_failover::partition::EXPERIMENT,
         ],
     ),
     (&ROLES_FENCED_FUNCTIONS_ONLY, &[&crate::p_role_boundary::EXPERIMENT]),

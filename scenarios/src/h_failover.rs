@@ -62,6 +62,7 @@ pub const SYNC: Experiment = Experiment {
 };
 
 mod pair;
+pub(crate) mod partition;
 pub(crate) mod patroni;
 
 use pair::{Fence, Servers};

@@ -63,6 +63,7 @@ pub fn all() -> Vec<Experiment> {
         h_failover::SYNC,
         h_failover::patroni::ASYNC,
         h_failover::patroni::SYNC,
+        h_failover::partition::EXPERIMENT,
         h_lease_params::EXPERIMENT,
         i_lost_ack::SAVE,
         i_lost_ack::TERMINAL,

@@ -127,6 +127,23 @@ impl Managed {
         &self.cluster.nodes[1 - self.old_leader].name
     }
 
+    /// Cut the leader off etcd (its proxy drops every connection and refuses new ones); its
+    /// PostgreSQL and the workers connected to it go on.
+    pub(super) fn partition_leader(&self, ctx: &Ctx) {
+        self.cluster.nodes[self.old_leader].proxy.cut();
+        ctx.timeline.record(
+            "harness",
+            "partition",
+            "patroni leader",
+            json!({"node": self.cluster.nodes[self.old_leader].name, "from": "etcd"}),
+        );
+    }
+
+    /// When Patroni made the replica a leader that takes writes, as the harness saw it.
+    pub(super) fn promoted_after(&self) -> Option<Duration> {
+        self.took
+    }
+
     /// The leader crashes; bounded wait until every process it had is gone.
     pub(super) async fn crash_leader(&mut self, ctx: &Ctx) -> Result<Fence, HarnessError> {
         let killed = self.cluster.crash(self.old_leader);
@@ -153,6 +170,9 @@ impl Managed {
     /// Patroni promotes the replica: wait (bounded by `ttl` + slack) until it takes writes.
     pub(super) async fn await_promotion(&mut self, ctx: &Ctx) -> Result<(PgPool, String), HarnessError> {
         let new = 1 - self.old_leader;
+        if self.crashed_at.is_none() {
+            self.crashed_at = Some(Instant::now());
+        }
         let bound = Duration::from_secs(self.settings.ttl.into()) + FAILOVER_SLACK;
         self.cluster.wait_writable(new, bound).await?;
         self.took = self.crashed_at.map(|t| t.elapsed());

@@ -15,7 +15,8 @@ pub struct NodeConfig<'a> {
     pub bin_dir: &'a Path,
     pub rest_port: u16,
     pub pg_port: u16,
-    /// The port the node reaches etcd on (etcd's own, or a proxy's in front of it).
+    /// The port the node reaches etcd on (a proxy's in front of it; `use_proxies` keeps Patroni
+    /// from discovering etcd's own address and going around the proxy).
     pub etcd_port: u16,
     /// Throwaway passwords of the cluster (trust on loopback; Patroni wants them set).
     pub password: &'a str,
@@ -32,6 +33,7 @@ restapi:
   connect_address: 127.0.0.1:{rest}
 etcd3:
   hosts: 127.0.0.1:{etcd}
+  use_proxies: true
 bootstrap:
   dcs:
     ttl: {ttl}

@@ -209,6 +209,25 @@ impl PatroniCluster {
         None
     }
 
+    /// Wait (bounded) until Patroni's `/cluster` gives node `i` the role `role` (e.g.
+    /// `sync_standby`: Patroni has recorded it in etcd as the synchronous standby it may promote,
+    /// which it does only once the standby confirmed the WAL of the change).
+    pub async fn wait_role(&self, i: usize, role: &str, bound: Duration) -> Result<()> {
+        let (port, name) = (self.nodes[self.leader].rest_port, self.nodes[i].name.clone());
+        wait::until(&format!("Patroni to give {name} the role {role}"), bound, || {
+            let name = name.clone();
+            async move {
+                let body = http::get(port, "/cluster").await.map(|r| r.body).unwrap_or_default();
+                let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+                let has = v["members"]
+                    .as_array()
+                    .is_some_and(|m| m.iter().any(|m| m["name"] == name.as_str() && m["role"] == role));
+                Ok(has.then_some(()))
+            }
+        })
+        .await
+    }
+
     /// The pid of node `i`'s postmaster (first line of its `postmaster.pid`), if it runs.
     pub fn postmaster(&self, i: usize) -> Option<Pid> {
         let text = std::fs::read_to_string(self.nodes[i].dir.join("data/postmaster.pid")).ok()?;

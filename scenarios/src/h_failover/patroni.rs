@@ -112,6 +112,10 @@ pub(super) async fn start(
     if settings.synchronous_mode {
         wait_standby(&admin, m.replica_name(), "Patroni to make the replica synchronous", "sync_state = 'sync'")
             .await?;
+        // Patroni promotes only the standby its etcd record names synchronous, which it writes a
+        // loop later, once the standby confirmed the change's WAL: a lag injected before that
+        // leaves no promotable standby (the crashed leader is then never replaced).
+        m.cluster.wait_role(1 - leader, "sync_standby", STEP).await?;
     }
     let actual = format!("{}; {}", settings.mode_line(), pair::settings(&admin).await?);
     databases::create_template(&m.cluster).await?;

@@ -101,6 +101,34 @@ if [ ! -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]; then
   fi
 fi
 
+# etcd (Debian's etcd-server) and Patroni 4.1.5 (PyPI) for the opt-in Patroni failover rows
+# (H-patroni-*). Patroni's venv is made from the system Python (/usr/bin/python3), not a per-user
+# one, so the unprivileged `postgres` user that runs the throwaway clusters can execute it.
+PATRONI_VENV=/opt/fenceproof-patroni
+PATRONI_PIN="patroni[etcd3]==4.1.5"
+if ! command -v etcd >/dev/null 2>&1 && [ ! -x /usr/bin/etcd ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    say "installing etcd-server (the Patroni failover rows H-patroni-*)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >/dev/null
+    # The package may start a system etcd; the harness starts its own and needs none.
+    (command -v service >/dev/null && service etcd stop >/dev/null 2>&1) || true
+  else
+    say "etcd not found; the H-patroni rows need it (apt-get install etcd-server)" >&2
+  fi
+fi
+if ! "$PATRONI_VENV/bin/patroni" --version 2>/dev/null | grep -q ' 4\.1\.5$'; then
+  if [ "$(id -u)" -eq 0 ]; then
+    say "installing Patroni 4.1.5 into $PATRONI_VENV (the H-patroni rows)"
+    /usr/bin/python3 -m venv "$PATRONI_VENV"
+    "$PATRONI_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+      "$PATRONI_PIN" psycopg2-binary
+    chmod -R a+rX "$PATRONI_VENV"
+  else
+    say "Patroni not found in $PATRONI_VENV; the H-patroni rows need it (run setup as root)" >&2
+  fi
+fi
+
 # A headless browser to render the HTML report in tests and `just report-screenshot`.
 if ! command -v chromium-headless-shell >/dev/null 2>&1 && ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" -eq 0 ]; then

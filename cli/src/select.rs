@@ -26,7 +26,7 @@ pub fn for_verify(
     if database_url.is_none() {
         return experiments;
     }
-    let hooks = contract.is_some_and(|c| c.failover.is_some());
+    let hooks = contract.is_some_and(|c| c.hooks().is_some());
     // Each reason once, with the selected rows it skips.
     let mut skipped: Vec<(&str, Vec<&str>)> = Vec::new();
     experiments.retain(|e| match e.external_skip(hooks) {

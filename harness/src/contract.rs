@@ -150,7 +150,6 @@ impl Default for LoadParams {
 /// `0600` file named by PGPASSFILE) in their environment, each bounded by a timeout; a non-zero
 /// exit fails the experiment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Failover {
     /// URL of the standby that will be promoted (same database name as the primary's URL).
     pub standby_url: String,
@@ -160,6 +159,64 @@ pub struct Failover {
     pub fence_command: String,
     /// Promote the standby.
     pub promote_command: String,
+}
+
+/// Who decides what is promoted, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Manager {
+    /// The contract's shell hooks (external deployments), or the harness itself.
+    #[default]
+    Hooks,
+    /// Patroni with etcd: the harness starts a cluster of its own and Patroni promotes.
+    Patroni,
+}
+
+/// Patroni's settings that make its promise (its dynamic configuration), as the contract states
+/// them. Defaults are Patroni's own, except `ttl`/`loop_wait`, kept short so a row stays short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PatroniSettings {
+    pub synchronous_mode: bool,
+    pub synchronous_mode_strict: bool,
+    pub synchronous_node_count: u32,
+    /// Bytes a replica may lag behind the leader's last published position and still be promoted.
+    pub maximum_lag_on_failover: u64,
+    /// Seconds the leader key lives without renewal (Patroni's minimum is 20).
+    pub ttl: u32,
+    /// Seconds between two runs of Patroni's HA loop.
+    pub loop_wait: u32,
+}
+
+impl PatroniSettings {
+    /// Patroni's `retry_timeout` the harness uses (not a contract field): 5 s, within `ttl`.
+    pub const RETRY_TIMEOUT: u32 = 5;
+
+    /// The setting that decides whether acknowledged writes can be lost, as one line.
+    pub fn mode_line(&self) -> String {
+        format!(
+            "Patroni synchronous_mode = {}, synchronous_mode_strict = {}, maximum_lag_on_failover = {}",
+            self.synchronous_mode, self.synchronous_mode_strict, self.maximum_lag_on_failover
+        )
+    }
+}
+
+/// The contract's `[failover]` table as written: the hooks' fields, or `manager = "patroni"` and
+/// Patroni's settings. [`Contract::hooks`] and [`Contract::patroni`] are its two readings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailoverTable {
+    #[serde(default)]
+    pub manager: Manager,
+    pub standby_url: Option<String>,
+    pub pause_replication_command: Option<String>,
+    pub fence_command: Option<String>,
+    pub promote_command: Option<String>,
+    pub synchronous_mode: Option<bool>,
+    pub synchronous_mode_strict: Option<bool>,
+    pub synchronous_node_count: Option<u32>,
+    pub maximum_lag_on_failover: Option<u64>,
+    pub ttl: Option<u32>,
+    pub loop_wait: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -173,8 +230,8 @@ pub struct Contract {
     /// The load the deployment must carry (used by `fenceproof bench` to size it).
     #[serde(default)]
     pub load: LoadParams,
-    /// External deployments only: the hooks experiment H uses.
-    pub failover: Option<Failover>,
+    /// How H's failover happens: an external deployment's hooks, or Patroni.
+    pub failover: Option<FailoverTable>,
 }
 
 /// A contract that cannot be used, naming the field at fault.
@@ -287,26 +344,138 @@ impl Contract {
             }
             _ => {}
         }
-        if let Some(f) = &self.failover {
-            if self.database.backend != BackendKind::External {
-                return err(
-                    "failover",
-                    "the hooks are for external deployments; the native and container backends fence and promote their own pair"
-                        .into(),
-                );
-            }
-            for (field, v) in [
-                ("failover.standby_url", &f.standby_url),
-                ("failover.pause_replication_command", &f.pause_replication_command),
-                ("failover.fence_command", &f.fence_command),
-                ("failover.promote_command", &f.promote_command),
-            ] {
-                if v.trim().is_empty() {
-                    return err(field, "must not be empty".into());
-                }
+        match self.failover.as_ref().map(|f| f.manager) {
+            Some(Manager::Hooks) => self.validate_hooks(file),
+            Some(Manager::Patroni) => self.validate_patroni(file),
+            None => Ok(()),
+        }
+    }
+
+    /// The hooks of an external deployment's failover, when the contract has them.
+    pub fn hooks(&self) -> Option<Failover> {
+        let f = self.failover.as_ref().filter(|f| f.manager == Manager::Hooks)?;
+        Some(Failover {
+            standby_url: f.standby_url.clone()?,
+            pause_replication_command: f.pause_replication_command.clone()?,
+            fence_command: f.fence_command.clone()?,
+            promote_command: f.promote_command.clone()?,
+        })
+    }
+
+    /// Patroni's settings, when the contract's failover manager is Patroni (defaults filled in;
+    /// `synchronous_mode` defaults to the replication mode).
+    pub fn patroni(&self) -> Option<PatroniSettings> {
+        let f = self.failover.as_ref().filter(|f| f.manager == Manager::Patroni)?;
+        Some(PatroniSettings {
+            synchronous_mode: f.synchronous_mode.unwrap_or(self.replication.mode == ReplicationMode::Sync),
+            synchronous_mode_strict: f.synchronous_mode_strict.unwrap_or(false),
+            synchronous_node_count: f.synchronous_node_count.unwrap_or(1),
+            maximum_lag_on_failover: f.maximum_lag_on_failover.unwrap_or(1_048_576),
+            ttl: f.ttl.unwrap_or(20),
+            loop_wait: f.loop_wait.unwrap_or(2),
+        })
+    }
+
+    fn validate_hooks(&self, file: &str) -> Result<(), ContractError> {
+        let err = |field: &str, message: String| Err(ContractError { file: file.into(), field: field.into(), message });
+        let f = self.failover.as_ref().expect("a failover table");
+        if self.database.backend != BackendKind::External {
+            return err(
+                "failover",
+                "the hooks are for external deployments; the native and container backends fence and promote their own pair (or set manager = \"patroni\")"
+                    .into(),
+            );
+        }
+        if let Some(field) = f.patroni_fields().first() {
+            return err(&format!("failover.{field}"), "a Patroni setting; it needs manager = \"patroni\"".into());
+        }
+        for (field, v) in [
+            ("failover.standby_url", &f.standby_url),
+            ("failover.pause_replication_command", &f.pause_replication_command),
+            ("failover.fence_command", &f.fence_command),
+            ("failover.promote_command", &f.promote_command),
+        ] {
+            if v.as_deref().is_none_or(|v| v.trim().is_empty()) {
+                return err(field, "must be given and not empty".into());
             }
         }
         Ok(())
+    }
+
+    fn validate_patroni(&self, file: &str) -> Result<(), ContractError> {
+        let err = |field: &str, message: String| Err(ContractError { file: file.into(), field: field.into(), message });
+        let f = self.failover.as_ref().expect("a failover table");
+        if self.database.backend != BackendKind::Native {
+            return err("failover.manager", "Patroni runs on a cluster the harness starts (backend = \"native\"); a team's own Patroni is not supported yet".into());
+        }
+        if let Some(field) = f.hook_fields().first() {
+            return err(
+                &format!("failover.{field}"),
+                "a hook; Patroni decides the failover itself (drop it, or drop manager = \"patroni\")".into(),
+            );
+        }
+        let p = self.patroni().expect("manager = patroni");
+        let sync = self.replication.mode == ReplicationMode::Sync;
+        if p.synchronous_mode != sync {
+            return err(
+                "failover.synchronous_mode",
+                format!("{} contradicts replication.mode = \"{}\"", p.synchronous_mode, self.replication.mode.as_str()),
+            );
+        }
+        if p.synchronous_mode_strict && !p.synchronous_mode {
+            return err("failover.synchronous_mode_strict", "true needs synchronous_mode = true".into());
+        }
+        if p.synchronous_node_count != 1 {
+            return err(
+                "failover.synchronous_node_count",
+                format!("{} (the harness's cluster has one replica: use 1)", p.synchronous_node_count),
+            );
+        }
+        if p.ttl < 20 || p.ttl > 120 {
+            return err("failover.ttl", format!("{} must be between 20 (Patroni's minimum) and 120 seconds", p.ttl));
+        }
+        if p.loop_wait < 1 || p.loop_wait + 2 * PatroniSettings::RETRY_TIMEOUT > p.ttl {
+            return err(
+                "failover.loop_wait",
+                format!(
+                    "{} must be >= 1 and loop_wait + 2 x retry_timeout ({}) must not exceed ttl ({})",
+                    p.loop_wait,
+                    p.loop_wait + 2 * PatroniSettings::RETRY_TIMEOUT,
+                    p.ttl
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
+impl FailoverTable {
+    /// The hook fields given.
+    fn hook_fields(&self) -> Vec<&'static str> {
+        [
+            ("standby_url", self.standby_url.is_some()),
+            ("pause_replication_command", self.pause_replication_command.is_some()),
+            ("fence_command", self.fence_command.is_some()),
+            ("promote_command", self.promote_command.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(n, set)| set.then_some(n))
+        .collect()
+    }
+
+    /// The Patroni settings given.
+    fn patroni_fields(&self) -> Vec<&'static str> {
+        [
+            ("synchronous_mode", self.synchronous_mode.is_some()),
+            ("synchronous_mode_strict", self.synchronous_mode_strict.is_some()),
+            ("synchronous_node_count", self.synchronous_node_count.is_some()),
+            ("maximum_lag_on_failover", self.maximum_lag_on_failover.is_some()),
+            ("ttl", self.ttl.is_some()),
+            ("loop_wait", self.loop_wait.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(n, set)| set.then_some(n))
+        .collect()
     }
 }
 
@@ -342,7 +511,7 @@ mod tests {
         let hooks = "\n[failover]\nstandby_url = \"postgres://s/db\"\npause_replication_command = \"true\"\nfence_command = \"true\"\npromote_command = \"true\"\n";
         assert_eq!(Contract::parse("t.toml", &format!("{SYNC}{hooks}")).unwrap_err().field, "failover");
         let ext_ok = format!("[database]\nbackend = \"external\"\nurl = \"postgres://p/db\"\n{SYNC}{hooks}");
-        assert!(Contract::parse("t.toml", &ext_ok).unwrap().failover.is_some());
+        assert!(Contract::parse("t.toml", &ext_ok).unwrap().hooks().is_some());
         let empty = ext_ok.replace("fence_command = \"true\"", "fence_command = \" \"");
         assert_eq!(Contract::parse("t.toml", &empty).unwrap_err().field, "failover.fence_command");
         let ext = format!("[database]\nbackend = \"external\"\n{SYNC}");
@@ -375,6 +544,33 @@ mod tests {
             .contains("acknowledged_epochs_survive_failover"));
     }
 
+    const PATRONI: &str = "[replication]\nmode = \"async\"\nacknowledged_epochs_survive_failover = false\n\n[failover]\nmanager = \"patroni\"\nmaximum_lag_on_failover = 2048\nttl = 30\n";
+
+    #[test]
+    fn a_patroni_failover_parses_with_defaults_and_bad_settings_name_the_field() {
+        let c = Contract::parse("t.toml", PATRONI).unwrap();
+        let p = c.patroni().expect("patroni settings");
+        assert_eq!((p.synchronous_mode, p.maximum_lag_on_failover, p.ttl, p.loop_wait), (false, 2048, 30, 2));
+        assert!(c.hooks().is_none());
+        let field = |text: &str| Contract::parse("t.toml", text).unwrap_err().field;
+        assert_eq!(field(&PATRONI.replace("ttl = 30", "ttl = 10")), "failover.ttl");
+        assert_eq!(field(&format!("{PATRONI}loop_wait = 25\n")), "failover.loop_wait");
+        assert_eq!(field(&format!("{PATRONI}synchronous_mode = true\n")), "failover.synchronous_mode");
+        assert_eq!(field(&format!("{PATRONI}synchronous_mode_strict = true\n")), "failover.synchronous_mode_strict");
+        assert_eq!(field(&format!("{PATRONI}synchronous_node_count = 2\n")), "failover.synchronous_node_count");
+        assert_eq!(field(&format!("{PATRONI}fence_command = \"true\"\n")), "failover.fence_command");
+        assert!(field(&PATRONI.replace("\"patroni\"", "\"pacemaker\"")).contains("line 6"));
+        assert!(field(&format!("{PATRONI}ttl_s = 3\n")).contains("line"));
+        let external = format!("[database]\nbackend = \"external\"\nurl = \"postgres://p/db\"\n{PATRONI}");
+        assert_eq!(field(&external), "failover.manager");
+        let sync = PATRONI.replace("\"async\"", "\"sync\"");
+        let s = Contract::parse("t.toml", &sync).unwrap().patroni().unwrap();
+        assert!(s.synchronous_mode && !s.synchronous_mode_strict);
+        let hooks_with_ttl = "\n[failover]\nttl = 30\n";
+        let ext = format!("[database]\nbackend = \"external\"\nurl = \"postgres://p/db\"\n{SYNC}{hooks_with_ttl}");
+        assert_eq!(field(&ext), "failover.ttl");
+    }
+
     #[test]
     fn the_shipped_examples_are_valid() {
         for f in [
@@ -382,6 +578,8 @@ mod tests {
             "../examples/async-loss-allowed.toml",
             "../examples/async-claims-no-loss.toml",
             "../examples/container-sync-no-loss.toml",
+            "../examples/patroni-async-claims-no-loss.toml",
+            "../examples/patroni-sync-no-loss.toml",
         ] {
             let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(f);
             Contract::load(&p).unwrap_or_else(|e| panic!("{e}"));

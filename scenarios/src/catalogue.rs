@@ -478,7 +478,11 @@ pub const FAILOVER_FENCE_BEFORE_PROMOTE: Rule = Rule {
     id: "failover.fence-before-promote",
     section: "10",
     statement: "the old primary is fenced before the standby is promoted; a worker on it cannot commit",
-    checkers: &[crate::h_failover::NO_PROCESS_LEFT, crate::h_failover::STALE_CANNOT_COMMIT],
+    checkers: &[
+        crate::h_failover::NO_PROCESS_LEFT,
+        crate::h_failover::STALE_CANNOT_COMMIT,
+        crate::h_failover::partition::NO_SPLIT_BRAIN,
+    ],
 };
 // §12: roles and secrets.
 pub const ROLES_FENCED_FUNCTIONS_ONLY: Rule = Rule {
@@ -721,7 +725,15 @@ pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
     (&COMMIT_VALID_AT_CHECK, &[&crate::d_race_after_validation::EXPERIMENT]),
     (&COMMIT_CONFLICT_LOSER_REREADS, &[&crate::c_same_epoch_reorder::EXPERIMENT]),
     (&RUNS_START, &[&crate::a_continuous_checkpoints::EXPERIMENT, &crate::p_api::commit::EXPERIMENT]),
-    (&RUNS_UNKNOWN_COMMIT_OUTCOME, &[&crate::h_failover::SYNC, &crate::i_lost_ack::SAVE, &crate::i_lost_ack::TERMINAL]),
+    (
+        &RUNS_UNKNOWN_COMMIT_OUTCOME,
+        &[
+            &crate::h_failover::SYNC,
+            &crate::h_failover::patroni::SYNC,
+            &crate::i_lost_ack::SAVE,
+            &crate::i_lost_ack::TERMINAL,
+        ],
+    ),
     (&RUNS_UNKNOWN_READ_BACK, &[&crate::i_lost_ack::SAVE]),
     (&RUNS_UNKNOWN_NEVER_FAILURE, &[&crate::i_lost_ack::SAVE, &crate::i_lost_ack::TERMINAL]),
     (&CLOCK_DATABASE_TIME, &[&crate::p_api::clock::EXPERIMENT, &crate::w_boundaries::clock::EXPERIMENT]),
@@ -849,8 +861,25 @@ pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
     (&REMOTE_CONFLICT_OWNERSHIP, &[&crate::e_unverified_answers::CONFLICT]),
     (&CANCEL_PREPARED_TO_CANCELLED, &[&crate::f_cancel_race::PREPARED, &crate::w_boundaries::control::EXPERIMENT]),
     (&CANCEL_IN_FLIGHT_KEPT, &[&crate::f_cancel_race::DISPATCHING, &crate::f_cancel_race::UNKNOWN]),
-    (&FAILOVER_CONTRACT, &[&crate::h_failover::ASYNC, &crate::h_failover::SYNC]),
-    (&FAILOVER_FENCE_BEFORE_PROMOTE, &[&crate::h_failover::ASYNC, &crate::h_failover::SYNC]),
+    (
+        &FAILOVER_CONTRACT,
+        &[
+            &crate::h_failover::ASYNC,
+            &crate::h_failover::SYNC,
+            &crate::h_failover::patroni::ASYNC,
+            &crate::h_failover::patroni::SYNC,
+        ],
+    ),
+    (
+        &FAILOVER_FENCE_BEFORE_PROMOTE,
+        &[
+            &crate::h_failover::ASYNC,
+            &crate::h_failover::SYNC,
+            &crate::h_failover::patroni::ASYNC,
+            &crate::h_failover::patroni::SYNC,
+            &crate::h_failover::partition::EXPERIMENT,
+        ],
+    ),
     (&ROLES_FENCED_FUNCTIONS_ONLY, &[&crate::p_role_boundary::EXPERIMENT]),
     (&SECRETS_MASKED, &[&crate::p_secret_masking::EXPERIMENT]),
     (

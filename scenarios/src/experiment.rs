@@ -32,6 +32,9 @@ pub enum Need {
     /// A standby in this replication mode, fenced and promoted by the harness (or the contract's
     /// `[failover]` hooks).
     Standby(ReplicationMode),
+    /// A Patroni cluster with etcd of its own, in this replication mode (Patroni, not the
+    /// harness, promotes). Opt-in: such a row runs only when `--only` names it.
+    Patroni(ReplicationMode),
     /// A local PostgreSQL under libfaketime, whose clock the harness sets.
     ClockServer,
     /// A local Redis server (the pre-filter rows).
@@ -51,6 +54,7 @@ impl Need {
             Need::ServerFreeze => Some("freezes the whole database server, which the harness does only to servers it starts"),
             Need::OwnServer => Some("backs up and restores a server of its own, which says nothing about your database"),
             Need::Standby(_) if !hooks => Some("needs a primary + standby it can fence and promote; against --database-url it runs only with a contract's [failover] hooks"),
+            Need::Patroni(_) => Some("starts a Patroni cluster of its own (etcd + two nodes); a team's own Patroni is not driven yet"),
             Need::Standby(_) | Need::ClockServer | Need::Redis | Need::QuietMachine => None,
         }
     }
@@ -118,9 +122,15 @@ impl Experiment {
     /// The replication mode of the standby it needs, if any.
     pub fn standby(&self) -> Option<ReplicationMode> {
         self.needs.iter().find_map(|n| match n {
-            Need::Standby(m) => Some(*m),
+            Need::Standby(m) | Need::Patroni(m) => Some(*m),
             _ => None,
         })
+    }
+
+    /// Whether it runs only when named (`--only`), never in the default matrix: the Patroni rows,
+    /// whose bootstrap and failover take Patroni's own time.
+    pub fn opt_in(&self) -> bool {
+        self.needs.iter().any(|n| matches!(n, Need::Patroni(_)))
     }
 
     /// Whether it must run with no other row beside it: it freezes the server the others use (a

@@ -62,6 +62,8 @@ pub const SYNC: Experiment = Experiment {
 };
 
 mod pair;
+pub(crate) mod partition;
+pub(crate) mod patroni;
 
 use pair::{Fence, Servers};
 
@@ -159,11 +161,11 @@ async fn wait_caught_up(primary: &PgPool, standby: &PgPool) -> Result<(), Harnes
     .await
 }
 
-/// The contract the row judges: the session's, when it is for this replication mode, else the
-/// default one of the mode.
+/// The contract the row judges: the session's, when it is for this replication mode (and not
+/// for Patroni, which the Patroni rows judge), else the default one of the mode.
 fn contract_for(ctx: &Ctx, mode: ReplicationMode) -> Contract {
     match &ctx.contract {
-        Some(c) if c.replication.mode == mode => (**c).clone(),
+        Some(c) if c.replication.mode == mode && c.patroni().is_none() => (**c).clone(),
         _ if mode == ReplicationMode::Sync => Contract::default_sync(),
         _ => Contract::default_async(),
     }
@@ -193,6 +195,12 @@ struct Acked {
 
 pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessError> {
     let contract = contract_for(ctx, mode);
+    run_with(ctx, contract, mode).await
+}
+
+/// The story on the pair the contract makes (the harness's own, the team's through hooks, or a
+/// Patroni cluster), judged against `contract`.
+pub(crate) async fn run_with(ctx: &mut Ctx, contract: Contract, mode: ReplicationMode) -> Result<(), HarnessError> {
     let mut servers = Servers::start(ctx, &contract, mode).await?;
 
     // A task in a known, replicated state: A owns it, one step planned and really executed.
@@ -202,12 +210,13 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
     let before = snapshot(&servers.p_pool, task.run_id).await?;
     let high_before = high_water(&tools)?;
 
-    // Fault: the standby stops receiving WAL (native: the primary's walsender is SIGSTOPped).
+    // Fault: the standby stops receiving WAL (natively: the primary's walsender is SIGSTOPped).
     let (fault, walsender) = servers.pair.cut_replication(ctx, &servers.p_admin).await?;
     let acked = acknowledge_while_cut(ctx, &mut task, &servers, mode, &before).await?;
     let high_acked = high_water(&tools)?;
+    let positions = patroni::positions(&servers).await?;
 
-    // Fence the old primary, then promote the standby.
+    // Fence the old primary (under Patroni: the leader crashes), then promote the standby.
     servers.p_pool.close().await;
     servers.p_admin.close().await;
     let fence = servers.pair.fence(ctx, walsender).await?;
@@ -225,28 +234,19 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
     let lost = losses(&acked.success, &after);
     let forks = remote_forks(&acked.success, &after, &tools);
 
-    // Verdict against the contract.
+    // Verdict against the contract (and, under Patroni, against Patroni's own bound).
     let evidence = judge_contract(ctx, (mode, &contract), &acked, &after, &lost, &servers.actual);
+    let manager = patroni::judge(ctx, &servers.pair, &n_pool, positions, &lost).await?;
     judge_high_water(ctx, high);
     let rows = oracle::commits_in(&n_pool, &oracle_schema).await?;
     std::fs::write(ctx.dir.join("oracle.json"), serde_json::to_string_pretty(&rows).expect("json"))?;
     ctx.checks.extend(invariants::all(&rows, &[CONTROL, task.cp.owner.as_str()]));
     let record = json!({
         "contract": contract, "actual_settings": servers.actual, "fault": fault, "before": before, "acknowledged": acked.success, "on_old_primary_at_fence": acked.at_fence,
-        "after": after, "lost": lost, "remote_forks": forks, "tools_high_water": {"before": high.0, "acknowledged": high.1, "after": high.2},
+        "after": after, "lost": lost, "remote_forks": forks, "tools_high_water": {"before": high.0, "acknowledged": high.1, "after": high.2}, "manager": manager,
     });
     std::fs::write(ctx.dir.join("failover.json"), serde_json::to_string_pretty(&record).expect("json"))?;
-    ctx.note(format!(
-        "{}: epoch/rev {}/{} acknowledged, {}/{} after promote; tools high-water {}→{}; {evidence}{}",
-        mode.as_str(),
-        acked.success.epoch,
-        acked.success.revision,
-        after.epoch,
-        after.revision,
-        high.1,
-        high.2,
-        if forks.is_empty() { String::new() } else { format!("; remote fork: {}", forks.join(", ")) }
-    ));
+    note_outcome(ctx, mode, (&acked.success, &after), high, &evidence, &forks);
 
     for w in [&mut task.a, &mut task.b, &mut task.d, &mut task.cp] {
         w.kill().await?;
@@ -254,7 +254,30 @@ pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessErro
     servers.pair.drop_external_schemas(&servers.s_pool).await;
     n_pool.close().await;
     servers.s_pool.close().await;
+    patroni::stop_and_judge(ctx, &mut servers.pair);
     servers.pair.stop_containers().await
+}
+
+/// The row's one-line outcome in the report.
+fn note_outcome(
+    ctx: &mut Ctx,
+    mode: ReplicationMode,
+    (acked, after): (&Snapshot, &Snapshot),
+    high: (usize, usize, usize),
+    evidence: &str,
+    forks: &[String],
+) {
+    ctx.note(format!(
+        "{}: epoch/rev {}/{} acknowledged, {}/{} after promote; tools high-water {}→{}; {evidence}{}",
+        mode.as_str(),
+        acked.epoch,
+        acked.revision,
+        after.epoch,
+        after.revision,
+        high.1,
+        high.2,
+        if forks.is_empty() { String::new() } else { format!("; remote fork: {}", forks.join(", ")) }
+    ));
 }
 
 /// The control plane creates the run on the primary at `url`; A acquires, starts and plans a
@@ -357,6 +380,9 @@ fn judge_fence(ctx: &mut Ctx, fence: &Fence) {
             Check::expect(NO_PROCESS_LEFT, *gone, format!("postmaster {pgid:?}, walsender {walsender:?}"))
         }
         Fence::External { refused, url } => Check::expect(REFUSES_CONNECTIONS, *refused, url.clone()),
+        Fence::Crashed { gone, killed } => {
+            Check::expect(NO_PROCESS_LEFT, *gone, format!("the leader crashed: pids {killed:?} SIGKILLed"))
+        }
     });
 }
 

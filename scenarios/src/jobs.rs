@@ -67,7 +67,11 @@ fn start_order(experiments: &[Experiment], jobs: usize) -> Vec<usize> {
             use crate::experiment::Need;
             if e.runs_alone() {
                 0
-            } else if e.needs.iter().any(|n| matches!(n, Need::OwnServer | Need::ClockServer | Need::Standby(_))) {
+            } else if e
+                .needs
+                .iter()
+                .any(|n| matches!(n, Need::OwnServer | Need::ClockServer | Need::Standby(_) | Need::Patroni(_)))
+            {
                 1
             } else {
                 2

@@ -64,6 +64,9 @@ pub fn all() -> Vec<Experiment> {
         g_retry_isolation::EXPERIMENT,
         h_failover::ASYNC,
         h_failover::SYNC,
+        h_failover::patroni::ASYNC,
+        h_failover::patroni::SYNC,
+        h_failover::partition::EXPERIMENT,
         h_lease_params::EXPERIMENT,
         i_lost_ack::SAVE,
         i_lost_ack::TERMINAL,
@@ -99,7 +102,8 @@ pub fn operator_experiment(m: fenceproof_protocol::mutant::Mutant) -> Option<Exp
 /// row of its family: B-sigstop, B-freeze, B-dbfreeze, B-same-owner), or all of them.
 pub fn select(only: Option<&[String]>) -> Result<Vec<Experiment>, String> {
     let all = all();
-    let Some(only) = only else { return Ok(all) };
+    // The opt-in rows (Patroni's) run only when `--only` names them.
+    let Some(only) = only else { return Ok(all.into_iter().filter(|e| !e.opt_in()).collect()) };
     let matches = |want: &str, id: &str| {
         id.eq_ignore_ascii_case(want)
             || (id.len() > want.len() + 1
@@ -148,7 +152,8 @@ mod tests {
         let h = select(Some(&[h_lease_params::EXPERIMENT.id.to_lowercase()])).unwrap();
         assert_eq!(h.iter().map(|e| e.id).collect::<Vec<_>>(), vec![h_lease_params::EXPERIMENT.id]);
         assert!(select(Some(&["Z".to_string()])).unwrap_err().contains("unknown experiment 'Z'"));
-        assert_eq!(select(None).unwrap().len(), all().len());
+        assert_eq!(select(None).unwrap().len(), all().iter().filter(|e| !e.opt_in()).count());
+        assert!(all().iter().any(|e| e.opt_in()), "the Patroni rows are opt-in");
     }
 
     #[test]

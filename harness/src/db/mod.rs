@@ -4,7 +4,8 @@
 //! ([`native::NativeCluster`]) is a throwaway cluster started from the machine's own binaries.
 //! [`databases`] prepares a migrated template with the oracle installed and clones a fresh
 //! database from it for each experiment, so experiment order never matters. [`restorable`] is a
-//! server of either kind that can be backed up and restored (experiment N).
+//! server of either kind that can be backed up and restored (experiment N). [`patroni`] is a
+//! Patroni cluster with etcd, for the failover rows where Patroni decides what is promoted.
 
 pub mod container;
 pub mod databases;
@@ -13,6 +14,7 @@ pub mod docker_sweep;
 pub mod external;
 pub mod external_cleanup;
 pub mod native;
+pub mod patroni;
 pub mod pgbin;
 pub mod restorable;
 pub mod writers;

@@ -391,7 +391,7 @@ impl Drop for NativeCluster {
 }
 
 /// When the harness is root, the cluster runs as `postgres` (or $FENCEPROOF_PG_USER).
-fn unprivileged_user() -> Result<Option<RunAs>> {
+pub(crate) fn unprivileged_user() -> Result<Option<RunAs>> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(None);
     }
@@ -403,7 +403,7 @@ fn unprivileged_user() -> Result<Option<RunAs>> {
 }
 
 /// A short, private, traversable folder under /tmp (socket paths must stay under 107 bytes).
-fn make_root(run_as: Option<RunAs>) -> Result<PathBuf> {
+pub(crate) fn make_root(run_as: Option<RunAs>) -> Result<PathBuf> {
     let root = std::env::temp_dir().join(format!(
         "fenceproof-{}-{}",
         std::process::id(),
@@ -421,7 +421,7 @@ fn make_root(run_as: Option<RunAs>) -> Result<PathBuf> {
 /// Remove cluster folders left by harness processes that no longer exist (one killed with SIGKILL
 /// cannot clean up; its server already died with it through the parent-death signal).
 /// Also an empty or half-made one (a harness killed before initdb finished). Says what it swept.
-fn sweep_stale_roots() {
+pub(crate) fn sweep_stale_roots() {
     let swept = stale_roots(&std::env::temp_dir());
     if !swept.is_empty() {
         eprintln!(
@@ -445,6 +445,13 @@ pub fn stale_roots(tmp: &Path) -> Vec<PathBuf> {
             continue;
         }
         let gone = matches!(nix::sys::signal::kill(Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH));
+        if gone {
+            // What still works in it outlived its harness: a PostgreSQL that Patroni started
+            // detaches itself and does not die with the harness.
+            for p in crate::db::patroni::processes_in(&e.path()) {
+                let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGKILL);
+            }
+        }
         if gone && std::fs::remove_dir_all(e.path()).is_ok() {
             swept.push(e.path());
         }

@@ -95,6 +95,11 @@ pub fn kill_all() {
     }
     let dirs: Vec<PathBuf> = std::mem::take(&mut *DIRS.lock().unwrap_or_else(|p| p.into_inner()));
     for d in dirs {
+        // What still works in a folder was started by a child and detached itself (Patroni's
+        // postmasters leave its session, and may not be registered yet).
+        for p in crate::procs::signals::working_in(&d) {
+            let _ = nix::sys::signal::kill(p, Signal::SIGKILL);
+        }
         let _ = std::fs::remove_dir_all(d);
     }
 }

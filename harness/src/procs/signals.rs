@@ -78,3 +78,15 @@ pub fn kill_tree(pid: Pid) {
         let _ = kill(k, Signal::SIGKILL);
     }
 }
+
+/// The live processes whose working directory is `dir` or inside it, from /proc.
+pub fn working_in(dir: &std::path::Path) -> Vec<Pid> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir)))
+        .map(Pid::from_raw)
+        .filter(|pid| proc_state(*pid).is_some_and(|s| s != 'Z'))
+        .collect()
+}

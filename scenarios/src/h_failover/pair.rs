@@ -41,6 +41,8 @@ pub(super) enum Pair {
         primary_url: String,
         schema: String,
     },
+    /// A Patroni cluster of the harness's own: Patroni, not the harness, promotes.
+    Patroni(Box<super::patroni::Managed>),
 }
 
 /// The pair, and on it: the experiment's URL and pool (primary), a pool to watch the standby
@@ -64,6 +66,9 @@ pub(super) enum Fence {
     Native { gone: bool, pgid: Option<signals::Pid>, walsender: Option<i32> },
     /// The contract's `fence_command`: whether the old primary refuses connections.
     External { refused: bool, url: String },
+    /// The Patroni leader crashed: whether every process it had (its Patroni, its postmaster and
+    /// children, the stopped walsender included) is gone.
+    Crashed { gone: bool, killed: Vec<i32> },
 }
 
 /// The replication settings a server runs with, as one line of evidence.
@@ -78,7 +83,10 @@ pub(super) async fn settings(pool: &PgPool) -> Result<String, HarnessError> {
 impl Servers {
     /// The contract's own pair when it has `[failover]` hooks, else a pair the harness builds.
     pub async fn start(ctx: &Ctx, contract: &Contract, mode: ReplicationMode) -> Result<Servers, HarnessError> {
-        match contract.failover.clone() {
+        if let Some(settings) = contract.patroni() {
+            return super::patroni::start(ctx, settings, mode).await;
+        }
+        match contract.hooks() {
             Some(hooks) => Servers::external(ctx, hooks).await,
             None => Servers::own(ctx, contract, mode).await,
         }
@@ -105,11 +113,11 @@ impl Servers {
         let pair = Pair::start(ctx, settings_c, mode).await?;
         let (primary, standby) = pair.servers().expect("a pair the harness built");
         let admin = databases::pool(&primary.url_for("postgres"), "fenceproof-harness", 2).await?;
-        wait_standby(&admin, "the standby to stream", "state = 'streaming'").await?;
+        wait_standby(&admin, STANDBY, "the standby to stream", "state = 'streaming'").await?;
         if mode == ReplicationMode::Sync {
             sqlx::query(&format!("ALTER SYSTEM SET synchronous_standby_names = '{STANDBY}'")).execute(&admin).await?;
             sqlx::query("SELECT pg_reload_conf()").execute(&admin).await?;
-            wait_standby(&admin, "the standby to become synchronous", "sync_state = 'sync'").await?;
+            wait_standby(&admin, STANDBY, "the standby to become synchronous", "sync_state = 'sync'").await?;
         }
         let actual = settings(&admin).await?;
         databases::create_template(primary).await?;
@@ -120,14 +128,14 @@ impl Servers {
     }
 }
 
-/// Wait until the primary (`admin`) shows its standby with `state` (a condition on
+/// Wait until the primary (`admin`) shows its standby `name` with `state` (a condition on
 /// `pg_stat_replication`).
-async fn wait_standby(admin: &PgPool, what: &str, state: &str) -> Result<(), HarnessError> {
+pub(super) async fn wait_standby(admin: &PgPool, name: &str, what: &str, state: &str) -> Result<(), HarnessError> {
     let sql = format!("SELECT count(*) FROM pg_stat_replication WHERE application_name = $1 AND {state}");
     wait::until(what, STEP, || {
         let (p, sql) = (admin.clone(), sql.clone());
         async move {
-            let n: i64 = sqlx::query_scalar(&sql).bind(STANDBY).fetch_one(&p).await?;
+            let n: i64 = sqlx::query_scalar(&sql).bind(name).fetch_one(&p).await?;
             Ok((n == 1).then_some(()))
         }
     })
@@ -174,7 +182,7 @@ impl Pair {
         match self {
             Pair::Native { primary, standby } => Some((primary, standby)),
             Pair::Container { primary, standby, .. } => Some((primary.as_ref(), standby.as_ref())),
-            Pair::External { .. } => None,
+            Pair::External { .. } | Pair::Patroni(_) => None,
         }
     }
 
@@ -187,13 +195,12 @@ impl Pair {
     ) -> Result<(&'static str, Option<i32>), HarnessError> {
         match self {
             Pair::Native { .. } => {
-                let pid: i32 = sqlx::query_scalar("SELECT pid FROM pg_stat_replication WHERE application_name = $1")
-                    .bind(STANDBY)
-                    .fetch_one(p_admin)
-                    .await?;
-                signals::send(signals::Pid::from_raw(pid), signals::Signal::SIGSTOP)?;
-                ctx.timeline.record("harness", "sigstop", "walsender", json!({"pid": pid}));
+                let pid = stop_walsender(ctx, p_admin, STANDBY).await?;
                 Ok(("the primary's walsender SIGSTOPped", Some(pid)))
+            }
+            Pair::Patroni(m) => {
+                let pid = stop_walsender(ctx, p_admin, m.replica_name()).await?;
+                Ok(("the Patroni leader's walsender SIGSTOPped", Some(pid)))
             }
             Pair::Container { primary, net, .. } => {
                 // A real cut: the primary's interface on the replication network goes away, and what
@@ -225,6 +232,7 @@ impl Pair {
     /// `fence_command`) and see, bounded, that it is gone.
     pub async fn fence(&mut self, ctx: &Ctx, walsender: Option<i32>) -> Result<Fence, HarnessError> {
         match self {
+            Pair::Patroni(m) => m.crash_leader(ctx).await,
             Pair::Container { primary, .. } => {
                 primary.kill().await?;
                 ctx.timeline.record("harness", "fence", "old primary", json!({"docker_kill": primary.id}));
@@ -274,6 +282,7 @@ impl Pair {
     /// Promote the standby: the pool on the new primary and the schema of its oracle.
     pub async fn promote(&mut self, ctx: &Ctx, s_pool: &PgPool) -> Result<(PgPool, String), HarnessError> {
         match self {
+            Pair::Patroni(m) => m.await_promotion(ctx).await,
             Pair::Container { standby, .. } => {
                 standby.promote().await?;
                 Ok((databases::pool(&standby.url_for("h"), CONTROL, 2).await?, oracle::DEFAULT_SCHEMA.to_string()))
@@ -353,6 +362,18 @@ impl Pair {
             Err(HarnessError::Other(format!("failover.{name} failed ({}); see {}", out.status, path.display())))
         }
     }
+}
+
+/// SIGSTOP the walsender that serves the standby `name` on the primary (`p_admin`): the standby
+/// hears nothing more, while the primary goes on acknowledging (async). Returns its pid.
+async fn stop_walsender(ctx: &Ctx, p_admin: &PgPool, name: &str) -> Result<i32, HarnessError> {
+    let pid: i32 = sqlx::query_scalar("SELECT pid FROM pg_stat_replication WHERE application_name = $1")
+        .bind(name)
+        .fetch_one(p_admin)
+        .await?;
+    signals::send(signals::Pid::from_raw(pid), signals::Signal::SIGSTOP)?;
+    ctx.timeline.record("harness", "sigstop", "walsender", json!({"pid": pid, "standby": name}));
+    Ok(pid)
 }
 
 /// Whether a connection to `url` succeeds within 2 s.

@@ -1,0 +1,27 @@
+//! A contract that claims no acknowledged loss over asynchronous Patroni FAILs H-patroni-async,
+//! naming the setting that breaks the claim (against the real Patroni and etcd setup installs).
+
+use std::process::Command;
+
+const FENCEPROOF: &str = env!("CARGO_BIN_EXE_fenceproof");
+
+#[test]
+fn a_no_loss_claim_over_asynchronous_patroni_fails_naming_the_setting() {
+    let reports = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("patroni_rows");
+    let _ = std::fs::remove_dir_all(&reports);
+    let contract =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/patroni-async-claims-no-loss.toml");
+    let out = Command::new(FENCEPROOF)
+        .args(["verify", "--only", "H-patroni-async", "--contract"])
+        .arg(&contract)
+        .arg("--reports-dir")
+        .arg(&reports)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let failed = text.lines().find(|l| l.contains("FAILED contract")).unwrap_or_else(|| panic!("{text}"));
+    assert!(failed.contains("synchronous_mode = false") && failed.contains("lost epoch"), "{failed}");
+    // Patroni's own bound holds: the loss is within maximum_lag_on_failover.
+    assert!(!text.contains("FAILED Patroni's bound"), "{text}");
+}

@@ -63,7 +63,7 @@ pub const SYNC: Experiment = Experiment {
 
 mod pair;
 pub(crate) mod partition;
-pub(crate) mod patroni;
+pub(crate) use pair::patroni;
 
 use pair::{Fence, Servers};
 

@@ -448,7 +448,7 @@ pub fn stale_roots(tmp: &Path) -> Vec<PathBuf> {
         if gone {
             // What still works in it outlived its harness: a PostgreSQL that Patroni started
             // detaches itself and does not die with the harness.
-            for p in crate::db::patroni::processes_in(&e.path()) {
+            for p in crate::procs::signals::working_in(&e.path()) {
                 let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGKILL);
             }
         }

@@ -18,6 +18,8 @@ use sqlx::PgPool;
 
 use crate::ctx::{Ctx, CONTROL, STEP};
 
+pub(crate) mod patroni;
+
 /// The standby's name (its `application_name` on the primary).
 const STANDBY: &str = "standby1";
 /// Bound on one failover hook.
@@ -42,7 +44,7 @@ pub(super) enum Pair {
         schema: String,
     },
     /// A Patroni cluster of the harness's own: Patroni, not the harness, promotes.
-    Patroni(Box<super::patroni::Managed>),
+    Patroni(Box<patroni::Managed>),
 }
 
 /// The pair, and on it: the experiment's URL and pool (primary), a pool to watch the standby
@@ -84,7 +86,7 @@ impl Servers {
     /// The contract's own pair when it has `[failover]` hooks, else a pair the harness builds.
     pub async fn start(ctx: &Ctx, contract: &Contract, mode: ReplicationMode) -> Result<Servers, HarnessError> {
         if let Some(settings) = contract.patroni() {
-            return super::patroni::start(ctx, settings, mode).await;
+            return patroni::start(ctx, settings, mode).await;
         }
         match contract.hooks() {
             Some(hooks) => Servers::external(ctx, hooks).await,

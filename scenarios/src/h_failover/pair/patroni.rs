@@ -20,7 +20,7 @@ use fenceproof_harness::{wait, HarnessError};
 use serde_json::{json, Value};
 use sqlx::PgPool;
 
-use super::pair::{self, wait_standby, Fence, Pair, Servers};
+use super::{self as pair, wait_standby, Fence, Pair, Servers};
 use crate::ctx::{Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges, Need};
 
@@ -61,7 +61,7 @@ const FAILOVER_SLACK: Duration = Duration::from_secs(40);
 
 async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessError> {
     let contract = contract_for(ctx, mode);
-    super::run_with(ctx, contract, mode).await
+    crate::h_failover::run_with(ctx, contract, mode).await
 }
 
 /// The session's contract when it puts this mode under Patroni, else Patroni's defaults for the
@@ -89,7 +89,7 @@ pub struct Managed {
 
 /// Start the cluster (bootstrap bounded), wait for the replica to stream (and be synchronous in
 /// sync mode), and make H's database on the leader.
-pub(super) async fn start(
+pub(in crate::h_failover) async fn start(
     ctx: &Ctx,
     settings: PatroniSettings,
     mode: ReplicationMode,
@@ -133,7 +133,7 @@ impl Managed {
 
     /// Cut the leader off etcd (its proxy drops every connection and refuses new ones); its
     /// PostgreSQL and the workers connected to it go on.
-    pub(super) fn partition_leader(&self, ctx: &Ctx) {
+    pub(in crate::h_failover) fn partition_leader(&self, ctx: &Ctx) {
         self.cluster.nodes[self.old_leader].proxy.cut();
         ctx.timeline.record(
             "harness",
@@ -144,12 +144,12 @@ impl Managed {
     }
 
     /// When Patroni made the replica a leader that takes writes, as the harness saw it.
-    pub(super) fn promoted_after(&self) -> Option<Duration> {
+    pub(in crate::h_failover) fn promoted_after(&self) -> Option<Duration> {
         self.took
     }
 
     /// The leader crashes; bounded wait until every process it had is gone.
-    pub(super) async fn crash_leader(&mut self, ctx: &Ctx) -> Result<Fence, HarnessError> {
+    pub(in crate::h_failover) async fn crash_leader(&mut self, ctx: &Ctx) -> Result<Fence, HarnessError> {
         let killed = self.cluster.crash(self.old_leader);
         self.crashed_at = Some(Instant::now());
         let killed: Vec<i32> = killed.iter().map(|p| p.as_raw()).collect();
@@ -172,7 +172,7 @@ impl Managed {
     }
 
     /// Patroni promotes the replica: wait (bounded by `ttl` + slack) until it takes writes.
-    pub(super) async fn await_promotion(&mut self, ctx: &Ctx) -> Result<(PgPool, String), HarnessError> {
+    pub(in crate::h_failover) async fn await_promotion(&mut self, ctx: &Ctx) -> Result<(PgPool, String), HarnessError> {
         let new = 1 - self.old_leader;
         if self.crashed_at.is_none() {
             self.crashed_at = Some(Instant::now());
@@ -187,7 +187,7 @@ impl Managed {
 
 /// Under Patroni, the WAL positions just before the crash: the leader's, and what the replica
 /// received.
-pub(super) async fn positions(servers: &Servers) -> Result<Option<(String, String)>, HarnessError> {
+pub(in crate::h_failover) async fn positions(servers: &Servers) -> Result<Option<(String, String)>, HarnessError> {
     if !matches!(servers.pair, Pair::Patroni(_)) {
         return Ok(None);
     }
@@ -199,7 +199,7 @@ pub(super) async fn positions(servers: &Servers) -> Result<Option<(String, Strin
 }
 
 /// Under Patroni, the verdict against Patroni's own bound for its mode; what it measured.
-pub(super) async fn judge(
+pub(in crate::h_failover) async fn judge(
     ctx: &mut Ctx,
     pair: &Pair,
     n_pool: &PgPool,
@@ -237,7 +237,7 @@ pub(super) async fn judge(
 }
 
 /// Under Patroni: stop the cluster and check that nothing of it is left.
-pub(super) fn stop_and_judge(ctx: &mut Ctx, pair: &mut Pair) {
+pub(in crate::h_failover) fn stop_and_judge(ctx: &mut Ctx, pair: &mut Pair) {
     let Pair::Patroni(m) = pair else { return };
     let root = m.cluster.root().to_path_buf();
     m.cluster.stop();

@@ -76,6 +76,8 @@ pub async fn run(
     let cpu0 = cpu_seconds(nix::sys::resource::UsageWho::RUSAGE_CHILDREN);
     let mut cmd = tokio::process::Command::new(pgbench);
     cmd.kill_on_drop(true);
+    // And with the harness itself: a SIGKILLed bench leaves no load running on the team's server.
+    fenceproof_harness::procs::spawn::prepare(cmd.as_std_mut(), nix::sys::signal::Signal::SIGKILL, None);
     cmd.args(["-n", "-M", "prepared", "-c", &clients.to_string(), "-j", &threads.to_string()])
         // Every client starts with `rev=0`: scripts that carry the revision of their last write
         // (`neutral::Script::carries_revision`) begin at the revision their runs were reset to.

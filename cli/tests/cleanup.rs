@@ -2,9 +2,10 @@
 //! harness itself killed with -9, and bad input. After each, no PostgreSQL server or worker that
 //! the run started may still be running.
 
+use fenceproof_harness::testkit::poll;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -34,17 +35,6 @@ fn leftovers(harness_pid: u32, reports: &Path) -> Vec<(i32, String)> {
     let mut v = processes_with(&format!("fenceproof-{harness_pid}-"));
     v.extend(processes_with(&reports.display().to_string()));
     v
-}
-
-fn poll<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn start(reports: &Path, args: &[&str]) -> Child {

@@ -3,9 +3,10 @@
 //! the postmasters Patroni detached are killed by the next run's sweep of the dead harness's
 //! folder). Every process of such a run works inside `/tmp/fenceproof-<harness pid>-…`.
 
+use fenceproof_harness::testkit::poll;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -28,17 +29,6 @@ fn working_in_run_of(pid: u32) -> Vec<(i32, String)> {
         }
     }
     found
-}
-
-fn poll<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn reports_dir(name: &str) -> PathBuf {

@@ -127,3 +127,15 @@ macro_rules! test_dir {
         std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join($name)
     };
 }
+
+/// Poll `f` every 20 ms until it gives a value; the test fails naming `what` after `timeout`.
+pub fn poll<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -115,22 +115,15 @@ async fn story(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
 /// A's scripted task: many paced checkpoints, a short heartbeat and renewal timeout.
 fn script(run_id: uuid::Uuid) -> Vec<String> {
-    [
-        "--script".to_string(),
-        "--run-id".into(),
-        run_id.to_string(),
-        "--steps".into(),
-        STEPS.to_string(),
-        "--pace-ms".into(),
-        PACE_MS.to_string(),
-        "--ttl-ms".into(),
-        A_TTL_MS.to_string(),
-        "--heartbeat-ms".into(),
-        A_HEARTBEAT_MS.to_string(),
-        "--renew-timeout-ms".into(),
-        A_RENEW_TIMEOUT_MS.to_string(),
-    ]
-    .to_vec()
+    crate::ctx::Script {
+        run_id,
+        steps: STEPS,
+        pace_ms: PACE_MS,
+        ttl_ms: A_TTL_MS,
+        heartbeat_ms: A_HEARTBEAT_MS,
+        renew_timeout_ms: A_RENEW_TIMEOUT_MS,
+    }
+    .args()
 }
 
 /// `owner`'s run-state commits (start, checkpoints, terminal), after `after` when given.

@@ -123,21 +123,14 @@ async fn open_across_work(ctx: &Ctx, owner: &str) -> Result<Vec<String>, Harness
 }
 
 /// A's scripted task: paced checkpoints, a short lease and heartbeat, a long renewal timeout.
-fn script(run_id: Uuid) -> Vec<String> {
-    [
-        "--script".to_string(),
-        "--run-id".into(),
-        run_id.to_string(),
-        "--steps".into(),
-        "3".into(),
-        "--pace-ms".into(),
-        PACE_MS.to_string(),
-        "--ttl-ms".into(),
-        A_TTL_MS.to_string(),
-        "--heartbeat-ms".into(),
-        A_HEARTBEAT_MS.to_string(),
-        "--renew-timeout-ms".into(),
-        A_RENEW_TIMEOUT_MS.to_string(),
-    ]
-    .to_vec()
+fn script(run_id: uuid::Uuid) -> Vec<String> {
+    crate::ctx::Script {
+        run_id,
+        steps: 3,
+        pace_ms: PACE_MS,
+        ttl_ms: A_TTL_MS,
+        heartbeat_ms: A_HEARTBEAT_MS,
+        renew_timeout_ms: A_RENEW_TIMEOUT_MS,
+    }
+    .args()
 }

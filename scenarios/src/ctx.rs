@@ -375,6 +375,34 @@ pub async fn scrape(w: &mut WorkerProc, dir: &std::path::Path) -> Result<String,
     Ok(text)
 }
 
+/// A scripted worker's task (the worker contract's `--script` mode): its arguments.
+pub struct Script {
+    pub run_id: uuid::Uuid,
+    pub steps: u32,
+    pub pace_ms: u64,
+    pub ttl_ms: i64,
+    pub heartbeat_ms: u64,
+    pub renew_timeout_ms: u64,
+}
+
+impl Script {
+    /// The command-line arguments that start the task.
+    pub fn args(&self) -> Vec<String> {
+        let mut args = vec!["--script".to_string()];
+        for (flag, value) in [
+            ("--run-id", self.run_id.to_string()),
+            ("--steps", self.steps.to_string()),
+            ("--pace-ms", self.pace_ms.to_string()),
+            ("--ttl-ms", self.ttl_ms.to_string()),
+            ("--heartbeat-ms", self.heartbeat_ms.to_string()),
+            ("--renew-timeout-ms", self.renew_timeout_ms.to_string()),
+        ] {
+            args.extend([flag.to_string(), value]);
+        }
+        args
+    }
+}
+
 /// The `data` field of a worker's answer.
 pub fn data(ev: &serde_json::Value) -> &serde_json::Value {
     &ev["data"]

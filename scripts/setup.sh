@@ -11,6 +11,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 say() { printf 'setup: %s\n' "$*"; }
+t0=$SECONDS
+
+# The build needs only cargo and a C compiler, so it starts first and runs beside the downloads
+# below (CPU against network); setup waits for it at the end and fails if it failed.
+say "building (cargo build --workspace) beside the installs"
+cargo build --workspace --quiet &
+build_pid=$!
+trap 'kill "$build_pid" 2>/dev/null || true' EXIT
+
+# Debian packages still missing are gathered here and installed in one apt-get run below.
+apt_pkgs=()
+want_apt() {  # what it is for, then the packages
+  local why=$1; shift
+  if [ "$(id -u)" -eq 0 ]; then
+    say "will install $* ($why)"
+    apt_pkgs+=("$@")
+  else
+    say "missing: $* ($why); install them as root (apt-get install $*)" >&2
+  fi
+}
 
 if ! command -v just >/dev/null 2>&1; then
   say "installing just (pip install rust-just)"
@@ -28,13 +48,7 @@ if ! have_pg; then
     say "PostgreSQL server binaries not found; install them (apt-get install postgresql) or set PG_BIN" >&2
     exit 1
   fi
-  say "installing PostgreSQL server binaries (apt-get install postgresql)"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null
-  # The package may start a system cluster; fenceproof starts its own and needs none.
-  (command -v pg_ctlcluster >/dev/null && pg_lsclusters -h 2>/dev/null | while read -r ver name _; do
-     pg_ctlcluster "$ver" "$name" stop 2>/dev/null || true
-   done) || true
+  want_apt "the PostgreSQL server binaries" postgresql
 fi
 
 # psycopg (PyPI) for the Python example worker (examples/python-worker), which CI runs through the
@@ -65,40 +79,19 @@ chmod -R a+rX .pg
 
 # redis-server (Debian's), started by the harness on loopback for the Redis pre-filter rows (M-*).
 if ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/bin/redis-server ]; then
-  if [ "$(id -u)" -eq 0 ]; then
-    say "installing redis-server (the Redis pre-filter rows M-redis-*)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null
-    # The package may start a system server; the harness starts its own and needs none.
-    (command -v service >/dev/null && service redis-server stop >/dev/null 2>&1) || true
-  else
-    say "redis-server not found; the M-redis rows need it (apt-get install redis-server)" >&2
-  fi
+  want_apt "the Redis pre-filter rows M-redis-*" redis-server
 fi
 
 # Go and Debian's pgx v4 / uuid packages for the Go example worker (examples/go-worker), built offline
 # in GOPATH mode after the workspace; CI runs conformance and the whole matrix with it.
 if ! command -v go >/dev/null 2>&1 || [ ! -d /usr/share/gocode/src/github.com/jackc/pgx ] \
    || [ ! -d /usr/share/gocode/src/github.com/google/uuid ]; then
-  if [ "$(id -u)" -eq 0 ]; then
-    say "installing Go with pgx v4 and uuid (the Go example worker)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go \
-      golang-github-jackc-pgx-v4-dev golang-github-google-uuid-dev >/dev/null
-  else
-    say "go not found; the Go example worker needs it (apt-get install golang-go golang-github-jackc-pgx-v4-dev golang-github-google-uuid-dev)" >&2
-  fi
+  want_apt "the Go example worker" golang-go golang-github-jackc-pgx-v4-dev golang-github-google-uuid-dev
 fi
 
 # libfaketime, preloaded under a server of its own to freeze or jump the database clock (P-api-clock).
 if [ ! -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]; then
-  if [ "$(id -u)" -eq 0 ]; then
-    say "installing libfaketime (the database clock fault)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libfaketime >/dev/null
-  else
-    say "libfaketime not found; P-api-clock needs it (apt-get install libfaketime)" >&2
-  fi
+  want_apt "the database clock fault, P-api-clock" libfaketime
 fi
 
 # etcd (Debian's etcd-server) and Patroni 4.1.5 (PyPI) for the opt-in Patroni failover rows
@@ -107,16 +100,27 @@ fi
 PATRONI_VENV=/opt/fenceproof-patroni
 PATRONI_PIN="patroni[etcd3]==4.1.5"
 if ! command -v etcd >/dev/null 2>&1 && [ ! -x /usr/bin/etcd ]; then
-  if [ "$(id -u)" -eq 0 ]; then
-    say "installing etcd-server (the Patroni failover rows H-patroni-*)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >/dev/null
-    # The package may start a system etcd; the harness starts its own and needs none.
-    (command -v service >/dev/null && service etcd stop >/dev/null 2>&1) || true
-  else
-    say "etcd not found; the H-patroni rows need it (apt-get install etcd-server)" >&2
-  fi
+  want_apt "the Patroni failover rows H-patroni-*" etcd-server
 fi
+# A headless browser to render the HTML report in tests and `just report-screenshot`.
+if ! command -v chromium-headless-shell >/dev/null 2>&1 && ! command -v chromium >/dev/null 2>&1; then
+  want_apt "renders the HTML report in tests" chromium-headless-shell
+fi
+
+# Every missing Debian package in one apt-get run (one index update, not one per package).
+if [ "${#apt_pkgs[@]}" -gt 0 ]; then
+  say "installing ${apt_pkgs[*]} (apt-get)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${apt_pkgs[@]}" >/dev/null
+  # The packages may start system services; the harness starts its own servers and needs none.
+  (command -v pg_ctlcluster >/dev/null && pg_lsclusters -h 2>/dev/null | while read -r ver name _; do
+     pg_ctlcluster "$ver" "$name" stop 2>/dev/null || true
+   done) || true
+  for svc in redis-server etcd; do
+    (command -v service >/dev/null && service "$svc" stop >/dev/null 2>&1) || true
+  done
+fi
+
 if ! "$PATRONI_VENV/bin/patroni" --version 2>/dev/null | grep -q ' 4\.1\.5$'; then
   if [ "$(id -u)" -eq 0 ]; then
     say "installing Patroni 4.1.5 into $PATRONI_VENV (the H-patroni rows)"
@@ -126,17 +130,6 @@ if ! "$PATRONI_VENV/bin/patroni" --version 2>/dev/null | grep -q ' 4\.1\.5$'; th
     chmod -R a+rX "$PATRONI_VENV"
   else
     say "Patroni not found in $PATRONI_VENV; the H-patroni rows need it (run setup as root)" >&2
-  fi
-fi
-
-# A headless browser to render the HTML report in tests and `just report-screenshot`.
-if ! command -v chromium-headless-shell >/dev/null 2>&1 && ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" -eq 0 ]; then
-    say "installing chromium-headless-shell (renders the HTML report in tests)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium-headless-shell >/dev/null
-  else
-    say "chromium-headless-shell not found; the HTML report test needs it (apt-get install chromium-headless-shell)" >&2
   fi
 fi
 
@@ -158,8 +151,12 @@ if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then
   useradd --system --no-create-home --shell /usr/sbin/nologin postgres
 fi
 
-say "building (cargo build --workspace)"
-cargo build --workspace --quiet
+if ! wait "$build_pid"; then
+  say "cargo build --workspace failed (its errors are above)" >&2
+  exit 1
+fi
+trap - EXIT
+say "workspace built ($((SECONDS - t0)) s since setup started)"
 if command -v go >/dev/null 2>&1; then
   say "building the Go example worker (examples/go-worker/build.sh)"
   examples/go-worker/build.sh >/dev/null

@@ -326,12 +326,16 @@ impl PatroniCluster {
     }
 }
 
-/// Whether a connection to `url` commits a write within 2 s (a temporary table, nothing kept).
+/// Whether a connection to `url` commits a write within 2 s: a transaction that takes a
+/// transaction id (a standby refuses to assign one) and commits; nothing is kept, not even a
+/// temporary schema in the catalog (a team's database is left as it was).
 pub async fn takes_a_write(url: &str) -> bool {
     use sqlx::Connection;
     let attempt = async {
         let mut c = sqlx::PgConnection::connect(url).await?;
-        sqlx::query("CREATE TEMP TABLE fenceproof_probe(x int)").execute(&mut c).await?;
+        let mut tx = c.begin().await?;
+        sqlx::query("SELECT txid_current()").execute(&mut *tx).await?;
+        tx.commit().await?;
         c.close().await
     };
     matches!(tokio::time::timeout(Duration::from_secs(2), attempt).await, Ok(Ok(())))

@@ -114,6 +114,9 @@ async fn switch(plan: &Plan, candidate_url: &str) -> Result<rest::Response, Harn
 async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let mut t = target(ctx).await?;
     ctx.timeline.record("harness", "plan", "patroni", json!({ "switchover": t.plan }));
+    let config = fenceproof_harness::db::patroni::http::get_at(&t.plan.leader.api, "/config").await;
+    let config: serde_json::Value =
+        config.ok().and_then(|r| serde_json::from_str(&r.body).ok()).unwrap_or(serde_json::Value::Null);
     let tools = ctx.spawn_tools().await?;
     let mut task = start_task(ctx, &t.leader_url, &tools).await?;
     let (p_pool, _) = t.pool_on(ctx, &t.plan.leader).await?;
@@ -152,7 +155,7 @@ async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     ctx.checks.extend(invariants::all(&rows, &[CONTROL, task.cp.owner.as_str()]));
     let record = json!({
         "cluster": if t.own.is_some() { "the harness's own" } else { "the team's (failover.rest)" },
-        "plan": t.plan, "patroni_answer": {"status": answer.status, "body": answer.body.trim()},
+        "contract": ctx.contract, "patroni_config": config, "plan": t.plan, "patroni_answer": {"status": answer.status, "body": answer.body.trim()},
         "switchover_to_writable_s": writable_at.as_secs_f64(), "before": before, "after_on_new_leader": after,
         "checkpoint_n_on_new_leader": on_new, "verdict": verdict,
         "saves": saves.iter().map(|s| json!({"n": s.n, "at_s": s.at.as_secs_f64(), "acknowledged": s.ok, "outcome": s.outcome})).collect::<Vec<_>>(),
@@ -227,6 +230,12 @@ fn opt(n: Option<i64>) -> String {
 /// stopped and judged.
 async fn finish(ctx: &mut Ctx, t: &mut Target, n_pool: &PgPool) {
     if let Some(schema) = &t.schema {
+        // What the run drops at its end (the worker role it may have made) goes to the new leader.
+        let (old, new) = (&t.plan.leader, &t.plan.candidate);
+        let at_old = [format!("@{}:{}/", old.host, old.port), format!("://{}:{}/", old.host, old.port)];
+        fenceproof_harness::db::external::retarget(|u| {
+            at_old.iter().any(|a| u.contains(a.as_str())).then(|| rest::url_on(u, &new.host, new.port))
+        });
         for sch in [schema.clone(), format!("{schema}_o")] {
             if sqlx::query(&format!("DROP SCHEMA IF EXISTS {sch} CASCADE")).execute(n_pool).await.is_ok() {
                 fenceproof_harness::db::external::forget(&sch);

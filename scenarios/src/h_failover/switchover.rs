@@ -137,6 +137,7 @@ async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         r.map(|a| (a, t0.elapsed()))
     });
     let (answer, writable_at) = switched?;
+    follow_the_leader(&t);
     ctx.timeline.record(
         "harness",
         "observed",
@@ -226,16 +227,23 @@ fn opt(n: Option<i64>) -> String {
     n.map_or_else(|| "none".into(), |n| n.to_string())
 }
 
+/// In a team's database, what the run drops at its end or on Ctrl-C (the row's schemas, the
+/// worker role it may have made) goes to the new leader from now on: the old one is read-only.
+fn follow_the_leader(t: &Target) {
+    if t.schema.is_none() {
+        return;
+    }
+    let (old, new) = (&t.plan.leader, &t.plan.candidate);
+    let at_old = [format!("@{}:{}/", old.host, old.port), format!("://{}:{}/", old.host, old.port)];
+    fenceproof_harness::db::external::retarget(|u| {
+        at_old.iter().any(|a| u.contains(a.as_str())).then(|| rest::url_on(u, &new.host, new.port))
+    });
+}
+
 /// The row's schemas go from the team's database (on its new leader); the harness's own cluster is
 /// stopped and judged.
 async fn finish(ctx: &mut Ctx, t: &mut Target, n_pool: &PgPool) {
     if let Some(schema) = &t.schema {
-        // What the run drops at its end (the worker role it may have made) goes to the new leader.
-        let (old, new) = (&t.plan.leader, &t.plan.candidate);
-        let at_old = [format!("@{}:{}/", old.host, old.port), format!("://{}:{}/", old.host, old.port)];
-        fenceproof_harness::db::external::retarget(|u| {
-            at_old.iter().any(|a| u.contains(a.as_str())).then(|| rest::url_on(u, &new.host, new.port))
-        });
         for sch in [schema.clone(), format!("{schema}_o")] {
             if sqlx::query(&format!("DROP SCHEMA IF EXISTS {sch} CASCADE")).execute(n_pool).await.is_ok() {
                 fenceproof_harness::db::external::forget(&sch);

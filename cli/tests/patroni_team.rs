@@ -4,7 +4,8 @@
 //! `--yes-fail-over-this-cluster` the run refuses in one line naming the node it would demote and
 //! the one it would promote, and the cluster is untouched; with it, H-patroni-switchover passes,
 //! the leader moved to the named candidate, the team's database holds nothing of the run
-//! (schemas, functions, roles as before), and the run started no process of its own.
+//! (schemas, functions, roles as before), and the run started no process of its own. Ctrl-C in the
+//! middle of the row (before the switchover) exits 130 and leaves nothing in the team's database.
 
 use std::process::Command;
 
@@ -12,6 +13,10 @@ use fenceproof_harness::contract::PatroniSettings;
 use fenceproof_harness::db::databases;
 use fenceproof_harness::db::patroni::PatroniCluster;
 use fenceproof_harness::db::pgbin::PgBin;
+use fenceproof_harness::testkit::poll;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::time::Duration;
 
 const FENCEPROOF: &str = env!("CARGO_BIN_EXE_fenceproof");
 
@@ -59,9 +64,17 @@ fn verify(contract: &std::path::Path, reports: &std::path::Path, yes: bool) -> s
     cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_teams_patroni_is_switched_over_only_with_the_flag_and_keeps_nothing_of_the_run() {
-    let dir = fenceproof_harness::test_dir!("patroni_team");
+/// The "team's" cluster, with a database `teamdb` on its leader; the contract naming it; what
+/// the database holds before any run.
+struct Team {
+    dir: std::path::PathBuf,
+    cluster: PatroniCluster,
+    contract: std::path::PathBuf,
+    before: (Vec<String>, Vec<String>, Vec<String>),
+}
+
+async fn team(name: &str) -> Team {
+    let dir = fenceproof_harness::test_dir!(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let bin = PgBin::locate(None).expect("PostgreSQL binaries");
@@ -73,17 +86,29 @@ async fn a_teams_patroni_is_switched_over_only_with_the_flag_and_keeps_nothing_o
         ttl: 20,
         loop_wait: 2,
     };
-    let mut cluster = PatroniCluster::start(&bin, &settings, &dir).await.expect("the team's Patroni cluster");
-    let (leader, replica) = (cluster.leader, 1 - cluster.leader);
-    let admin = databases::pool(&cluster.url_of(leader, "postgres"), "team-admin", 2).await.unwrap();
+    let cluster = PatroniCluster::start(&bin, &settings, &dir).await.expect("the team's Patroni cluster");
+    let admin = databases::pool(&cluster.url_of(cluster.leader, "postgres"), "team-admin", 2).await.unwrap();
     sqlx::query("CREATE DATABASE teamdb").execute(&admin).await.unwrap();
     admin.close().await;
-    let team = databases::pool(&cluster.url_of(leader, "teamdb"), "team-admin", 2).await.unwrap();
-    let before = inventory(&team).await;
-    team.close().await;
+    let before = inventory_on(&cluster, cluster.leader).await;
     let rest: Vec<String> = cluster.nodes.iter().map(|n| format!("http://127.0.0.1:{}", n.rest_port)).collect();
     let path = dir.join("team.toml");
-    std::fs::write(&path, contract(&cluster.url_of(leader, "teamdb"), &rest)).unwrap();
+    std::fs::write(&path, contract(&cluster.url_of(cluster.leader, "teamdb"), &rest)).unwrap();
+    Team { dir, cluster, contract: path, before }
+}
+
+/// [`inventory`] of `teamdb` on node `i`.
+async fn inventory_on(cluster: &PatroniCluster, i: usize) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let team = databases::pool(&cluster.url_of(i, "teamdb"), "team-admin", 2).await.unwrap();
+    let found = inventory(&team).await;
+    team.close().await;
+    found
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_teams_patroni_is_switched_over_only_with_the_flag_and_keeps_nothing_of_the_run() {
+    let Team { dir, mut cluster, contract: path, before } = team("patroni_team").await;
+    let (leader, replica) = (cluster.leader, 1 - cluster.leader);
     let (leader_name, replica_name) = (cluster.nodes[leader].name.clone(), cluster.nodes[replica].name.clone());
 
     // Without the flag: one line, exit 2, naming what it would do; nothing done.
@@ -110,9 +135,39 @@ async fn a_teams_patroni_is_switched_over_only_with_the_flag_and_keeps_nothing_o
     assert!(started_by(pid).is_empty(), "the run left processes of its own: {:?}", started_by(pid));
 
     // Nothing of the run is left in the team's database (read on its new leader).
-    let team = databases::pool(&cluster.url_of(replica, "teamdb"), "team-admin", 2).await.unwrap();
-    assert_eq!(inventory(&team).await, before, "{text}");
-    team.close().await;
+    assert_eq!(inventory_on(&cluster, replica).await, before, "{text}");
+    cluster.stop();
+    assert!(cluster.alive().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_during_the_switchover_row_leaves_nothing_in_the_teams_database() {
+    let Team { dir, mut cluster, contract: path, before } = team("patroni_team_sigint").await;
+    let leader = cluster.leader;
+    let mut child = verify(&path, &dir.join("run"), true);
+    // SIGINT once the row's schemas exist on the leader (the story is starting).
+    let pool = databases::pool(&cluster.url_of(leader, "teamdb"), "team-admin", 2).await.unwrap();
+    let started = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'fp\\_%'")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            if n > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    pool.close().await;
+    assert!(started.is_ok(), "the row's schemas never appeared");
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let status = poll("fenceproof to exit", Duration::from_secs(60), || child.try_wait().unwrap());
+    assert_eq!(status.code(), Some(130));
+    assert!(started_by(child.id()).is_empty(), "left running after Ctrl-C: {:?}", started_by(child.id()));
+    let now = cluster.find_leader().await.expect("a leader");
+    assert_eq!(inventory_on(&cluster, now).await, before, "the run's schemas or role stayed after Ctrl-C");
     cluster.stop();
     assert!(cluster.alive().is_empty());
 }

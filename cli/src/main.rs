@@ -6,6 +6,7 @@
 use std::process::ExitCode;
 
 mod cmd;
+mod consent;
 mod fail;
 mod help;
 mod interrupt;

@@ -3,7 +3,7 @@
 //! experiments declare (their needs and what they judge); it names none of them.
 
 use fenceproof_harness::contract::Contract;
-use fenceproof_scenarios::experiment::Judges;
+use fenceproof_scenarios::experiment::{Judges, TeamFailover};
 use fenceproof_scenarios::Experiment;
 
 /// The experiments named by `--only` (all without it), or the usage exit code after saying why.
@@ -26,10 +26,10 @@ pub fn for_verify(
     if database_url.is_none() {
         return experiments;
     }
-    let hooks = contract.is_some_and(|c| c.hooks().is_some());
+    let team = TeamFailover::of(contract);
     // Each reason once, with the selected rows it skips.
     let mut skipped: Vec<(&str, Vec<&str>)> = Vec::new();
-    experiments.retain(|e| match e.external_skip(hooks) {
+    experiments.retain(|e| match e.external_skip(team) {
         None => true,
         Some(why) => {
             match skipped.iter_mut().find(|(w, _)| *w == why) {

@@ -7,6 +7,7 @@ use std::process::Command;
 
 use fenceproof_harness::db::databases;
 use fenceproof_harness::testkit::TestCluster;
+use fenceproof_scenarios::experiment::TeamFailover;
 
 const FENCEPROOF: &str = env!("CARGO_BIN_EXE_fenceproof");
 
@@ -62,7 +63,7 @@ async fn experiments_run_inside_an_existing_database_and_leave_nothing() {
     assert_eq!(kept.len(), 1, "another host's schema is left alone");
     sqlx::query("DROP SCHEMA keep_other_host").execute(&user_pool).await.unwrap();
     assert!(out.contains("external backend") && out.contains("as app on userdb"), "{out}");
-    let n = fenceproof_scenarios::all().iter().filter(|e| e.external_skip(false).is_none()).count();
+    let n = fenceproof_scenarios::all().iter().filter(|e| e.external_skip(TeamFailover::None).is_none()).count();
     assert!(out.contains(&format!("{n}/{n} experiments passed")), "every row without a skip reason runs there: {out}");
     let skip = |rows: &str, why: &str| skipped_with(&err, rows, why);
     assert!(

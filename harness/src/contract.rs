@@ -217,6 +217,11 @@ pub struct FailoverTable {
     pub maximum_lag_on_failover: Option<u64>,
     pub ttl: Option<u32>,
     pub loop_wait: Option<u32>,
+    /// A team's own Patroni: its nodes' REST API addresses (`http://host:8008`). The harness then
+    /// starts no cluster; with `backend = "external"` and the database URL for the data path, H's
+    /// switchover row drives the team's cluster through this API (only with the run's explicit
+    /// `--yes-fail-over-this-cluster`).
+    pub rest: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -376,6 +381,11 @@ impl Contract {
         })
     }
 
+    /// A team's own Patroni: the REST addresses of its nodes, when the contract gives them.
+    pub fn patroni_rest(&self) -> Option<Vec<String>> {
+        self.failover.as_ref().filter(|f| f.manager == Manager::Patroni)?.rest.clone()
+    }
+
     fn validate_hooks(&self, file: &str) -> Result<(), ContractError> {
         let err = |field: &str, message: String| Err(ContractError { file: file.into(), field: field.into(), message });
         let f = self.failover.as_ref().expect("a failover table");
@@ -405,8 +415,18 @@ impl Contract {
     fn validate_patroni(&self, file: &str) -> Result<(), ContractError> {
         let err = |field: &str, message: String| Err(ContractError { file: file.into(), field: field.into(), message });
         let f = self.failover.as_ref().expect("a failover table");
-        if self.database.backend != BackendKind::Native {
-            return err("failover.manager", "Patroni runs on a cluster the harness starts (backend = \"native\"); a team's own Patroni is not supported yet".into());
+        match (&f.rest, self.database.backend) {
+            (None, BackendKind::Native) => {}
+            (None, _) => return err("failover.manager", "the harness starts its Patroni cluster with backend = \"native\"; for a team's own Patroni give its REST addresses (rest = [\"http://host:8008\", ...]) with backend = \"external\"".into()),
+            (Some(_), b) if b != BackendKind::External => return err("failover.rest", "a team's own Patroni: it needs backend = \"external\" and the database's url (the harness starts no cluster then)".into()),
+            (Some(rest), _) => {
+                if let Some(bad) = rest.iter().find(|u| !is_http_addr(u)) {
+                    return err("failover.rest", format!("'{bad}' is not an http://host:port address of a Patroni REST API"));
+                }
+                if rest.is_empty() {
+                    return err("failover.rest", "must name at least one node's REST API".into());
+                }
+            }
         }
         if let Some(field) = f.hook_fields().first() {
             return err(
@@ -425,7 +445,7 @@ impl Contract {
         if p.synchronous_mode_strict && !p.synchronous_mode {
             return err("failover.synchronous_mode_strict", "true needs synchronous_mode = true".into());
         }
-        if p.synchronous_node_count != 1 {
+        if p.synchronous_node_count != 1 && f.rest.is_none() {
             return err(
                 "failover.synchronous_node_count",
                 format!("{} (the harness's cluster has one replica: use 1)", p.synchronous_node_count),
@@ -447,6 +467,13 @@ impl Contract {
         }
         Ok(())
     }
+}
+
+/// Whether `u` is `http://host:port[/...]`.
+fn is_http_addr(u: &str) -> bool {
+    let Some(rest) = u.strip_prefix("http://") else { return false };
+    let addr = rest.split('/').next().unwrap_or_default();
+    addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
 }
 
 impl FailoverTable {
@@ -472,6 +499,7 @@ impl FailoverTable {
             ("maximum_lag_on_failover", self.maximum_lag_on_failover.is_some()),
             ("ttl", self.ttl.is_some()),
             ("loop_wait", self.loop_wait.is_some()),
+            ("rest", self.rest.is_some()),
         ]
         .into_iter()
         .filter_map(|(n, set)| set.then_some(n))
@@ -572,6 +600,21 @@ mod tests {
     }
 
     #[test]
+    fn a_teams_patroni_needs_external_and_http_addresses() {
+        let field = |text: &str| Contract::parse("t.toml", text).unwrap_err().field;
+        let ext = "[database]\nbackend = \"external\"\nurl = \"postgres://p/db\"\n";
+        let rest = "rest = [\"http://db1:8008\", \"http://db2:8008\"]\n";
+        let c = Contract::parse("t.toml", &format!("{ext}{PATRONI}{rest}")).unwrap();
+        assert_eq!(c.patroni_rest().unwrap(), vec!["http://db1:8008", "http://db2:8008"]);
+        assert!(c.patroni().is_some() && c.hooks().is_none());
+        assert_eq!(field(&format!("{PATRONI}{rest}")), "failover.rest");
+        assert_eq!(field(&format!("{ext}{PATRONI}rest = [\"db1:8008\"]\n")), "failover.rest");
+        assert_eq!(field(&format!("{ext}{PATRONI}rest = []\n")), "failover.rest");
+        assert_eq!(field(&format!("{ext}{SYNC}\n[failover]\n{rest}")), "failover.rest");
+        assert!(Contract::parse("t.toml", PATRONI).unwrap().patroni_rest().is_none());
+    }
+
+    #[test]
     fn the_shipped_examples_are_valid() {
         for f in [
             "../examples/sync-no-loss.toml",
@@ -580,6 +623,7 @@ mod tests {
             "../examples/container-sync-no-loss.toml",
             "../examples/patroni-async-claims-no-loss.toml",
             "../examples/patroni-sync-no-loss.toml",
+            "../examples/patroni-team-cluster.toml",
         ] {
             let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(f);
             Contract::load(&p).unwrap_or_else(|e| panic!("{e}"));

@@ -472,7 +472,14 @@ pub const FAILOVER_CONTRACT: Rule = Rule {
     id: "failover.contract",
     section: "10",
     statement: "the failover outcome matches the deployment contract: sync loses nothing acknowledged; async loss is reported with epochs, ledger and remote high-water",
-    checkers: &[crate::h_failover::CONTRACT_NO_LOSS, crate::h_failover::CONTRACT_LOSS_REPORTED, crate::h_failover::HIGH_WATER_KEPT],
+    checkers: &[
+        crate::h_failover::CONTRACT_NO_LOSS,
+        crate::h_failover::CONTRACT_LOSS_REPORTED,
+        crate::h_failover::HIGH_WATER_KEPT,
+        crate::h_failover::NOTHING_LOST_WITHOUT_LAG,
+        crate::h_failover::switchover::SWITCHED,
+        crate::h_failover::switchover::NOTHING_LOST,
+    ],
 };
 pub const FAILOVER_FENCE_BEFORE_PROMOTE: Rule = Rule {
     id: "failover.fence-before-promote",
@@ -868,6 +875,9 @@ pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
             &crate::h_failover::SYNC,
             &crate::h_failover::patroni::ASYNC,
             &crate::h_failover::patroni::SYNC,
+            &crate::h_failover::patroni::CRASH_ASYNC,
+            &crate::h_failover::patroni::CRASH_SYNC,
+            &crate::h_failover::switchover::EXPERIMENT,
         ],
     ),
     (
@@ -877,7 +887,10 @@ pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
             &crate::h_failover::SYNC,
             &crate::h_failover::patroni::ASYNC,
             &crate::h_failover::patroni::SYNC,
+            &crate::h_failover::patroni::CRASH_ASYNC,
+            &crate::h_failover::patroni::CRASH_SYNC,
             &crate::h_failover::partition::EXPERIMENT,
+            &crate::h_failover::switchover::EXPERIMENT,
         ],
     ),
     (&ROLES_FENCED_FUNCTIONS_ONLY, &[&crate::p_role_boundary::EXPERIMENT]),

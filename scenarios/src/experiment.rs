@@ -35,6 +35,10 @@ pub enum Need {
     /// A Patroni cluster with etcd of its own, in this replication mode (Patroni, not the
     /// harness, promotes). Opt-in: such a row runs only when `--only` names it.
     Patroni(ReplicationMode),
+    /// A Patroni cluster to switch over through its REST API: the harness's own (etcd + two
+    /// nodes, in the contract's Patroni mode, else asynchronous), or against `--database-url` a
+    /// team's whose REST addresses the contract names (`failover.rest`). Opt-in.
+    PatroniSwitchover,
     /// A local PostgreSQL under libfaketime, whose clock the harness sets.
     ClockServer,
     /// A local Redis server (the pre-filter rows).
@@ -44,17 +48,44 @@ pub enum Need {
     QuietMachine,
 }
 
+/// How a contract lets the harness fail over a team's deployment (against `--database-url`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TeamFailover {
+    /// Not at all.
+    #[default]
+    None,
+    /// Through the contract's `[failover]` shell hooks.
+    Hooks,
+    /// Through the REST API of the team's Patroni (`manager = "patroni"` with `rest`).
+    Patroni,
+}
+
+impl TeamFailover {
+    /// What the contract (if any) allows.
+    pub fn of(contract: Option<&fenceproof_harness::contract::Contract>) -> TeamFailover {
+        match contract {
+            Some(c) if c.hooks().is_some() => TeamFailover::Hooks,
+            Some(c) if c.patroni_rest().is_some() => TeamFailover::Patroni,
+            _ => TeamFailover::None,
+        }
+    }
+}
+
 impl Need {
     /// Why a row with this need does not run against `--database-url`, or `None` when it does.
-    /// A standby runs there only with the contract's failover hooks (`hooks`).
-    pub fn external_skip(self, hooks: bool) -> Option<&'static str> {
+    /// A standby runs there only with the contract's failover hooks, a switchover only with a
+    /// team's Patroni (`team`).
+    pub fn external_skip(self, team: TeamFailover) -> Option<&'static str> {
+        let hooks = team == TeamFailover::Hooks;
         match self {
             Need::WorkerLogin => Some("needs a login in the fenceproof_worker role, which the harness creates only in its own clusters"),
             Need::LegacyLogin => Some("creates and drops a legacy login, which the harness does only in its own clusters (`fenceproof writers` inspects your database read-only)"),
             Need::ServerFreeze => Some("freezes the whole database server, which the harness does only to servers it starts"),
             Need::OwnServer => Some("backs up and restores a server of its own, which says nothing about your database"),
             Need::Standby(_) if !hooks => Some("needs a primary + standby it can fence and promote; against --database-url it runs only with a contract's [failover] hooks"),
-            Need::Patroni(_) => Some("starts a Patroni cluster of its own (etcd + two nodes); a team's own Patroni is not driven yet"),
+            Need::Patroni(_) => Some("starts a Patroni cluster of its own (etcd + two nodes) to crash or partition its leader; against a team's Patroni only the switchover row runs"),
+            Need::PatroniSwitchover if team != TeamFailover::Patroni => Some("switches over a Patroni cluster; against --database-url only with a contract naming the team's Patroni REST API (failover.rest) and --yes-fail-over-this-cluster"),
+            Need::PatroniSwitchover => None,
             Need::Standby(_) | Need::ClockServer | Need::Redis | Need::QuietMachine => None,
         }
     }
@@ -130,7 +161,7 @@ impl Experiment {
     /// Whether it runs only when named (`--only`), never in the default matrix: the Patroni rows,
     /// whose bootstrap and failover take Patroni's own time.
     pub fn opt_in(&self) -> bool {
-        self.needs.iter().any(|n| matches!(n, Need::Patroni(_)))
+        self.needs.iter().any(|n| matches!(n, Need::Patroni(_) | Need::PatroniSwitchover))
     }
 
     /// Whether it must run with no other row beside it: it freezes the server the others use (a
@@ -141,7 +172,7 @@ impl Experiment {
     }
 
     /// Why it does not run against `--database-url`, or `None` when it does.
-    pub fn external_skip(&self, hooks: bool) -> Option<&'static str> {
-        self.needs.iter().find_map(|n| n.external_skip(hooks))
+    pub fn external_skip(&self, team: TeamFailover) -> Option<&'static str> {
+        self.needs.iter().find_map(|n| n.external_skip(team))
     }
 }

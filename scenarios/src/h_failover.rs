@@ -63,6 +63,7 @@ pub const SYNC: Experiment = Experiment {
 
 mod pair;
 pub(crate) mod partition;
+pub(crate) mod switchover;
 pub(crate) use pair::patroni;
 
 use pair::{Fence, Servers};
@@ -72,6 +73,8 @@ pub const CONTAINER_GONE: &str = "the fenced old primary is gone: its container 
 pub const NO_PROCESS_LEFT: &str = "the fenced old primary has no process left (its stopped walsender included)";
 pub const REFUSES_CONNECTIONS: &str = "the fenced old primary refuses connections";
 pub const STALE_CANNOT_COMMIT: &str = "a worker still connected to the fenced primary cannot commit";
+pub const NOTHING_LOST_WITHOUT_LAG: &str =
+    "with no replication lag, nothing acknowledged is lost by the failover (either mode)";
 pub const FAULT_TOOK_EFFECT: &str = "the fault took effect: the standby missed acknowledged commits";
 pub const CANCELLED_WAIT_UNKNOWN: &str =
     "a commit whose synchronous wait was cancelled is reported as outcome unknown, not success";
@@ -193,14 +196,37 @@ struct Acked {
     trap: Option<(String, String, bool)>,
 }
 
+/// Whether replication lags when the old primary goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lag {
+    /// The standby stops receiving WAL first (the walsender SIGSTOPped, the network cut, a hook).
+    Cut,
+    /// No lag: everything acknowledged is on the standby (replayed) before the old primary goes;
+    /// the story is the asynchronous one in both modes (every step acknowledged).
+    None,
+}
+
 pub async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessError> {
     let contract = contract_for(ctx, mode);
-    run_with(ctx, contract, mode).await
+    run_with(ctx, contract, mode, Lag::Cut).await
+}
+
+/// The fault before the fence: replication cut (what was done, the stopped walsender), or none.
+async fn lag_fault(ctx: &Ctx, servers: &Servers, lag: Lag) -> Result<(&'static str, Option<i32>), HarnessError> {
+    match lag {
+        Lag::Cut => servers.pair.cut_replication(ctx, &servers.p_admin).await,
+        Lag::None => Ok(("no lag: the standby replayed every acknowledged commit before the old primary went", None)),
+    }
 }
 
 /// The story on the pair the contract makes (the harness's own, the team's through hooks, or a
 /// Patroni cluster), judged against `contract`.
-pub(crate) async fn run_with(ctx: &mut Ctx, contract: Contract, mode: ReplicationMode) -> Result<(), HarnessError> {
+pub(crate) async fn run_with(
+    ctx: &mut Ctx,
+    contract: Contract,
+    mode: ReplicationMode,
+    lag: Lag,
+) -> Result<(), HarnessError> {
     let mut servers = Servers::start(ctx, &contract, mode).await?;
 
     // A task in a known, replicated state: A owns it, one step planned and really executed.
@@ -211,8 +237,12 @@ pub(crate) async fn run_with(ctx: &mut Ctx, contract: Contract, mode: Replicatio
     let high_before = high_water(&tools)?;
 
     // Fault: the standby stops receiving WAL (natively: the primary's walsender is SIGSTOPped).
-    let (fault, walsender) = servers.pair.cut_replication(ctx, &servers.p_admin).await?;
-    let acked = acknowledge_while_cut(ctx, &mut task, &servers, mode, &before).await?;
+    let (fault, walsender) = lag_fault(ctx, &servers, lag).await?;
+    let story = if lag == Lag::Cut { mode } else { ReplicationMode::Async };
+    let acked = acknowledge_while_cut(ctx, &mut task, &servers, story, &before).await?;
+    if lag == Lag::None {
+        wait_caught_up(&servers.p_pool, &servers.s_pool).await?;
+    }
     let high_acked = high_water(&tools)?;
     let positions = patroni::positions(&servers).await?;
 
@@ -235,7 +265,7 @@ pub(crate) async fn run_with(ctx: &mut Ctx, contract: Contract, mode: Replicatio
     let forks = remote_forks(&acked.success, &after, &tools);
 
     // Verdict against the contract (and, under Patroni, against Patroni's own bound).
-    let evidence = judge_contract(ctx, (mode, &contract), &acked, &after, &lost, &servers.actual);
+    let evidence = judge_contract(ctx, (mode, lag, &contract), &acked, &after, &lost, &servers.actual);
     let manager = patroni::judge(ctx, &servers.pair, &n_pool, positions, &lost).await?;
     judge_high_water(ctx, high);
     let rows = oracle::commits_in(&n_pool, &oracle_schema).await?;
@@ -391,17 +421,22 @@ fn judge_fence(ctx: &mut Ctx, fence: &Fence) {
 /// the evidence of the contract's check.
 fn judge_contract(
     ctx: &mut Ctx,
-    (mode, contract): (ReplicationMode, &Contract),
+    (mode, lag, contract): (ReplicationMode, Lag, &Contract),
     acked: &Acked,
     after: &Snapshot,
     lost: &[String],
     actual: &str,
 ) -> String {
-    match mode {
-        ReplicationMode::Async => {
+    match (lag, mode) {
+        (Lag::None, _) => ctx.check(Check::expect(
+            NOTHING_LOST_WITHOUT_LAG,
+            lost.is_empty(),
+            format!("lost: {lost:?} (the standby had replayed every acknowledged commit)"),
+        )),
+        (Lag::Cut, ReplicationMode::Async) => {
             ctx.check(Check::expect(FAULT_TOOK_EFFECT, !lost.is_empty(), format!("lost: {lost:?}")))
         }
-        ReplicationMode::Sync => {
+        (Lag::Cut, ReplicationMode::Sync) => {
             let (o, detail, released_on_primary) = acked.trap.clone().unwrap_or_default();
             ctx.check(Check::expect(
                 CANCELLED_WAIT_UNKNOWN,

@@ -67,11 +67,12 @@ fn start_order(experiments: &[Experiment], jobs: usize) -> Vec<usize> {
             use crate::experiment::Need;
             if e.runs_alone() {
                 0
-            } else if e
-                .needs
-                .iter()
-                .any(|n| matches!(n, Need::OwnServer | Need::ClockServer | Need::Standby(_) | Need::Patroni(_)))
-            {
+            } else if e.needs.iter().any(|n| {
+                matches!(
+                    n,
+                    Need::OwnServer | Need::ClockServer | Need::Standby(_) | Need::Patroni(_) | Need::PatroniSwitchover
+                )
+            }) {
                 1
             } else {
                 2

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use fenceproof_harness::contract::ReplicationMode;
 use fenceproof_harness::report::exit;
-use fenceproof_scenarios::experiment::Need;
+use fenceproof_scenarios::experiment::{Need, TeamFailover};
 
 const OPEN: &str = "<!-- generated:";
 const OPEN_END: &str = " -->";
@@ -91,10 +91,15 @@ pub fn experiments_markdown() -> String {
     for e in fenceproof_scenarios::all() {
         let needs: Vec<&str> = e.needs.iter().map(|n| need_label(*n)).collect();
         let needs = if needs.is_empty() { "-".to_string() } else { needs.join(", ") };
-        let external = match (e.external_skip(false), e.external_skip(true)) {
-            (None, _) => "runs",
-            (Some(_), None) => "with `[failover]` hooks",
-            (Some(_), Some(_)) => "skipped",
+        let external = match (
+            e.external_skip(TeamFailover::None),
+            e.external_skip(TeamFailover::Hooks),
+            e.external_skip(TeamFailover::Patroni),
+        ) {
+            (None, _, _) => "runs",
+            (Some(_), None, _) => "with `[failover]` hooks",
+            (Some(_), _, None) => "with a team's Patroni (`failover.rest`)",
+            (Some(_), Some(_), Some(_)) => "skipped",
         };
         s.push_str(&format!("| {} | {} | {} | {needs} | {external} |\n", e.id, cell(e.title), e.section));
     }
@@ -112,6 +117,7 @@ fn need_label(n: Need) -> &'static str {
         Need::Standby(ReplicationMode::Sync) => "sync standby",
         Need::Patroni(ReplicationMode::Async) => "Patroni (async), opt-in",
         Need::Patroni(ReplicationMode::Sync) => "Patroni (sync), opt-in",
+        Need::PatroniSwitchover => "Patroni switchover (own or a team's), opt-in",
         Need::ClockServer => "clock server",
         Need::Redis => "Redis",
         Need::QuietMachine => "runs alone (measures timing)",
@@ -217,7 +223,7 @@ fn equivalent_count() -> String {
 
 /// The ids of the rows that run against `--database-url` without a contract's failover hooks.
 fn external_ids() -> Vec<&'static str> {
-    fenceproof_scenarios::all().iter().filter(|e| e.external_skip(false).is_none()).map(|e| e.id).collect()
+    fenceproof_scenarios::all().iter().filter(|e| e.external_skip(TeamFailover::None).is_none()).map(|e| e.id).collect()
 }
 
 fn external_rows() -> String {
@@ -232,7 +238,7 @@ fn external_row_count() -> String {
 pub fn external_skipped_markdown() -> String {
     let mut s = String::from("| row | why it does not run against `--database-url` |\n|---|---|\n");
     for e in fenceproof_scenarios::all() {
-        if let Some(why) = e.external_skip(false) {
+        if let Some(why) = e.external_skip(TeamFailover::None) {
             s.push_str(&format!("| {} | {} |\n", e.id, cell(why)));
         }
     }

@@ -31,6 +31,11 @@ pub struct Args {
     /// A deployment contract (TOML) to verify; see examples/ and the README.
     #[arg(long)]
     contract: Option<PathBuf>,
+    /// With a contract naming a team's own Patroni (`failover.rest`): let H-patroni-switchover
+    /// switch that cluster over through its REST API (without it, the run says what it would do
+    /// and stops).
+    #[arg(long)]
+    yes_fail_over_this_cluster: bool,
     /// Print only the summary line and what failed (for CI logs).
     #[arg(long, conflicts_with = "json")]
     quiet: bool,
@@ -79,6 +84,10 @@ pub async fn run(a: Args) -> u8 {
     };
     let database_url = a.database_url.or_else(|| contract.as_ref().and_then(|c| c.database.url.clone()));
     let experiments = crate::select::for_verify(experiments, contract.as_deref(), database_url.as_deref());
+    if let Err(code) = crate::consent::fail_over(contract.as_deref(), &experiments, a.yes_fail_over_this_cluster).await
+    {
+        return code;
+    }
     let deployment = Deployment { contract, contract_path: a.contract, database_url };
     let mut opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), deployment);
     opts.skip_conformance = a.skip_conformance;

@@ -246,6 +246,19 @@ pub fn forget(schema: &str) {
     CREATED.lock().unwrap_or_else(|p| p.into_inner()).retain(|(_, s)| s != schema);
 }
 
+/// Point what this process will drop at another server: every recorded URL `to` maps (e.g. the
+/// old leader's to the new leader's after a switchover of a team's Patroni, whose old leader is
+/// read-only now) is replaced. Schemas and roles.
+pub fn retarget(to: impl Fn(&str) -> Option<String>) {
+    for list in [&CREATED, &CREATED_ROLES] {
+        for (url, _) in list.lock().unwrap_or_else(|p| p.into_inner()).iter_mut() {
+            if let Some(new) = to(url) {
+                *url = new;
+            }
+        }
+    }
+}
+
 fn register(url: &str, schema: &str) {
     CREATED.lock().unwrap_or_else(|p| p.into_inner()).push((url.to_string(), schema.to_string()));
 }

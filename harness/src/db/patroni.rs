@@ -14,6 +14,7 @@
 pub mod config;
 pub mod http;
 pub mod proxy;
+pub mod rest;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -285,10 +286,10 @@ impl PatroniCluster {
         Ok(start.elapsed())
     }
 
-    /// A controlled switchover through Patroni's REST API, from the leader to node `to`.
-    pub async fn switchover(&self, to: usize) -> Result<http::Response> {
-        let body = serde_json::json!({"leader": self.nodes[self.leader].name, "candidate": self.nodes[to].name});
-        http::post(self.nodes[self.leader].rest_port, "/switchover", &body).await
+    /// The cluster as its REST API shows it (a controlled switchover goes through it, as it would
+    /// on a team's cluster).
+    pub fn rest(&self) -> rest::RestCluster {
+        rest::RestCluster { addrs: self.nodes.iter().map(|n| format!("127.0.0.1:{}", n.rest_port)).collect() }
     }
 
     /// Every process of the cluster that is still alive (Patroni, postmasters and their children,
@@ -325,12 +326,16 @@ impl PatroniCluster {
     }
 }
 
-/// Whether a connection to `url` commits a write within 2 s (a temporary table, nothing kept).
-async fn takes_a_write(url: &str) -> bool {
+/// Whether a connection to `url` commits a write within 2 s: a transaction that takes a
+/// transaction id (a standby refuses to assign one) and commits; nothing is kept, not even a
+/// temporary schema in the catalog (a team's database is left as it was).
+pub async fn takes_a_write(url: &str) -> bool {
     use sqlx::Connection;
     let attempt = async {
         let mut c = sqlx::PgConnection::connect(url).await?;
-        sqlx::query("CREATE TEMP TABLE fenceproof_probe(x int)").execute(&mut c).await?;
+        let mut tx = c.begin().await?;
+        sqlx::query("SELECT txid_current()").execute(&mut *tx).await?;
+        tx.commit().await?;
         c.close().await
     };
     matches!(tokio::time::timeout(Duration::from_secs(2), attempt).await, Ok(Ok(())))

@@ -39,11 +39,14 @@ pub const NO_SPLIT_BRAIN: &str = "split brain: the old leader acknowledged no wr
 /// How long A keeps writing to the old leader after the new leader took its first write.
 const AFTER_PROMOTION: Duration = Duration::from_secs(5);
 
-/// One save A sent to the old leader: when it was answered (since the partition) and whether it
-/// was acknowledged.
-struct Save {
-    at: Duration,
-    ok: bool,
+/// One save A sent to the old leader: its number (`checkpoint.n`), when it was answered (since
+/// the fault) and whether it was acknowledged.
+pub(super) struct Save {
+    pub n: u64,
+    /// The worker's outcome word (or the harness's error when the request itself failed).
+    pub outcome: String,
+    pub at: Duration,
+    pub ok: bool,
 }
 
 async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
@@ -83,7 +86,7 @@ async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     std::fs::write(ctx.dir.join("oracle.json"), serde_json::to_string_pretty(&rows).expect("json"))?;
     ctx.checks.extend(invariants::all(&rows, &[CONTROL, task.cp.owner.as_str()]));
     let record = json!({
-        "partition_to_writable_s": promoted_at.as_secs_f64(), "saves": saves.iter().map(|s| json!({"at_s": s.at.as_secs_f64(), "acknowledged": s.ok})).collect::<Vec<_>>(),
+        "partition_to_writable_s": promoted_at.as_secs_f64(), "saves": saves.iter().map(|s| json!({"n": s.n, "at_s": s.at.as_secs_f64(), "acknowledged": s.ok, "outcome": s.outcome})).collect::<Vec<_>>(),
         "acknowledged_after_promotion_s": late, "after_on_new_leader": after,
     });
     std::fs::write(ctx.dir.join("partition.json"), serde_json::to_string_pretty(&record).expect("json"))?;
@@ -106,13 +109,17 @@ async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
 /// The saves the old leader acknowledged after `promoted` (seconds since the partition): each one
 /// is a write of a split brain.
-fn acknowledged_after(saves: &[Save], promoted: Duration) -> Vec<f64> {
+pub(super) fn acknowledged_after(saves: &[Save], promoted: Duration) -> Vec<f64> {
     saves.iter().filter(|s| s.ok && s.at > promoted).map(|s| s.at.as_secs_f64()).collect()
 }
 
 /// A saves checkpoints to the old leader, one after another, until `AFTER_PROMOTION` past the
 /// moment `promoted` carries (or, bounded, a minute and a half).
-async fn keep_saving(a: &mut WorkerProc, promoted: watch::Receiver<Option<Duration>>, t0: Instant) -> Vec<Save> {
+pub(super) async fn keep_saving(
+    a: &mut WorkerProc,
+    promoted: watch::Receiver<Option<Duration>>,
+    t0: Instant,
+) -> Vec<Save> {
     let mut saves = Vec::new();
     let mut n = 0;
     while t0.elapsed() < Duration::from_secs(90) {
@@ -123,8 +130,11 @@ async fn keep_saving(a: &mut WorkerProc, promoted: watch::Receiver<Option<Durati
         }
         n += 1;
         let answer = a.request(json!({"cmd": "save", "checkpoint": {"n": n}}), STEP).await;
-        let ok = answer.as_ref().is_ok_and(|v| outcome(v) == "ok");
-        saves.push(Save { at: t0.elapsed(), ok });
+        let word = match &answer {
+            Ok(v) => outcome(v).to_string(),
+            Err(e) => format!("no answer: {e}"),
+        };
+        saves.push(Save { n, ok: word == "ok", outcome: word, at: t0.elapsed() });
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     saves
@@ -137,8 +147,11 @@ mod tests {
     #[test]
     fn an_acknowledgement_after_the_promotion_is_a_split_brain_and_a_refusal_is_not() {
         let at = |ms| Duration::from_millis(ms);
-        let saves =
-            [Save { at: at(500), ok: true }, Save { at: at(9000), ok: false }, Save { at: at(21_000), ok: true }];
+        let saves = [
+            Save { n: 1, outcome: "ok".into(), at: at(500), ok: true },
+            Save { n: 2, outcome: "outcome_unknown".into(), at: at(9000), ok: false },
+            Save { n: 3, outcome: "ok".into(), at: at(21_000), ok: true },
+        ];
         assert_eq!(acknowledged_after(&saves, at(20_000)), vec![21.0]);
         assert!(acknowledged_after(&saves[..2], at(20_000)).is_empty());
         assert!(acknowledged_after(&saves, at(30_000)).is_empty());

@@ -50,6 +50,33 @@ pub const SYNC: Experiment = Experiment {
     run: |c| Box::pin(run(c, ReplicationMode::Sync)),
 };
 
+/// The title of the crash rows without lag.
+pub const CRASH_TITLE: &str = "Failover under Patroni with etcd: the leader crashes with no replication lag";
+
+/// Its registration: the leader crashes once the replica replayed everything (asynchronous mode).
+pub const CRASH_ASYNC: Experiment = Experiment {
+    id: "H-patroni-crash",
+    title: CRASH_TITLE,
+    section: "11 H; 10",
+    needs: &[Need::Patroni(ReplicationMode::Async)],
+    judges: Judges::Deployment,
+    checks: Checks::NO_ANSWERS,
+    operator_of: &[],
+    run: |c| Box::pin(run_crash(c, ReplicationMode::Async)),
+};
+
+/// Its registration: the same in synchronous mode.
+pub const CRASH_SYNC: Experiment = Experiment {
+    id: "H-patroni-crash-sync",
+    title: CRASH_TITLE,
+    section: "11 H; 10",
+    needs: &[Need::Patroni(ReplicationMode::Sync)],
+    judges: Judges::Deployment,
+    checks: Checks::NO_ANSWERS,
+    operator_of: &[],
+    run: |c| Box::pin(run_crash(c, ReplicationMode::Sync)),
+};
+
 /// The names of its own checks (beside H's).
 pub const PATRONI_ASYNC_BOUND: &str =
     "Patroni's bound (asynchronous mode): the WAL lost is within maximum_lag_on_failover";
@@ -61,7 +88,12 @@ const FAILOVER_SLACK: Duration = Duration::from_secs(40);
 
 async fn run(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessError> {
     let contract = contract_for(ctx, mode);
-    crate::h_failover::run_with(ctx, contract, mode).await
+    crate::h_failover::run_with(ctx, contract, mode, crate::h_failover::Lag::Cut).await
+}
+
+async fn run_crash(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessError> {
+    let contract = contract_for(ctx, mode);
+    crate::h_failover::run_with(ctx, contract, mode, crate::h_failover::Lag::None).await
 }
 
 /// The session's contract when it puts this mode under Patroni, else Patroni's defaults for the
@@ -126,6 +158,11 @@ pub(in crate::h_failover) async fn start(
 }
 
 impl Managed {
+    /// The cluster as its REST API shows it.
+    pub(in crate::h_failover) fn rest(&self) -> fenceproof_harness::db::patroni::rest::RestCluster {
+        self.cluster.rest()
+    }
+
     /// The replica's name (its `application_name` on the leader).
     pub fn replica_name(&self) -> &str {
         &self.cluster.nodes[1 - self.old_leader].name

@@ -4,6 +4,7 @@
 //! check can observe), and the randomized operation schedules that hunt either ([`schedules`]).
 
 pub mod equivalents;
+pub mod kill_order;
 pub mod named;
 pub mod schedules;
 pub mod sql;

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use crate::equivalents;
+use crate::kill_order;
 use crate::sqlmut::{self, SqlMutant};
 use fenceproof_harness::report::{ExperimentResult, Outcome};
 use fenceproof_harness::HarnessError;
@@ -313,12 +314,15 @@ pub async fn run(
     if mutants.iter().any(|m| is_direct(&m.id)) {
         reference_failures.extend(reference_on_the_direct_path(&mut session, &direct_experiments, sel).await?);
     }
+    // Each mutant's rows, the one that killed it in an earlier run first (order only).
+    let hints = kill_order::load();
     let exps_of = |m: &SqlMutant| -> Vec<&Experiment> {
-        match (is_direct(&m.id), twin_wrapper_of(m).is_some()) {
+        let exps = match (is_direct(&m.id), twin_wrapper_of(m).is_some()) {
             (true, true) => twin_experiments.clone(),
             (true, false) => direct_experiments.clone(),
             (false, _) => experiments.iter().collect(),
-        }
+        };
+        kill_order::front(exps, hints.get(&m.id))
     };
     let rows = mutant_rows(&mut session, &mutants, exps_of, sel, &listed).await?;
     let km = SqlKillMatrix {
@@ -507,6 +511,8 @@ pub(crate) fn override_file(run: &std::path::Path, tag: &str, name: &str, sql: &
 pub fn save(km: &SqlKillMatrix, dir: &std::path::Path) -> Result<(), HarnessError> {
     std::fs::write(dir.join("mutants-sql.json"), serde_json::to_string_pretty(km).expect("json"))?;
     std::fs::write(dir.join("mutants-sql.md"), km.markdown())?;
+    let hints = kill_order::updated(kill_order::load(), km);
+    std::fs::write(dir.join("kill-order.json"), serde_json::to_string_pretty(&hints).expect("json") + "\n")?;
     Ok(())
 }
 

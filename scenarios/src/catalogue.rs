@@ -324,6 +324,22 @@ pub const INTENT_MISMATCH_COMMITS_NOTHING: Rule = Rule {
     statement: "an operation_id registered with another run, tool or digest (or a step planned under another id) is refused, and nothing of that transaction commits",
     checkers: &[crate::tags::ANY_INTENT_MISMATCH_COMMITS_NOTHING, crate::p_role_boundary::REPLAN_REFUSED],
 };
+pub const CRASH_REFERENCES_DURABLE_FIRST: Rule = Rule {
+    id: "crash.references-durable-first",
+    section: "08, 09.1, 12",
+    statement: "what a committed intent needs to be sent (the secret values it references) is durable before the intent commits: a crash right after that commit leaves an intent recovery can send",
+    checkers: &[fenceproof_harness::check::crash_points::REFERENCES_DURABLE],
+};
+pub const CRASH_RECOVERY_FINISHES: Rule = Rule {
+    id: "crash.recovery-finishes",
+    section: "08, 09",
+    statement: "a crash between two durable steps of one command leaves a state recovery finishes from what is durable: the operation reaches its result, the run advances on it, the tool runs at most once",
+    checkers: &[
+        fenceproof_harness::check::crash_points::RECOVERY_FINISHES,
+        fenceproof_harness::check::crash_points::AT_MOST_ONCE,
+        crate::e_crash_between_commits::SWEPT,
+    ],
+};
 pub const CLAIM_PREPARED_OF_LIVE_RUNS: Rule = Rule {
     id: "claim.prepared-of-live-runs",
     section: "09.2",
@@ -599,6 +615,8 @@ pub const RULES: &[&Rule] = &[
     &INTENT_CANONICAL_DIGEST,
     &INTENT_SAME_INTENT_RECOGNIZED,
     &INTENT_MISMATCH_COMMITS_NOTHING,
+    &CRASH_REFERENCES_DURABLE_FIRST,
+    &CRASH_RECOVERY_FINISHES,
     &CLAIM_PREPARED_OF_LIVE_RUNS,
     &CLAIM_SKIP_LOCKED,
     &CLAIM_NO_TRANSACTION_ACROSS_CALL,
@@ -635,6 +653,8 @@ pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
     (&SERIALIZATION_RETRY_WHOLE, &[&crate::s_serialization::EXPERIMENT]),
     (&SERIALIZATION_RETRY_BUDGET, &[&crate::s_serialization::EXPERIMENT]),
     (&SERIALIZATION_NOT_LEASE_LOSS, &[&crate::s_serialization::EXPERIMENT]),
+    (&CRASH_REFERENCES_DURABLE_FIRST, &[&crate::e_crash_between_commits::EXPERIMENT]),
+    (&CRASH_RECOVERY_FINISHES, &[&crate::e_crash_between_commits::EXPERIMENT]),
     (
         &IDS_OPERATION_ID_PER_INTENT,
         &[

@@ -31,7 +31,7 @@ use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 use crate::outbox_setup::plan_operation;
 
-pub const TITLE: &str = "Crash between two durable steps: the worker killed right after each commit of a command";
+pub const TITLE: &str = "Worker killed right after each commit of a command; recovery finishes the step";
 
 /// Its registration: what it needs and what it judges.
 pub const EXPERIMENT: Experiment = Experiment {

@@ -43,6 +43,9 @@ struct ConnState {
     cycle_complete: bool,
     cycle_commit: bool,
     cycle_error: bool,
+    /// A CommandComplete `ROLLBACK` since the last ReadyForQuery (a simple query may hold a whole
+    /// transaction that rolls back).
+    cycle_rollback: bool,
 }
 
 enum Step {
@@ -246,20 +249,23 @@ async fn server_to_client(
 fn durable_commit(c: &mut ConnState, f: &Frame, status: Option<u8>) -> bool {
     match f.tag {
         b'C' => {
+            let tag = frame::command_tag(f);
             c.cycle_complete = true;
-            c.cycle_commit |= frame::command_tag(f).as_deref() == Some("COMMIT");
+            c.cycle_commit |= tag.as_deref() == Some("COMMIT");
+            c.cycle_rollback |= tag.as_deref() == Some("ROLLBACK");
         }
         b'E' => c.cycle_error = true,
         _ => {}
     }
     let Some(s) = status else { return false };
     let ends = s == b'I' && c.cycle_complete;
-    let committed = ends && c.counted && !c.cycle_error && (c.cycle_commit || !c.in_tx);
+    let committed = ends && c.counted && !c.cycle_error && !c.cycle_rollback && (c.cycle_commit || !c.in_tx);
     if ends {
         c.counted = false;
     }
     c.cycle_complete = false;
     c.cycle_commit = false;
     c.cycle_error = false;
+    c.cycle_rollback = false;
     committed
 }

@@ -33,6 +33,7 @@ pub enum Mutant {
     MaskSkipsArrays,
     LostRenewalKeepsRunning,
     SecretsAfterIntent,
+    TtlWholeSeconds,
 }
 
 impl Mutant {
@@ -63,6 +64,7 @@ impl Mutant {
         Mutant::MaskSkipsArrays,
         Mutant::LostRenewalKeepsRunning,
         Mutant::SecretsAfterIntent,
+        Mutant::TtlWholeSeconds,
     ];
 
     pub fn name(self) -> &'static str {
@@ -93,6 +95,7 @@ impl Mutant {
             Mutant::MaskSkipsArrays => "mask-skips-arrays",
             Mutant::LostRenewalKeepsRunning => "lost-renewal-keeps-running",
             Mutant::SecretsAfterIntent => "secrets-after-intent",
+            Mutant::TtlWholeSeconds => "ttl-whole-seconds",
         }
     }
 
@@ -150,6 +153,9 @@ impl Mutant {
             }
             Mutant::SecretsAfterIntent => {
                 "what a committed intent references (its secret values) is durable before the intent commits: a crash between the two steps leaves an intent that can still be sent (08, 09.1, 12)"
+            }
+            Mutant::TtlWholeSeconds => {
+                "the TTL is passed as integer milliseconds: a term lasts exactly the asked TTL, not a rounded number of seconds (05.1)"
             }
         }
     }

@@ -221,6 +221,12 @@ pub const RUNS_NO_TERMINAL_WITHOUT_LEASE: Rule = Rule {
     statement: "a worker that lost its lease writes no terminal state (neither failed nor succeeded)",
     checkers: &[TERMINAL_HOLDER, crate::b_old_owner_resumes::ONLY_TERMINAL_IS_HOLDERS, TERMINAL_TOLD],
 };
+pub const LEASE_TTL_MILLISECONDS: Rule = Rule {
+    id: "lease.ttl-milliseconds",
+    section: "05.1",
+    statement: "the TTL reaches the database as integer milliseconds: a term's expiry is its update time plus exactly the asked TTL, at acquire and at renewal",
+    checkers: &[crate::tags::ANY_LEASE_TTL_MILLISECONDS],
+};
 pub const LEASE_CONFIRMED_LOSS_STOPS_WORK: Rule = Rule {
     id: "lease.confirmed-loss-stops-work",
     section: "05.2, 07",
@@ -600,6 +606,7 @@ pub const RULES: &[&Rule] = &[
     &RUNS_TRANSITION_FROM_STATE,
     &RUNS_TERMINAL_FINAL,
     &RUNS_NO_TERMINAL_WITHOUT_LEASE,
+    &LEASE_TTL_MILLISECONDS,
     &LEASE_CONFIRMED_LOSS_STOPS_WORK,
     &SERIALIZATION_RETRY_WHOLE,
     &SERIALIZATION_RETRY_BUDGET,
@@ -650,6 +657,7 @@ pub const RULES: &[&Rule] = &[
 pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
     (&IDS_RETRY_NEW_RUN, &[&crate::g_retry_isolation::EXPERIMENT]),
     (&LEASE_CONFIRMED_LOSS_STOPS_WORK, &[&crate::b_loss_while_running::EXPERIMENT]),
+    (&LEASE_TTL_MILLISECONDS, &[&crate::w_boundaries::lease::EXPERIMENT]),
     (&SERIALIZATION_RETRY_WHOLE, &[&crate::s_serialization::EXPERIMENT]),
     (&SERIALIZATION_RETRY_BUDGET, &[&crate::s_serialization::EXPERIMENT]),
     (&SERIALIZATION_NOT_LEASE_LOSS, &[&crate::s_serialization::EXPERIMENT]),

@@ -29,6 +29,8 @@ use fenceproof_scenarios::ctx::{data, outcome, Ctx, CONTROL};
 /// Bound on one command's answer inside a schedule.
 pub(super) const ANSWER: Duration = Duration::from_secs(10);
 pub(super) const TTL_MS: i64 = 400;
+/// The lease the holder takes again before a server freeze (it must outlast the freeze).
+pub(super) const LONG_TTL_MS: i64 = 5000;
 /// The tools every schedule may call (all four capability classes).
 pub(super) const TOOLS: &[&str] = &["idem", "detid", "opquery", "plain"];
 
@@ -639,6 +641,7 @@ impl<'a> Exec<'a> {
                 .fetch_all(&self.ctx.pool)
                 .await?;
         checks.extend(super::crash_plan::judge(&self.crash_planned, &steps, &entries));
+        checks.extend(super::lease_terms::judge(&rows, &super::lease_terms::ASKED));
         Ok((checks, self.log))
     }
 }

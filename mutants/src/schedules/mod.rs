@@ -10,6 +10,7 @@ pub mod coverage;
 mod crash_plan;
 pub mod exec;
 pub mod gen;
+mod lease_terms;
 mod masking;
 pub mod mutants;
 pub mod ops;

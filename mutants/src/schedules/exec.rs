@@ -640,8 +640,8 @@ impl<'a> Exec<'a> {
             sqlx::query_as("SELECT step_id, operation_id, status FROM tool_operations")
                 .fetch_all(&self.ctx.pool)
                 .await?;
-        checks.extend(super::crash_plan::judge(&self.crash_planned, &steps, &entries));
-        checks.extend(super::lease_terms::judge(&rows, &super::lease_terms::ASKED));
+        checks.extend(super::crash_judge::judge(&self.crash_planned, &steps, &entries));
+        checks.extend(super::lease_terms::judge(&rows, &[TTL_MS, LONG_TTL_MS]));
         Ok((checks, self.log))
     }
 }

@@ -7,9 +7,6 @@ use fenceproof_harness::check::Check;
 use fenceproof_harness::record::oracle::CommitRow;
 use fenceproof_scenarios::tags::{tagged, LEASE_TTL_MILLISECONDS};
 
-/// The TTLs the schedules ask for.
-pub const ASKED: [i64; 2] = [super::exec::TTL_MS, super::exec::LONG_TTL_MS];
-
 /// The check's name (tagged: the catalogue links it by the tag's pattern).
 pub fn name() -> String {
     tagged(

@@ -7,6 +7,7 @@
 pub mod bodies;
 mod composite;
 pub mod coverage;
+mod crash_judge;
 mod crash_plan;
 pub mod exec;
 pub mod gen;

@@ -251,3 +251,18 @@ fn a_secret_stored_after_the_intent_commits() {
         &["a crash right after an intent commits leaves what it references durable", "crash.references-durable-first"],
     );
 }
+
+/// An acquire that hands the database the TTL rounded to whole seconds: every row's TTL but one is
+/// a whole number of seconds, so only W-lease's 1,234 ms term shows it.
+#[test]
+fn a_ttl_rounded_to_whole_seconds() {
+    caught(
+        "ttl-whole-seconds",
+        "W-lease",
+        &[(
+            r#"(c["run_id"], self.owner, c["ttl_ms"])).fetchone()"#,
+            r#"(c["run_id"], self.owner, round(c["ttl_ms"] / 1000) * 1000)).fetchone()"#,
+        )],
+        &["a 1,234 ms TTL is a term of exactly 1,234 ms", "lease.ttl-milliseconds"],
+    );
+}

@@ -50,8 +50,10 @@ pub const SWEPT: &str = "the sweep killed the worker after every durable commit 
 
 /// The sweep stops at this commit at the latest (a command making more is judged up to it).
 const MAX_COMMITS: usize = 3;
-/// The killed owner's lease: short, so the takeover comes quickly.
-const TTL_MS: i64 = 1500;
+/// The killed owner's lease: short, so the takeover comes quickly, and three renewal periods
+/// long, so a loaded machine does not lose it before the plan.
+const TTL_MS: i64 = 3000;
+const HEARTBEAT_MS: u64 = 1000;
 const CLAIM_TTL_MS: i64 = 500;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,8 +150,7 @@ async fn crash_or_answer(
 async fn crash_plan(ctx: &mut Ctx, tools: &ToolsProc, n: usize) -> Result<Option<CrashCase>, HarnessError> {
     let run_id = new_run(ctx, &format!("task-crash-plan-{n}")).await?;
     let (mut w, proxy) = ctx.spawn_worker_proxied(&format!("plan{n}"), vec![]).await?;
-    let acquire =
-        json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": TTL_MS, "heartbeat_ms": 400, "renew_timeout_ms": 400});
+    let acquire = json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": TTL_MS, "heartbeat_ms": HEARTBEAT_MS, "renew_timeout_ms": HEARTBEAT_MS});
     require_ok(&w.request(acquire, STEP).await?, "acquire")?;
     require_ok(&w.request(json!({"cmd": "start"}), STEP).await?, "start")?;
     let secret = format!("sk_crash_{}", Uuid::new_v4().simple());

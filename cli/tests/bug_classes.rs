@@ -229,3 +229,40 @@ fn a_lost_renewal_that_does_not_cancel_the_execution() {
         &["after a renewal answered with zero rows", "lease.confirmed-loss-stops-work"],
     );
 }
+
+/// A plan that writes the secret store after the intent that references it commits: only a crash
+/// between the two shows it, which E-crash-commit makes (the proxy kills the worker right after the
+/// plan's commit); the recovered dispatcher cannot send the request.
+#[test]
+fn a_secret_stored_after_the_intent_commits() {
+    caught(
+        "secrets-after-intent",
+        "E-crash-commit",
+        &[
+            (
+                "        for name, value in found.items():\n            self.secrets.put(operation_id, name, value)\n",
+                "",
+            ),
+            (
+                "                                           intent=intent)\n        return {\"operation_id\": operation_id,",
+                "                                           intent=intent)\n        for name, value in found.items():\n            self.secrets.put(operation_id, name, value)\n        return {\"operation_id\": operation_id,",
+            ),
+        ],
+        &["a crash right after an intent commits leaves what it references durable", "crash.references-durable-first"],
+    );
+}
+
+/// An acquire that hands the database the TTL rounded to whole seconds: every row's TTL but one is
+/// a whole number of seconds, so only W-lease's 1,234 ms term shows it.
+#[test]
+fn a_ttl_rounded_to_whole_seconds() {
+    caught(
+        "ttl-whole-seconds",
+        "W-lease",
+        &[(
+            r#"(c["run_id"], self.owner, c["ttl_ms"])).fetchone()"#,
+            r#"(c["run_id"], self.owner, round(c["ttl_ms"] / 1000) * 1000)).fetchone()"#,
+        )],
+        &["a 1,234 ms TTL is a term of exactly 1,234 ms", "lease.ttl-milliseconds"],
+    );
+}

@@ -87,3 +87,18 @@ fn a_go_worker_hashing_its_own_json_text_fails_with_the_first_difference() {
         "the matrix FAILs the canonical-digest rule:\n{text}"
     );
 }
+
+/// A plan that writes the secret store after the intent that references it commits: the proxy of
+/// E-crash-commit kills the worker between the two, and the recovered dispatcher cannot send it.
+#[test]
+fn a_go_worker_storing_secrets_after_the_intent_commits_fails_the_crash_row() {
+    let w = broken(
+        "secrets-after-intent",
+        "fenceproof-go-worker/main.go",
+        "\tfor name, value := range found {\n\t\tif err := w.secrets.Put(operationID, name, value); err != nil {\n\t\t\treturn nil, fmt.Errorf(\"secret store: %v\", err)\n\t\t}\n\t}\n\trequest, err := json.Marshal(masked)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n\tdigest, err := protocol.Digest(request)\n\tif err != nil {\n\t\treturn nil, fpkit.Refuse(\"invalid_intent\", \"request: %v\", err)\n\t}\n\tinput, _ := protocol.DigestInput(request)\n\tintent := &protocol.Intent{OperationID: operationID, StepID: step, EffectVersion: version, Tool: tool,\n\t\tDigest: digest, Request: request}\n\tcheckpoint, _ := json.Marshal(map[string]string{\"planned\": step, \"operation_id\": operationID})\n\trev, registration, err := w.transition(ctx, \"plan\", \"running\", \"running\", checkpoint, c.ExpectedRevision, nil, \"\", intent)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n",
+        "\trequest, err := json.Marshal(masked)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n\tdigest, err := protocol.Digest(request)\n\tif err != nil {\n\t\treturn nil, fpkit.Refuse(\"invalid_intent\", \"request: %v\", err)\n\t}\n\tinput, _ := protocol.DigestInput(request)\n\tintent := &protocol.Intent{OperationID: operationID, StepID: step, EffectVersion: version, Tool: tool,\n\t\tDigest: digest, Request: request}\n\tcheckpoint, _ := json.Marshal(map[string]string{\"planned\": step, \"operation_id\": operationID})\n\trev, registration, err := w.transition(ctx, \"plan\", \"running\", \"running\", checkpoint, c.ExpectedRevision, nil, \"\", intent)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n\tfor name, value := range found {\n\t\tif err := w.secrets.Put(operationID, name, value); err != nil {\n\t\t\treturn nil, fmt.Errorf(\"secret store: %v\", err)\n\t\t}\n\t}\n",
+    );
+    let (code, text) = fenceproof(&w, &["verify", "--quiet", "--skip-conformance", "--only", "E-crash-commit"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.lines().any(|l| l.contains("FAILED") && l.contains("crash.references-durable-first")), "{text}");
+}

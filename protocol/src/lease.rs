@@ -24,6 +24,16 @@ pub struct LeaseRow {
     pub live: bool,
 }
 
+/// The term a lease write asks the database for, in integer milliseconds.
+fn term_ms(ttl: Ttl) -> i64 {
+    // MUTANT ttl-whole-seconds: the TTL is passed as whole seconds (rounded up), as a worker that
+    // hands the database `ttl.as_secs()` or a formatted duration would.
+    if mutant::active(Mutant::TtlWholeSeconds) {
+        return (ttl.millis() + 999) / 1000 * 1000;
+    }
+    ttl.millis()
+}
+
 /// Acquire a free lease or take over an expired one: epoch + 1, owner replaced.
 pub async fn acquire(pool: &PgPool, run_id: Uuid, owner: &str, ttl: Ttl) -> Result<LeaseTerms, ProtocolError> {
     // The previous holder, for workflow_takeover_duration_seconds (informational only).
@@ -41,7 +51,7 @@ pub async fn acquire(pool: &PgPool, run_id: Uuid, owner: &str, ttl: Ttl) -> Resu
         let row: Option<(i64, chrono::DateTime<chrono::Utc>)> = sqlx::query_as(&sql)
             .bind(run_id)
             .bind(owner)
-            .bind(ttl.millis())
+            .bind(term_ms(ttl))
             .fetch_optional(pool)
             .await
             .map_err(|e| classify_write_error(e, "acquire", run_id))?;
@@ -86,7 +96,7 @@ pub async fn renew(pool: &PgPool, lease: &Lease, ttl: Ttl) -> Result<LeaseTerms,
             .bind(lease.run_id)
             .bind(&lease.owner)
             .bind(lease.epoch)
-            .bind(ttl.millis())
+            .bind(term_ms(ttl))
             .fetch_optional(pool)
             .await
             .map_err(|e| classify_write_error(e, "renew", lease.run_id))?;
@@ -120,7 +130,7 @@ pub async fn renew_many(
         .bind(owner)
         .bind(&runs)
         .bind(&epochs)
-        .bind(ttl.millis())
+        .bind(term_ms(ttl))
         .fetch_all(pool)
         .await
         .map_err(|e| classify_write_error(e, "renew", Uuid::nil()));

@@ -32,6 +32,8 @@ pub enum Mutant {
     SerializationAsLeaseLost,
     MaskSkipsArrays,
     LostRenewalKeepsRunning,
+    SecretsAfterIntent,
+    TtlWholeSeconds,
 }
 
 impl Mutant {
@@ -61,6 +63,8 @@ impl Mutant {
         Mutant::SerializationAsLeaseLost,
         Mutant::MaskSkipsArrays,
         Mutant::LostRenewalKeepsRunning,
+        Mutant::SecretsAfterIntent,
+        Mutant::TtlWholeSeconds,
     ];
 
     pub fn name(self) -> &'static str {
@@ -90,6 +94,8 @@ impl Mutant {
             Mutant::SerializationAsLeaseLost => "40001-as-lease-lost",
             Mutant::MaskSkipsArrays => "mask-skips-arrays",
             Mutant::LostRenewalKeepsRunning => "lost-renewal-keeps-running",
+            Mutant::SecretsAfterIntent => "secrets-after-intent",
+            Mutant::TtlWholeSeconds => "ttl-whole-seconds",
         }
     }
 
@@ -144,6 +150,12 @@ impl Mutant {
             }
             Mutant::LostRenewalKeepsRunning => {
                 "a renewal answered with zero rows is a confirmed loss: cancel the execution, start no new work (05.2, 07)"
+            }
+            Mutant::SecretsAfterIntent => {
+                "what a committed intent references (its secret values) is durable before the intent commits: a crash between the two steps leaves an intent that can still be sent (08, 09.1, 12)"
+            }
+            Mutant::TtlWholeSeconds => {
+                "the TTL is passed as integer milliseconds: a term lasts exactly the asked TTL, not a rounded number of seconds (05.1)"
             }
         }
     }

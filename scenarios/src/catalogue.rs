@@ -221,6 +221,12 @@ pub const RUNS_NO_TERMINAL_WITHOUT_LEASE: Rule = Rule {
     statement: "a worker that lost its lease writes no terminal state (neither failed nor succeeded)",
     checkers: &[TERMINAL_HOLDER, crate::b_old_owner_resumes::ONLY_TERMINAL_IS_HOLDERS, TERMINAL_TOLD],
 };
+pub const LEASE_TTL_MILLISECONDS: Rule = Rule {
+    id: "lease.ttl-milliseconds",
+    section: "05.1",
+    statement: "the TTL reaches the database as integer milliseconds: a term's expiry is its update time plus exactly the asked TTL, at acquire and at renewal",
+    checkers: &[crate::tags::ANY_LEASE_TTL_MILLISECONDS],
+};
 pub const LEASE_CONFIRMED_LOSS_STOPS_WORK: Rule = Rule {
     id: "lease.confirmed-loss-stops-work",
     section: "05.2, 07",
@@ -323,6 +329,22 @@ pub const INTENT_MISMATCH_COMMITS_NOTHING: Rule = Rule {
     section: "08",
     statement: "an operation_id registered with another run, tool or digest (or a step planned under another id) is refused, and nothing of that transaction commits",
     checkers: &[crate::tags::ANY_INTENT_MISMATCH_COMMITS_NOTHING, crate::p_role_boundary::REPLAN_REFUSED],
+};
+pub const CRASH_REFERENCES_DURABLE_FIRST: Rule = Rule {
+    id: "crash.references-durable-first",
+    section: "08, 09.1, 12",
+    statement: "what a committed intent needs to be sent (the secret values it references) is durable before the intent commits: a crash right after that commit leaves an intent recovery can send",
+    checkers: &[fenceproof_harness::check::crash_points::REFERENCES_DURABLE],
+};
+pub const CRASH_RECOVERY_FINISHES: Rule = Rule {
+    id: "crash.recovery-finishes",
+    section: "08, 09",
+    statement: "a crash between two durable steps of one command leaves a state recovery finishes from what is durable: the operation reaches its result, the run advances on it, the tool runs at most once",
+    checkers: &[
+        fenceproof_harness::check::crash_points::RECOVERY_FINISHES,
+        fenceproof_harness::check::crash_points::AT_MOST_ONCE,
+        crate::e_crash_between_commits::SWEPT,
+    ],
 };
 pub const CLAIM_PREPARED_OF_LIVE_RUNS: Rule = Rule {
     id: "claim.prepared-of-live-runs",
@@ -591,6 +613,7 @@ pub const RULES: &[&Rule] = &[
     &RUNS_TRANSITION_FROM_STATE,
     &RUNS_TERMINAL_FINAL,
     &RUNS_NO_TERMINAL_WITHOUT_LEASE,
+    &LEASE_TTL_MILLISECONDS,
     &LEASE_CONFIRMED_LOSS_STOPS_WORK,
     &SERIALIZATION_RETRY_WHOLE,
     &SERIALIZATION_RETRY_BUDGET,
@@ -606,6 +629,8 @@ pub const RULES: &[&Rule] = &[
     &INTENT_CANONICAL_DIGEST,
     &INTENT_SAME_INTENT_RECOGNIZED,
     &INTENT_MISMATCH_COMMITS_NOTHING,
+    &CRASH_REFERENCES_DURABLE_FIRST,
+    &CRASH_RECOVERY_FINISHES,
     &CLAIM_PREPARED_OF_LIVE_RUNS,
     &CLAIM_SKIP_LOCKED,
     &CLAIM_NO_TRANSACTION_ACROSS_CALL,
@@ -639,9 +664,12 @@ pub const RULES: &[&Rule] = &[
 pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
     (&IDS_RETRY_NEW_RUN, &[&crate::g_retry_isolation::EXPERIMENT]),
     (&LEASE_CONFIRMED_LOSS_STOPS_WORK, &[&crate::b_loss_while_running::EXPERIMENT]),
+    (&LEASE_TTL_MILLISECONDS, &[&crate::w_boundaries::lease::EXPERIMENT]),
     (&SERIALIZATION_RETRY_WHOLE, &[&crate::s_serialization::EXPERIMENT]),
     (&SERIALIZATION_RETRY_BUDGET, &[&crate::s_serialization::EXPERIMENT]),
     (&SERIALIZATION_NOT_LEASE_LOSS, &[&crate::s_serialization::EXPERIMENT]),
+    (&CRASH_REFERENCES_DURABLE_FIRST, &[&crate::e_crash_between_commits::EXPERIMENT]),
+    (&CRASH_RECOVERY_FINISHES, &[&crate::e_crash_between_commits::EXPERIMENT]),
     (
         &IDS_OPERATION_ID_PER_INTENT,
         &[

@@ -11,6 +11,7 @@ pub mod c_same_epoch_reorder;
 pub mod catalogue;
 pub mod ctx;
 pub mod d_race_after_validation;
+pub mod e_crash_between_commits;
 pub mod e_remote_success_then_crash;
 pub mod e_unverified_answers;
 pub mod experiment;
@@ -55,6 +56,7 @@ pub fn all() -> Vec<Experiment> {
         e_remote_success_then_crash::OPQUERY,
         e_remote_success_then_crash::PLAIN,
         e_remote_success_then_crash::IDEM_PAUSE,
+        e_crash_between_commits::EXPERIMENT,
         e_unverified_answers::NO_ANSWER,
         e_unverified_answers::CONFLICT,
         e_unverified_answers::REPLAN,

@@ -22,6 +22,7 @@ tags! {
     LEASE_ACQUIRE_FREE_OR_EXPIRED, ANY_LEASE_ACQUIRE_FREE_OR_EXPIRED = "lease.acquire-free-or-expired";
     LEASE_RENEW_OWNER_EPOCH, ANY_LEASE_RENEW_OWNER_EPOCH = "lease.renew-owner-epoch";
     LEASE_RENEW_UNEXPIRED, ANY_LEASE_RENEW_UNEXPIRED = "lease.renew-unexpired";
+    LEASE_TTL_MILLISECONDS, ANY_LEASE_TTL_MILLISECONDS = "lease.ttl-milliseconds";
     LEASE_RELEASE_OWNER_EPOCH, ANY_LEASE_RELEASE_OWNER_EPOCH = "lease.release-owner-epoch";
     LEASE_RELEASE_KEEPS_EPOCH, ANY_LEASE_RELEASE_KEEPS_EPOCH = "lease.release-keeps-epoch";
     LEASE_RENEW_UNKNOWN_CANCELS, ANY_LEASE_RENEW_UNKNOWN_CANCELS = "lease.renew-unknown-cancels";

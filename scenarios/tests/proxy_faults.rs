@@ -168,3 +168,53 @@ async fn a_partition_ends_by_itself_at_its_bound() {
     assert!(t0.elapsed() >= Duration::from_millis(300), "{:?}", t0.elapsed());
     drop(p);
 }
+
+/// The crash after the Nth durable commit: only commits of transactions that ran a counted
+/// statement count (an autocommit write, an explicit COMMIT; not a rollback, not another table's
+/// write); the acknowledgement reaches the client, then the registered child's group is SIGKILLed
+/// and the connection closed. An unregistered process group is never signalled.
+#[tokio::test]
+async fn a_crash_after_the_nth_commit_kills_the_registered_child_after_its_acknowledgement() {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let c = fenceproof_harness::testkit::TestCluster::start(fenceproof_harness::test_dir!("proxy-crash")).await;
+    let (pool, proxy, timeline) = setup(&c).await;
+    sqlx::raw_sql("CREATE TABLE u (x int)").execute(&pool).await.unwrap();
+    let mut child = std::process::Command::new("sleep").arg("60").process_group(0).spawn().unwrap();
+    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+    fenceproof_harness::procs::registry::register(pgid, fenceproof_harness::procs::registry::Kind::Other);
+    let crash = inject(proxy.crash_after_commit(r"insert into t\b", 2, pgid, T).unwrap(), &timeline).await.unwrap();
+    let mut conn = connect(&proxy).await;
+    // Not counted: another table's write, a rolled-back transaction, a read.
+    sqlx::query("INSERT INTO u VALUES ($1)").bind(1).execute(&mut conn).await.unwrap();
+    sqlx::raw_sql("BEGIN; INSERT INTO t VALUES (301); ROLLBACK").execute(&mut conn).await.unwrap();
+    sqlx::query("SELECT count(*) FROM t").execute(&mut conn).await.unwrap();
+    assert_eq!(crash.seen(), 0);
+    // Counted: an autocommit write (1), then an explicit transaction's COMMIT (2), which fires.
+    sqlx::query("INSERT INTO t VALUES ($1)").bind(302).execute(&mut conn).await.unwrap();
+    assert_eq!(crash.seen(), 1);
+    assert!(crash.try_fired().is_none(), "one commit is not two");
+    let mut tx = conn.begin().await.unwrap();
+    sqlx::query("INSERT INTO t VALUES ($1)").bind(303).execute(&mut *tx).await.unwrap();
+    tx.commit().await.expect("the acknowledgement of the COMMIT reached the client");
+    let fired = crash.fired(T).await.unwrap();
+    assert_eq!((fired.commit, fired.killed), (2, true));
+    assert!(has(&pool, 302).await && has(&pool, 303).await && !has(&pool, 301).await);
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(9), "the registered group was SIGKILLed: {status:?}");
+    fenceproof_harness::procs::registry::unregister(pgid);
+    assert!(sqlx::query("SELECT 1").execute(&mut conn).await.is_err(), "the connection was closed with it");
+    crash.heal().await.unwrap();
+
+    // A process group the registry does not know is never signalled.
+    let mut stranger = std::process::Command::new("sleep").arg("60").process_group(0).spawn().unwrap();
+    let spid = nix::unistd::Pid::from_raw(stranger.id() as i32);
+    let crash = inject(proxy.crash_after_commit(r"insert into t\b", 1, spid, T).unwrap(), &timeline).await.unwrap();
+    let mut conn = connect(&proxy).await;
+    sqlx::query("INSERT INTO t VALUES ($1)").bind(304).execute(&mut conn).await.unwrap();
+    assert!(!crash.fired(T).await.unwrap().killed);
+    assert!(stranger.try_wait().unwrap().is_none(), "an unregistered process was signalled");
+    stranger.kill().unwrap();
+    stranger.wait().unwrap();
+    assert!(timeline.entries().iter().any(|e| e.action == "crash after commit"));
+    assert!(proxy.crash_after_commit("x", 0, spid, T).is_err(), "commits count from 1");
+}

@@ -241,13 +241,11 @@ impl Session {
         // before the intent that references them can commit.
         let (request, secrets) = mask(request).map_err(|e| ProtocolError::InvalidIntent(e.to_string()))?;
         let intent = Intent::new(&self.tenant, l.run_id, step_id, effect_version, tool, request)?;
-        if !secrets.is_empty() {
-            let store = self.secrets.as_ref().ok_or_else(|| {
-                ProtocolError::InvalidIntent("a request with secret fields needs --secrets-dir".into())
-            })?;
-            for s in &secrets {
-                store.put(&intent.operation_id, s).map_err(|e| ProtocolError::InvalidIntent(e.to_string()))?;
-            }
+        // MUTANT secrets-after-intent: the values go to the store only once the intent that
+        // references them has committed; a crash between the two leaves an intent nobody can send.
+        let late = mutant::active(Mutant::SecretsAfterIntent);
+        if !late {
+            self.store_secrets(&intent.operation_id, &secrets)?;
         }
         self.settle_unknown(&l).await?;
         let expected = expected_revision.or(self.held().revision).unwrap_or(0);
@@ -262,8 +260,30 @@ impl Session {
             RetryBudget::default(),
         )
         .await?;
+        if late {
+            self.store_secrets(&intent.operation_id, &secrets)?;
+        }
         self.saw_revision(revision);
         Ok(Some(json!({ "operation_id": intent.operation_id, "registration": reg, "revision": revision })))
+    }
+
+    /// Put the secret values of a planned request into the secret store, under its operation_id.
+    fn store_secrets(
+        &self,
+        operation_id: &str,
+        secrets: &[fenceproof_protocol::secrets::Secret],
+    ) -> Result<(), ProtocolError> {
+        if secrets.is_empty() {
+            return Ok(());
+        }
+        let store = self
+            .secrets
+            .as_ref()
+            .ok_or_else(|| ProtocolError::InvalidIntent("a request with secret fields needs --secrets-dir".into()))?;
+        for s in secrets {
+            store.put(operation_id, s).map_err(|e| ProtocolError::InvalidIntent(e.to_string()))?;
+        }
+        Ok(())
     }
 
     /// Advance the run on the verified result of `operation_id`.

@@ -60,6 +60,18 @@ pub fn unregister_dir(dir: &std::path::Path) {
     DIRS.lock().unwrap_or_else(|p| p.into_inner()).retain(|d| d != dir);
 }
 
+/// SIGKILL the group of a registered child (not a postgres), answering whether it was registered:
+/// a fault that kills a worker at a moment it sees (the proxy's crash after a commit) goes through
+/// here, so it can only hit a process the harness started and still tracks. The owning handle
+/// reaps it and unregisters it.
+pub fn kill_group(pgid: Pid) -> bool {
+    let known = LIVE.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|(p, k)| *p == pgid && *k == Kind::Other);
+    if known {
+        let _ = killpg(pgid, Signal::SIGKILL);
+    }
+    known
+}
+
 /// How many children are registered right now.
 pub fn live_count() -> usize {
     LIVE.lock().unwrap_or_else(|p| p.into_inner()).len()

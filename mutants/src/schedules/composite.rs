@@ -394,7 +394,7 @@ impl Exec<'_> {
         let Some(target) = self.ctx.server.clone() else { return Ok("not our server: no freeze".into()) };
         let Some(h) = self.make_holder(None).await? else { return Ok("no live holder could be made".into()) };
         let released = self.tell(h, json!({"cmd": "release"}), None).await?;
-        let cmd = json!({"cmd": "acquire", "run_id": self.run_id, "ttl_ms": 5000, "heartbeat_ms": 100, "renew_timeout_ms": 300});
+        let cmd = json!({"cmd": "acquire", "run_id": self.run_id, "ttl_ms": super::exec::LONG_TTL_MS, "heartbeat_ms": 100, "renew_timeout_ms": 300});
         let got = self.tell(h, cmd, None).await?;
         if got != "ok" {
             return Ok(format!("w{h} release: {released}, longer term: {got}"));

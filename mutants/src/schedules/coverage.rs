@@ -77,6 +77,11 @@ pub const SITUATIONS: &[Situation] = &[
         rules: &["secrets.masked"],
     },
     Situation {
+        id: "crash-after-plan-commit",
+        what: "the holder was killed the moment its plan's commit was acknowledged, with secrets in the request",
+        rules: &["crash.references-durable-first"],
+    },
+    Situation {
         id: "write-held-across-takeover",
         what: "a write was held inside its transaction while its lease expired and was taken over",
         rules: &["commit.valid-at-check", "lease.takeover-waits-for-validated-commit", "commit.lease-owner-epoch-live"],

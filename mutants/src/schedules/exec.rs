@@ -29,6 +29,8 @@ use fenceproof_scenarios::ctx::{data, outcome, Ctx, CONTROL};
 /// Bound on one command's answer inside a schedule.
 pub(super) const ANSWER: Duration = Duration::from_secs(10);
 pub(super) const TTL_MS: i64 = 400;
+/// The lease the holder takes again before a server freeze (it must outlast the freeze).
+pub(super) const LONG_TTL_MS: i64 = 5000;
 /// The tools every schedule may call (all four capability classes).
 pub(super) const TOOLS: &[&str] = &["idem", "detid", "opquery", "plain"];
 
@@ -95,6 +97,8 @@ pub struct Exec<'a> {
     pub(super) serialization: Vec<(serialization::Episode, bool)>,
     /// The secret values planned (judged absent from the ledger rows and the oracle at the end).
     pub(super) secrets: Vec<String>,
+    /// The steps planned by a holder killed right after the plan's commit, with their secret values.
+    pub(super) crash_planned: Vec<(String, Vec<String>)>,
 }
 
 impl<'a> Exec<'a> {
@@ -126,6 +130,7 @@ impl<'a> Exec<'a> {
             tool_faults: Vec::new(),
             serialization: Vec::new(),
             secrets: Vec::new(),
+            crash_planned: Vec::new(),
         })
     }
 
@@ -182,7 +187,7 @@ impl<'a> Exec<'a> {
         }
     }
 
-    fn settle(&mut self, w: usize, id: u64, ev: &Value) {
+    pub(super) fn settle(&mut self, w: usize, id: u64, ev: &Value) {
         if let Some(r) = ev["revision"].as_i64() {
             self.slots[w].known = r;
         }
@@ -371,6 +376,7 @@ impl<'a> Exec<'a> {
             Op::LostAnswer { ack, what } => self.lost_answer(*ack, *what).await?,
             Op::Serialization { failures } => self.serialization(*failures).await?,
             Op::PlanSecret { tool } => self.plan_secret(*tool).await?,
+            Op::PlanCrash { tool } => self.plan_crash(*tool).await?,
         };
         self.log.push(format!("{} -> {what}", serde_json::to_string(op).expect("json")));
         Ok(())
@@ -401,7 +407,7 @@ impl<'a> Exec<'a> {
     }
 
     /// SIGKILL to slot `w`'s process; its unanswered commands are forgotten.
-    async fn kill(&mut self, w: usize) -> Result<String, HarnessError> {
+    pub(super) async fn kill(&mut self, w: usize) -> Result<String, HarnessError> {
         let slot = &mut self.slots[w];
         slot.paused = None;
         Ok(match slot.proc.take() {
@@ -601,6 +607,7 @@ impl<'a> Exec<'a> {
         for f in std::mem::take(&mut self.tool_faults) {
             f.heal().await?;
         }
+        self.send_crash_planned().await?;
         for slot in &mut self.slots {
             if let Some(mut p) = slot.proc.take() {
                 p.shutdown(ANSWER).await?;
@@ -629,6 +636,12 @@ impl<'a> Exec<'a> {
         let bodies: Vec<String> =
             sqlx::query_scalar("SELECT request_body::text FROM tool_operations").fetch_all(&self.ctx.pool).await?;
         checks.extend(super::masking::judge(&self.secrets, &bodies, &rows));
+        let steps: Vec<(String, String, String)> =
+            sqlx::query_as("SELECT step_id, operation_id, status FROM tool_operations")
+                .fetch_all(&self.ctx.pool)
+                .await?;
+        checks.extend(super::crash_judge::judge(&self.crash_planned, &steps, &entries));
+        checks.extend(super::lease_terms::judge(&rows, &[TTL_MS, LONG_TTL_MS]));
         Ok((checks, self.log))
     }
 }

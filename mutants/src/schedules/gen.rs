@@ -55,19 +55,33 @@ pub struct Swarm {
 /// inserted into the schedule the main stream gives, so adding one leaves every seed's schedules
 /// as they were (the same operations in the same order), with the new operations among them. They
 /// are the last entries of [`KINDS`].
-const INSERTED: &[&str] = &["serialization", "plan_secret"];
+const INSERTED: &[&str] = &["serialization", "plan_secret", "plan_crash"];
 
 /// The side stream's seed, for the inserted kinds.
 const SIDE: u64 = 0x5E71_A112_0D5E_0001;
+/// The seed of the stream of the kinds inserted later still ([`LATER`]): a stream of their own, so
+/// the side stream draws what it drew before for the kinds it had.
+const SIDE_LATER: u64 = 0x5E71_A112_0D5E_0002;
+/// The inserted kinds drawn from [`SIDE_LATER`] (the last entries of [`INSERTED`]).
+const LATER: &[&str] = &["plan_crash"];
+
+/// The stream an inserted kind draws from.
+fn stream<'r>(kind: &str, side: &'r mut Rng, later: &'r mut Rng) -> &'r mut Rng {
+    if LATER.contains(&kind) {
+        later
+    } else {
+        side
+    }
+}
 
 fn drawn_first() -> usize {
     KINDS.len() - INSERTED.len()
 }
 
 impl Swarm {
-    pub fn draw(rng: &mut Rng, side: &mut Rng) -> Swarm {
+    pub fn draw(rng: &mut Rng, side: &mut Rng, later: &mut Rng) -> Swarm {
         let mut weights: Vec<u32> = KINDS[..drawn_first()].iter().map(|_| rng.pick(&[0, 0, 1, 2, 4, 8])).collect();
-        weights.extend(INSERTED.iter().map(|_| side.pick(&[0, 0, 1, 2, 4, 8])));
+        weights.extend(INSERTED.iter().map(|k| stream(k, side, later).pick(&[0, 0, 1, 2, 4, 8])));
         // Nearly everything needs a holder and a write: those are never switched off.
         for (i, k) in KINDS.iter().enumerate() {
             if matches!(*k, "acquire" | "save") {
@@ -170,6 +184,7 @@ fn outbox_op(kind: &str, w: usize, rng: &mut Rng) -> Op {
         "retry" => Op::Retry,
         "plan" => Op::Plan { w, tool: rng.pick(&TOOLS), body: rng.pick(&BODIES) },
         "plan_secret" => Op::PlanSecret { tool: rng.pick(&TOOLS) },
+        "plan_crash" => Op::PlanCrash { tool: rng.pick(&TOOLS) },
         "arm_tool_fault" => Op::ArmToolFault {
             fault: rng.pick(&[
                 ToolFault::DropAfterCommit,
@@ -200,7 +215,8 @@ fn outbox_op(kind: &str, w: usize, rng: &mut Rng) -> Op {
 pub fn schedule(seed: u64, case: u32) -> (Vec<Op>, Swarm) {
     let mut rng = Rng::new(seed, case);
     let mut side = Rng::new(seed ^ SIDE, case);
-    let swarm = Swarm::draw(&mut rng, &mut side);
+    let mut later = Rng::new(seed ^ SIDE_LATER, case);
+    let swarm = Swarm::draw(&mut rng, &mut side, &mut later);
     let len = MIN_OPS + rng.below(MAX_OPS - MIN_OPS + 1);
     let mut ops: Vec<Op> = (0..len).map(|_| op_of_kind(KINDS[swarm.kind(&mut rng)], &mut rng)).collect();
     // Each enabled inserted kind: one to three operations, at places of the side stream's choice
@@ -210,10 +226,11 @@ pub fn schedule(seed: u64, case: u32) -> (Vec<Op>, Swarm) {
         if w == 0 {
             continue;
         }
-        for _ in 0..(1 + side.below(if w >= 4 { 3 } else { 2 })) {
+        let r = stream(kind, &mut side, &mut later);
+        for _ in 0..(1 + r.below(if w >= 4 { 3 } else { 2 })) {
             if ops.len() < MAX_OPS {
-                let at = side.below(ops.len() + 1);
-                ops.insert(at, op_of_kind(kind, &mut side));
+                let at = r.below(ops.len() + 1);
+                ops.insert(at, op_of_kind(kind, r));
             }
         }
     }
@@ -236,7 +253,7 @@ mod tests {
         for case in 0..50 {
             let (ops, swarm) = schedule(0x2a, case);
             let mut rng = Rng::new(0x2a, case);
-            let main = Swarm::draw(&mut rng, &mut Rng::new(0, 0));
+            let main = Swarm::draw(&mut rng, &mut Rng::new(0, 0), &mut Rng::new(0, 1));
             assert_eq!(main.weights[..drawn_first()], swarm.weights[..drawn_first()]);
             let len = MIN_OPS + rng.below(MAX_OPS - MIN_OPS + 1);
             let expected: Vec<Op> = (0..len).map(|_| op_of_kind(KINDS[main.kind(&mut rng)], &mut rng)).collect();

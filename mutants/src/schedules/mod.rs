@@ -7,8 +7,11 @@
 pub mod bodies;
 mod composite;
 pub mod coverage;
+mod crash_judge;
+mod crash_plan;
 pub mod exec;
 pub mod gen;
+mod lease_terms;
 mod masking;
 pub mod mutants;
 pub mod ops;

@@ -302,6 +302,12 @@ pub enum Op {
     PlanSecret {
         tool: Tool,
     },
+    /// The holder plans a step for `tool` whose request carries secrets, and its proxy kills it the
+    /// moment the plan's first durable commit is acknowledged (a crash between two durable steps);
+    /// at the end a dispatcher sends what committed: every value must reach the tool.
+    PlanCrash {
+        tool: Tool,
+    },
 }
 
 /// How many of the holder's attempts [`Op::Serialization`] answers with 40001.
@@ -381,4 +387,5 @@ pub const KINDS: &[&str] = &[
     "lost_answer",
     "serialization",
     "plan_secret",
+    "plan_crash",
 ];

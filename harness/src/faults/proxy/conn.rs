@@ -35,6 +35,17 @@ struct ConnState {
     /// Server messages held back while a lost acknowledgement waits for the transaction's end.
     held_back: Vec<Frame>,
     saw_error: bool,
+    /// The transaction under way ran a durable write an armed crash counts (or such a statement
+    /// runs on its own).
+    counted: bool,
+    /// What the server answered since the last ReadyForQuery: a CommandComplete, one tagged
+    /// `COMMIT`, an error.
+    cycle_complete: bool,
+    cycle_commit: bool,
+    cycle_error: bool,
+    /// A CommandComplete `ROLLBACK` since the last ReadyForQuery (a simple query may hold a whole
+    /// transaction that rolls back).
+    cycle_rollback: bool,
 }
 
 enum Step {
@@ -107,6 +118,9 @@ async fn client_to_server(
                 return Ok(());
             }
             shared.log_statement(id, &sql, in_tx);
+            if shared.crash_counts(&sql) {
+                lock(conn).counted = true;
+            }
         }
         sw.write_all(&f.bytes).await?;
     }
@@ -160,6 +174,7 @@ async fn server_to_client(
     while let Some(f) = frame::read_frame(sr).await? {
         shared.gate().await;
         let status = frame::ready_status(&f);
+        let mut crash_due = None;
         let out: Vec<Frame> = {
             let mut c = lock(conn);
             match c.doom.clone() {
@@ -200,6 +215,9 @@ async fn server_to_client(
                     vec![f]
                 }
                 _ => {
+                    if durable_commit(&mut c, &f, status) {
+                        crash_due = shared.count_commit();
+                    }
                     if let Some(s) = status {
                         c.in_tx = s != b'I';
                     }
@@ -215,6 +233,39 @@ async fn server_to_client(
         for f in out {
             cw.write_all(&f.bytes).await?;
         }
+        if let Some(arm) = crash_due {
+            // The acknowledgement is in the worker's socket: it dies before it can act on it.
+            shared.crash_now(arm, id);
+            return Ok(());
+        }
     }
     Ok(())
+}
+
+/// Follow one server message; true when it is the ReadyForQuery that ends a durable write's
+/// commit: a transaction that ran a counted statement answered `COMMIT`, or a counted statement
+/// run on its own (the connection was idle) answered without error. A ReadyForQuery after no
+/// CommandComplete (a Parse/Describe round) ends nothing.
+fn durable_commit(c: &mut ConnState, f: &Frame, status: Option<u8>) -> bool {
+    match f.tag {
+        b'C' => {
+            let tag = frame::command_tag(f);
+            c.cycle_complete = true;
+            c.cycle_commit |= tag.as_deref() == Some("COMMIT");
+            c.cycle_rollback |= tag.as_deref() == Some("ROLLBACK");
+        }
+        b'E' => c.cycle_error = true,
+        _ => {}
+    }
+    let Some(s) = status else { return false };
+    let ends = s == b'I' && c.cycle_complete;
+    let committed = ends && c.counted && !c.cycle_error && !c.cycle_rollback && (c.cycle_commit || !c.in_tx);
+    if ends {
+        c.counted = false;
+    }
+    c.cycle_complete = false;
+    c.cycle_commit = false;
+    c.cycle_error = false;
+    c.cycle_rollback = false;
+    committed
 }

@@ -122,6 +122,11 @@ pub fn ready_status(f: &Frame) -> Option<u8> {
     (f.tag == b'Z').then(|| f.body().first().copied()).flatten()
 }
 
+/// The tag of a `CommandComplete` (`C`): `COMMIT`, `ROLLBACK`, `UPDATE 1`, `SELECT 1`...
+pub fn command_tag(f: &Frame) -> Option<String> {
+    (f.tag == b'C').then(|| cstrings(f.body(), 1).pop()).flatten()
+}
+
 /// SQL reduced to what patterns are written against: lower case, quotes dropped, runs of
 /// whitespace as one space.
 pub fn normalize(sql: &str) -> String {
@@ -185,6 +190,8 @@ mod tests {
         assert_eq!(client_msg(&b), ClientMsg::Bind { statement: "sqlx_s_3".into() });
         assert_eq!(ready_status(&frame(b'Z', b"T")), Some(b'T'));
         assert_eq!(ready_status(&frame(b'C', b"COMMIT\0")), None);
+        assert_eq!(command_tag(&frame(b'C', b"COMMIT\0")).as_deref(), Some("COMMIT"));
+        assert_eq!(command_tag(&frame(b'Z', b"I")), None);
     }
 
     #[test]

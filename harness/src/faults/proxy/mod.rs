@@ -10,6 +10,8 @@
 //! - **latency** on every reply ([`Proxy::latency`]), with jitter;
 //! - a **partition** ([`Proxy::partition`]): every connection of the worker stalls in both
 //!   directions and new ones are not answered, while the process keeps running;
+//! - a **crash after a commit** ([`Proxy::crash_after_commit`]): the worker is SIGKILLed the
+//!   moment the acknowledgement of its Nth durable commit has passed to it;
 //! - a **statement barrier** ([`Proxy::hold`], [`Proxy::hold_n`]): statements matching a pattern
 //!   are held before they reach the server until the harness releases them, so a barrier needs no
 //!   cooperation from the worker.
@@ -26,10 +28,12 @@
 //! experiments use.
 
 mod conn;
+mod crash;
 mod faults;
 pub mod frame;
 pub mod patterns;
 
+pub use crash::{CommitCrash, CrashFired};
 pub use faults::{Armed, Hold, Latency, Partition};
 
 use std::net::SocketAddr;
@@ -129,6 +133,9 @@ struct State {
     partition_until: Option<Instant>,
     delay: Option<(Duration, Duration)>,
     hold: Option<HoldArm>,
+    /// A crash after the Nth durable commit, armed.
+    crash: Option<crash::CrashArm>,
+    crashes: Vec<(u64, CrashFired)>,
     next_id: u64,
     jitter_seed: u64,
 }
@@ -399,6 +406,31 @@ impl Proxy {
         })
     }
 
+    /// Kill the worker whose process group is `pgid` (a child the harness registered) the moment
+    /// the acknowledgement of its `n`th durable commit from now (within `within`) has passed to
+    /// it: the commit of a transaction that ran a statement matching `p`, or such a statement run
+    /// on its own. The connection is closed with it.
+    pub fn crash_after_commit(
+        &self,
+        p: &str,
+        n: usize,
+        pgid: nix::unistd::Pid,
+        within: Duration,
+    ) -> Result<CommitCrash> {
+        if n == 0 {
+            return Err(HarnessError::Other("a crash after commit counts commits from 1".into()));
+        }
+        Ok(CommitCrash {
+            id: self.next_id(),
+            pattern: pattern(p)?,
+            source: p.to_string(),
+            n,
+            pgid,
+            within,
+            shared: self.shared.clone(),
+        })
+    }
+
     /// Every statement passed to the server so far, in order.
     pub fn statements(&self) -> Vec<WireStatement> {
         self.shared.st().log.clone()
@@ -411,6 +443,7 @@ impl Proxy {
         st.pending = None;
         st.partition_until = None;
         st.delay = None;
+        st.crash = None;
         if let Some(h) = st.hold.as_mut() {
             h.released = true;
         }

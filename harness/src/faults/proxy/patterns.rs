@@ -13,6 +13,11 @@ pub const PROTECTED_ENTRY: &str = r"\bfp_run_transition\b|\bfrom (\w+\.)?worker_
 /// A lease renewal, one lease or a batch.
 pub const LEASE_RENEW: &str = r"\bfp_lease_renew(_many)?\b|\bupdate (\w+\.)?worker_leases\b";
 
+/// A durable step of a command: a write of the run or of the outbox (a protected transition with
+/// or without an intent, a claim, a result, an unknown mark, a convergence), not of the lease (a
+/// heartbeat's renewals go on while a command runs and are no step of it).
+pub const DURABLE_STEP: &str = r"\bfp_(run_transition|claim|record_result|mark_unknown_own|mark_expired_unknown|converge)\b|\b(insert into|update|delete from) (\w+\.)?(agent_runs|tool_operations)\b";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,5 +53,18 @@ mod tests {
             assert!(entry.is_match(&normalize(s)), "{s}");
         }
         assert!(!entry.is_match(&normalize("SELECT owner FROM worker_leases WHERE run_id = $1")));
+        let durable = Regex::new(DURABLE_STEP).unwrap();
+        for s in [
+            "SELECT * FROM fp_run_transition($1)",
+            "SELECT revision FROM fp_record_result($1, $2)",
+            "select * from fp_claim($1, $2, $3)",
+            "INSERT INTO tool_operations (operation_id) VALUES ($1)",
+            "UPDATE \"fp_x\".\"tool_operations\" SET status = $1",
+        ] {
+            assert!(durable.is_match(&normalize(s)), "{s}");
+        }
+        for s in ["SELECT fp_lease_renew($1)", "UPDATE worker_leases SET x = 1", "SELECT * FROM tool_operations"] {
+            assert!(!durable.is_match(&normalize(s)), "{s}");
+        }
     }
 }

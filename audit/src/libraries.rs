@@ -360,6 +360,19 @@ mod tests {
     }
 
     #[test]
+    fn every_library_says_where_its_write_is_held_and_the_control_holds_it_before_its_check() {
+        for l in LIBRARIES {
+            assert!(!l.takeover_touches.is_empty(), "{}", l.name);
+            match l.held_at {
+                HeldAt::Trigger(pattern) => assert!(!l.control && !pattern.trim().is_empty(), "{}", l.name),
+                // The control's write must wait before its lease check, or B's takeover waits on
+                // it (the check's row lock) and nothing would show the check refusing.
+                HeldAt::KeyShare(table, column) => assert!(l.control && !table.is_empty() && !column.is_empty()),
+            }
+        }
+    }
+
+    #[test]
     fn every_reason_names_a_known_experiment() {
         for l in LIBRARIES {
             for (e, _) in l.not_applicable {

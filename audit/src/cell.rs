@@ -24,7 +24,8 @@ use fenceproof_harness::record::timeline::Timeline;
 use fenceproof_harness::{wait, HarnessError};
 
 use super::experiments::{AuditExperiment, HoldKind, Resume};
-use super::libraries::{Library, Runtime, CHECKPOINT_EXPERIMENT};
+use super::hold::{self, Held};
+use super::libraries::{HeldAt, Library, Runtime, CHECKPOINT_EXPERIMENT};
 
 /// How long a step that needs no recovery may take (a START, an END after the gate opened).
 const STEP: Duration = Duration::from_secs(30);
@@ -95,6 +96,10 @@ pub struct CellResult {
     pub worker_events: Vec<Value>,
     /// Why the experiment does not apply to this library (verdict N/A).
     pub not_applicable: Option<String>,
+    /// What the harness saw of its own fault (the held statement; pauses repeated outside a
+    /// library's recovery lock), when worth a line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed: Option<String>,
 }
 
 impl CellResult {
@@ -115,8 +120,20 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
     if let Some(why) = lib.not_applicable(exp.id) {
         return not_applicable(lib, exp, dir, why);
     }
-    let mut state = Cell { workers: Vec::new(), holds: Vec::new(), frozen: None, tools: None, no_takeover: false };
+    let mut state = Cell {
+        workers: Vec::new(),
+        holds: Vec::new(),
+        frozen: None,
+        tools: None,
+        no_takeover: false,
+        held: None,
+        held_pid: 0,
+        observed: Vec::new(),
+    };
     let outcome = drive(env, lib, exp, dir, index, &timeline, &mut state).await;
+    if let Some(h) = state.held.take() {
+        let _ = h.release().await;
+    }
     let mut worker_events = Vec::new();
     for w in &mut state.workers {
         w.stop(Duration::from_secs(5)).await;
@@ -156,6 +173,7 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
         timeline: timeline.entries(),
         worker_events,
         not_applicable: None,
+        observed: (!state.observed.is_empty()).then(|| state.observed.join("; ")),
     };
     let _ = std::fs::write(dir.join("cell.json"), serde_json::to_string_pretty(&result).unwrap_or_default());
     let _ = timeline.save(&dir.join("timeline.json"));
@@ -180,6 +198,7 @@ fn not_applicable(lib: &Library, exp: &AuditExperiment, dir: &Path, why: &str) -
         timeline: Vec::new(),
         worker_events: Vec::new(),
         not_applicable: Some(why.to_string()),
+        observed: None,
     };
     let _ = std::fs::write(dir.join("cell.json"), serde_json::to_string_pretty(&result).unwrap_or_default());
     result
@@ -191,6 +210,13 @@ struct Cell {
     no_takeover: bool,
     workers: Vec<AdapterWorker>,
     holds: Vec<Hold>,
+    /// A's outcome write held inside the database (the held-write experiment), until released.
+    held: Option<Held>,
+    /// The backend of A's held write (0 when none).
+    held_pid: i32,
+    /// What the harness saw of its own fault worth a line in the table (the held statement, pauses
+    /// repeated outside a recovery lock).
+    observed: Vec<String>,
     frozen: Option<Frozen>,
     tools: Option<ToolsProc>,
 }
@@ -302,6 +328,18 @@ async fn drive(
     hold_and_take_over(&stage, lib, exp, dir, timeline, cell).await?;
     let (pool, gates, ledger_path) = (&stage.pool, &stage.gates, &stage.ledger_path);
     match exp.resume {
+        Resume::Early if exp.hold == HoldKind::HeldWrite => {
+            // B took over while A's write waited inside the database: release it, then resume A
+            // (a write that is one statement of a longer transaction needs A to commit it).
+            let mark = last_seq(pool).await?;
+            if let Some(h) = cell.held.take() {
+                h.release().await?;
+            }
+            bring_back(exp, cell, timeline).await?;
+            wait_end_a(ledger_path, &cell.workers[0].events).await?;
+            settle(pool, lib.status_column, "A", mark).await?;
+            finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?;
+        }
         Resume::Early => {
             let mark = last_seq(pool).await?;
             if exp.outcome == "checkpoint" {
@@ -339,6 +377,8 @@ struct Stage {
     tools_addr: String,
     ledger_path: PathBuf,
     gates: PathBuf,
+    /// The job's id as the adapter named it at enqueue.
+    job: String,
 }
 
 impl Stage {
@@ -388,6 +428,12 @@ async fn prepare(
     let pool = databases::pool(&url, "fenceproof-harness", 2).await?;
     adapter.once("setup", &url, &[], &app_name("setup"), Duration::from_secs(120)).await?;
     audit_commits::install(&pool, lib.table).await?;
+    if exp.hold == HoldKind::HeldWrite {
+        hold::prepare(&pool, lib).await?;
+        if let HeldAt::KeyShare(table, _) = lib.held_at {
+            audit_commits::watch(&pool, table).await?;
+        }
+    }
     if let Some(t) = checkpoint_table(lib, exp) {
         if t != lib.table {
             audit_commits::watch(&pool, t).await?;
@@ -407,7 +453,8 @@ async fn prepare(
 
     let gates = dir.join("gates");
     std::fs::create_dir_all(&gates)?;
-    Ok(Stage { adapter, url, pool, tools_addr, ledger_path, gates })
+    let job = job.as_str().map(str::to_string).unwrap_or_else(|| job.to_string());
+    Ok(Stage { adapter, url, pool, tools_addr, ledger_path, gates, job })
 }
 
 /// A takes the job and starts it; A is held past the stall threshold; B, with the library's stall
@@ -422,18 +469,16 @@ async fn hold_and_take_over(
 ) -> Result<(), HarnessError> {
     // A takes the job and starts it.
     cell.workers.push(stage.adapter.spawn_worker(&stage.worker(lib, "A", "A", exp.outcome, false), dir, timeline)?);
-    let a_pid = cell.workers[0].pid;
     wait_mark(&stage.ledger_path, "A", "start", 1, STEP, "A's execution to start (its START in the tools' ledger)")
         .await
         .map_err(|e| with_last_words(e, &cell.workers[0]))?;
 
     // The fault: A held past the stall threshold.
-    let held_from = Utc::now();
-    match exp.hold {
-        HoldKind::Sigstop => signals::pause(a_pid).await?,
-        HoldKind::Freeze => cell.frozen = Some(Frozen::freeze(a_pid).await?),
-        HoldKind::Kill => cell.workers[0].kill().await,
+    if exp.hold == HoldKind::HeldWrite {
+        hold_write(stage, lib, timeline, cell).await?;
     }
+    let held_from = Utc::now();
+    hold_a(&stage.pool, lib, exp, timeline, cell).await?;
     cell.holds.push(Hold { worker: "A".into(), from: held_from, to: None });
     timeline.record("harness", "hold", "A", json!({"how": format!("{:?}", exp.hold)}));
 
@@ -444,23 +489,125 @@ async fn hold_and_take_over(
         timeline,
     )?);
     let bound = Duration::from_secs(lib.takeover_s);
-    let taken = wait_mark(
-        &stage.ledger_path,
-        "B",
-        "start",
-        1,
-        bound,
-        "the library's recovery to hand the job to B (B's START)",
-    )
-    .await;
+    let taken = match (exp.hold, lib.held_at) {
+        // The row hold also keeps B's own first protected write (it locks the same row) until the
+        // release: the takeover is B's committed claim of that row, and B's START follows it.
+        (HoldKind::HeldWrite, HeldAt::KeyShare(table, _)) => wait_commit(&stage.pool, "B", table, bound).await,
+        _ => {
+            wait_mark(
+                &stage.ledger_path,
+                "B",
+                "start",
+                1,
+                bound,
+                "the library's recovery to hand the job to B (B's START)",
+            )
+            .await
+        }
+    };
     if let Err(e) = taken {
         // With A held but alive, no takeover is an observation about the library (it keeps the job
         // with the worker it believes alive), not a harness failure; with A killed it is an error.
         cell.no_takeover = exp.hold != HoldKind::Kill && cell.workers[1].exited().is_none();
+        if cell.no_takeover && cell.held_pid != 0 {
+            if let Some(why) = hold::blocked_takeover(&stage.pool, cell.held_pid, lib).await {
+                return Err(HarnessError::Other(why));
+            }
+        }
         return Err(with_last_words(e, &cell.workers[1]));
     }
     timeline.record("harness", "observed", "takeover", json!({"by": "B"}));
     Ok(())
+}
+
+/// Pause (or freeze, or kill) A; a pause lands outside the library's recovery lock.
+async fn hold_a(
+    pool: &sqlx::PgPool,
+    lib: &Library,
+    exp: &AuditExperiment,
+    timeline: &Timeline,
+    cell: &mut Cell,
+) -> Result<(), HarnessError> {
+    let a_pid = cell.workers[0].pid;
+    let tries = match exp.hold {
+        HoldKind::Sigstop | HoldKind::HeldWrite => {
+            signals::pause(a_pid).await?;
+            let (p, r) = (|| signals::pause(a_pid), || signals::resume(a_pid));
+            hold::outside_recovery_lock(pool, lib, &app_name("A"), timeline, p, r).await?
+        }
+        HoldKind::Freeze => {
+            let frozen = std::sync::Arc::new(tokio::sync::Mutex::new(Some(Frozen::freeze(a_pid).await?)));
+            let f = frozen.clone();
+            let thaw = move || {
+                let f = f.clone();
+                async move {
+                    match f.lock().await.take() {
+                        Some(x) => x.thaw().await,
+                        None => Ok(()),
+                    }
+                }
+            };
+            let g = frozen.clone();
+            let freeze = move || {
+                let g = g.clone();
+                async move {
+                    *g.lock().await = Some(Frozen::freeze(a_pid).await?);
+                    Ok(())
+                }
+            };
+            let tries = hold::outside_recovery_lock(pool, lib, &app_name("A"), timeline, freeze, thaw).await?;
+            cell.frozen = frozen.lock().await.take();
+            tries
+        }
+        HoldKind::Kill => {
+            cell.workers[0].kill().await;
+            0
+        }
+    };
+    if let (true, Some(lock)) = (tries > 0, lib.recovery_lock) {
+        timeline.record("harness", "observed", "repaused", json!({"tries": tries}));
+        cell.observed.push(format!("A paused again {tries} time(s): it held {}", lock.what));
+    }
+    Ok(())
+}
+
+/// The held-write experiment's first half: A's outcome write held inside the database. The hold
+/// is armed, A's gate opens (its body ends, its library sends the outcome), and the harness waits
+/// until a write of A's waits on the hold; the held statement goes to the timeline.
+async fn hold_write(stage: &Stage, lib: &Library, timeline: &Timeline, cell: &mut Cell) -> Result<(), HarnessError> {
+    let app = app_name("A");
+    let held = Held::arm(lib, &stage.url, &stage.pool, &app, &stage.job, timeline).await?;
+    cell.held = Some(held);
+    open_gate(&stage.gates, "A", timeline)?;
+    let Some(held) = cell.held.as_ref() else { return Err(HarnessError::Other("no hold".into())) };
+    let (pid, query) =
+        held.wait_held(&stage.pool, &app, STEP).await.map_err(|e| with_last_words(e, &cell.workers[0]))?;
+    cell.held_pid = pid;
+    let locks = hold::held_locks(&stage.pool, pid, lib).await;
+    let detail = json!({"pid": pid, "query": hold::one_line(&query, 300), "locked_before": locks});
+    timeline.record("harness", "observed", "write_held", detail);
+    cell.observed.push(format!("A's write held: `{}`", hold::one_line(&query, 120).replace('`', "'")));
+    Ok(())
+}
+
+/// Wait until a write of `table` by worker `worker` has committed.
+async fn wait_commit(pool: &sqlx::PgPool, worker: &str, table: &str, bound: Duration) -> Result<(), HarnessError> {
+    let (app, table) = (app_name(worker), table.trim_start_matches("public.").to_string());
+    let what = format!("the library's recovery to hand the job to {worker} (its committed claim of {table})");
+    wait::until(&what, bound, || {
+        let (app, table) = (app.clone(), table.clone());
+        async move {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM fenceproof_audit.commits WHERE writer = $1 AND (table_name = $2 OR table_name = 'public.' || $2)",
+            )
+            .bind(&app)
+            .bind(&table)
+            .fetch_one(pool)
+            .await?;
+            Ok((n > 0).then_some(()))
+        }
+    })
+    .await
 }
 
 /// The checkpoint table the experiment watches, when it is the checkpoint experiment.
@@ -510,7 +657,7 @@ async fn finish_b(
 /// Resume or thaw A, and close its hold window.
 async fn bring_back(exp: &AuditExperiment, cell: &mut Cell, timeline: &Timeline) -> Result<(), HarnessError> {
     match exp.hold {
-        HoldKind::Sigstop => signals::resume(cell.workers[0].pid).await?,
+        HoldKind::Sigstop | HoldKind::HeldWrite => signals::resume(cell.workers[0].pid).await?,
         HoldKind::Freeze => {
             if let Some(f) = cell.frozen.take() {
                 f.thaw().await?;

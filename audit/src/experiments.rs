@@ -4,6 +4,9 @@
 //! late (after B's outcome committed) or never (killed: the control of the fault), and A's
 //! execution ends as the experiment says.
 
+/// The experiment that holds A's write inside the database across the takeover.
+pub const HELD_WRITE_EXPERIMENT: &str = "held-write-early";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HoldKind {
     /// SIGSTOP, then SIGCONT.
@@ -12,6 +15,10 @@ pub enum HoldKind {
     Freeze,
     /// SIGKILL: it never comes back.
     Kill,
+    /// A's gate opens and its outcome write is held inside the database (a statement trigger or
+    /// the harness's row hold: `Library::held_at`) before it touches a row; then A is paused
+    /// (SIGSTOP) so its claim expires. The write is released after B took over, then A resumes.
+    HeldWrite,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +107,14 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         outcome: "checkpoint",
         same_name: false,
         title: "A paused, B takes over, A resumes while B runs, writes the library's checkpoint/progress record, and completes",
+    },
+    AuditExperiment {
+        id: HELD_WRITE_EXPERIMENT,
+        hold: HoldKind::HeldWrite,
+        resume: Resume::Early,
+        outcome: "success",
+        same_name: false,
+        title: "A's completion held inside the database while A is paused, its claim expires and B takes over; then released (§05: valid at check, expired at commit)",
     },
     AuditExperiment {
         id: "kill-control",

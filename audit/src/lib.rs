@@ -8,11 +8,13 @@
 //! - [`experiments`]: the fixed set of experiments (how the first worker is held, when it comes
 //!   back, how its execution ends);
 //! - [`cell`]: one library under one experiment, from a fresh database to its checks;
+//! - [`hold`]: a write of A held inside the database, and a pause placed outside a library's recovery lock;
 //! - [`report`]: the audit table in the terminal, JSON, Markdown and HTML;
 //! - [`rust_build`]: the Rust libraries' adapters, built (in a workspace of their own) when the audit runs.
 
 pub mod cell;
 pub mod experiments;
+pub mod hold;
 pub mod libraries;
 pub mod report;
 pub mod rust_build;

@@ -8,6 +8,31 @@ use fenceproof_harness::check::audit::Success;
 /// The experiment that needs a checkpoint table.
 pub const CHECKPOINT_EXPERIMENT: &str = "checkpoint-early";
 
+/// Where the held-write experiment holds the stale worker's outcome write inside the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeldAt {
+    /// A statement trigger on the job table, for A's session only and only for a client statement
+    /// matching this case-insensitive regex (the library's outcome call as it sends it, not its
+    /// polls or heartbeats): the write waits before it reads or locks a row
+    /// (`harness/sql/held_write.sql`).
+    Trigger(&'static str),
+    /// The harness's key-share hold on the row (table, key column, keyed by the job id) the
+    /// write locks `FOR UPDATE` before its check: the write waits before its check, while an
+    /// UPDATE of that row (the takeover) goes on.
+    KeyShare(&'static str, &'static str),
+}
+
+/// A lock of the library's own recovery that a worker paused at the wrong moment keeps, and with
+/// it every other worker's recovery: the cells pause A outside it (resumed and paused again until
+/// A does not hold it), and say how often that took.
+#[derive(Debug, Clone, Copy)]
+pub struct RecoveryLock {
+    /// What it is, for the timeline and the pages.
+    pub what: &'static str,
+    /// SQL answering whether a session named `$1` holds it.
+    pub held_by: &'static str,
+}
+
 /// How the adapter runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Runtime {
@@ -49,6 +74,12 @@ pub struct Library {
     pub control: bool,
     /// The table its checkpoint/progress records of a running job go to, when it has them.
     pub checkpoint_table: Option<&'static str>,
+    /// Where the held-write experiment holds A's outcome write.
+    pub held_at: HeldAt,
+    /// The rows the library's takeover writes (what a held write of A could block).
+    pub takeover_touches: &'static str,
+    /// A lock of its recovery a paused worker can keep from everyone (A is paused outside it).
+    pub recovery_lock: Option<RecoveryLock>,
     /// Experiments the library's design does not allow, each with the reason (reported instead of
     /// a verdict).
     pub not_applicable: &'static [(&'static str, &'static str)],
@@ -64,6 +95,15 @@ impl Library {
         })
     }
 }
+
+/// graphile_worker's sweep takes `pg_try_advisory_xact_lock(0x47575253, 0x53574550)` in a
+/// transaction; a worker paused inside it keeps the lock, and every other worker's sweep skips.
+const GRAPHILE_SWEEP_LOCK: RecoveryLock = RecoveryLock {
+    what: "graphile_worker's sweep lock (advisory 0x47575253/0x53574550, taken for each sweep's transaction)",
+    held_by: "SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+               WHERE a.application_name = $1 AND l.locktype = 'advisory' AND l.granted
+                 AND l.classid = 1196905043 AND l.objid = 1398228304 AND l.objsubid = 2)",
+};
 
 pub const LIBRARIES: &[Library] = &[
     Library {
@@ -82,6 +122,9 @@ pub const LIBRARIES: &[Library] = &[
         completion_guard: "fp_run_transition checks owner, epoch and expiry under the lease row lock",
         control: true,
         checkpoint_table: Some("public.agent_runs"),
+        held_at: HeldAt::KeyShare("public.worker_leases", "run_id"),
+        takeover_touches: "the lease row (fp_lease_acquire: owner, epoch, expiry) and the run row (B's running -> running transition)",
+        recovery_lock: None,
         not_applicable: &[],
     },
     Library {
@@ -100,6 +143,9 @@ pub const LIBRARIES: &[Library] = &[
         completion_guard: "status check only (the job must be doing)",
         control: false,
         checkpoint_table: None,
+        held_at: HeldAt::Trigger("procrastinate_finish_job"),
+        takeover_touches: "the job row (retry_job: doing -> todo; B's fetch: todo -> doing)",
+        recovery_lock: None,
         not_applicable: &[],
     },
     Library {
@@ -118,6 +164,9 @@ pub const LIBRARIES: &[Library] = &[
         completion_guard: "none (the row is deleted by id)",
         control: false,
         checkpoint_table: None,
+        held_at: HeldAt::Trigger("delete\\s+from\\s+pgqueuer"),
+        takeover_touches: "the job row (dequeue re-picks it: status, heartbeat)",
+        recovery_lock: None,
         not_applicable: &[],
     },
     Library {
@@ -138,6 +187,9 @@ pub const LIBRARIES: &[Library] = &[
         completion_guard: "claim_id (the update matches the claim it ran under)",
         control: false,
         checkpoint_table: None,
+        held_at: HeldAt::Trigger("completed_at"),
+        takeover_touches: "the job row (recovery: running -> pending; B's claim with a new claim_id)",
+        recovery_lock: None,
         not_applicable: &[],
     },
     Library {
@@ -156,6 +208,9 @@ pub const LIBRARIES: &[Library] = &[
         completion_guard: "owner_xid (a new one per recovery) checked on step and outcome writes",
         control: false,
         checkpoint_table: Some("dbos.operation_outputs"),
+        held_at: HeldAt::Trigger("workflow_status\\s+set\\s+status"),
+        takeover_touches: "the workflow_status row (recovery: a new owner_xid and executor id)",
+        recovery_lock: None,
         not_applicable: &[
             ("pause-early-retry", "DBOS has no job-level retry request: a step's retries run inside the same execution"),
         ],
@@ -176,6 +231,9 @@ pub const LIBRARIES: &[Library] = &[
         completion_guard: "the run's state, read FOR UPDATE in complete_run/fail_run/extend_claim",
         control: false,
         checkpoint_table: Some("absurd.c_audit"),
+        held_at: HeldAt::Trigger("complete_run"),
+        takeover_touches: "the task row and the run rows (the expired run fails, a new run is claimed)",
+        recovery_lock: None,
         not_applicable: &[],
     },
     Library {
@@ -194,6 +252,9 @@ pub const LIBRARIES: &[Library] = &[
         completion_guard: "none (mq_delete, mq_checkpoint and mq_keep_alive by message id)",
         control: false,
         checkpoint_table: Some("public.mq_payloads"),
+        held_at: HeldAt::Trigger("mq_delete"),
+        takeover_touches: "the message row (B's poll: attempt_at, attempts)",
+        recovery_lock: None,
         not_applicable: &[],
     },
     Library {
@@ -214,6 +275,9 @@ pub const LIBRARIES: &[Library] = &[
         completion_guard: "a transaction-level advisory lock on the task id, taken by the executing transaction",
         control: false,
         checkpoint_table: None,
+        held_at: HeldAt::Trigger("completed_at"),
+        takeover_touches: "the task row (B's dequeue: state, heartbeat) and its advisory lock",
+        recovery_lock: None,
         not_applicable: &[],
     },
     Library {
@@ -234,6 +298,9 @@ pub const LIBRARIES: &[Library] = &[
         completion_guard: "lock_by = the worker's name (its owner id)",
         control: false,
         checkpoint_table: None,
+        held_at: HeldAt::Trigger("last_result"),
+        takeover_touches: "the job row (reenqueue_orphaned: status, lock_by; B's fetch)",
+        recovery_lock: None,
         not_applicable: &[],
     },
     Library {
@@ -252,6 +319,9 @@ pub const LIBRARIES: &[Library] = &[
         completion_guard: "completion deletes by job id; failure matches locked_by (the worker id)",
         control: false,
         checkpoint_table: None,
+        held_at: HeldAt::Trigger("delete\\s+from\\s+graphile_worker\\._private_jobs"),
+        takeover_touches: "the job row (the sweep clears locked_by, locked_at; B's claim) and the workers row",
+        recovery_lock: Some(GRAPHILE_SWEEP_LOCK),
         not_applicable: &[(
             "same-name-early-success",
             "the worker id is random per worker instance (graphile_worker_<hex>); the library offers no way to reuse one",
@@ -287,6 +357,19 @@ mod tests {
         }
         let reference = LIBRARIES.iter().find(|l| l.control).expect("a control");
         assert!(crate::experiments::EXPERIMENTS.iter().all(|e| reference.not_applicable(e.id).is_none()));
+    }
+
+    #[test]
+    fn every_library_says_where_its_write_is_held_and_the_control_holds_it_before_its_check() {
+        for l in LIBRARIES {
+            assert!(!l.takeover_touches.is_empty(), "{}", l.name);
+            match l.held_at {
+                HeldAt::Trigger(pattern) => assert!(!l.control && !pattern.trim().is_empty(), "{}", l.name),
+                // The control's write must wait before its lease check, or B's takeover waits on
+                // it (the check's row lock) and nothing would show the check refusing.
+                HeldAt::KeyShare(table, column) => assert!(l.control && !table.is_empty() && !column.is_empty()),
+            }
+        }
     }
 
     #[test]

@@ -109,7 +109,7 @@ pub fn summary(results: &[CellResult]) -> serde_json::Value {
                 "verdict": r.verdict.label(),
                 "executions": r.executions,
                 "failed": failed,
-                "note": r.not_applicable.clone().or_else(|| r.error.clone()),
+                "note": r.not_applicable.clone().or_else(|| r.error.clone()).or_else(|| r.observed.clone()),
                 "evidence": r.evidence,
             })
         })

@@ -127,3 +127,38 @@ fn an_unknown_library_is_one_line_and_exit_2() {
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("unknown library \"sidekiq\""), "{stderr}");
 }
+
+/// §05's "valid at check, expired at commit": A's completion is held inside the database (the
+/// reference's before its lease check, procrastinate's before it touches the job row) while A is
+/// paused and B takes over; released, the reference re-checks and refuses, procrastinate commits.
+#[test]
+fn a_held_completion_released_after_the_takeover_is_refused_by_the_reference_only() {
+    let reports = Path::new(env!("CARGO_TARGET_TMPDIR")).join("audit_cli_held");
+    let out = audit(&["--library", "reference,procrastinate", "--only", "held-write-early"], &reports);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "the control passes and no cell errs\n{stdout}{stderr}");
+    let cells: Vec<serde_json::Value> = serde_json::from_str(&stdout).unwrap();
+
+    let control = cell(&cells, "reference", "held-write-early");
+    assert_eq!(control["verdict"], "PASS", "{control:#}");
+    assert!(control["observed"].as_str().unwrap().contains("fp_run_transition"), "the held write is the outcome call");
+    let stale = cell(&cells, "procrastinate", "held-write-early");
+    assert_eq!(stale["verdict"], "FAIL", "{stale:#}");
+    let f = failed(stale);
+    assert!(f.iter().any(|n| n.starts_with("no change of the job's state by the stalled worker")), "{f:?}");
+    assert!(stale["observed"].as_str().unwrap().contains("procrastinate_finish_job"), "{stale:#}");
+
+    let dir = std::fs::read_link(reports.join("latest")).map(|l| reports.join(l)).unwrap();
+    let events = std::fs::read_to_string(dir.join("reference-held-write-early/adapter-A.events.jsonl")).unwrap();
+    assert!(
+        events.contains("\"write\": \"succeeded\", \"outcome\": \"lease_lost\""),
+        "A's held write, released after B's acquire, was refused by the lease check: {events}"
+    );
+    let timeline = std::fs::read_to_string(dir.join("reference-held-write-early/timeline.json")).unwrap();
+    let order = |a: &str| timeline.find(a).unwrap_or_else(|| panic!("{a} in the timeline"));
+    assert!(order("\"write_held\"") < order("\"takeover\"") && order("\"takeover\"") < order("\"row_release\""));
+    let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    let ps = String::from_utf8_lossy(&ps.stdout);
+    let mine = |l: &str| l.contains("lib_procrastinate") || l.contains("lib_reference");
+    assert!(!ps.lines().any(|l| l.contains(dir.to_str().unwrap()) || mine(l)), "{ps}");
+}

@@ -248,15 +248,16 @@ pub fn external_skipped_markdown() -> String {
 /// The job queues `fenceproof audit` runs, with their pinned versions and how they are configured.
 pub fn audit_libraries_markdown() -> String {
     let mut s = String::from(
-        "| library | version | stall recovery as configured | completion guarded by |\n|---|---|---|---|\n",
+        "| library | version | stall recovery as configured | completion guarded by | the takeover writes |\n|---|---|---|---|---|\n",
     );
     for l in fenceproof_audit::libraries::LIBRARIES {
         s.push_str(&format!(
-            "| {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} |\n",
             l.name,
             cell(l.version),
             cell(l.recovery),
-            cell(l.completion_guard)
+            cell(l.completion_guard),
+            cell(l.takeover_touches)
         ));
     }
     s

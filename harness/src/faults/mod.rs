@@ -10,6 +10,8 @@
 //!   the matching fault point waits on it inside the database. Healed by releasing the lock.
 //! - [`row_hold::RowHold`]: a protocol row rewritten to itself in an open transaction, so a
 //!   statement that touches it waits and re-checks its conditions when the harness commits.
+//! - [`held_write::HeldWrite`]: one session's writes of a table held by a statement trigger before
+//!   they touch a row, released after someone else took the rows over (the audit's held write).
 //! - [`clock::ClockFault`]: the database server's own clock, frozen or jumped with libfaketime.
 //! - [`tools::ArmedToolFault`]: the fake tools' next create fails, hangs or loses its answer.
 //! - [`serialization::SerializationFailures`]: the server answers a worker's writes of a table
@@ -23,6 +25,7 @@
 pub mod barrier;
 pub mod clock;
 mod fault;
+pub mod held_write;
 pub mod pause;
 pub mod proxy;
 pub mod row_hold;

@@ -23,7 +23,7 @@ pub struct RowHold {
     table: String,
     key: String,
     sql: String,
-    /// Rewritten to itself (`update`) or share-locked only (`share`).
+    /// Rewritten to itself (`update`), share-locked (`share`) or key-share-locked (`key-share`).
     how: &'static str,
     conn: Option<PgConnection>,
     pid: i32,
@@ -43,6 +43,15 @@ impl RowHold {
     pub fn share(url: &str, app: &str, table: &str, key_column: &str, key: &str) -> RowHold {
         let sql = format!("SELECT 1 FROM {table} WHERE {key_column}::text = $1 FOR SHARE");
         RowHold::with(url, app, table, key, sql, "share")
+    }
+
+    /// Hold the row with a key-share lock only: a `FOR UPDATE` read and a DELETE wait, while an
+    /// UPDATE that leaves the key alone (and `FOR SHARE`) goes on. So a write whose first step
+    /// locks the row `FOR UPDATE` waits before its check, while another session's UPDATE of the
+    /// same row (a takeover) commits; released, the waiting read follows the row to that version.
+    pub fn key_share(url: &str, app: &str, table: &str, key_column: &str, key: &str) -> RowHold {
+        let sql = format!("SELECT 1 FROM {table} WHERE {key_column}::text = $1 FOR KEY SHARE");
+        RowHold::with(url, app, table, key, sql, "key-share")
     }
 
     fn with(url: &str, app: &str, table: &str, key: &str, sql: String, how: &'static str) -> RowHold {

@@ -8,8 +8,6 @@ use std::collections::BTreeMap;
 
 use fenceproof_scenarios::Experiment;
 
-use crate::sql::SqlKillMatrix;
-
 /// The committed hints: mutant id → experiment id.
 pub const FILE: &str = include_str!("kill_order.json");
 
@@ -18,11 +16,15 @@ pub fn load() -> BTreeMap<String, String> {
     serde_json::from_str(FILE).unwrap_or_default()
 }
 
-/// `hints` updated with the first row that killed each mutant of `km` (a shard updates its own).
-pub fn updated(mut hints: BTreeMap<String, String>, km: &SqlKillMatrix) -> BTreeMap<String, String> {
-    for r in &km.rows {
-        if let Some(first) = r.killed_by.first().and_then(|k| k.split(':').next()) {
-            hints.insert(r.id.clone(), first.trim().to_string());
+/// `hints` updated with the first row that killed each mutant: `kills` gives a mutant's id and its
+/// kill matrix entries (`"<row>: <checks>"`), so a shard updates its own mutants only.
+pub fn updated<'a>(
+    mut hints: BTreeMap<String, String>,
+    kills: impl IntoIterator<Item = (&'a str, &'a [String])>,
+) -> BTreeMap<String, String> {
+    for (id, killed_by) in kills {
+        if let Some(first) = killed_by.first().and_then(|k| k.split(':').next()) {
+            hints.insert(id.to_string(), first.trim().to_string());
         }
     }
     hints
@@ -40,7 +42,6 @@ pub fn front<'e>(mut exps: Vec<&'e Experiment>, first: Option<&String>) -> Vec<&
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sql::{Fate, SqlMutantRow};
 
     #[test]
     fn the_committed_hints_parse_and_name_known_mutants_and_rows() {
@@ -55,31 +56,13 @@ mod tests {
 
     #[test]
     fn a_killed_mutant_records_its_first_killing_row_and_front_moves_it_first() {
-        let row = SqlMutantRow {
-            id: "fp_claim/drop-lock/1".into(),
-            function: "fp_claim".into(),
-            operator: "drop-lock".into(),
-            line: 1,
-            before: "a".into(),
-            after: "b".into(),
-            verdicts: vec![],
-            killed_by: vec!["D: x / y".into(), "A: z".into()],
-            fate: Fate::Killed,
-            reason: None,
-        };
-        let km = SqlKillMatrix {
-            run_ids: vec![],
-            shards: vec![],
-            generated: 1,
-            reference_passed: true,
-            reference_failures: vec![],
-            experiments: vec![],
-            rows: vec![row],
-            duration_ms: 0,
-        };
-        let hints = updated(BTreeMap::from([("old/x/1".to_string(), "A".to_string())]), &km);
+        let killed_by = vec!["D: x / y".to_string(), "A: z".to_string()];
+        let none: Vec<String> = vec![];
+        let kills = [("fp_claim/drop-lock/1", killed_by.as_slice()), ("fp_claim/drop-lock/2", none.as_slice())];
+        let hints = updated(BTreeMap::from([("old/x/1".to_string(), "A".to_string())]), kills);
         assert_eq!(hints.get("fp_claim/drop-lock/1").map(String::as_str), Some("D"));
         assert_eq!(hints.get("old/x/1").map(String::as_str), Some("A"), "other hints are kept");
+        assert!(!hints.contains_key("fp_claim/drop-lock/2"), "a survivor gets no hint");
         let all = fenceproof_scenarios::all();
         let exps: Vec<&Experiment> = all.iter().take(5).collect();
         let last = exps[4].id.to_string();

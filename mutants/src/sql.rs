@@ -511,7 +511,8 @@ pub(crate) fn override_file(run: &std::path::Path, tag: &str, name: &str, sql: &
 pub fn save(km: &SqlKillMatrix, dir: &std::path::Path) -> Result<(), HarnessError> {
     std::fs::write(dir.join("mutants-sql.json"), serde_json::to_string_pretty(km).expect("json"))?;
     std::fs::write(dir.join("mutants-sql.md"), km.markdown())?;
-    let hints = kill_order::updated(kill_order::load(), km);
+    let hints =
+        kill_order::updated(kill_order::load(), km.rows.iter().map(|r| (r.id.as_str(), r.killed_by.as_slice())));
     std::fs::write(dir.join("kill-order.json"), serde_json::to_string_pretty(&hints).expect("json") + "\n")?;
     Ok(())
 }

@@ -88,9 +88,11 @@ verify-container *ARGS: build pg-image
 list: build
     ./target/debug/fenceproof list
 
-# The test suite: unit tests, protocol rules and the matrix on real PostgreSQL, cleanup paths.
-test: build
-    cargo test --workspace
+# The test suite: unit tests, protocol rules and the matrix on real PostgreSQL, cleanup paths. The
+# test binaries run side by side (scripts/test-pool.py, `--jobs N`, default the cores; logs in
+# target/test-logs/); `cargo test --workspace` runs the same tests one binary after another.
+test *ARGS: build
+    python3 scripts/test-pool.py {{ARGS}}
 
 # Formatting and lints, as CI runs them: the Rust code, the Python example worker (pyflakes), the Go
 # example worker (go vet), the contract's JSON Schema against its metaschema, and the CI examples

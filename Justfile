@@ -101,7 +101,7 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --quiet -- -D warnings
     python3 scripts/import-cycles.py
-    python3 -m pyflakes examples/python-worker/*.py audit/adapters/*.py
+    python3 -m pyflakes examples/python-worker/*.py audit/adapters/*.py scripts/*.py
     GO111MODULE=off GOPATH="$PWD/examples/go-worker:/usr/share/gocode" go vet fpkit protocol fenceproof-go-worker
     check-jsonschema --check-metaschema contract/worker-protocol.v2.schema.json
     check-jsonschema --builtin-schema vendor.github-workflows examples/ci/github-actions.yml

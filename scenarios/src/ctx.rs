@@ -258,6 +258,28 @@ impl Ctx {
         .await
     }
 
+    /// How many milliseconds `owner`'s term `epoch` of the lease of `run_id` has left on the
+    /// database clock now (`None` when it is not that term's or has lapsed). Recorded in the
+    /// timeline: a row whose later step depends on "A still holds" shows that A did.
+    pub async fn lease_left_ms(&self, run_id: Uuid, owner: &str, epoch: i64) -> Result<Option<i64>, HarnessError> {
+        let left: Option<i64> = sqlx::query_scalar(
+            "SELECT (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint FROM worker_leases \
+             WHERE run_id = $1::text::uuid AND owner = $2 AND epoch = $3 AND expires_at > clock_timestamp()",
+        )
+        .bind(run_id.to_string())
+        .bind(owner)
+        .bind(epoch)
+        .fetch_optional(&self.pool)
+        .await?;
+        self.timeline.record(
+            "harness",
+            "observed",
+            "database",
+            json!({ "lease_left_ms": left, "owner": owner, "epoch": epoch }),
+        );
+        Ok(left)
+    }
+
     /// Wait until the dispatch claim on `operation_id` has expired on the database clock.
     pub async fn wait_claim_expired(&self, operation_id: &str) -> Result<(), HarnessError> {
         self.wait_db_true(

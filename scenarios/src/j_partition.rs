@@ -63,10 +63,11 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let held_ms = ctx.lease_left_ms(run_id, &a.owner, epoch_a).await?;
 
     // Fault: A is cut off from the server; its process runs on.
-    let partition = fenceproof_harness::faults::inject(proxy.partition(STEP * 2), &ctx.timeline).await?;
+    let lapse = std::time::Duration::from_millis(lease.ttl_ms as u64);
+    let partition = fenceproof_harness::faults::inject(proxy.partition(STEP * 2 + lapse), &ctx.timeline).await?;
     let cut_at = std::time::Instant::now();
     ctx.wait_lease_expired(run_id).await?;
-    judge_cancelled_while_cut(ctx, &mut a).await;
+    judge_cancelled_while_cut(ctx, &mut a, STEP + lapse).await;
 
     // B takes over and saves.
     let (mut b, takeover, before) = take_over(ctx, run_id, epoch_a).await?;
@@ -109,9 +110,9 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 }
 
 /// A's heartbeat cannot confirm a renewal across the partition: it must cancel the execution.
-async fn judge_cancelled_while_cut(ctx: &mut Ctx, a: &mut WorkerProc) {
+async fn judge_cancelled_while_cut(ctx: &mut Ctx, a: &mut WorkerProc, bound: std::time::Duration) {
     let cancelled =
-        a.wait_event("execution cancelled during the partition", STEP, |e| e["event"] == "execution_cancelled").await;
+        a.wait_event("execution cancelled during the partition", bound, |e| e["event"] == "execution_cancelled").await;
     ctx.check(Check::expect(
         CANCELLED_WHILE_CUT,
         cancelled.is_ok(),

@@ -17,6 +17,10 @@ use crate::ctx::{Ctx, STEP};
 /// How many measured round trips a request that must fit inside a timing is given.
 pub const K: u32 = 10;
 
+/// At most how many times its own values a row's timings stretch: beyond that a row would outgrow
+/// its waits and its 90 s ceiling; a machine that slow is named by the note's round trip.
+pub const MAX_STRETCH: u64 = 10;
+
 /// How many `metrics` requests measure the worker (the slowest counts).
 const SAMPLES: usize = 3;
 
@@ -73,11 +77,11 @@ pub struct LeaseTimes {
 
 impl LeaseTimes {
     /// `base` stretched by the smallest whole factor that gives its renewal timeout at least [`K`]
-    /// request round trips; heartbeat and TTL stretch alike, so their proportions (heartbeat +
-    /// timeout well inside the TTL) stay the row's.
+    /// request round trips (at most [`MAX_STRETCH`]); heartbeat and TTL stretch alike, so their
+    /// proportions (heartbeat + timeout well inside the TTL) stay the row's.
     pub fn sized(base: LeaseTimes, rt: &RoundTrip) -> LeaseTimes {
         let need = rt.request().as_millis() as u64 * u64::from(K);
-        let factor = need.div_ceil(base.renew_timeout_ms.max(1)).max(1);
+        let factor = need.div_ceil(base.renew_timeout_ms.max(1)).clamp(1, MAX_STRETCH);
         LeaseTimes {
             ttl_ms: base.ttl_ms * factor as i64,
             heartbeat_ms: base.heartbeat_ms * factor,
@@ -100,9 +104,10 @@ impl LeaseTimes {
 }
 
 /// A span that `requests` requests must fit in: at least `floor_ms`, at least [`K`] round trips
-/// for each of them.
+/// for each of them, at most [`MAX_STRETCH`] times `floor_ms`.
 pub fn covering(floor_ms: u64, requests: u32, rt: &RoundTrip) -> u64 {
-    floor_ms.max(rt.request().as_millis() as u64 * u64::from(K) * u64::from(requests))
+    let need = rt.request().as_millis() as u64 * u64::from(K) * u64::from(requests);
+    need.clamp(floor_ms, floor_ms * MAX_STRETCH)
 }
 
 #[cfg(test)]
@@ -128,5 +133,12 @@ mod tests {
         assert_eq!(s, LeaseTimes { ttl_ms: 1600, heartbeat_ms: 200, renew_timeout_ms: 600 });
         assert!(s.renew_timeout_ms >= 45 * u64::from(K));
         assert_eq!(covering(1500, 3, &rt(100, 20)), 3600);
+    }
+
+    #[test]
+    fn a_crawling_machine_stretches_no_further_than_the_cap() {
+        let s = LeaseTimes::sized(J, &rt(900, 700));
+        assert_eq!(s.ttl_ms, 800 * MAX_STRETCH as i64);
+        assert_eq!(covering(1500, 3, &rt(900, 700)), 1500 * MAX_STRETCH);
     }
 }

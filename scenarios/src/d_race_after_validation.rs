@@ -83,6 +83,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
     // B tries to take over: it must wait on A, never finish first.
     let mut b = ctx.spawn_worker("b", vec![]).await?;
+    // B's start-up is not B's takeover: the wait on A below is for a running B's acquire.
+    b.wait_event("B's ready event", STEP, |e| e["event"] == "ready").await?;
     let acq_b = b.send(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 10_000, "heartbeat_ms": 1000, "renew_timeout_ms": 2000})).await?;
     let (b_pid, mut early) = judge_b_waits(ctx, &mut b, acq_b, a_pid).await?;
 

@@ -1,5 +1,6 @@
 //! Short timings sized from the machine as it is at a row's start. A row whose story needs a lease
-//! or a pre-filter key to lapse within the row (D, J-partition, M-redis) measures its worker's
+//! or a pre-filter key to lapse within the row (D, J-partition, M-redis, the B rows whose A is
+//! paused, I-renew) measures its worker's
 //! request round trip first and sizes those timings from it: never shorter than the row's own
 //! values, and at least [`K`] round trips for each request they must cover. The round trip and
 //! the timings go into the timeline and the row's note. A loaded machine (rows side by side, two

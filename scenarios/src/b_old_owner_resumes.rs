@@ -19,6 +19,7 @@ use uuid::Uuid;
 
 use crate::ctx::{outcome, require_ok, scrape, stale_acquire, stale_attempts, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
+use crate::measured::{self, LeaseTimes};
 
 pub const TITLE: &str = "Old owner resumes: SIGSTOP, lease expiry, takeover, SIGCONT";
 pub const TITLE_FREEZE: &str = "Old owner resumes: cgroup freeze (as docker pause), lease expiry, takeover, thaw";
@@ -75,13 +76,15 @@ pub const ONLY_TERMINAL_IS_HOLDERS: &str = "the only terminal write is B's compl
 pub const RUN_ENDS_BY_HOLDER: &str = "run ends succeeded by B with B's checkpoint";
 pub const RELEASE_KEEPS_EPOCH: &str = "release keeps B's epoch (never zeroed)";
 
-/// A's lease is short so that its expiry comes quickly once A is stopped. On a loaded machine A's
-/// renewals can be late past a short TTL: A then lets its lease lapse (as the spec asks of a worker
-/// whose renewal goes unanswered) and B's early acquire legally takes an expired lease. That is
-/// observed from the oracle (A's expiry against the takeover's commit time), and the setup is made
-/// again with the next, longer TTL; the verdict is never retried.
-const A_TTL_TRIES_MS: [i64; 3] = [600, 1_500, 4_000];
-const A_HEARTBEAT_MS: u64 = 100;
+/// A's lease is short so that its expiry comes quickly once A is stopped; it stretches with A's
+/// measured round trip ([`LeaseTimes::sized`]), so that A's own renewals keep it live on a loaded
+/// machine until the harness stops A. Should A's renewals still come late past the TTL, A lets its
+/// lease lapse (as the spec asks of a worker whose renewal goes unanswered) and B's early acquire
+/// legally takes an expired lease: that is observed from the oracle (A's expiry against the
+/// takeover's commit time), and the setup is made again with the next, longer base TTL; the
+/// verdict is never retried.
+const A_LEASE: LeaseTimes = LeaseTimes { ttl_ms: 600, heartbeat_ms: 100, renew_timeout_ms: 300 };
+const A_TTL_TRIES_MS: [i64; 3] = [A_LEASE.ttl_ms, 1_500, 4_000];
 
 pub async fn run(ctx: &mut Ctx, same_owner: bool, kind: PauseKind) -> Result<(), HarnessError> {
     let mut s = setup(ctx, same_owner).await?;
@@ -164,7 +167,11 @@ async fn try_setup(
     } else {
         ctx.spawn_worker(&name("a"), vec![]).await?
     };
-    let acq = a.request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": ttl_ms, "heartbeat_ms": A_HEARTBEAT_MS, "renew_timeout_ms": 300}), STEP).await?;
+    let rt = measured::round_trip(ctx, &mut a).await?;
+    let lease = LeaseTimes::sized(LeaseTimes { ttl_ms, ..A_LEASE }, &rt);
+    ctx.note(format!("round trip {} → A's {}", rt.describe(), lease.describe()));
+    let ttl_ms = lease.ttl_ms;
+    let acq = a.request(lease.acquire(run_id), STEP).await?;
     require_ok(&acq, "A acquire")?;
     let epoch_a = acq["epoch"].as_i64().unwrap_or(-1);
     require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
@@ -175,6 +182,8 @@ async fn try_setup(
     } else {
         ctx.spawn_worker(&name("b"), vec![]).await?
     };
+    // B's early attempt is one request of a running B, not its start-up.
+    b.wait_event("B's ready event", STEP, |e| e["event"] == "ready").await?;
     let b_acquire = json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 120_000, "heartbeat_ms": 60_000, "renew_timeout_ms": 2000});
     let early = b.request(b_acquire.clone(), STEP).await?;
     let lease_now = oracle::run_state(&ctx.pool, run_id).await?.lease;

@@ -248,14 +248,47 @@ impl Ctx {
         self.spawn_worker(name, vec!["--tools-addr".into(), tools.addr.to_string()]).await
     }
 
-    /// Wait until the lease of `run_id` has expired on the database clock.
+    /// Wait until the lease of `run_id` has expired on the database clock: bounded by [`STEP`]
+    /// beyond the time the lease had left when the wait began (a TTL sized from a loaded
+    /// machine's round trip, `crate::measured`, can be longer than a step).
     pub async fn wait_lease_expired(&self, run_id: Uuid) -> Result<(), HarnessError> {
-        self.wait_db_true(
+        let left: Option<i64> = sqlx::query_scalar(
+            "SELECT greatest(0, (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint) \
+             FROM worker_leases WHERE run_id = $1::text::uuid",
+        )
+        .bind(run_id.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        let bound = STEP + Duration::from_millis(left.unwrap_or(0).max(0) as u64);
+        self.wait_db_true_within(
             "the lease to expire on the database clock",
             "SELECT expires_at <= clock_timestamp() FROM worker_leases WHERE run_id = $1::text::uuid",
             &run_id.to_string(),
+            bound,
         )
         .await
+    }
+
+    /// How many milliseconds `owner`'s term `epoch` of the lease of `run_id` has left on the
+    /// database clock now (`None` when it is not that term's or has lapsed). Recorded in the
+    /// timeline: a row whose later step depends on "A still holds" shows that A did.
+    pub async fn lease_left_ms(&self, run_id: Uuid, owner: &str, epoch: i64) -> Result<Option<i64>, HarnessError> {
+        let left: Option<i64> = sqlx::query_scalar(
+            "SELECT (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint FROM worker_leases \
+             WHERE run_id = $1::text::uuid AND owner = $2 AND epoch = $3 AND expires_at > clock_timestamp()",
+        )
+        .bind(run_id.to_string())
+        .bind(owner)
+        .bind(epoch)
+        .fetch_optional(&self.pool)
+        .await?;
+        self.timeline.record(
+            "harness",
+            "observed",
+            "database",
+            json!({ "lease_left_ms": left, "owner": owner, "epoch": epoch }),
+        );
+        Ok(left)
     }
 
     /// Wait until the dispatch claim on `operation_id` has expired on the database clock.
@@ -269,8 +302,12 @@ impl Ctx {
     }
 
     async fn wait_db_true(&self, what: &str, sql: &str, arg: &str) -> Result<(), HarnessError> {
+        self.wait_db_true_within(what, sql, arg, STEP).await
+    }
+
+    async fn wait_db_true_within(&self, what: &str, sql: &str, arg: &str, bound: Duration) -> Result<(), HarnessError> {
         let pool = self.pool.clone();
-        wait::until(what, STEP, || {
+        wait::until(what, bound, || {
             let pool = pool.clone();
             async move {
                 let done: bool = sqlx::query_scalar(sql).bind(arg).fetch_one(&pool).await?;

@@ -21,6 +21,7 @@ use serde_json::json;
 
 use crate::ctx::{outcome, require_ok, Barriers, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
+use crate::measured::{self, LeaseTimes};
 
 pub const TITLE: &str = "Race after validation: takeover waits for the validated transaction";
 
@@ -56,10 +57,15 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         Barriers::Worker => (ctx.spawn_worker("a", vec![]).await?, None),
     };
     // A's heartbeat is slower than its TTL: the lease will lapse while A is held. The TTL covers
-    // A's start and the save's validation on a loaded machine (400 ms did not: a start sent 436 ms
-    // after the acquire answered was rightly refused); the lapse itself is observed, not timed.
-    let acq = a.request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 1500, "heartbeat_ms": 60_000, "renew_timeout_ms": 1000}), STEP).await?;
+    // A's start and the save's validation: at least 1.5 s (400 ms did not: a start sent 436 ms
+    // after the acquire answered was rightly refused) and at least K measured round trips for
+    // each of the two requests; the lapse itself is observed, not timed.
+    let rt = measured::round_trip(ctx, &mut a).await?;
+    let lease =
+        LeaseTimes { ttl_ms: measured::covering(1500, 2, &rt) as i64, heartbeat_ms: 60_000, renew_timeout_ms: 1000 };
+    let acq = a.request(lease.acquire(run_id), STEP).await?;
     require_ok(&acq, "A acquire")?;
+    ctx.note(format!("round trip {} → A's {}", rt.describe(), lease.describe()));
     let epoch_a = acq["epoch"].as_i64().unwrap_or(-1);
     require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
 
@@ -77,6 +83,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
     // B tries to take over: it must wait on A, never finish first.
     let mut b = ctx.spawn_worker("b", vec![]).await?;
+    // B's start-up is not B's takeover: the wait on A below is for a running B's acquire.
+    b.wait_event("B's ready event", STEP, |e| e["event"] == "ready").await?;
     let acq_b = b.send(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 10_000, "heartbeat_ms": 1000, "renew_timeout_ms": 2000})).await?;
     let (b_pid, mut early) = judge_b_waits(ctx, &mut b, acq_b, a_pid).await?;
 

@@ -107,8 +107,9 @@ impl FrozenServer {
         }
         self.pool.close().await;
         self.clock.heal().await?;
-        if let ClockServer::Container(mut c) = self.server {
-            c.stop().await?;
+        match self.server {
+            ClockServer::Container(mut c) => c.stop().await?,
+            ClockServer::Native(mut n) => n.stop_async().await,
         }
         Ok(())
     }

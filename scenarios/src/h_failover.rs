@@ -285,7 +285,7 @@ pub(crate) async fn run_with(
     n_pool.close().await;
     servers.s_pool.close().await;
     patroni::stop_and_judge(ctx, &mut servers.pair);
-    servers.pair.stop_containers().await
+    servers.pair.stop_servers().await
 }
 
 /// The row's one-line outcome in the report.

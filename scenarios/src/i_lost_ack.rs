@@ -29,6 +29,7 @@ use uuid::Uuid;
 
 use crate::ctx::{outcome, require_ok, scrape, Ctx, STEP, TAKEOVER_IS_NEXT_EPOCH};
 use crate::experiment::{Checks, Experiment, Judges};
+use crate::measured::LeaseTimes;
 
 pub const TITLE_SAVE: &str = "Lost acknowledgement of a save: committed or not, answered unknown, read back";
 pub const TITLE_TERMINAL: &str = "Lost acknowledgement of a terminal write: one terminal write, never failed";
@@ -248,16 +249,17 @@ pub async fn terminal(ctx: &mut Ctx) -> Result<(), HarnessError> {
 }
 
 /// A's lease in I-renew: long enough that a loaded machine renews in time, short enough to expire
-/// quickly once the worker has stopped renewing.
-const RENEW_TTL_MS: i64 = 1500;
+/// quickly once the worker has stopped renewing; stretched by A's measured round trip
+/// ([`LeaseTimes::sized`]: a 600 ms renewal timeout was too short for the Go example at load 20).
+const RENEW_LEASE: LeaseTimes = LeaseTimes { ttl_ms: 1500, heartbeat_ms: 150, renew_timeout_ms: 600 };
 
 pub async fn renew(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let run_id = new_run(ctx, "task-i-renew").await?;
     let (mut a, proxy) = ctx.spawn_worker_proxied("a", vec![]).await?;
-    require_ok(
-        &a.request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": RENEW_TTL_MS, "heartbeat_ms": 150, "renew_timeout_ms": 600}), STEP).await?,
-        "A acquire",
-    )?;
+    let rt = crate::measured::round_trip(ctx, &mut a).await?;
+    let lease = LeaseTimes::sized(RENEW_LEASE, &rt);
+    ctx.note(format!("round trip {} → A's {}", rt.describe(), lease.describe()));
+    require_ok(&a.request(lease.acquire(run_id), STEP).await?, "A acquire")?;
     require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
     let epoch_a = oracle::run_state(&ctx.pool, run_id).await?.lease["epoch"].as_i64().unwrap_or(-1);
 
@@ -266,7 +268,7 @@ pub async fn renew(ctx: &mut Ctx) -> Result<(), HarnessError> {
     // A worker that never renews the lease it holds is broken, not the harness: a FAIL of the
     // legal-step rule rather than an ERROR.
     let fired = armed.fired(STEP).await.map_err(|_| HarnessError::StepRefused {
-        step: format!("A's heartbeat renewal (every 150 ms of a {RENEW_TTL_MS} ms lease)"),
+        step: format!("A's heartbeat renewal (every {} ms of a {} ms lease)", lease.heartbeat_ms, lease.ttl_ms),
         answer: format!("no renewal reached the database within {} s", STEP.as_secs()),
     })?;
     ctx.note(format!("renewal: {}", fired_note(&Some(fired))));

@@ -17,6 +17,7 @@ use serde_json::json;
 use crate::b_old_owner_resumes::TAKEOVER_EPOCH;
 use crate::ctx::{require_ok, scrape, Ctx, StaleChecks, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
+use crate::measured::{self, LeaseTimes};
 
 pub const TITLE: &str = "Partition: a running worker cut off past its TTL, takeover, heal, stale writes rejected";
 
@@ -44,25 +45,29 @@ pub const TOLD_NO_AFTER_HEAL: &str = "A is told no for every attempt after the h
 pub const METRICS_SHOW_RENEWALS: &str =
     "A's metrics show the unanswered renewal as unknown and the refused one as lost";
 
-const A_TTL_MS: i64 = 800;
+/// A's lease on an unloaded machine: short, so the partition outlasts it soon. The row stretches
+/// it by its measured round trip ([`measured::LeaseTimes::sized`]).
+const A_LEASE: LeaseTimes = LeaseTimes { ttl_ms: 800, heartbeat_ms: 100, renew_timeout_ms: 300 };
 
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let run_id =
         runs::create_run(&ctx.pool, "task-j", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
     let (mut a, proxy) = ctx.spawn_worker_proxied("a", vec![]).await?;
-    let acq = a
-        .request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": A_TTL_MS, "heartbeat_ms": 100, "renew_timeout_ms": 300}), STEP)
-        .await?;
+    let rt = measured::round_trip(ctx, &mut a).await?;
+    let lease = LeaseTimes::sized(A_LEASE, &rt);
+    let acq = a.request(lease.acquire(run_id), STEP).await?;
     require_ok(&acq, "A acquire")?;
     let epoch_a = acq["epoch"].as_i64().unwrap_or(-1);
     require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
     require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1, "by": "a"}}), STEP).await?, "A save")?;
+    let held_ms = ctx.lease_left_ms(run_id, &a.owner, epoch_a).await?;
 
     // Fault: A is cut off from the server; its process runs on.
-    let partition = fenceproof_harness::faults::inject(proxy.partition(STEP * 2), &ctx.timeline).await?;
+    let lapse = std::time::Duration::from_millis(lease.ttl_ms as u64);
+    let partition = fenceproof_harness::faults::inject(proxy.partition(STEP * 2 + lapse), &ctx.timeline).await?;
     let cut_at = std::time::Instant::now();
     ctx.wait_lease_expired(run_id).await?;
-    judge_cancelled_while_cut(ctx, &mut a).await;
+    judge_cancelled_while_cut(ctx, &mut a, STEP + lapse).await;
 
     // B takes over and saves.
     let (mut b, takeover, before) = take_over(ctx, run_id, epoch_a).await?;
@@ -84,7 +89,10 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let unknown = metrics::value(&text, "lease_renew_total{outcome=\"unknown\"}").unwrap_or(0.0);
     let lost = metrics::value(&text, "lease_renew_total{outcome=\"lost\"}").unwrap_or(0.0);
     ctx.note(format!(
-        "A partitioned {cut_ms} ms (TTL {A_TTL_MS} ms); B took over epoch {}; A after the heal: {}; {} stale commits; renewals unknown {unknown}, lost {lost}",
+        "round trip {} → A's {}; A held the lease when cut ({}); A partitioned {cut_ms} ms; B took over epoch {}; A after the heal: {}; {} stale commits; renewals unknown {unknown}, lost {lost}",
+        rt.describe(),
+        lease.describe(),
+        held_ms.map(|ms| format!("{ms} ms left on the database clock")).unwrap_or_else(|| "no: its term had lapsed".into()),
         epoch_a + 1,
         attempts.join(" "),
         stale
@@ -102,9 +110,9 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 }
 
 /// A's heartbeat cannot confirm a renewal across the partition: it must cancel the execution.
-async fn judge_cancelled_while_cut(ctx: &mut Ctx, a: &mut WorkerProc) {
+async fn judge_cancelled_while_cut(ctx: &mut Ctx, a: &mut WorkerProc, bound: std::time::Duration) {
     let cancelled =
-        a.wait_event("execution cancelled during the partition", STEP, |e| e["event"] == "execution_cancelled").await;
+        a.wait_event("execution cancelled during the partition", bound, |e| e["event"] == "execution_cancelled").await;
     ctx.check(Check::expect(
         CANCELLED_WHILE_CUT,
         cancelled.is_ok(),

@@ -154,6 +154,7 @@ impl Session {
         let mut sched = Scheduler { next: 0, alone_running: false };
         let mut died: Option<String> = None;
         let mut done = 0;
+        let watch = tokio::spawn(watch_stalls(self.run.path.join("harness-stalls.txt")));
         loop {
             while let Some(&i) = order.get(sched.next).filter(|_| died.is_none()) {
                 let u = &units[i];
@@ -184,6 +185,7 @@ impl Session {
             slots[ran.index] = Some(r);
             done += 1;
         }
+        watch.abort();
         progress("", units.len(), units.len(), "");
         Ok((slots, died))
     }
@@ -228,6 +230,35 @@ impl Session {
         row.observations = "the server died while this experiment ran".into();
         *died = Some(death);
         Ok(row)
+    }
+}
+
+/// How late the session's thread may run a timer before it counts as held.
+const STALL: Duration = Duration::from_millis(500);
+
+/// Every row runs on the session's one thread: anything that blocks it (a server's shutdown, a
+/// folder copied or removed) stops every row's clock of events at once, so a worker's answer
+/// reaches its row late and a short lease lapses unseen. This watch wakes every 100 ms; when it
+/// wakes more than [`STALL`] late it says so on stderr and in `harness-stalls.txt` of the run
+/// (the rows' evidence then explains itself).
+async fn watch_stalls(file: std::path::PathBuf) {
+    let tick = Duration::from_millis(100);
+    loop {
+        let t = Instant::now();
+        tokio::time::sleep(tick).await;
+        let late = t.elapsed().saturating_sub(tick);
+        if late > STALL {
+            let line = format!(
+                "{} the session's thread ran {} ms late (a blocking call on it, or a starved machine)",
+                chrono::Utc::now().format("%H:%M:%S%.3f"),
+                late.as_millis()
+            );
+            tracing::warn!("{line}");
+            use std::io::Write;
+            if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&file) {
+                let _ = writeln!(f, "{line}");
+            }
+        }
     }
 }
 

@@ -26,6 +26,7 @@ pub mod jobs;
 pub mod k_clock_jump;
 pub mod l_rollout;
 pub mod m_redis_prefilter;
+pub mod measured;
 pub mod n_restore;
 pub mod outbox_setup;
 pub mod own_server;

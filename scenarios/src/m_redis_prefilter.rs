@@ -26,6 +26,7 @@ use serde_json::json;
 
 use crate::ctx::{require_ok, Ctx, StaleChecks, STEP, TAKEOVER_IS_NEXT_EPOCH};
 use crate::experiment::{Checks, Experiment, Judges, Need};
+use crate::measured::{self, LeaseTimes};
 
 pub const TITLE_EXPIRY: &str = "Redis pre-filter: the lock expires while its holder is paused; PostgreSQL fences";
 pub const TITLE_RESTART: &str =
@@ -74,8 +75,10 @@ pub const NOTHING_OF_A_COMMITS: &str =
 pub const ROWS_UNCHANGED_BY_RESUMED: &str =
     "[prefilter.not-a-boundary] B's lease and the run are unchanged by the resumed A (database rows)";
 
-const A_TTL_MS: i64 = 600;
-/// The Redis key's TTL: longer than the lease's, as a pre-filter's usually is.
+/// A's lease on an unloaded machine, stretched by the measured round trip ([`LeaseTimes::sized`]).
+const A_LEASE: LeaseTimes = LeaseTimes { ttl_ms: 600, heartbeat_ms: 100, renew_timeout_ms: 300 };
+/// The Redis key's TTL on an unloaded machine: longer than the lease's, as a pre-filter's usually
+/// is. It must outlast A's acquire, start and save, so it is at least K round trips for each.
 const KEY_TTL_MS: u64 = 1500;
 
 pub async fn run(ctx: &mut Ctx, loss: Loss) -> Result<(), HarnessError> {
@@ -85,10 +88,13 @@ pub async fn run(ctx: &mut Ctx, loss: Loss) -> Result<(), HarnessError> {
         runs::create_run(&ctx.pool, "task-m", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
     let key = format!("fenceproof:run:{run_id}");
     let tokens = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
-    let keyed = Keyed { lock: &lock, key: &key, token_a: &tokens.0, token_b: &tokens.1 };
+    let mut a = ctx.spawn_worker("a", vec![]).await?;
+    let rt = measured::round_trip(ctx, &mut a).await?;
+    let sizes = (LeaseTimes::sized(A_LEASE, &rt), measured::covering(KEY_TTL_MS, 3, &rt));
+    let keyed = Keyed { lock: &lock, key: &key, token_a: &tokens.0, token_b: &tokens.1, ttl_ms: sizes.1 };
 
     // A holds the key and the lease, and works.
-    let (mut a, epoch_a) = a_holds_key_and_lease(ctx, &keyed, run_id).await?;
+    let epoch_a = a_holds_key_and_lease(ctx, &keyed, &mut a, (run_id, &sizes.0)).await?;
 
     // Fault: A is paused and the key is lost.
     let pause = a.pause().await?;
@@ -96,7 +102,8 @@ pub async fn run(ctx: &mut Ctx, loss: Loss) -> Result<(), HarnessError> {
         Loss::Expiry => {
             let lock2 = lock.clone();
             let key2 = key.clone();
-            fenceproof_harness::wait::until("the pre-filter key to expire", STEP, || {
+            let bound = STEP + std::time::Duration::from_millis(keyed.ttl_ms);
+            fenceproof_harness::wait::until("the pre-filter key to expire", bound, || {
                 let (lock, key) = (lock2.clone(), key2.clone());
                 async move { Ok(lock.holder(&key).await?.is_none().then_some(())) }
             })
@@ -126,7 +133,10 @@ pub async fn run(ctx: &mut Ctx, loss: Loss) -> Result<(), HarnessError> {
     require_ok(&b.request(json!({"cmd": "succeed"}), STEP).await?, "B succeed")?;
     let freed = lock.release(&key, keyed.token_b).await?;
     ctx.note(format!(
-        "key lost by {}; B took key and lease (epoch {}); A resumed: redis renew/release refused, {}; {} stale commits; B released its key: {freed}",
+        "round trip {} → A's {}, key TTL {} ms; key lost by {}; B took key and lease (epoch {}); A resumed: redis renew/release refused, {}; {} stale commits; B released its key: {freed}",
+        rt.describe(),
+        sizes.0.describe(),
+        keyed.ttl_ms,
         match loss {
             Loss::Expiry => "expiry during A's pause",
             Loss::Restart => "a Redis restart without persistence",
@@ -147,33 +157,47 @@ struct Keyed<'a> {
     key: &'a str,
     token_a: &'a str,
     token_b: &'a str,
+    /// The key's TTL when A takes it.
+    ttl_ms: u64,
 }
 
 /// A takes the key, then the lease, starts and saves; while A holds the key, B is kept out.
-/// Returns A and its epoch.
+/// Returns A's epoch.
 async fn a_holds_key_and_lease(
     ctx: &mut Ctx,
     k: &Keyed<'_>,
-    run_id: uuid::Uuid,
-) -> Result<(WorkerProc, i64), HarnessError> {
+    a: &mut WorkerProc,
+    (run_id, lease): (uuid::Uuid, &LeaseTimes),
+) -> Result<i64, HarnessError> {
     let key = k.key;
-    let mut a = ctx.spawn_worker("a", vec![]).await?;
-    let got = k.lock.acquire(key, k.token_a, KEY_TTL_MS).await?;
-    ctx.check(Check::expect(A_TAKES_KEY, got, format!("SET {key} NX PX: {got}")));
-    let acq = a
-        .request(json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": A_TTL_MS, "heartbeat_ms": 100, "renew_timeout_ms": 300}), STEP)
-        .await?;
+    let taken = std::time::Instant::now();
+    let got = k.lock.acquire(key, k.token_a, k.ttl_ms).await?;
+    ctx.check(Check::expect(A_TAKES_KEY, got, format!("SET {key} NX PX {}: {got}", k.ttl_ms)));
+    let acq = a.request(lease.acquire(run_id), STEP).await?;
     require_ok(&acq, "A acquire")?;
     let epoch_a = acq["epoch"].as_i64().unwrap_or(-1);
     require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
     require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1, "by": "a"}}), STEP).await?, "A save")?;
-    let kept_out = !k.lock.acquire(key, k.token_b, 30_000).await?;
+    // B tries only while A's token holds the key, observed in the same step as the attempt.
+    let probe = k.lock.acquire_while_held(key, k.token_a, k.token_b, 30_000).await?;
+    if !probe.held {
+        return Err(HarnessError::Other(format!(
+            "no verdict this time: A's pre-filter key lapsed before B's attempt ({} ms after A took it, key TTL {} ms, PTTL {}): the machine was slower than the measured round trip allowed for",
+            taken.elapsed().as_millis(),
+            k.ttl_ms,
+            probe.pttl_ms
+        )));
+    }
     ctx.check(Check::expect(
         KEY_KEEPS_B_OUT,
-        kept_out,
-        format!("B's SET NX while A holds the key: {}", if kept_out { "refused" } else { "granted" }),
+        !probe.granted,
+        format!(
+            "B's SET NX while A holds the key (PTTL {} ms): {}",
+            probe.pttl_ms,
+            if probe.granted { "granted" } else { "refused" }
+        ),
     ));
-    Ok((a, epoch_a))
+    Ok(epoch_a)
 }
 
 /// Once the key is lost B passes the pre-filter, takes over the expired lease (A's epoch + 1) and
@@ -200,7 +224,7 @@ async fn b_takes_key_and_lease(
 
 /// The resumed A's compare-token renew and release are refused by Redis: the key stays B's.
 async fn judge_compare_token(ctx: &mut Ctx, k: &Keyed<'_>) -> Result<(), HarnessError> {
-    let renewed = k.lock.renew(k.key, k.token_a, KEY_TTL_MS).await?;
+    let renewed = k.lock.renew(k.key, k.token_a, k.ttl_ms).await?;
     let released = k.lock.release(k.key, k.token_a).await?;
     let holder = k.lock.holder(k.key).await?;
     ctx.check(Check::expect(

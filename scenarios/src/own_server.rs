@@ -81,8 +81,9 @@ impl OwnServer {
         }
         ctx.own_commits = Some(rows?);
         self.pool.close().await;
-        if let Kind::Container(mut c) = self.server {
-            c.stop().await?;
+        match self.server {
+            Kind::Container(mut c) => c.stop().await?,
+            Kind::Native(mut n) => n.stop_async().await,
         }
         Ok(())
     }

@@ -166,18 +166,10 @@ impl NativeCluster {
     /// that connects over TCP (every worker) can reach it until [`NativeCluster::reopen`].
     pub async fn restore(&mut self, backup: &Path, log: &Path, hold: bool) -> Result<()> {
         let run_as = unprivileged_user()?;
-        self.shutdown_server();
+        self.shutdown_server_async().await;
         let data = self.data();
-        std::fs::remove_dir_all(&data)?;
-        let status = Command::new("cp")
-            .arg("-a")
-            .arg(backup)
-            .arg(&data)
-            .status()
-            .map_err(|e| HarnessError::ServerStart(format!("cannot copy the backup: {e}")))?;
-        if !status.success() {
-            return Err(HarnessError::ServerStart(format!("copying the backup failed ({status})")));
-        }
+        remove_tree(&data).await?;
+        copy_tree(backup, &data).await.map_err(|e| HarnessError::ServerStart(e.to_string()))?;
         self.spawn_listening(run_as, log, if hold { "" } else { "127.0.0.1" })?;
         self.wait_ready_at(log, if hold { self.socket_url_for("postgres") } else { self.url_for("postgres") }).await
     }
@@ -190,10 +182,19 @@ impl NativeCluster {
         }
     }
 
+    /// [`NativeCluster::discard_backup`] without holding the session's thread (rows side by side
+    /// share it: a folder removed on it stalls every other row's clock of events).
+    pub async fn discard_backup_async(backup: &Path) {
+        if let Some(root) = backup.parent() {
+            let _ = remove_tree(root).await;
+            registry::unregister_dir(root);
+        }
+    }
+
     /// Restart the server listening on its TCP port again (after a held [`NativeCluster::restore`]).
     pub async fn reopen(&mut self, log: &Path) -> Result<()> {
         let run_as = unprivileged_user()?;
-        self.shutdown_server();
+        self.shutdown_server_async().await;
         self.spawn_listening(run_as, log, "127.0.0.1")?;
         self.wait_ready(log).await
     }
@@ -344,6 +345,38 @@ impl NativeCluster {
         registry::unregister_dir(&self.root);
     }
 
+    /// [`NativeCluster::stop`] without holding the session's thread: the shutdown is awaited and
+    /// the folder removed on a blocking-pool thread. Rows side by side share the session's one
+    /// thread; a server's shutdown or a folder's removal on it (seconds on a loaded machine) froze
+    /// every other row, whose workers' answers then arrived late and their leases lapsed.
+    pub async fn stop_async(&mut self) {
+        self.shutdown_server_async().await;
+        if self.root.exists() {
+            let _ = remove_tree(&self.root).await;
+        }
+        registry::unregister_dir(&self.root);
+    }
+
+    /// [`NativeCluster::shutdown_server`], waiting on the runtime's timer instead of the thread.
+    async fn shutdown_server_async(&mut self) {
+        let Some(child) = self.child.as_mut() else { return };
+        let pid = Pid::from_raw(child.id() as i32);
+        let backends = signals::children(pid);
+        for b in &backends {
+            let _ = nix::sys::signal::kill(*b, Signal::SIGCONT);
+        }
+        let _ = nix::sys::signal::kill(pid, Signal::SIGINT);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // What is left is at most a SIGKILLed group's reaping: done by the blocking path.
+        self.shutdown_server();
+    }
+
     /// Shut the server down (fast, then SIGKILL of the group after 10 s), keeping its folder.
     fn shutdown_server(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -387,6 +420,35 @@ impl Backend for NativeCluster {
 impl Drop for NativeCluster {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Remove a folder tree on a blocking-pool thread (the session's thread goes on meanwhile).
+pub(crate) async fn remove_tree(path: &Path) -> Result<()> {
+    let p = path.to_path_buf();
+    match tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&p)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Ok(Err(e)) => Err(e.into()),
+        Err(e) => Err(HarnessError::Other(format!("removing {}: {e}", path.display()))),
+    }
+}
+
+/// `cp -a from to`, awaited as a child of the session's thread (bounded like every tool).
+pub(crate) async fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    let mut cmd = Command::new("cp");
+    cmd.arg("-a").arg(from).arg(to).stdin(Stdio::null());
+    prepare(&mut cmd, Signal::SIGKILL, None);
+    let out = crate::procs::spawn::run_bounded(cmd, "cp -a (the backup)", crate::procs::spawn::tool_timeout()).await?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        let text = String::from_utf8_lossy(&out.stderr);
+        Err(HarnessError::Other(format!(
+            "copying the backup failed ({}): {}",
+            out.status,
+            text.lines().last().unwrap_or("no output")
+        )))
     }
 }
 

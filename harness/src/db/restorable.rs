@@ -102,7 +102,7 @@ impl Restorable {
                     old.stop().await?;
                 }
                 let data = root.join("data");
-                copy_tree(&root.join("backup"), &data)?;
+                copy_tree(&root.join("backup"), &data).await?;
                 let hba_path = data.join("pg_hba.conf");
                 *hba = Some(std::fs::read_to_string(&hba_path)?);
                 // The operator reaches every database; the harness's start probe (the server's
@@ -139,35 +139,25 @@ impl Restorable {
     pub async fn stop(&mut self) {
         match self {
             Restorable::Native { cluster, backup, .. } => {
-                cluster.stop();
+                cluster.stop_async().await;
                 if let Some(b) = backup.take() {
-                    NativeCluster::discard_backup(&b);
+                    NativeCluster::discard_backup_async(&b).await;
                 }
             }
             Restorable::Container { db, root, .. } => {
                 if let Some(mut d) = db.take() {
                     let _ = d.stop().await;
                 }
-                let _ = std::fs::remove_dir_all(&*root);
+                let _ = crate::db::native::remove_tree(root).await;
                 registry::unregister_dir(root);
             }
         }
     }
 }
 
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    let _ = std::fs::remove_dir_all(to);
-    let status = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .map_err(|e| HarnessError::Other(format!("cannot copy the backup: {e}")))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(HarnessError::Other(format!("copying the backup failed ({status})")))
-    }
+async fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    let _ = crate::db::native::remove_tree(to).await;
+    crate::db::native::copy_tree(from, to).await
 }
 
 fn rand_u32() -> u32 {

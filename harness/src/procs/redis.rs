@@ -32,6 +32,15 @@ const RENEW: &str =
 const RELEASE: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
+/// B's `SET NX PX` only while A's token holds the key, in one step: A's token and the key's PTTL
+/// are read and the SET tried atomically (a script runs alone on the server), so "while A holds
+/// it" is observed at the very moment of the attempt, not assumed from a TTL.
+const SET_WHILE_HELD: &str = "local h = redis.call('get', KEYS[1]) \
+if h ~= ARGV[1] then return {0, redis.call('pttl', KEYS[1]), 0} end \
+local t = redis.call('pttl', KEYS[1]) \
+if redis.call('set', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) then return {1, t, 1} end \
+return {1, t, 0}";
+
 /// Where `redis-server` is: `$REDIS_SERVER`, else the first on PATH or in /usr/bin.
 pub fn binary() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("REDIS_SERVER").map(PathBuf::from).filter(|p| p.is_file()) {
@@ -131,6 +140,19 @@ pub enum Reply {
     Error(String),
     Int(i64),
     Bulk(Option<String>),
+    /// An array of integers (what the harness's own scripts answer).
+    Ints(Vec<i64>),
+}
+
+/// What [`PrefilterLock::acquire_while_held`] saw and did, at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldProbe {
+    /// The key held the holder's token.
+    pub held: bool,
+    /// The key's PTTL then (-2: no key, -1: no expiry).
+    pub pttl_ms: i64,
+    /// The caller's SET NX was granted.
+    pub granted: bool,
 }
 
 /// The §03 pre-filter lock on one Redis server.
@@ -153,6 +175,15 @@ impl PrefilterLock {
     /// Delete the key only while it holds `token`.
     pub async fn release(&self, key: &str, token: &str) -> Result<bool> {
         Ok(self.call(&["EVAL", RELEASE, "1", key, token]).await? == Reply::Int(1))
+    }
+
+    /// `SET key token NX PX ttl_ms`, tried only while the key holds `holder`'s token (see
+    /// [`SET_WHILE_HELD`]); when it does not, nothing is tried.
+    pub async fn acquire_while_held(&self, key: &str, holder: &str, token: &str, ttl_ms: u64) -> Result<HeldProbe> {
+        match self.call(&["EVAL", SET_WHILE_HELD, "1", key, holder, token, &ttl_ms.to_string()]).await? {
+            Reply::Ints(v) if v.len() == 3 => Ok(HeldProbe { held: v[0] == 1, pttl_ms: v[1], granted: v[2] == 1 }),
+            other => Err(HarnessError::Other(format!("redis EVAL (set while held) answered {other:?}"))),
+        }
     }
 
     /// The token the key holds now, if any.
@@ -193,6 +224,17 @@ impl PrefilterLock {
                         buf.truncate(n as usize);
                         Reply::Bulk(Some(String::from_utf8_lossy(&buf).into_owned()))
                     }
+                }
+                "*" => {
+                    let n: usize = rest.parse().map_err(|_| bad(line))?;
+                    let mut v = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        let mut item = String::new();
+                        r.read_line(&mut item).await?;
+                        let item = item.trim_end_matches("\r\n");
+                        v.push(item.strip_prefix(':').and_then(|i| i.parse().ok()).ok_or_else(|| bad(item))?);
+                    }
+                    Reply::Ints(v)
                 }
                 _ => return Err(bad(line)),
             })

@@ -321,12 +321,20 @@ impl Pair {
         }
     }
 
-    /// Stop the harness's containers, their logs into the experiment's folder (the network goes
-    /// when the pair is dropped).
-    pub async fn stop_containers(&mut self) -> Result<(), HarnessError> {
-        if let Pair::Container { primary, standby, .. } = self {
-            primary.stop().await?;
-            standby.stop().await?;
+    /// Stop the harness's servers: containers with their logs into the experiment's folder (the
+    /// network goes when the pair is dropped), native clusters without holding the session's thread.
+    pub async fn stop_servers(&mut self) -> Result<(), HarnessError> {
+        match self {
+            Pair::Container { primary, standby, .. } => {
+                primary.stop().await?;
+                standby.stop().await?;
+            }
+            // Not left to the drop: a stop there would hold the session's thread (other rows).
+            Pair::Native { primary, standby } => {
+                standby.stop_async().await;
+                primary.stop_async().await;
+            }
+            _ => {}
         }
         Ok(())
     }

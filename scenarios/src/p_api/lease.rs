@@ -200,8 +200,11 @@ async fn releases(p: &mut Prober<'_>, r2: Uuid, (a, b): (&str, &str)) -> Result<
 }
 
 /// The held probes across the expiry of `r3`'s lease (a renewal, a batched renewal, a takeover),
-/// each retried with a longer lease while inconclusive.
+/// each retried with a longer lease while inconclusive. A retry starts on a fresh run: the takeover
+/// probe leaves `b` holding the lease for [`LONG_TTL_MS`], which no retry could wait out (a batched
+/// renewal inconclusive at load made the next round wait 15 s for that lease: an ERROR).
 async fn expiries(p: &mut Prober<'_>, r3: Uuid, (a, b): (&str, &str)) -> Result<(), HarnessError> {
+    let mut r3 = r3;
     let mut held_renew = false;
     let mut held_many = false;
     let mut held_takeover = false;
@@ -230,6 +233,7 @@ async fn expiries(p: &mut Prober<'_>, r3: Uuid, (a, b): (&str, &str)) -> Result<
         if held_renew && held_many && held_takeover {
             return Ok(());
         }
+        r3 = p.new_run("task-pl-3").await?;
     }
     Err(HarnessError::Other("the expiry probes stayed inconclusive with a 5 s lease (a very loaded machine)".into()))
 }

@@ -24,8 +24,8 @@ pub struct ServerArgs {
     /// Default: the contract's `[database] image`, else postgres:15.
     #[arg(long)]
     pub pg_image: Option<String>,
-    /// How many experiment rows run side by side, each on its own database (default: twice the
-    /// cores, at most 8; 1 against --database-url). Rows that freeze the server or measure timing
+    /// How many experiment rows run side by side, each on its own database (default: four per
+    /// core, at most 8; 1 against --database-url). Rows that freeze the server or measure timing
     /// run alone.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub jobs: Option<u32>,

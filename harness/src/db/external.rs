@@ -146,15 +146,26 @@ impl ExternalDb {
     }
 
     /// Run the migrations; when they created [`WORKER_ROLE`] (it did not exist, the role may
-    /// create roles), tag it and register it to be dropped at the end of the run.
+    /// create roles), tag it and have it dropped at the end of the run. It is registered before the
+    /// migrations run, so a Ctrl-C between their commit and the check after them still drops it
+    /// (`DROP ROLE IF EXISTS`, which fails harmlessly while another run's schema grants to it).
     async fn migrate_noting_role(&self, pool: &PgPool) -> Result<()> {
         let exists = "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)";
         let before: bool = sqlx::query_scalar(exists).bind(WORKER_ROLE).fetch_one(pool).await?;
+        let entry = (self.url.clone(), WORKER_ROLE.to_string());
+        if !before {
+            CREATED_ROLES.lock().unwrap_or_else(|p| p.into_inner()).push(entry.clone());
+        }
         migrate(pool).await?;
         let after: bool = sqlx::query_scalar(exists).bind(WORKER_ROLE).fetch_one(pool).await?;
         if after && !before {
-            CREATED_ROLES.lock().unwrap_or_else(|p| p.into_inner()).push((self.url.clone(), WORKER_ROLE.into()));
             sqlx::query(&format!("COMMENT ON ROLE {WORKER_ROLE} IS '{}'", owner_tag())).execute(pool).await?;
+        } else if !before {
+            // The migrations did not create it (the login may not create roles): nothing to drop.
+            let mut roles = CREATED_ROLES.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(i) = roles.iter().position(|r| *r == entry) {
+                roles.remove(i);
+            }
         }
         Ok(())
     }

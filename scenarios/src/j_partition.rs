@@ -8,14 +8,16 @@
 //! renewal and the lost ones.
 
 use fenceproof_harness::check::Check;
+use fenceproof_harness::faults::proxy::Proxy;
 use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::{metrics, oracle};
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
+use uuid::Uuid;
 
 use crate::b_old_owner_resumes::TAKEOVER_EPOCH;
-use crate::ctx::{require_ok, scrape, Ctx, StaleChecks, STEP};
+use crate::ctx::{outcome, require_ok, scrape, Ctx, StaleChecks, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 use crate::measured::{self, LeaseTimes};
 
@@ -50,16 +52,7 @@ pub const METRICS_SHOW_RENEWALS: &str =
 const A_LEASE: LeaseTimes = LeaseTimes { ttl_ms: 800, heartbeat_ms: 100, renew_timeout_ms: 300 };
 
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
-    let run_id =
-        runs::create_run(&ctx.pool, "task-j", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
-    let (mut a, proxy) = ctx.spawn_worker_proxied("a", vec![]).await?;
-    let rt = measured::round_trip(ctx, &mut a).await?;
-    let lease = LeaseTimes::sized(A_LEASE, &rt);
-    let acq = a.request(lease.acquire(run_id), STEP).await?;
-    require_ok(&acq, "A acquire")?;
-    let epoch_a = acq["epoch"].as_i64().unwrap_or(-1);
-    require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
-    require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1, "by": "a"}}), STEP).await?, "A save")?;
+    let Setup { run_id, mut a, proxy, epoch_a, lease, rt } = setup(ctx).await?;
     let held_ms = ctx.lease_left_ms(run_id, &a.owner, epoch_a).await?;
 
     // Fault: A is cut off from the server; its process runs on.
@@ -107,6 +100,78 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     a.shutdown(STEP).await?;
     b.shutdown(STEP).await?;
     ctx.judge_invariants().await
+}
+
+/// A holding a live lease, started, with one checkpoint saved: what the partition cuts.
+struct Setup {
+    run_id: Uuid,
+    a: WorkerProc,
+    proxy: Proxy,
+    epoch_a: i64,
+    lease: LeaseTimes,
+    rt: measured::RoundTrip,
+}
+
+/// A's base lease for each try. On a loaded machine a renewal can come back later than its timeout
+/// before the partition; A then rightly lets its lease lapse and refuses its own next step. That is
+/// observed on the database (A's term lapsed and nobody took over), and the setup is made again on
+/// a fresh run with a longer lease; a refusal while A's lease is live stays a FAIL.
+const A_LEASE_TRIES: [u64; 3] = [1, 2, 4];
+
+async fn setup(ctx: &mut Ctx) -> Result<Setup, HarnessError> {
+    for (i, factor) in A_LEASE_TRIES.iter().enumerate() {
+        let run_id =
+            runs::create_run(&ctx.pool, "task-j", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
+        let name = if i == 0 { "a".to_string() } else { format!("a-try{}", i + 1) };
+        let (mut a, proxy) = ctx.spawn_worker_proxied(&name, vec![]).await?;
+        let rt = measured::round_trip(ctx, &mut a).await?;
+        let base = LeaseTimes {
+            ttl_ms: A_LEASE.ttl_ms * *factor as i64,
+            heartbeat_ms: A_LEASE.heartbeat_ms * factor,
+            renew_timeout_ms: A_LEASE.renew_timeout_ms * factor,
+        };
+        let lease = LeaseTimes::sized(base, &rt);
+        let acq = a.request(lease.acquire(run_id), STEP).await?;
+        require_ok(&acq, "A acquire")?;
+        let epoch_a = acq["epoch"].as_i64().unwrap_or(-1);
+        let start = a.request(json!({"cmd": "start"}), STEP).await?;
+        let save = if outcome(&start) == "ok" {
+            a.request(json!({"cmd": "save", "checkpoint": {"step": 1, "by": "a"}}), STEP).await?
+        } else {
+            start.clone()
+        };
+        if outcome(&save) != "ok" && lapsed_untaken(ctx, run_id, &a.owner, epoch_a).await? {
+            ctx.note(format!(
+                "try {}: A's {} lapsed before its first save (a renewal later than its timeout: a loaded machine); the setup was made again with a longer lease",
+                i + 1,
+                lease.describe()
+            ));
+            drop(proxy);
+            a.shutdown(STEP).await?;
+            continue;
+        }
+        require_ok(&start, "A start")?;
+        require_ok(&save, "A save")?;
+        return Ok(Setup { run_id, a, proxy, epoch_a, lease, rt });
+    }
+    Err(HarnessError::Other(format!(
+        "A's lease lapsed before its first save at every lease tried ({A_LEASE_TRIES:?} × {}): the machine is too loaded to make the moment",
+        A_LEASE.describe()
+    )))
+}
+
+/// Whether the lease of `run_id` is still `owner`'s term `epoch`, expired on the database clock,
+/// with nobody having taken it over.
+async fn lapsed_untaken(ctx: &Ctx, run_id: Uuid, owner: &str, epoch: i64) -> Result<bool, HarnessError> {
+    let lapsed: Option<bool> = sqlx::query_scalar(
+        "SELECT expires_at <= clock_timestamp() FROM worker_leases WHERE run_id = $1::text::uuid AND owner = $2 AND epoch = $3",
+    )
+    .bind(run_id.to_string())
+    .bind(owner)
+    .bind(epoch)
+    .fetch_optional(&ctx.pool)
+    .await?;
+    Ok(lapsed == Some(true))
 }
 
 /// A's heartbeat cannot confirm a renewal across the partition: it must cancel the execution.

@@ -361,11 +361,7 @@ impl NativeCluster {
     async fn shutdown_server_async(&mut self) {
         let Some(child) = self.child.as_mut() else { return };
         let pid = Pid::from_raw(child.id() as i32);
-        let backends = signals::children(pid);
-        for b in &backends {
-            let _ = nix::sys::signal::kill(*b, Signal::SIGCONT);
-        }
-        let _ = nix::sys::signal::kill(pid, Signal::SIGINT);
+        begin_shutdown(pid);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = child.try_wait() {
@@ -381,13 +377,7 @@ impl NativeCluster {
     fn shutdown_server(&mut self) {
         if let Some(mut child) = self.child.take() {
             let pid = Pid::from_raw(child.id() as i32);
-            // Backends a test may have stopped (SIGSTOP) cannot take part in a shutdown: note them
-            // now, kill them whatever happens.
-            let backends = signals::children(pid);
-            for b in &backends {
-                let _ = nix::sys::signal::kill(*b, Signal::SIGCONT);
-            }
-            let _ = nix::sys::signal::kill(pid, Signal::SIGINT);
+            let backends = begin_shutdown(pid);
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = child.try_wait() {
@@ -524,6 +514,17 @@ pub fn stale_roots(tmp: &Path) -> Vec<PathBuf> {
 pub fn free_port() -> Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
+}
+
+/// Ask the postmaster `pid` for a fast shutdown. Backends a test may have stopped (SIGSTOP) cannot
+/// take part in one: they are resumed, and returned so the caller can kill them whatever happens.
+fn begin_shutdown(pid: Pid) -> Vec<Pid> {
+    let backends = signals::children(pid);
+    for b in &backends {
+        let _ = nix::sys::signal::kill(*b, Signal::SIGCONT);
+    }
+    let _ = nix::sys::signal::kill(pid, Signal::SIGINT);
+    backends
 }
 
 #[cfg(test)]

@@ -158,8 +158,9 @@ async fn try_setup(
     ttl_ms: i64,
     try_no: usize,
 ) -> Result<Result<Story, String>, HarnessError> {
-    let run_id =
-        runs::create_run(&ctx.pool, "task-b", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
+    // A task of its own per try: the lapsed try's run stays live (only one per task).
+    let task = if try_no == 0 { "task-b".to_string() } else { format!("task-b-try{}", try_no + 1) };
+    let run_id = runs::create_run(&ctx.pool, &task, json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
     let shared = format!("host-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let name = |w: &str| if try_no == 0 { w.to_string() } else { format!("{w}-try{}", try_no + 1) };
     let mut a = if same_owner {

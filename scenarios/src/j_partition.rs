@@ -120,9 +120,14 @@ const A_LEASE_TRIES: [u64; 3] = [1, 2, 4];
 
 async fn setup(ctx: &mut Ctx) -> Result<Setup, HarnessError> {
     for (i, factor) in A_LEASE_TRIES.iter().enumerate() {
+        // A task of its own per try: the lapsed try's run stays live (only one per task).
+        let (task, name) = if i == 0 {
+            ("task-j".into(), "a".into())
+        } else {
+            (format!("task-j-try{}", i + 1), format!("a-try{}", i + 1))
+        };
         let run_id =
-            runs::create_run(&ctx.pool, "task-j", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
-        let name = if i == 0 { "a".to_string() } else { format!("a-try{}", i + 1) };
+            runs::create_run(&ctx.pool, &task, json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
         let (mut a, proxy) = ctx.spawn_worker_proxied(&name, vec![]).await?;
         let rt = measured::round_trip(ctx, &mut a).await?;
         let base = LeaseTimes {

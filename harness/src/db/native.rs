@@ -15,6 +15,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::{Pid, User};
 
 use crate::db::pgbin::PgBin;
+use crate::db::pristine;
 use crate::db::Backend;
 use crate::error::{HarnessError, Result};
 use crate::procs::registry::{self, Kind};
@@ -234,12 +235,35 @@ impl NativeCluster {
         self.root.join("data")
     }
 
+    /// The cluster's data folder: a copy of this build's pristine one ([`pristine`]), made by
+    /// initdb the first time; a plain initdb into the folder when the cache cannot be used.
     async fn initdb(&self, run_as: Option<RunAs>) -> Result<()> {
+        let key = pristine::key(&self.bin, &self.version);
+        let source = match pristine::cached(&key) {
+            Some(data) => Some(data),
+            None => match pristine::scratch(run_as) {
+                Ok(scratch) => {
+                    if let Err(e) = self.initdb_into(&scratch.join("data"), run_as).await {
+                        let _ = remove_tree(&scratch).await;
+                        return Err(e);
+                    }
+                    pristine::publish(&scratch, &key).ok()
+                }
+                Err(_) => None,
+            },
+        };
+        if let Some(data) = source {
+            if copy_tree(&data, &self.data()).await.is_ok() {
+                return Ok(());
+            }
+            let _ = remove_tree(&self.data()).await;
+        }
+        self.initdb_into(&self.data(), run_as).await
+    }
+
+    async fn initdb_into(&self, data: &Path, run_as: Option<RunAs>) -> Result<()> {
         let mut cmd = Command::new(self.bin.tool("initdb"));
-        cmd.arg("-D")
-            .arg(self.data())
-            .args(["-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"])
-            .stdin(Stdio::null());
+        cmd.arg("-D").arg(data).args(pristine::INITDB_ARGS).stdin(Stdio::null());
         prepare(&mut cmd, Signal::SIGKILL, run_as);
         let out = crate::procs::spawn::run_bounded(cmd, "initdb", crate::procs::spawn::tool_timeout())
             .await

@@ -253,24 +253,99 @@ pub async fn terminal(ctx: &mut Ctx) -> Result<(), HarnessError> {
 /// ([`LeaseTimes::sized`]: a 600 ms renewal timeout was too short for the Go example at load 20).
 const RENEW_LEASE: LeaseTimes = LeaseTimes { ttl_ms: 1500, heartbeat_ms: 150, renew_timeout_ms: 600 };
 
-pub async fn renew(ctx: &mut Ctx) -> Result<(), HarnessError> {
-    let run_id = new_run(ctx, "task-i-renew").await?;
-    let (mut a, proxy) = ctx.spawn_worker_proxied("a", vec![]).await?;
-    let rt = crate::measured::round_trip(ctx, &mut a).await?;
-    let lease = LeaseTimes::sized(RENEW_LEASE, &rt);
-    ctx.note(format!("round trip {} → A's {}", rt.describe(), lease.describe()));
-    require_ok(&a.request(lease.acquire(run_id), STEP).await?, "A acquire")?;
-    require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
-    let epoch_a = oracle::run_state(&ctx.pool, run_id).await?.lease["epoch"].as_i64().unwrap_or(-1);
+/// A's lease factor for each try. On a starved machine A's own renewal can come back later than its
+/// timeout before the reply the harness loses: A then rightly stops (it says so, and never renews
+/// again), and the row has no moment to judge. The setup is made again on a fresh run with a longer
+/// lease; a worker that never renews at all stays a FAIL of the legal-step rule.
+const RENEW_TRIES: [u64; 3] = [1, 2, 4];
 
-    // The heartbeat's next renewal commits; its reply is lost.
-    let armed = faults::inject(proxy.lose_ack(patterns::LEASE_RENEW, STEP)?, &ctx.timeline).await?;
-    // A worker that never renews the lease it holds is broken, not the harness: a FAIL of the
-    // legal-step rule rather than an ERROR.
-    let fired = armed.fired(STEP).await.map_err(|_| HarnessError::StepRefused {
-        step: format!("A's heartbeat renewal (every {} ms of a {} ms lease)", lease.heartbeat_ms, lease.ttl_ms),
-        answer: format!("no renewal reached the database within {} s", STEP.as_secs()),
-    })?;
+/// A, holding its lease on `run_id` as `epoch_a`, whose heartbeat renewal just lost its reply.
+struct Renewed {
+    run_id: Uuid,
+    a: fenceproof_harness::procs::worker::WorkerProc,
+    proxy: fenceproof_harness::faults::proxy::Proxy,
+    epoch_a: i64,
+    fired: Fired,
+}
+
+/// Make the moment: A acquires and starts, and its next heartbeat renewal commits with its reply
+/// lost; made again with a longer lease (a task of its own per try) when A's own renewal timed out
+/// first.
+async fn renew_setup(ctx: &mut Ctx) -> Result<Renewed, HarnessError> {
+    for (i, factor) in RENEW_TRIES.iter().enumerate() {
+        let (task, name) = if i == 0 {
+            ("task-i-renew".into(), "a".into())
+        } else {
+            (format!("task-i-renew-try{}", i + 1), format!("a-try{}", i + 1))
+        };
+        let run_id = new_run(ctx, &task).await?;
+        let (mut a, proxy) = ctx.spawn_worker_proxied(&name, vec![]).await?;
+        let rt = crate::measured::round_trip(ctx, &mut a).await?;
+        let base = LeaseTimes {
+            ttl_ms: RENEW_LEASE.ttl_ms * *factor as i64,
+            heartbeat_ms: RENEW_LEASE.heartbeat_ms * factor,
+            renew_timeout_ms: RENEW_LEASE.renew_timeout_ms * factor,
+        };
+        let lease = LeaseTimes::sized(base, &rt);
+        ctx.note(format!("round trip {} → A's {}", rt.describe(), lease.describe()));
+        require_ok(&a.request(lease.acquire(run_id), STEP).await?, "A acquire")?;
+        require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
+        let epoch_a = oracle::run_state(&ctx.pool, run_id).await?.lease["epoch"].as_i64().unwrap_or(-1);
+        // The heartbeat's next renewal commits; its reply is lost.
+        let armed = faults::inject(proxy.lose_ack(patterns::LEASE_RENEW, STEP)?, &ctx.timeline).await?;
+        match first_of(&armed, &mut a).await {
+            Ok(fired) => return Ok(Renewed { run_id, a, proxy, epoch_a, fired }),
+            Err(Some(said)) => {
+                ctx.note(format!(
+                    "try {}: A's own renewal timed out before the harness lost one ({said}: a starved machine, with A's {}); the setup was made again with a longer lease",
+                    i + 1,
+                    lease.describe()
+                ));
+                drop(armed);
+                drop(proxy);
+                a.shutdown(STEP).await?;
+            }
+            // A worker that never renews the lease it holds is broken, not the harness: a FAIL of
+            // the legal-step rule rather than an ERROR.
+            Err(None) => {
+                return Err(HarnessError::StepRefused {
+                    step: format!(
+                        "A's heartbeat renewal (every {} ms of a {} ms lease)",
+                        lease.heartbeat_ms, lease.ttl_ms
+                    ),
+                    answer: format!("no renewal reached the database within {} s", STEP.as_secs()),
+                })
+            }
+        }
+    }
+    Err(HarnessError::Other(format!(
+        "A's own renewal timed out before the lost reply at every lease tried ({RENEW_TRIES:?} × {}): the machine is too starved to make the moment",
+        RENEW_LEASE.describe()
+    )))
+}
+
+/// The armed fault's firing, or `Err(Some)` when A said its own renewal went unconfirmed
+/// (`heartbeat_unconfirmed`, the contract's event) before the fault fired, or neither within
+/// [`STEP`] (`Err(None)`). A's word only decides whether the setup is made again, never a verdict.
+async fn first_of(
+    armed: &Armed,
+    a: &mut fenceproof_harness::procs::worker::WorkerProc,
+) -> Result<Fired, Option<String>> {
+    let said = tokio::select! {
+        biased;
+        fired = armed.fired(STEP) => return fired.map_err(|_| None),
+        said = a.wait_event("A's own renewal unconfirmed", STEP, |e| e["event"] == "heartbeat_unconfirmed") => said,
+    };
+    // The fault may have fired while A's word was on its way: then the moment was made.
+    match (armed.fired(std::time::Duration::ZERO).await, said) {
+        (Ok(fired), _) => Ok(fired),
+        (Err(_), Ok(ev)) => Err(Some(format!("A said heartbeat_unconfirmed: {}", ev["detail"].as_str().unwrap_or("")))),
+        (Err(_), Err(_)) => armed.fired(STEP).await.map_err(|_| None),
+    }
+}
+
+pub async fn renew(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let Renewed { run_id, mut a, proxy, epoch_a, fired } = renew_setup(ctx).await?;
     ctx.note(format!("renewal: {}", fired_note(&Some(fired))));
     let mark = ctx.oracle_mark().await?;
     let cancelled = a

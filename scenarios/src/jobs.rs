@@ -6,7 +6,9 @@
 //! that spawned them); rows overlap in their waits, which are most of their time. The matrix keeps
 //! the selection's order whatever order the rows finish in.
 
+use std::collections::BTreeMap;
 use std::future::Future;
+use std::path::Path;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
@@ -57,28 +59,34 @@ struct Scheduler {
 }
 
 /// The order rows start in (indices into the selection): those that must run alone first, while
-/// the field is empty anyway; then those that start servers of their own (the longest rows), so
-/// the short ones fill the time beside them; then the rest in the selection's order. With one job
-/// the selection's order is kept.
-fn start_order(experiments: &[Experiment], jobs: usize) -> Vec<usize> {
+/// the field is empty anyway; then longest first, by how long each took the last time it ran here
+/// (`history`, [`crate::row_times`]), so the short ones fill the time beside the long ones and none
+/// of the long ones starts last. A row with no history counts as long when it starts a server of its
+/// own, short otherwise. With one job the selection's order is kept.
+fn start_order(experiments: &[Experiment], jobs: usize, history: &BTreeMap<String, u64>) -> Vec<usize> {
     let mut order: Vec<usize> = (0..experiments.len()).collect();
     if jobs > 1 {
-        let rank = |e: &Experiment| {
+        let expected = |e: &Experiment| -> u64 {
             use crate::experiment::Need;
-            if e.runs_alone() {
-                0
-            } else if e.needs.iter().any(|n| {
-                matches!(
-                    n,
-                    Need::OwnServer | Need::ClockServer | Need::Standby(_) | Need::Patroni(_) | Need::PatroniSwitchover
-                )
-            }) {
-                1
-            } else {
-                2
-            }
+            history.get(e.id).copied().unwrap_or_else(|| {
+                let own = e.needs.iter().any(|n| {
+                    matches!(
+                        n,
+                        Need::OwnServer
+                            | Need::ClockServer
+                            | Need::Standby(_)
+                            | Need::Patroni(_)
+                            | Need::PatroniSwitchover
+                    )
+                });
+                if own {
+                    10_000
+                } else {
+                    1_500
+                }
+            })
         };
-        order.sort_by_key(|&i| rank(&experiments[i]));
+        order.sort_by_key(|&i| (!experiments[i].runs_alone(), std::cmp::Reverse(expected(&experiments[i]))));
     }
     order
 }
@@ -126,7 +134,8 @@ impl Session {
                 sql_patch: self.sql_patch.clone(),
             })
             .collect();
-        let order = start_order(experiments, self.jobs.max(1));
+        let reports = self.run.path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let order = start_order(experiments, self.jobs.max(1), &crate::row_times::load(&reports));
         let (slots, died) = self.units(&units, &order, |_| false).await?;
         let results = experiments
             .iter()
@@ -135,7 +144,9 @@ impl Session {
                 slot.unwrap_or_else(|| self.not_run(exp, &format!("not run: {}", died.as_deref().unwrap_or("?"))))
             })
             .collect();
-        Ok(self.matrix_of(results, t0))
+        let matrix = self.matrix_of(results, t0);
+        crate::row_times::record(&reports, &matrix.results);
+        Ok(matrix)
     }
 
     /// Run `units`, up to [`Session::jobs`] at once, starting them in `order` (indices into
@@ -290,7 +301,17 @@ mod tests {
     #[test]
     fn alone_rows_start_first_and_one_job_keeps_the_order() {
         let rows = [row("a", false), row("f", true), row("b", false)];
-        assert_eq!(start_order(&rows, 4), vec![1, 0, 2]);
-        assert_eq!(start_order(&rows, 1), vec![0, 1, 2]);
+        let none = BTreeMap::new();
+        assert_eq!(start_order(&rows, 4, &none), vec![1, 0, 2]);
+        assert_eq!(start_order(&rows, 1, &none), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn rows_start_longest_first_by_their_last_times() {
+        let rows = [row("a", false), row("b", false), row("f", true), row("c", false)];
+        let history: BTreeMap<String, u64> =
+            [("a", 500), ("b", 9_000), ("f", 10), ("c", 2_000)].into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        assert_eq!(start_order(&rows, 4, &history), vec![2, 1, 3, 0], "alone first, then 9 s, 2 s, 0.5 s");
+        assert_eq!(start_order(&rows, 1, &history), vec![0, 1, 2, 3], "one job: the selection's order");
     }
 }

@@ -89,8 +89,9 @@ list: build
     ./target/debug/fenceproof list
 
 # The test suite: unit tests, protocol rules and the matrix on real PostgreSQL, cleanup paths. The
-# test binaries run side by side (scripts/test-pool.py, `--jobs N`, default the cores; logs in
-# target/test-logs/); `cargo test --workspace` runs the same tests one binary after another.
+# test binaries run side by side, as many as their measured CPU shares fit the cores
+# (scripts/test-pool.py; `--lanes .ci/lanes` adds CI's lanes; logs in target/test-logs/);
+# `cargo test --workspace` runs the same tests one binary after another.
 test *ARGS: build
     python3 scripts/test-pool.py {{ARGS}}
 

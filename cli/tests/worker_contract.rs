@@ -397,3 +397,38 @@ fn start_must_move_a_pending_run_only() {
         &["start of a run already running answered `ok`", "expected `invalid_state`"],
     );
 }
+
+/// On a starved machine A's own renewal can go unconfirmed before the harness loses one; I-renew
+/// then makes its setup again with a longer lease rather than a false FAIL. A copy of the example
+/// whose first worker ("a", not a retry's "a-try2") renews at once after its acquire and takes that
+/// renewal for unconfirmed (before the harness arms its fault) passes I-renew on the second try, and
+/// the row's observations say so.
+#[test]
+fn i_renew_makes_its_setup_again_when_the_workers_own_renewal_lapses_first() {
+    let w = deviant(
+        "first-worker-lapses",
+        &[
+            (
+                "        while not stop.wait(every_ms / 1000.0):",
+                "        first = self.owner.startswith(\"worker-a-\") and \"-try\" not in self.owner\n        while not stop.wait(0 if first else every_ms / 1000.0):",
+            ),
+            (
+                "            if result.get(\"renewed\") is True:",
+                "            if result.get(\"renewed\") is True and not first:",
+            ),
+        ],
+    );
+    let dir = w.parent().unwrap().to_path_buf();
+    let mut cmd = Command::new(FENCEPROOF);
+    cmd.args(["verify", "--quiet", "--only", "I-renew", "--skip-conformance", "--worker-bin"])
+        .arg(&w)
+        .arg("--reports-dir")
+        .arg(dir.join("reports"));
+    let (out, _) = fenceproof_harness::testkit::run_bounded(&mut cmd, &dir, Duration::from_secs(180));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "I-renew passes on the second try:\n{text}");
+    let matrix = std::fs::read_to_string(dir.join("reports/latest/matrix.json")).unwrap();
+    let m: serde_json::Value = serde_json::from_str(&matrix).unwrap();
+    let obs = m["results"][0]["observations"].as_str().unwrap_or_default();
+    assert!(obs.contains("try 1: A's own renewal timed out"), "the first try's lapse is noted: {obs}");
+}

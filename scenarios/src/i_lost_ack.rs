@@ -289,11 +289,20 @@ async fn renew_setup(ctx: &mut Ctx) -> Result<Renewed, HarnessError> {
         let lease = LeaseTimes::sized(base, &rt);
         ctx.note(format!("round trip {} → A's {}", rt.describe(), lease.describe()));
         require_ok(&a.request(lease.acquire(run_id), STEP).await?, "A acquire")?;
-        require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
+        let start = a.request(json!({"cmd": "start"}), STEP).await?;
+        // A start refused because A's own renewal had already gone unconfirmed (it said so first).
+        let early = if outcome(&start) == "ok" { None } else { unconfirmed_said(&mut a).await };
+        if early.is_none() {
+            require_ok(&start, "A start")?;
+        }
         let epoch_a = oracle::run_state(&ctx.pool, run_id).await?.lease["epoch"].as_i64().unwrap_or(-1);
         // The heartbeat's next renewal commits; its reply is lost.
         let armed = faults::inject(proxy.lose_ack(patterns::LEASE_RENEW, STEP)?, &ctx.timeline).await?;
-        match first_of(&armed, &mut a).await {
+        let first = match early {
+            Some(said) => Err(Some(said)),
+            None => first_of(&armed, &mut a).await,
+        };
+        match first {
             Ok(fired) => return Ok(Renewed { run_id, a, proxy, epoch_a, fired }),
             Err(Some(said)) => {
                 ctx.note(format!(
@@ -322,6 +331,14 @@ async fn renew_setup(ctx: &mut Ctx) -> Result<Renewed, HarnessError> {
         "A's own renewal timed out before the lost reply at every lease tried ({RENEW_TRIES:?} × {}): the machine is too starved to make the moment",
         RENEW_LEASE.describe()
     )))
+}
+
+/// What A already said of its own renewal going unconfirmed, if it said so (no waiting).
+async fn unconfirmed_said(a: &mut fenceproof_harness::procs::worker::WorkerProc) -> Option<String> {
+    let ev = a.wait_event("A's own renewal unconfirmed", std::time::Duration::ZERO, |e| {
+        e["event"] == "heartbeat_unconfirmed"
+    });
+    ev.await.ok().map(|ev| format!("A said heartbeat_unconfirmed: {}", ev["detail"].as_str().unwrap_or("")))
 }
 
 /// The armed fault's firing, or `Err(Some)` when A said its own renewal went unconfirmed

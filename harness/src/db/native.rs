@@ -238,7 +238,7 @@ impl NativeCluster {
     /// The cluster's data folder: a copy of this build's pristine one ([`pristine`]), made by
     /// initdb the first time; a plain initdb into the folder when the cache cannot be used.
     async fn initdb(&self, run_as: Option<RunAs>) -> Result<()> {
-        let key = pristine::key(&self.bin, &self.version);
+        let key = pristine::key(&self.bin, &self.version, SUPERUSER);
         let source = match pristine::cached(&key) {
             Some(data) => Some(data),
             None => match pristine::scratch(run_as) {
@@ -263,7 +263,7 @@ impl NativeCluster {
 
     async fn initdb_into(&self, data: &Path, run_as: Option<RunAs>) -> Result<()> {
         let mut cmd = Command::new(self.bin.tool("initdb"));
-        cmd.arg("-D").arg(data).args(pristine::INITDB_ARGS).stdin(Stdio::null());
+        cmd.arg("-D").arg(data).args(["-U", SUPERUSER]).args(pristine::INITDB_ARGS).stdin(Stdio::null());
         prepare(&mut cmd, Signal::SIGKILL, run_as);
         let out = crate::procs::spawn::run_bounded(cmd, "initdb", crate::procs::spawn::tool_timeout())
             .await

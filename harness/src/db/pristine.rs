@@ -16,20 +16,20 @@ use std::path::{Path, PathBuf};
 
 use nix::unistd::Pid;
 
-use super::native::SUPERUSER;
 use super::pgbin::PgBin;
 use crate::procs::spawn::RunAs;
 
-/// The options every throwaway cluster's initdb gets (the cache key includes them).
-pub(crate) const INITDB_ARGS: [&str; 8] = ["-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"];
+/// The options every throwaway cluster's initdb gets besides its superuser (the key includes both).
+pub(crate) const INITDB_ARGS: [&str; 6] = ["-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"];
 
 /// The cache folder under the temporary folder.
 pub fn cache_dir() -> PathBuf {
     std::env::temp_dir().join("fenceproof-initdb")
 }
 
-/// The cache key of `bin`: a hex digest of what makes two initdb outputs differ.
-pub(crate) fn key(bin: &PgBin, version: &str) -> String {
+/// The cache key of `bin` for clusters whose superuser is `superuser`: a hex digest of what makes
+/// two initdb outputs differ.
+pub(crate) fn key(bin: &PgBin, version: &str, superuser: &str) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     let dir = std::fs::canonicalize(&bin.dir).unwrap_or_else(|_| bin.dir.clone());
@@ -41,6 +41,7 @@ pub(crate) fn key(bin: &PgBin, version: &str) -> String {
         }
     }
     INITDB_ARGS.hash(&mut h);
+    superuser.hash(&mut h);
     format!("{:016x}", h.finish())
 }
 
@@ -104,9 +105,10 @@ mod tests {
     fn the_key_changes_with_the_build_and_stays_for_the_same_one() {
         let a = PgBin { dir: PathBuf::from("/nonexistent/a") };
         let b = PgBin { dir: PathBuf::from("/nonexistent/b") };
-        assert_eq!(key(&a, "postgres (PostgreSQL) 15.18"), key(&a, "postgres (PostgreSQL) 15.18"));
-        assert_ne!(key(&a, "postgres (PostgreSQL) 15.18"), key(&b, "postgres (PostgreSQL) 15.18"));
-        assert_ne!(key(&a, "postgres (PostgreSQL) 15.18"), key(&a, "postgres (PostgreSQL) 17.6"));
+        assert_eq!(key(&a, "postgres (PostgreSQL) 15.18", "su"), key(&a, "postgres (PostgreSQL) 15.18", "su"));
+        assert_ne!(key(&a, "postgres (PostgreSQL) 15.18", "su"), key(&b, "postgres (PostgreSQL) 15.18", "su"));
+        assert_ne!(key(&a, "postgres (PostgreSQL) 15.18", "su"), key(&a, "postgres (PostgreSQL) 17.6", "su"));
+        assert_ne!(key(&a, "postgres (PostgreSQL) 15.18", "su"), key(&a, "postgres (PostgreSQL) 15.18", "other"));
     }
 
     #[test]

@@ -128,6 +128,9 @@ impl Checks {
     pub const MEASUREMENT: Checks = Checks { invariants: false, answers: true, legal_step: false };
 }
 
+/// The ceiling on a row's whole run (database made, story told) when its needs add nothing.
+pub const BASE_CEILING: std::time::Duration = std::time::Duration::from_secs(90);
+
 /// One experiment of the matrix, as it declares itself.
 #[derive(Debug, Clone, Copy)]
 pub struct Experiment {
@@ -169,6 +172,21 @@ impl Experiment {
     pub fn runs_alone(&self) -> bool {
         let freezes_shared = self.needs(Need::ServerFreeze) && !self.needs(Need::OwnServer);
         freezes_shared || self.needs(Need::QuietMachine)
+    }
+
+    /// The ceiling on its whole run, its database's making included: the matrix's base ceiling,
+    /// plus, for a row that starts a Patroni cluster, that cluster's own bootstrap bound and a
+    /// failover's bound (its waits have timeouts of their own; the ceiling only catches a hang, so
+    /// it must hold everything those waits allow on a loaded machine).
+    pub fn ceiling(&self) -> std::time::Duration {
+        let patroni = self.needs.iter().any(|n| matches!(n, Need::Patroni(_) | Need::PatroniSwitchover));
+        if patroni {
+            BASE_CEILING
+                + fenceproof_harness::db::patroni::BOOTSTRAP
+                + fenceproof_harness::db::patroni::rest::SWITCHOVER
+        } else {
+            BASE_CEILING
+        }
     }
 
     /// Why it does not run against `--database-url`, or `None` when it does.

@@ -16,7 +16,7 @@ use fenceproof_harness::report::{ExperimentResult, Matrix, Outcome};
 use fenceproof_harness::HarnessError;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
-use crate::runner::{log_finished, progress, ContextPlan, RowEnd, Session, EXPERIMENT_TIMEOUT};
+use crate::runner::{log_finished, progress, ContextPlan, RowEnd, Session};
 use crate::Experiment;
 
 /// How one row's story ended, with its context and when it started; an error when its database
@@ -28,24 +28,23 @@ struct Ran {
 
 type Running = Pin<Box<dyn Future<Output = Ran>>>;
 
-/// Row `index`: its database made and its story told within [`EXPERIMENT_TIMEOUT`], its evidence saved
+/// Row `index`: its database made and its story told within its ceiling
+/// ([`Experiment::ceiling`]), its evidence saved
 /// and its verdict, all inside the row's own future, so the other rows go on meanwhile.
 fn execute(index: usize, u: Unit, plan: ContextPlan, end: RowEnd) -> Running {
     Box::pin(async move {
         let t0 = Instant::now();
+        let ceiling = u.exp.ceiling();
         // The database's making counts against the row's ceiling too (a server that hangs on
         // CREATE DATABASE must not hold the matrix).
-        let result = match tokio::time::timeout(EXPERIMENT_TIMEOUT, plan.build()).await {
+        let result = match tokio::time::timeout(ceiling, plan.build()).await {
             Ok(Ok(mut ctx)) => {
-                let left = EXPERIMENT_TIMEOUT.saturating_sub(t0.elapsed());
+                let left = ceiling.saturating_sub(t0.elapsed());
                 let res = tokio::time::timeout(left, (u.exp.run)(&mut ctx)).await;
                 end.finish(&u.exp, &u.args, ctx, res, t0).await
             }
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(HarnessError::Other(format!(
-                "{}: its database was not made within {EXPERIMENT_TIMEOUT:?}",
-                u.exp.id
-            ))),
+            Err(_) => Err(HarnessError::Other(format!("{}: its database was not made within {ceiling:?}", u.exp.id))),
         };
         Ran { index, result }
     })

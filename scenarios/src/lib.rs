@@ -171,4 +171,19 @@ mod tests {
             assert!(!e.section.is_empty() && !e.title.is_empty(), "{} declares no section or title", e.id);
         }
     }
+
+    #[test]
+    fn a_rows_ceiling_holds_what_its_own_waits_allow() {
+        use fenceproof_harness::db::patroni::{rest::SWITCHOVER, BOOTSTRAP};
+        for e in all() {
+            let ceiling = e.ceiling();
+            assert!(ceiling >= experiment::BASE_CEILING, "{}: {ceiling:?}", e.id);
+            if e.opt_in() {
+                // A Patroni row's bootstrap alone may take BOOTSTRAP; then a failover or switchover.
+                assert!(ceiling > BOOTSTRAP + SWITCHOVER, "{}: {ceiling:?} cuts its own waits short", e.id);
+            } else {
+                assert_eq!(ceiling, experiment::BASE_CEILING, "{}", e.id);
+            }
+        }
+    }
 }

@@ -6,7 +6,7 @@
 //! reference and once per mutant.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use fenceproof_harness::check::rule::{judged_by, RuleRef};
 use fenceproof_harness::check::Check;
@@ -24,9 +24,6 @@ use fenceproof_harness::HarnessError;
 
 use crate::ctx::{Ctx, CONTROL};
 use crate::Experiment;
-
-/// Upper bound on one whole experiment.
-pub const EXPERIMENT_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Which server the experiments run on (without --database-url).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -521,7 +518,7 @@ fn ended(
             None
         }
         Ok(Err(e)) => Some(e.to_string()),
-        Err(_) => Some(format!("experiment did not finish within {EXPERIMENT_TIMEOUT:?}")),
+        Err(_) => Some(format!("experiment did not finish within {:?}", exp.ceiling())),
     }
 }
 

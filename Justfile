@@ -28,7 +28,8 @@ mutants *ARGS: build build-mutants
     ./target/debug/fenceproof mutants --worker-bin target/debug/fenceproof-worker-mutant {{ARGS}}
 
 # The randomized schedules alone against every named mutant, 180 s of search each (e.g.
-# `just schedules-mutants --budget-s 60 --seed 0x2a`); kill matrix in reports/<run>/schedules-mutants.md.
+# `just schedules-mutants --budget-s 60 --seed 0x2a`, or `--cases 40` for the same cases on any
+# machine); kill matrix in reports/<run>/schedules-mutants.md.
 schedules-mutants *ARGS: build build-mutants
     ./target/debug/fenceproof schedules-mutants --worker-bin target/debug/fenceproof-worker-mutant {{ARGS}}
 

@@ -131,3 +131,36 @@ fn bad_shards_and_selections_are_one_line_and_the_usage_code() {
         );
     }
 }
+
+/// `schedules-mutants --cases N`: each mutant's search stops after exactly N cases, however long
+/// they take (a reviewed equivalent survives every case, so it plays all of them), and the matrix
+/// says the budget was cases, not seconds.
+#[test]
+fn a_case_budget_plays_exactly_that_many_cases() {
+    let tmp = scratch("schedules_mutants_cases");
+    let (out, _) = fenceproof_harness::testkit::run_bounded(
+        fenceproof()
+            .args(["schedules-mutants", "--sql", "--mutants", "fp_run_transition/drop-guard/7"])
+            .args(["--cases", "2", "--seed", "0x2a", "--json", "--reports-dir"])
+            .arg(tmp.join("reports")),
+        &tmp.join("run"),
+        Duration::from_secs(240),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let km: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON document");
+    assert_eq!(km["budget_cases"], 2, "{km}");
+    assert!(km["budget_s"].is_null(), "{km}");
+    let rows = km["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 1, "{km}");
+    assert_eq!(rows[0]["cases_played"], 2, "{km}");
+    assert_eq!(rows[0]["killed"], false, "{km}");
+    assert!(rows[0]["error"].is_null(), "{km}");
+    // Seconds and cases together are refused in one line, with the usage code.
+    let (out, _) = fenceproof_harness::testkit::run_bounded(
+        fenceproof().args(["schedules-mutants", "--cases", "2", "--budget-s", "5"]),
+        &tmp.join("both"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(2));
+}

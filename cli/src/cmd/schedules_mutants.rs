@@ -1,12 +1,13 @@
 //! `fenceproof schedules-mutants [--sql]`: the randomized schedules alone against every named
-//! mutant (or a selection of the generated SQL mutants), each with the same seed and a time
-//! budget, up to `--jobs` of them at once; the kill matrix beside the experiments'.
+//! mutant (or a selection of the generated SQL mutants), each with the same seed and a budget
+//! of seconds or cases, up to `--jobs` of them at once; the kill matrix beside the experiments'.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use fenceproof_harness::report::exit;
 use fenceproof_mutants::schedules::mutants::{search, search_sql};
+use fenceproof_mutants::schedules::Limit;
 use fenceproof_scenarios::runner::{self, VerifyOptions};
 
 use crate::server::{Deployment, ServerArgs};
@@ -30,9 +31,13 @@ pub struct Args {
     /// With --sql: search the K-th of N deterministic shares of the mutants (e.g. 2/4).
     #[arg(long, requires = "sql")]
     shard: Option<String>,
-    /// Seconds of searching per mutant.
+    /// Seconds of searching per mutant (a loaded machine fits fewer cases in them).
     #[arg(long, default_value_t = 180)]
     budget_s: u64,
+    /// Cases per mutant instead of seconds: the same cases on any machine, however loaded (a
+    /// case's own waits are bounded; the search takes as long as they take).
+    #[arg(long, conflicts_with = "budget_s")]
+    cases: Option<u32>,
     /// The seed (decimal or 0x-hex); random when absent. Printed either way.
     #[arg(long)]
     seed: Option<String>,
@@ -66,7 +71,10 @@ pub async fn run(a: Args) -> u8 {
     } else {
         println!("seed {seed:#x} (rerun with --seed {seed:#x})");
     }
-    let budget = Duration::from_secs(a.budget_s.max(1));
+    let budget = match a.cases {
+        Some(n) => Limit::Cases(n.max(1)),
+        None => Limit::Seconds(Duration::from_secs(a.budget_s.max(1))),
+    };
     let (target, worker_bin) = if a.sql {
         match crate::cmd::mutants_sql::selection(a.shard.as_deref(), a.mutants, false) {
             Ok(sel) => (Target::Sql(sel), a.worker_bin.unwrap_or_else(runner::default_worker_bin)),
@@ -87,7 +95,7 @@ async fn kill_matrix(
     opts: &VerifyOptions,
     target: Target,
     seed: u64,
-    budget: Duration,
+    budget: Limit,
     require_kills: bool,
     json: bool,
 ) -> u8 {

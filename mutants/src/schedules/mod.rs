@@ -83,6 +83,32 @@ impl Budget {
     }
 }
 
+/// A search's limit on each mutant: seconds of searching (what a loaded machine shortens: fewer
+/// cases fit), or a number of cases (the same cases on any machine, from the seed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    Seconds(Duration),
+    Cases(u32),
+}
+
+impl Limit {
+    /// The budget of one search starting now.
+    pub fn start(self) -> Budget {
+        match self {
+            Limit::Seconds(d) => Budget::time(d),
+            Limit::Cases(n) => Budget::cases(n),
+        }
+    }
+
+    /// `300 s` or `40 cases`.
+    pub fn describe(self) -> String {
+        match self {
+            Limit::Seconds(d) => format!("{} s", d.as_secs()),
+            Limit::Cases(n) => format!("{n} cases"),
+        }
+    }
+}
+
 /// Play one schedule in a fresh database.
 pub async fn play(
     session: &mut Session,

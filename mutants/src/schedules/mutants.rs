@@ -18,7 +18,7 @@ use futures_util::future::join;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde::Serialize;
 
-use super::{run, Budget};
+use super::{run, Limit};
 use fenceproof_scenarios::runner::{Server, Session, VerifyOptions};
 
 #[derive(Debug, Clone, Serialize)]
@@ -41,7 +41,9 @@ pub struct ScheduleKill {
 pub struct ScheduleKillMatrix {
     pub run_id: String,
     pub seed: String,
-    pub budget_s: u64,
+    /// Each mutant's limit: seconds of searching, or cases (one of the two is set).
+    pub budget_s: Option<u64>,
+    pub budget_cases: Option<u32>,
     /// How many mutants were searched at once (each on a session of its own).
     pub jobs: usize,
     pub rows: Vec<ScheduleKill>,
@@ -50,14 +52,25 @@ pub struct ScheduleKillMatrix {
 }
 
 impl ScheduleKillMatrix {
+    /// Each mutant's limit, as the search had it.
+    pub fn limit(&self) -> Limit {
+        match (self.budget_cases, self.budget_s) {
+            (Some(n), _) => Limit::Cases(n),
+            (None, s) => Limit::Seconds(Duration::from_secs(s.unwrap_or(0))),
+        }
+    }
+
     pub fn killed(&self) -> usize {
         self.rows.iter().filter(|r| r.killed).count()
     }
 
     pub fn table(&self) -> String {
         let mut s = format!(
-            "fenceproof schedules-mutants run {} (seed {}, budget {} s per mutant, {} at once)\n",
-            self.run_id, self.seed, self.budget_s, self.jobs
+            "fenceproof schedules-mutants run {} (seed {}, budget {} per mutant, {} at once)\n",
+            self.run_id,
+            self.seed,
+            self.limit().describe(),
+            self.jobs
         );
         let w = self.rows.iter().map(|r| r.mutant.len()).max().unwrap_or(6).max(6);
         let _ = writeln!(
@@ -92,10 +105,10 @@ impl ScheduleKillMatrix {
 
     pub fn markdown(&self) -> String {
         let mut s = format!(
-            "# fenceproof schedules-mutants `{}`\n\nSeed `{}`, budget {} s per mutant, {} at once. {}/{} killed.\n\n",
+            "# fenceproof schedules-mutants `{}`\n\nSeed `{}`, budget {} per mutant, {} at once. {}/{} killed.\n\n",
             self.run_id,
             self.seed,
-            self.budget_s,
+            self.limit().describe(),
             self.jobs,
             self.killed(),
             self.rows.len()
@@ -154,7 +167,7 @@ impl ScheduleKill {
 fn finish(
     session: &Session,
     seed: u64,
-    budget: Duration,
+    budget: Limit,
     rows: Vec<ScheduleKill>,
     experiments_matrix: Option<PathBuf>,
     stem: &str,
@@ -162,7 +175,14 @@ fn finish(
     let km = ScheduleKillMatrix {
         run_id: session.run.run_id.clone(),
         seed: format!("{seed:#x}"),
-        budget_s: budget.as_secs(),
+        budget_s: match budget {
+            Limit::Seconds(d) => Some(d.as_secs()),
+            Limit::Cases(_) => None,
+        },
+        budget_cases: match budget {
+            Limit::Cases(n) => Some(n),
+            Limit::Seconds(_) => None,
+        },
         jobs: side_by_side(session, rows.len()),
         rows,
         experiments_matrix,
@@ -365,7 +385,7 @@ pub async fn search(
     opts: &VerifyOptions,
     only: Option<&[String]>,
     seed: u64,
-    budget: Duration,
+    budget: Limit,
 ) -> Result<(ScheduleKillMatrix, PathBuf), HarnessError> {
     let mutants = named_selection(opts, only)?;
     let known = experiments_matrix(&opts.reports_dir);
@@ -375,7 +395,7 @@ pub async fn search(
         Box::pin(async move {
             let started = Instant::now();
             let args = vec!["--mutant".to_string(), name.clone()];
-            let searched = run(&mut session, Budget::time(budget), seed, &args, "", false, name).await;
+            let searched = run(&mut session, budget.start(), seed, &args, "", false, name).await;
             (session, ScheduleKill::of(name, rule, started, searched, experiments))
         })
     };
@@ -395,7 +415,7 @@ async fn search_sql_one(
     sel: &crate::sql::Selection,
     m: &crate::sqlmut::SqlMutant,
     seed: u64,
-    budget: Duration,
+    budget: Limit,
 ) -> Result<super::Summary, HarnessError> {
     let reference_bin = session.worker_bin.clone();
     let mut args = Vec::new();
@@ -408,7 +428,7 @@ async fn search_sql_one(
         session.sql_patch = Some(m.sql.clone());
     }
     let label = format!("sql-{}", m.id.replace('/', "-"));
-    let r = run(session, Budget::time(budget), seed, &args, "", false, &label).await;
+    let r = run(session, budget.start(), seed, &args, "", false, &label).await;
     session.sql_patch = None;
     session.worker_bin = reference_bin;
     r
@@ -422,7 +442,7 @@ pub async fn search_sql(
     opts: &VerifyOptions,
     sel: &crate::sql::Selection,
     seed: u64,
-    budget: Duration,
+    budget: Limit,
 ) -> Result<(ScheduleKillMatrix, PathBuf), HarnessError> {
     let mutants = crate::sql::pick(sel).map_err(HarnessError::Other)?;
     let listed = crate::equivalents::load().map_err(HarnessError::Other)?;

@@ -10,9 +10,11 @@ default:
 setup:
     bash scripts/setup.sh
 
-# Build every crate (the harness, the worker, the fake tools).
+# Build every crate (the harness, the worker, the fake tools) and their tests. With the tests, one
+# feature set serves `just verify`, `just test` and `cargo test` (the tests' dev-dependencies change
+# some dependencies' features, which would otherwise compile every crate a second time for them).
 build:
-    cargo build --workspace --quiet
+    cargo build --workspace --all-targets --quiet
 
 # Run the experiments against a throwaway PostgreSQL and print the matrix (e.g. `just verify --only B,C`).
 verify *ARGS: build

@@ -15,8 +15,8 @@ t0=$SECONDS
 
 # The build needs only cargo and a C compiler, so it starts first and runs beside the downloads
 # below (CPU against network); setup waits for it at the end and fails if it failed.
-say "building (cargo build --workspace) beside the installs"
-cargo build --workspace --quiet &
+say "building (cargo build --workspace --all-targets, as just build) beside the installs"
+cargo build --workspace --all-targets --quiet &
 build_pid=$!
 trap 'kill "$build_pid" 2>/dev/null || true' EXIT
 
@@ -152,7 +152,7 @@ if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then
 fi
 
 if ! wait "$build_pid"; then
-  say "cargo build --workspace failed (its errors are above)" >&2
+  say "cargo build --workspace --all-targets failed (its errors are above)" >&2
   exit 1
 fi
 trap - EXIT

@@ -11,8 +11,9 @@ that compute.
 How many run at once is decided by CPU, not by count: each unit's wall time and CPU time from its
 last run (target/test-costs.json; on a fresh clone scripts/test-costs.json, a measured run's copy)
 give its share of the cores (CPU / wall), and the next unit starts while the shares of those running
-plus its own stay within --cpu-budget (default: the cores), at most --jobs at once (default: twice
-the cores). A unit with no history counts as one core. CPU is measured per unit in a cgroup of its
+plus its own stay within --cpu-budget (default: the cores), at most --jobs at once (default: three
+times the cores: many units mostly wait, and with twice the cores four such units held every slot
+while a core idled). A unit with no history counts as one core. CPU is measured per unit in a cgroup of its
 own where this machine lets us make one (cgroup v1 cpuacct or v2); elsewhere only wall times are
 kept. Every unit has a time limit; Ctrl-C stops every unit's process group. Arguments after the
 options are passed to every test binary (a test name filter, --nocapture, ...). Exit 0 when every
@@ -227,8 +228,20 @@ def finish(proc, log, started, unit, code, cgroups, new_costs):
     return n, code != 0
 
 
+def busy_idle():
+    """The machine's (busy, idle) CPU ticks so far, from /proc/stat; None elsewhere."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return sum(ticks[:8]) - idle, idle
+
+
 def run_pool(units, jobs, budget):
     costs = load_costs()
+    ticks0 = busy_idle()
     queue = sorted(units, key=lambda u: -costs.get(u.name, {}).get("wall", 1e9 if "/lib:" not in u.name else 0))
     running, failed, new_costs, passed_tests = [], [], {}, 0
     cgroups = Cgroups()
@@ -268,14 +281,19 @@ def run_pool(units, jobs, budget):
     say(f"{len(units)} units, {passed_tests} tests passed, {len(failed)} units failed; {wall:.0f} s wall for "
         f"{sum(c['wall'] for c in new_costs.values()):.0f} s of units" + (f" and {cpu:.0f} s of CPU" if cpu else "")
         + f" (CPU budget {budget:g} cores, at most {jobs} at a time)")
+    ticks1 = busy_idle()
+    if ticks0 and ticks1:
+        busy, idle = ticks1[0] - ticks0[0], ticks1[1] - ticks0[1]
+        say(f"the machine's cores were busy {100 * busy / max(busy + idle, 1):.0f}% of the pool's time "
+            "(every process on it, not only the units)")
     return failed
 
 
 def main():
     cores = os.cpu_count() or 2
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--jobs", type=int, default=int(os.environ.get("FENCEPROOF_TEST_JOBS", 2 * cores)),
-                    help="at most this many units at once (default: twice the cores)")
+    ap.add_argument("--jobs", type=int, default=int(os.environ.get("FENCEPROOF_TEST_JOBS", 3 * cores)),
+                    help="at most this many units at once (default: three times the cores)")
     ap.add_argument("--cpu-budget", type=float, default=float(os.environ.get("FENCEPROOF_TEST_CPU", cores)),
                     help="the cores the units running at once may use together, by their history (default: the cores)")
     ap.add_argument("--only", help="only the units whose name contains one of these (comma-separated)")

@@ -145,7 +145,7 @@ async fn setup(ctx: &mut Ctx) -> Result<Setup, HarnessError> {
         } else {
             start.clone()
         };
-        if outcome(&save) != "ok" && lapsed_untaken(ctx, run_id, &a.owner, epoch_a).await? {
+        if outcome(&save) != "ok" && measured::lapsed_untaken(ctx, run_id, &a.owner, epoch_a).await? {
             ctx.note(format!(
                 "try {}: A's {} lapsed before its first save (a renewal later than its timeout: a loaded machine); the setup was made again with a longer lease",
                 i + 1,
@@ -163,20 +163,6 @@ async fn setup(ctx: &mut Ctx) -> Result<Setup, HarnessError> {
         "A's lease lapsed before its first save at every lease tried ({A_LEASE_TRIES:?} × {}): the machine is too loaded to make the moment",
         A_LEASE.describe()
     )))
-}
-
-/// Whether the lease of `run_id` is still `owner`'s term `epoch`, expired on the database clock,
-/// with nobody having taken it over.
-async fn lapsed_untaken(ctx: &Ctx, run_id: Uuid, owner: &str, epoch: i64) -> Result<bool, HarnessError> {
-    let lapsed: Option<bool> = sqlx::query_scalar(
-        "SELECT expires_at <= clock_timestamp() FROM worker_leases WHERE run_id = $1::text::uuid AND owner = $2 AND epoch = $3",
-    )
-    .bind(run_id.to_string())
-    .bind(owner)
-    .bind(epoch)
-    .fetch_optional(&ctx.pool)
-    .await?;
-    Ok(lapsed == Some(true))
 }
 
 /// A's heartbeat cannot confirm a renewal across the partition: it must cancel the execution.

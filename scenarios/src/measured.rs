@@ -111,6 +111,20 @@ pub fn covering(floor_ms: u64, requests: u32, rt: &RoundTrip) -> u64 {
     need.clamp(floor_ms, floor_ms * MAX_STRETCH)
 }
 
+/// Whether the lease of `run_id` is still `owner`'s term `epoch`, expired on the database clock,
+/// with nobody having taken it over.
+pub async fn lapsed_untaken(ctx: &Ctx, run_id: uuid::Uuid, owner: &str, epoch: i64) -> Result<bool, HarnessError> {
+    let lapsed: Option<bool> = sqlx::query_scalar(
+        "SELECT expires_at <= clock_timestamp() FROM worker_leases WHERE run_id = $1::text::uuid AND owner = $2 AND epoch = $3",
+    )
+    .bind(run_id.to_string())
+    .bind(owner)
+    .bind(epoch)
+    .fetch_optional(&ctx.pool)
+    .await?;
+    Ok(lapsed == Some(true))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

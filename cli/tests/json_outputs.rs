@@ -1,7 +1,8 @@
 //! `--json` on every subcommand that prints a result: stdout is exactly one JSON document carrying
 //! what the text would say (and the run folder as `"report"` where there is one). Only the cheap
 //! modes run here (list, a one-probe conformance, the SQL mutants' listing, merge of constructed
-//! shards); every subcommand's `--help` is checked to offer the flag.
+//! shards); every subcommand's `--help` is checked to offer the flag. Beside them, the one cheap
+//! refusal of `verify-versions` (a selection that leaves no version).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -129,4 +130,25 @@ fn every_subcommand_with_a_result_offers_json() {
         let help = String::from_utf8_lossy(&out.stdout);
         assert!(help.contains("--json"), "`fenceproof {c} --help` does not mention --json:\n{help}");
     }
+}
+
+/// `verify-versions --skip-major` that leaves out every version found is one line and the usage
+/// code, and starts nothing.
+#[test]
+fn skipping_every_version_is_one_line() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("skip_every_major");
+    let _ = std::fs::remove_dir_all(&dir);
+    let every: Vec<String> = (9..=30).map(|m| m.to_string()).collect();
+    let (out, _) = fenceproof_harness::testkit::run_bounded(
+        std::process::Command::new(env!("CARGO_BIN_EXE_fenceproof"))
+            .args(["verify-versions", "--skip-major", &every.join(","), "--reports-dir"])
+            .arg(dir.join("reports")),
+        &dir.join("out"),
+        std::time::Duration::from_secs(30),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(fenceproof_harness::testkit::own_lines(&err).trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--skip-major"), "{err}");
+    assert!(!dir.join("reports").exists(), "no run folder for a run that did not start");
 }

@@ -16,6 +16,10 @@ pub struct Args {
     /// Extra folders of server binaries to include.
     #[arg(long)]
     pg_bin: Vec<PathBuf>,
+    /// Leave out these major versions (comma-separated, e.g. 15: CI's, whose matrix its tests
+    /// run already).
+    #[arg(long, value_delimiter = ',')]
+    skip_major: Vec<u32>,
     /// Only these experiments (comma-separated ids).
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
@@ -37,7 +41,13 @@ pub async fn run(a: Args) -> u8 {
         std::env::set_var("FENCEPROOF_QUIET", "1");
     }
     let json = a.json;
-    let bins = PgBin::discover(std::path::Path::new("."), &a.pg_bin);
+    let mut bins = PgBin::discover(std::path::Path::new("."), &a.pg_bin);
+    let found = bins.len();
+    bins.retain(|b| !b.version_numbers().first().is_some_and(|m| a.skip_major.contains(m)));
+    if found > 0 && bins.is_empty() {
+        eprintln!("fenceproof: --skip-major {:?} leaves out every PostgreSQL version found", a.skip_major);
+        return exit::USAGE;
+    }
     let opts = ServerArgs::native(a.reports_dir).options(runner::default_worker_bin(), Deployment::default());
     crate::interrupt::interruptible(async {
         match runner::verify_versions(&opts, &experiments, bins).await {

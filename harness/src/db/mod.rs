@@ -16,6 +16,7 @@ pub mod external_cleanup;
 pub mod native;
 pub mod patroni;
 pub mod pgbin;
+pub mod ports;
 pub mod pristine;
 pub mod restorable;
 pub mod writers;

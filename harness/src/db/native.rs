@@ -75,7 +75,7 @@ impl NativeCluster {
         registry::register_dir(root.clone());
         let mut cluster = NativeCluster { version: bin.version(), bin, root, port: 0, child: None, extra, env };
         cluster.initdb(run_as).await?;
-        cluster.port = free_port()?;
+        cluster.port = crate::db::ports::free_port()?;
         cluster.spawn(run_as, log)?;
         cluster.wait_ready(log).await?;
         Ok(cluster)
@@ -112,7 +112,7 @@ impl NativeCluster {
                 let _ = nix::unistd::chown(&standby.data().join(f), Some(u.uid), Some(u.gid));
             }
         }
-        standby.port = free_port()?;
+        standby.port = crate::db::ports::free_port()?;
         standby.spawn(run_as, log)?;
         standby.wait_ready(log).await?;
         Ok(standby)
@@ -533,11 +533,6 @@ pub fn stale_roots(tmp: &Path) -> Vec<PathBuf> {
         }
     }
     swept
-}
-
-pub fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
 }
 
 /// Ask the postmaster `pid` for a fast shutdown. Backends a test may have stopped (SIGSTOP) cannot

@@ -24,8 +24,9 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 use crate::contract::PatroniSettings;
-use crate::db::native::{free_port, make_root, sweep_stale_roots, unprivileged_user, SUPERUSER};
+use crate::db::native::{make_root, sweep_stale_roots, unprivileged_user, SUPERUSER};
 use crate::db::pgbin::PgBin;
+use crate::db::ports::free_port;
 use crate::db::Backend;
 use crate::error::{HarnessError, Result};
 use crate::procs::registry::{self, Kind};

@@ -45,7 +45,7 @@ impl Restorable {
     }
 
     pub async fn start_container(image: &str, log: &Path) -> Result<Restorable> {
-        let port = crate::db::native::free_port()?;
+        let port = crate::db::ports::free_port()?;
         let db = ContainerDb::start_at_port(image, log, port).await?;
         let root = std::env::temp_dir().join(format!("fenceproof-restore-{}-{:08x}", std::process::id(), rand_u32()));
         std::fs::create_dir_all(&root)?;

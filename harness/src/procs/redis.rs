@@ -72,7 +72,7 @@ impl RedisServer {
                 "redis-server not found (apt-get install redis-server; scripts/setup.sh installs it)".into(),
             )
         })?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let port = crate::db::ports::free_port()?;
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("loopback address");
         let (child, pid) = Self::spawn(&binary, dir, addr).await?;
         timeline.record("harness", "spawn", "redis", json!({"pid": pid.as_raw(), "addr": addr.to_string()}));

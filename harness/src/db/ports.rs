@@ -1,14 +1,14 @@
-//! Listening ports for the servers the harness starts (PostgreSQL, Patroni's REST API, etcd),
-//! reserved across every fenceproof process on the machine.
+//! Listening ports for the servers the harness starts (PostgreSQL, Patroni's REST API, etcd,
+//! Redis), reserved across every fenceproof process of the user on the machine.
 //!
 //! The kernel names a free port (bind to port 0), but the server that will listen on it binds it
 //! later: a Patroni node's PostgreSQL only after its bootstrap, seconds on a loaded machine. In
 //! that window another process's server could be given the same port; seen in CI's pool, where a
 //! Patroni node's PostgreSQL found its port taken by another test's cluster and Patroni, asking
 //! `pg_isready` on that port, took the stranger for its own server. So each port handed out is
-//! written down in `<tmp>/fenceproof-ports/<port>` (pid and time, under an exclusive lock of that
-//! file), and a port reserved there within [`HOLD`] is never handed out again meanwhile, in this
-//! process or another. After `HOLD` the server listens, and the kernel no longer names the port.
+//! written down in `<tmp>/fenceproof-ports-<uid>/<port>` (pid and time, under an exclusive lock
+//! of that file), and a port reserved there within [`HOLD`] is never handed out again meanwhile,
+//! in this process or another. After `HOLD` the server listens, and the kernel no longer names the port.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
@@ -23,19 +23,22 @@ pub const HOLD: Duration = Duration::from_secs(600);
 /// How many ports the kernel is asked for before giving up.
 const ATTEMPTS: usize = 256;
 
-/// The folder of reservations.
+/// The folder of reservations: one per user, so that a folder another user made never refuses
+/// this one (runs of two users do not coordinate; the kernel still names only unbound ports).
 pub fn folder() -> PathBuf {
-    std::env::temp_dir().join("fenceproof-ports")
+    std::env::temp_dir().join(format!("fenceproof-ports-{}", nix::unistd::geteuid()))
 }
 
-/// A free port on 127.0.0.1 that no fenceproof process has been given within [`HOLD`].
+/// A free port on 127.0.0.1 that no fenceproof process has been given within [`HOLD`]. Where the
+/// reservations cannot be written (a read-only temporary folder), the kernel's word alone.
 pub fn free_port() -> Result<u16> {
     let dir = folder();
-    std::fs::create_dir_all(&dir)?;
+    let writable = std::fs::create_dir_all(&dir).is_ok();
     for _ in 0..ATTEMPTS {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        if reserve(&dir, port, now_secs())? {
-            return Ok(port);
+        match writable.then(|| reserve(&dir, port, now_secs())) {
+            Some(Ok(false)) => continue,
+            Some(Ok(true)) | Some(Err(_)) | None => return Ok(port),
         }
     }
     Err(HarnessError::Other(format!(

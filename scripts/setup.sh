@@ -152,7 +152,7 @@ if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then
 fi
 
 if ! wait "$build_pid"; then
-  say "cargo build --workspace --all-targets failed (its errors are above)" >&2
+  say "cargo build --workspace --all-targets failed (its errors are above${RUSTC_WORKSPACE_WRAPPER:+; clippy lints as it compiles, warnings denied: scripts/lint-in-build.sh})" >&2
   exit 1
 fi
 trap - EXIT

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use crate::equivalents;
 use crate::kill_order;
+use crate::reach::{self, Reach};
 use crate::sqlmut::{self, SqlMutant};
 use fenceproof_harness::report::{ExperimentResult, Outcome};
 use fenceproof_harness::HarnessError;
@@ -311,15 +312,21 @@ pub async fn run(
         experiments.iter().filter(|e| !matches!(e.judges, Judges::Functions | Judges::Boundary)).collect();
     // A statement with a fenced twin is also run as that twin, through the P-api probes.
     let twin_experiments: Vec<&Experiment> = experiments.iter().filter(|e| e.judges != Judges::Boundary).collect();
+    let mut reach = Reach::default();
     if mutants.iter().any(|m| is_direct(&m.id)) {
-        reference_failures.extend(reference_on_the_direct_path(&mut session, &direct_experiments, sel).await?);
+        let (failed, reached) = reference_on_the_direct_path(&mut session, &direct_experiments, sel).await?;
+        reference_failures.extend(failed);
+        reach = reached;
     }
     // Each mutant's rows, the one that killed it in an earlier run first (order only).
     let hints = kill_order::load();
     let exps_of = |m: &SqlMutant| -> Vec<&Experiment> {
         let exps = match (is_direct(&m.id), twin_wrapper_of(m).is_some()) {
             (true, true) => twin_experiments.clone(),
-            (true, false) => direct_experiments.clone(),
+            (true, false) => {
+                let name = m.function.trim_start_matches("direct/");
+                direct_experiments.iter().copied().filter(|e| reach.may_reach(e.id, name)).collect()
+            }
             (false, _) => experiments.iter().collect(),
         };
         kill_order::front(exps, hints.get(&m.id))
@@ -353,13 +360,13 @@ fn failures(results: &[ExperimentResult], prefix: &str) -> Vec<String> {
 }
 
 /// The reference on the direct path: the mutants build with an identity override, through the
-/// experiments that drive workers; the rows that did not PASS. The session's worker is the
-/// reference build again afterwards, whatever happened.
+/// experiments that drive workers; the rows that did not PASS, and the statements each row reached.
+/// The session's worker is the reference build again afterwards, whatever happened.
 async fn reference_on_the_direct_path(
     session: &mut Session,
     direct_experiments: &[&Experiment],
     sel: &Selection,
-) -> Result<Vec<String>, HarnessError> {
+) -> Result<(Vec<String>, Reach), HarnessError> {
     let reference_bin = session.worker_bin.clone();
     let bin = sel.mutant_worker_bin.clone();
     if !bin.is_file() {
@@ -371,16 +378,20 @@ async fn reference_on_the_direct_path(
     let (name, text) = fenceproof_protocol::sql::DIRECT[0];
     let file = override_file(&session.run.path, "identity", name, text)?;
     session.worker_bin = bin;
-    let args = vec!["--sql-mutant".to_string(), file.display().to_string()];
+    let args = vec!["--sql-mutant".to_string(), file.display().to_string(), reach::FLAG.to_string()];
     let exps: Vec<Experiment> = direct_experiments.iter().map(|e| **e).collect();
     let m = session.matrix("reference-direct", &exps, &args).await;
     session.worker_bin = reference_bin;
-    let failed = failures(&m?.results, "direct ");
+    let m = m?;
+    let failed = failures(&m.results, "direct ");
+    let reached = Reach::read(&session.run.path, &m.results);
     eprintln!(
-        "reference on the direct path: {}",
-        if failed.is_empty() { "all PASS".into() } else { failed.join(", ") }
+        "reference on the direct path: {}; a direct statement's mutants run through the rows that reached it ({} of {} rows known)",
+        if failed.is_empty() { "all PASS".into() } else { failed.join(", ") },
+        reached.known(),
+        exps.len()
     );
-    Ok(failed)
+    Ok((failed, reached))
 }
 
 /// The fenced twin a direct-path mutant is also installed as, if its statement has one.

@@ -153,9 +153,34 @@ pub fn set_override(name: &str, text: &str) -> bool {
     DIRECT.iter().any(|(n, _)| *n == name) && OVERRIDE.set((name.to_string(), text.to_string())).is_ok()
 }
 
+#[cfg(feature = "mutants")]
+static REPORTED: std::sync::Mutex<Option<std::collections::BTreeSet<String>>> = std::sync::Mutex::new(None);
+
+/// From now on, say on stderr the first time this process runs each direct-path statement, as
+/// `fenceproof-worker: direct statement <name>` (mutants build only): `fenceproof mutants-sql`
+/// reads the reference's lines to run a statement's mutants only through the rows that reach it.
+#[cfg(feature = "mutants")]
+pub fn report_statements() {
+    let mut seen = REPORTED.lock().unwrap_or_else(|e| e.into_inner());
+    seen.get_or_insert_with(Default::default);
+}
+
+/// Say that statement `name` is about to run, the first time, when asked to (see [`report_statements`]).
+#[cfg(feature = "mutants")]
+fn reported(name: &str) {
+    let mut seen = REPORTED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(seen) = seen.as_mut() {
+        if seen.insert(name.to_string()) {
+            eprintln!("fenceproof-worker: direct statement {name}");
+        }
+    }
+}
+
 /// The text to run for statement `name`, whose reference text (after any named mutant's change)
 /// is `text`: the override for `name` in a mutants build that was given one, else `text`.
 pub fn stmt<'a>(name: &str, text: impl Into<Cow<'a, str>>) -> Cow<'a, str> {
+    #[cfg(feature = "mutants")]
+    reported(name);
     #[cfg(feature = "mutants")]
     if let Some((n, t)) = OVERRIDE.get() {
         if n == name {

@@ -51,6 +51,11 @@ struct Args {
     #[cfg(feature = "mutants")]
     #[arg(long)]
     sql_mutant: Option<PathBuf>,
+    /// Say on stderr the first time each direct-path statement runs (mutants build only;
+    /// `fenceproof mutants-sql` learns from the reference which rows reach which statement).
+    #[cfg(feature = "mutants")]
+    #[arg(long)]
+    report_statements: bool,
     /// How writes reach the database: `api` calls only the fenced fp_* functions (what the
     /// fenceproof_worker role is allowed), `direct` runs the statements on the tables. Default: api,
     /// or direct when a mutant is chosen (mutants live on the direct path).
@@ -154,6 +159,9 @@ fn choose_mutant(args: &Args) -> Result<bool, std::process::ExitCode> {
                 return Err(std::process::ExitCode::from(2));
             }
         }
+    }
+    if args.report_statements {
+        fenceproof_protocol::sql::report_statements();
     }
     if let Some(file) = &args.sql_mutant {
         let parsed = std::fs::read_to_string(file)

@@ -27,6 +27,7 @@ fn history(runs: usize, saves: i64) -> Vec<CommitRow> {
             login: "fenceproof_worker_login".into(),
             backend_pid: 1,
             committed_at: chrono::Utc::now(),
+            began_at: None,
             run_id: Some(run),
             old_row: Some(old),
             new_row: Some(new),

@@ -5,6 +5,8 @@
 -- if and only if the change committed, and `lease_at_commit` is the run's lease row as the writing
 -- transaction saw it at that moment. `writer` is the session's application_name (a worker's owner id);
 -- `login` is the role the session logged in as (a SECURITY DEFINER function does not change it).
+-- `began_at` is the writing transaction's start: every clock reading its statements made lies
+-- between it and `committed_at`.
 
 CREATE SCHEMA fenceproof_oracle;
 
@@ -17,6 +19,7 @@ CREATE TABLE fenceproof_oracle.commits (
   login            text NOT NULL DEFAULT session_user,
   backend_pid      integer NOT NULL,
   committed_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
+  began_at         timestamptz NOT NULL DEFAULT transaction_timestamp(),
   run_id           uuid,
   old_row          jsonb,
   new_row          jsonb,

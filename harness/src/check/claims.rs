@@ -109,6 +109,7 @@ mod tests {
             login: "fenceproof_worker".into(),
             backend_pid: 42,
             committed_at: chrono::Utc::now(),
+            began_at: None,
             run_id: None,
             old_row: Some(json!({"operation_id": op, "status": "prepared", "dispatch_owner": null})),
             new_row: Some(json!({"operation_id": op, "status": "dispatching", "dispatch_owner": owner})),

@@ -11,6 +11,7 @@
 //! their checkpoint). [`restore`] judges a restore from an old backup (history before and after it).
 //! [`claims`] judges that no dispatcher's transaction spans a tool call (the tools' observations).
 //! [`crash_points`] judges the recovery after a crash between two durable steps of one command.
+//! [`lease_terms`] judges that a lease commit's term is an asked TTL, within its transaction's span.
 
 pub mod after_loss;
 pub mod answers;
@@ -21,6 +22,7 @@ pub mod crash_points;
 pub mod history;
 pub mod intents;
 pub mod invariants;
+pub mod lease_terms;
 pub mod operation_ids;
 pub mod remote;
 pub mod restore;

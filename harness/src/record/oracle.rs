@@ -24,6 +24,10 @@ pub struct CommitRow {
     pub login: String,
     pub backend_pid: i32,
     pub committed_at: chrono::DateTime<chrono::Utc>,
+    /// The writing transaction's start (`None` in rows built without it).
+    #[sqlx(default)]
+    #[serde(default)]
+    pub began_at: Option<chrono::DateTime<chrono::Utc>>,
     pub run_id: Option<Uuid>,
     pub old_row: Option<Value>,
     pub new_row: Option<Value>,
@@ -75,7 +79,7 @@ pub async fn commits(pool: &PgPool) -> Result<Vec<CommitRow>> {
 /// Every recorded commit of the oracle in `schema`, in commit order.
 pub async fn commits_in(pool: &PgPool, schema: &str) -> Result<Vec<CommitRow>> {
     Ok(sqlx::query_as::<_, CommitRow>(&format!(
-        "SELECT seq, xid::text AS xid, table_name, op, writer, login, backend_pid, committed_at, run_id, old_row, new_row,
+        "SELECT seq, xid::text AS xid, table_name, op, writer, login, backend_pid, committed_at, began_at, run_id, old_row, new_row,
                 lease_at_commit, lease_live_at_commit
            FROM {schema}.commits ORDER BY seq"
     ))

@@ -20,6 +20,7 @@ pub fn commit_row(seq: i64, table: &str, op: &str) -> CommitRow {
         login: "fenceproof_worker_login".into(),
         backend_pid: 1,
         committed_at: Utc::now(),
+        began_at: None,
         run_id: Some(Uuid::nil()),
         old_row: None,
         new_row: None,

@@ -1,9 +1,10 @@
 //! The schedules' lease terms (rule lease.ttl-milliseconds, §05.1): every term a worker committed
 //! (an acquire, a takeover, a renewal) lasts exactly one of the TTLs the schedule asked for, in
-//! milliseconds: expiry minus update time, read from the oracle's rows. A worker that rounds the
-//! TTL to seconds (or passes a formatted duration) commits terms of another length.
+//! milliseconds: expiry minus update time, read from the oracle's rows, within the span of the
+//! transaction that wrote it. A worker that rounds the TTL to seconds (or passes a formatted
+//! duration) commits terms of another length.
 
-use fenceproof_harness::check::Check;
+use fenceproof_harness::check::{lease_terms, Check};
 use fenceproof_harness::record::oracle::CommitRow;
 use fenceproof_scenarios::tags::{tagged, LEASE_TTL_MILLISECONDS};
 
@@ -15,36 +16,15 @@ pub fn name() -> String {
     )
 }
 
-/// The length of the term a lease commit wrote, in milliseconds (`None` for a release or a row
-/// without both times).
-fn term_ms(r: &CommitRow) -> Option<f64> {
-    r.new_str("owner")?;
-    let at = |f: &str| chrono::DateTime::parse_from_rfc3339(r.new_str(f)?).ok();
-    let d = at("expires_at")? - at("updated_at")?;
-    Some(d.num_microseconds()? as f64 / 1000.0)
-}
-
-/// Judge the workers' lease commits of `rows` against the TTLs `asked` (milliseconds); `None`
-/// when no worker committed a term.
+/// Judge the workers' lease commits of `rows` against the TTLs `asked` (milliseconds), each
+/// within its own transaction's span ([`lease_terms`]); `None` when no worker committed a term.
 pub fn judge(rows: &[CommitRow], asked: &[i64]) -> Option<Check> {
-    let terms: Vec<(i64, f64)> = rows
-        .iter()
-        .filter(|r| r.table_name == "worker_leases" && r.writer.starts_with("worker-"))
-        .filter_map(|r| term_ms(r).map(|d| (r.seq, d)))
-        .collect();
-    if terms.is_empty() {
+    let workers = rows.iter().filter(|r| r.writer.starts_with("worker-"));
+    let (n, bad) = lease_terms::off_terms(workers, asked);
+    if n == 0 {
         return None;
     }
-    let bad: Vec<String> = terms
-        .iter()
-        .filter(|(_, d)| !asked.iter().any(|a| (d - *a as f64).abs() < 2.0))
-        .map(|(seq, d)| format!("commit #{seq}: a term of {d:.1} ms (asked: {asked:?} ms)"))
-        .collect();
-    Some(Check::from_violations(
-        name(),
-        bad,
-        format!("{} terms, each exactly an asked TTL ({asked:?} ms)", terms.len()),
-    ))
+    Some(Check::from_violations(name(), bad, format!("{n} terms, each an asked TTL ({asked:?} ms)")))
 }
 
 #[cfg(test)]
@@ -69,7 +49,7 @@ mod tests {
         assert!(judge(&[exact.clone(), release.clone()], &[400, 5000]).unwrap().passed());
         let rounded = lease_commit(3, Some("w"), "2026-01-01T00:00:02+00:00", "2026-01-01T00:00:03+00:00");
         let c = judge(&[exact, rounded], &[400, 5000]).unwrap();
-        assert!(!c.passed() && c.evidence.contains("#3: a term of 1000.0 ms"), "{}", c.evidence);
+        assert!(!c.passed() && c.evidence.contains("commit #3: a term of 1000.0 ms"), "{}", c.evidence);
         assert!(judge(&[release], &[400]).is_none());
     }
 }

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::check::{invariants, lease_terms, Check};
 use fenceproof_harness::faults::row_hold::RowHold;
 use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::HarnessError;
@@ -126,7 +126,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 
 /// An odd TTL, not a whole number of seconds: at the acquire and at a renewal the worker's lease
 /// commit must set expiry = update time + exactly that many milliseconds (§05.1: integer
-/// milliseconds, not a rounded duration). Judged from the oracle's rows of the worker's commits.
+/// milliseconds, not a rounded duration). Judged from the oracle's rows of the worker's commits,
+/// each within its own transaction's span (`check::lease_terms`).
 async fn ttl_exact(ctx: &mut Ctx) -> Result<(), HarnessError> {
     const TTL_MS: i64 = 1_234;
     let run =
@@ -135,23 +136,15 @@ async fn ttl_exact(ctx: &mut Ctx) -> Result<(), HarnessError> {
     require_ok(&t.request(acquire(run, TTL_MS), STEP).await?, "the worker acquires with a 1,234 ms TTL")?;
     require_ok(&t.request(json!({"cmd": "renew"}), STEP).await?, "the worker renews its live lease")?;
     t.shutdown(STEP).await?;
-    let sql = format!(
-        "SELECT op, (extract(epoch FROM (new_row->>'expires_at')::timestamptz - (new_row->>'updated_at')::timestamptz) * 1000)::float8
-           FROM {}.commits WHERE table_name = 'worker_leases' AND writer = $1 AND run_id = $2 ORDER BY seq",
-        ctx.oracle_schema
-    );
-    let terms: Vec<(String, Option<f64>)> = sqlx::query_as(&sql).bind(&t.owner).bind(run).fetch_all(&ctx.pool).await?;
-    let off: Vec<String> = terms
-        .iter()
-        .filter(|(_, d)| d.is_none_or(|d| (d - TTL_MS as f64).abs() >= 2.0))
-        .map(|(op, d)| format!("{op}: expiry - update = {} ms", d.map_or("?".into(), |d| format!("{d:.1}"))))
-        .collect();
+    let rows = ctx.commits().await?;
+    let mine = rows.iter().filter(|r| r.writer == t.owner && r.run_id == Some(run));
+    let (n, off) = lease_terms::off_terms(mine, &[TTL_MS]);
     check(
         ctx,
         tags::LEASE_TTL_MILLISECONDS,
         "a 1,234 ms TTL is a term of exactly 1,234 ms at the acquire and at a renewal (expiry - update time)",
-        terms.len() >= 2 && off.is_empty(),
-        if off.is_empty() { format!("{} lease commits, each {TTL_MS} ms", terms.len()) } else { off.join("; ") },
+        n >= 2 && off.is_empty(),
+        if off.is_empty() { format!("{n} lease commits, each {TTL_MS} ms") } else { off.join("; ") },
     );
     Ok(())
 }

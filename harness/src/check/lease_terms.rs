@@ -12,7 +12,9 @@
 
 use crate::record::oracle::CommitRow;
 
-/// The least difference allowed between a term and an asked TTL (ms): the timestamps' own grain.
+/// The least difference allowed between a term and an asked TTL (ms), whatever the span: two
+/// readings of the clock in one statement lie microseconds apart on an idle server, and a TTL sent
+/// in another unit is off by far more.
 pub const FLOOR_MS: f64 = 2.0;
 
 /// One lease term a commit wrote.

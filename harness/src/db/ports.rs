@@ -9,6 +9,15 @@
 //! written down in `<tmp>/fenceproof-ports-<uid>/<port>` (pid and time, under an exclusive lock
 //! of that file), and a port reserved there within [`HOLD`] is never handed out again meanwhile,
 //! in this process or another. After `HOLD` the server listens, and the kernel no longer names the port.
+//!
+//! The reservation binds only fenceproof. The kernel hands out ports by itself from its ephemeral
+//! range (`ip_local_port_range`): to every bind to port 0 (a fake tool's API, a proxy, a test's own
+//! listener) and as the source port of every outgoing connection. Seen in the pool: a Patroni
+//! node's REST port, reserved and not yet bound, was taken in that window ("Address already in
+//! use") and the node died. So the ports are taken below that range ([`RANGE_FLOOR`] up to it),
+//! where nothing is given a port it did not ask for by number; each is handed out only if binding
+//! it on 127.0.0.1 succeeds now. A machine whose ephemeral range leaves no room below it gets the
+//! kernel's ports, as before.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
@@ -29,22 +38,42 @@ pub fn folder() -> PathBuf {
     std::env::temp_dir().join(format!("fenceproof-ports-{}", nix::unistd::geteuid()))
 }
 
-/// A free port on 127.0.0.1 that no fenceproof process has been given within [`HOLD`]. Where the
-/// reservations cannot be written (a read-only temporary folder), the kernel's word alone.
+/// The lowest port handed out from below the kernel's ephemeral range.
+pub const RANGE_FLOOR: u16 = 20_000;
+
+/// A free port on 127.0.0.1 that no fenceproof process has been given within [`HOLD`], from
+/// below the kernel's ephemeral range where it has room ([`quiet_range`]). Where the reservations
+/// cannot be written (a read-only temporary folder), the kernel's word alone.
 pub fn free_port() -> Result<u16> {
     let dir = folder();
     let writable = std::fs::create_dir_all(&dir).is_ok();
-    for _ in 0..ATTEMPTS {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let range = quiet_range(&std::fs::read_to_string(EPHEMERAL).unwrap_or_default());
+    let attempts = range.as_ref().map_or(ATTEMPTS, |r| r.len());
+    let start = std::process::id() as usize ^ now_secs() as usize;
+    for i in 0..attempts {
+        let port = match &range {
+            Some(r) => r.start + ((start + i) % r.len()) as u16,
+            None => std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port(),
+        };
+        if range.is_some() && std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+            continue;
+        }
         match writable.then(|| reserve(&dir, port, now_secs())) {
             Some(Ok(false)) => continue,
             Some(Ok(true)) | Some(Err(_)) | None => return Ok(port),
         }
     }
-    Err(HarnessError::Other(format!(
-        "no free port: the kernel named {ATTEMPTS} ports that were all reserved in {}",
-        dir.display()
-    )))
+    Err(HarnessError::Other(format!("no free port: {attempts} ports were bound or reserved in {}", dir.display())))
+}
+
+/// Where the kernel's ephemeral range is read.
+const EPHEMERAL: &str = "/proc/sys/net/ipv4/ip_local_port_range";
+
+/// The ports from [`RANGE_FLOOR`] up to the kernel's ephemeral range (`text`: that file's
+/// "low high"), if at least a thousand; `None` otherwise.
+fn quiet_range(text: &str) -> Option<std::ops::Range<u16>> {
+    let low: u16 = text.split_whitespace().next()?.parse().ok()?;
+    (low >= RANGE_FLOOR.saturating_add(1000)).then_some(RANGE_FLOOR..low)
 }
 
 fn now_secs() -> u64 {
@@ -100,6 +129,21 @@ mod tests {
         assert_eq!(reserved_at("123 456"), Some(456));
         assert_eq!(reserved_at("garbage"), None);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn ports_come_from_below_the_kernels_ephemeral_range_when_it_leaves_room() {
+        assert_eq!(quiet_range("32768\t60999\n"), Some(RANGE_FLOOR..32768));
+        assert_eq!(quiet_range("20500 60999"), None, "less than a thousand ports below it");
+        assert_eq!(quiet_range("1024 65535"), None);
+        assert_eq!(quiet_range(""), None);
+        let Some(range) = quiet_range(&std::fs::read_to_string(EPHEMERAL).unwrap_or_default()) else { return };
+        for _ in 0..5 {
+            let port = free_port().unwrap();
+            assert!(range.contains(&port), "{port} outside {range:?}");
+            // Handed out only while nothing listens on it.
+            std::net::TcpListener::bind(("127.0.0.1", port)).expect("a handed-out port binds");
+        }
     }
 
     #[test]

@@ -47,6 +47,7 @@ enum Cmd {
     Audit(cmd::audit::Args),
     Merge(cmd::merge::Args),
     Docs(cmd::docs::Args),
+    Model(cmd::model::Args),
 }
 
 /// The command line, or the exit code of a `--help` / `--version` (0) or a usage error (2).
@@ -105,5 +106,6 @@ async fn run(cmd: Cmd) -> u8 {
         Cmd::Audit(a) => cmd::audit::run(a).await,
         Cmd::Merge(a) => cmd::merge::run(a),
         Cmd::Docs(a) => cmd::docs::run(&a.root, a.check),
+        Cmd::Model(a) => cmd::model::run(a),
     }
 }

@@ -10,6 +10,7 @@ pub mod docs;
 pub mod input;
 pub mod list;
 pub mod merge;
+pub mod model;
 pub mod mutants;
 pub mod mutants_sql;
 pub mod rules;

@@ -1,0 +1,194 @@
+//! `fenceproof model`: the protocol's executable model. `model check` explores a bound
+//! exhaustively and says whether every invariant held and which situations were reached;
+//! `model weak-spots` runs each documented weak spot and shows the counterexample it yields.
+
+use std::time::Duration;
+
+use fenceproof_harness::report::exit;
+use fenceproof_model::check::{self, Outcome};
+use fenceproof_model::config::{Ablation, Config, Replication};
+use fenceproof_model::weak_spots::WEAK_SPOTS;
+
+/// Explore the protocol's model: every interleaving of a bounded configuration (docs/model.md).
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum What {
+    /// Explore a bound exhaustively. Exit 0: every invariant held in every state; 1: one broke
+    /// (its counterexample is printed); 3: the exploration did not finish within --timeout-s.
+    Check(CheckArgs),
+    /// Run each documented weak spot. Exit 0: each broke the rule it names; 1: one did not.
+    WeakSpots(Common),
+}
+
+#[derive(clap::Args, Debug)]
+struct Common {
+    /// Checker threads (default: this machine's cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Give up after this many seconds (no verdict, exit 3).
+    #[arg(long, default_value_t = 600)]
+    timeout_s: u64,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+struct CheckArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The standby's replication: sync (default), async or off.
+    #[arg(long, value_parser = ["sync", "async", "off"], default_value = "sync")]
+    replication: String,
+    /// A restarted worker keeps its predecessor's owner id.
+    #[arg(long)]
+    owner_reuse: bool,
+    /// Which bound: `database` (a promotion, a clock jump, a restore), `processes` (a kill, a
+    /// lost reply, a 40001), or `all` (both, one after the other).
+    #[arg(long, value_parser = ["all", "database", "processes"], default_value = "all")]
+    bound: String,
+    /// Remove one thing the protocol relies on (repeatable): no-row-lock, no-recheck, ...
+    #[arg(long, value_parser = parse_ablation)]
+    without: Vec<Ablation>,
+}
+
+fn parse_ablation(s: &str) -> Result<Ablation, String> {
+    WEAK_SPOTS
+        .iter()
+        .filter_map(|w| (w.config)().ablations.first().copied().map(|a| (w.name, a)))
+        .find(|(name, _)| *name == s)
+        .map(|(_, a)| a)
+        .ok_or_else(|| format!("no such ablation (one of: {})", ablation_names().join(", ")))
+}
+
+fn ablation_names() -> Vec<&'static str> {
+    WEAK_SPOTS.iter().filter(|w| !(w.config)().ablations.is_empty()).map(|w| w.name).collect()
+}
+
+pub fn run(a: Args) -> u8 {
+    match a.what {
+        What::Check(c) => run_check(c),
+        What::WeakSpots(c) => run_weak_spots(c),
+    }
+}
+
+fn threads(c: &Common) -> usize {
+    c.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
+}
+
+/// The bounds `--bound` names, each with the flags' changes.
+fn bounds(c: &CheckArgs) -> Vec<(&'static str, Config)> {
+    let all = [("database", Config::default_bound()), ("processes", Config::process_faults())];
+    all.into_iter()
+        .filter(|(name, _)| c.bound == "all" || c.bound == *name)
+        .map(|(n, cfg)| (n, with_flags(c, cfg)))
+        .collect()
+}
+
+fn with_flags(c: &CheckArgs, mut cfg: Config) -> Config {
+    cfg.replication = match c.replication.as_str() {
+        "async" => Replication::Async,
+        "off" => Replication::Off,
+        _ => Replication::Sync,
+    };
+    cfg.owner_reuse = c.owner_reuse;
+    cfg.ablations = c.without.clone();
+    cfg
+}
+
+fn run_check(c: CheckArgs) -> u8 {
+    let mut results = Vec::new();
+    for (name, cfg) in bounds(&c) {
+        let header = cfg.describe();
+        let o = check::run(cfg, threads(&c.common), Duration::from_secs(c.common.timeout_s));
+        if !c.common.json {
+            print_outcome(name, &header, &o);
+        }
+        results.push((name, header, o));
+    }
+    let outcomes: Vec<&Outcome> = results.iter().map(|r| &r.2).collect();
+    let unreached = unreached_by_all(&outcomes);
+    if c.common.json {
+        let bounds: Vec<_> =
+            results.iter().map(|(n, h, o)| serde_json::json!({"bound": n, "describes": h, "outcome": o})).collect();
+        println!("{}", serde_json::json!({"bounds": bounds, "unreached": unreached}));
+    } else if results.len() > 1 {
+        let n = fenceproof_model::properties::SITUATIONS.len();
+        println!("situations reached by the bounds together: {} of {n}", n - unreached.len());
+        for s in &unreached {
+            println!("  never reached: {s}");
+        }
+    }
+    if outcomes.iter().any(|o| !o.broken.is_empty()) {
+        exit::FAILED
+    } else if outcomes.iter().any(|o| !o.complete) {
+        exit::HARNESS
+    } else {
+        exit::OK
+    }
+}
+
+/// The situations no bound reached.
+fn unreached_by_all(outcomes: &[&Outcome]) -> Vec<String> {
+    let first = outcomes.first().map(|o| o.unreached.clone()).unwrap_or_default();
+    first.into_iter().filter(|s| outcomes.iter().all(|o| o.unreached.contains(s))).collect()
+}
+
+fn print_outcome(name: &str, header: &str, o: &Outcome) {
+    println!("model, {name} bound: {header}");
+    println!(
+        "explored {} states ({} unique, depth {}) in {:.1} s: {:.0} unique states/s{}",
+        o.states,
+        o.unique_states,
+        o.max_depth,
+        o.seconds,
+        o.rate(),
+        if o.complete { "" } else { " — NOT exhausted (timeout): no verdict" }
+    );
+    let total = o.held.len() + o.broken.len();
+    println!("invariants: {} of {total} held", o.held.len());
+    for r in &o.held {
+        println!("  held    {r}");
+    }
+    for (r, path) in &o.broken {
+        println!("  BROKEN  {r}: {}", steps(path));
+    }
+    let n = fenceproof_model::properties::SITUATIONS.len();
+    println!("situations: {} of {n} reached", n - o.unreached.len());
+    for s in &o.unreached {
+        println!("  never reached: {s}");
+    }
+}
+
+fn steps(path: &[fenceproof_model::action::Action]) -> String {
+    path.iter().map(|a| format!("{a:?}")).collect::<Vec<_>>().join(" → ")
+}
+
+fn run_weak_spots(c: Common) -> u8 {
+    let mut code = exit::OK;
+    let mut rows = Vec::new();
+    for w in WEAK_SPOTS {
+        let o = check::break_rule((w.config)(), w.breaks, threads(&c), Duration::from_secs(c.timeout_s));
+        let found = o.broken.iter().find(|(r, _)| r == w.breaks).map(|(_, p)| p.clone());
+        if found.is_none() {
+            code = exit::FAILED;
+        }
+        if c.json {
+            rows.push(serde_json::json!({"name": w.name, "what": w.what, "breaks": w.breaks, "counterexample": found}));
+            continue;
+        }
+        match &found {
+            Some(p) => println!("{:<30} breaks {}\n{:<30} {}\n{:<30} {}", w.name, w.breaks, "", w.what, "", steps(p)),
+            None => println!("{:<30} NO COUNTEREXAMPLE for {} ({} states)", w.name, w.breaks, o.unique_states),
+        }
+    }
+    if c.json {
+        println!("{}", serde_json::Value::Array(rows));
+    }
+    code
+}

@@ -1,0 +1,66 @@
+//! PostgreSQL's behaviour as the model states it, step by step: a takeover waits while a protected
+//! commit holds the lease row and then re-evaluates its condition; a commit validated before the
+//! lease expired still commits; a stale owner's validation fails after a takeover.
+
+use fenceproof_model::action::Action;
+use fenceproof_model::config::Config;
+use fenceproof_model::enabled::enabled;
+use fenceproof_model::state::{State, Txn, Write};
+use fenceproof_model::step::next;
+use fenceproof_model::ProtocolModel;
+
+fn cfg() -> Config {
+    Config { symmetry: false, restores: 0, promotes: 0, jumps: 0, ..Config::default_bound() }
+}
+
+fn walk(c: &Config, actions: &[Action]) -> State {
+    let mut s = ProtocolModel::new(c.clone()).initial();
+    for a in actions {
+        let mut on = Vec::new();
+        enabled(c, &s, &mut on);
+        assert!(on.contains(a), "{a:?} is not enabled in {s:?}");
+        s = next(c, &s, *a).expect("the step changes the state");
+    }
+    s
+}
+
+fn is_enabled(c: &Config, s: &State, a: Action) -> bool {
+    let mut on = Vec::new();
+    enabled(c, s, &mut on);
+    on.contains(&a)
+}
+
+#[test]
+fn takeover_waits_for_the_row_lock_then_rechecks() {
+    let c = cfg();
+    let s = walk(&c, &[Action::Acquire(0), Action::Lock(0), Action::Validate(0), Action::Tick]);
+    assert!(s.primary.lease.expired(), "the lease expired after validation");
+    assert!(!is_enabled(&c, &s, Action::Acquire(1)), "the takeover must wait on the locked row");
+    let s = walk(
+        &c,
+        &[Action::Acquire(0), Action::Lock(0), Action::Validate(0), Action::Tick, Action::Commit(0, Write::Start)],
+    );
+    assert_eq!(s.primary.revision, 1, "valid at check, expired at commit: the commit stands");
+    assert!(!s.ghost.stale_write);
+    assert!(is_enabled(&c, &s, Action::Acquire(1)), "the row is free and the lease expired: takeover proceeds");
+}
+
+#[test]
+fn stale_owner_is_refused_after_a_takeover() {
+    let c = cfg();
+    let s = walk(&c, &[Action::Acquire(0), Action::Tick, Action::Acquire(1), Action::Lock(0), Action::Validate(0)]);
+    assert_eq!(s.procs[0].txn, Txn::Idle, "the stale owner's transaction ended");
+    assert!(s.procs[0].lease.is_none(), "the stale owner learned its lease is lost");
+    assert_eq!(s.primary.lease.epoch, 2);
+}
+
+#[test]
+fn a_40001_aborts_the_whole_transaction_and_frees_the_row() {
+    let c = Config::process_faults();
+    let c = Config { symmetry: false, ..c };
+    let s = walk(&c, &[Action::Acquire(0), Action::Lock(0), Action::Validate(0), Action::Abort(0)]);
+    assert_eq!(s.lock, None);
+    assert_eq!(s.procs[0].txn, Txn::Idle);
+    assert_eq!(s.primary.revision, 0, "nothing of the aborted transaction committed");
+    assert!(s.procs[0].lease.is_some(), "a 40001 is not a lost lease");
+}

@@ -49,7 +49,44 @@ const BLOCKS: &[Block] = &[
     Block { name: "audit-underway", make: || audit_library("underway") },
     Block { name: "audit-apalis", make: || audit_library("apalis") },
     Block { name: "audit-graphile_worker", make: || audit_library("graphile_worker") },
+    Block { name: "model-invariants", make: model_invariants_markdown },
+    Block { name: "model-situations", make: model_situations_markdown },
+    Block { name: "model-outside", make: model_outside_markdown },
+    Block { name: "model-weak-spots", make: model_weak_spots_markdown },
 ];
+
+/// The model's invariants, each a rule of the catalogue with its statement.
+pub fn model_invariants_markdown() -> String {
+    let mut s = String::from("| rule | statement |\n|---|---|\n");
+    for i in fenceproof_model::properties::INVARIANTS {
+        let statement = fenceproof_scenarios::catalogue::RULES.iter().find(|r| r.id == i.rule).map(|r| r.statement);
+        s.push_str(&format!("| `{}` | {} |\n", i.rule, cell(statement.unwrap_or("(not in the catalogue)"))));
+    }
+    s
+}
+
+/// The situations each bound must reach.
+pub fn model_situations_markdown() -> String {
+    fenceproof_model::properties::SITUATIONS.iter().map(|s| format!("- {}\n", s.name)).collect()
+}
+
+/// The catalogue's rules judged only outside the model, with why.
+pub fn model_outside_markdown() -> String {
+    let mut s = String::from("| rule | why outside the model |\n|---|---|\n");
+    for o in fenceproof_model::outside::OUTSIDE {
+        s.push_str(&format!("| `{}` | {} |\n", o.rule, cell(o.reason)));
+    }
+    s
+}
+
+/// The weak spots: what each removes, the rule it breaks, and how PostgreSQL confirms it.
+pub fn model_weak_spots_markdown() -> String {
+    let mut s = String::from("| weak spot | what is removed or changed | breaks | on PostgreSQL |\n|---|---|---|---|\n");
+    for w in fenceproof_model::weak_spots::WEAK_SPOTS {
+        s.push_str(&format!("| `{}` | {} | `{}` | {} |\n", w.name, cell(w.what), w.breaks, cell(w.on_postgres)));
+    }
+    s
+}
 
 /// One library's cells of the published results.
 fn audit_library(name: &str) -> String {

@@ -192,3 +192,24 @@ fn run_weak_spots(c: Common) -> u8 {
     }
     code
 }
+
+#[cfg(test)]
+mod tests {
+    use fenceproof_model::outside::OUTSIDE;
+    use fenceproof_model::properties::INVARIANTS;
+    use fenceproof_scenarios::catalogue::RULES;
+
+    /// Every rule of the catalogue is an invariant of the model or outside it with a reason, and
+    /// the model names no rule the catalogue lacks.
+    #[test]
+    fn every_catalogue_rule_is_an_invariant_or_outside_the_model() {
+        let modelled: Vec<&str> = INVARIANTS.iter().map(|i| i.rule).chain(OUTSIDE.iter().map(|o| o.rule)).collect();
+        let missing: Vec<&str> = RULES.iter().map(|r| r.id).filter(|id| !modelled.contains(id)).collect();
+        assert!(missing.is_empty(), "catalogue rules the model neither judges nor excludes: {missing:?}");
+        let unknown: Vec<&&str> = modelled.iter().filter(|m| !RULES.iter().any(|r| r.id == **m)).collect();
+        assert!(unknown.is_empty(), "model rules not in the catalogue: {unknown:?}");
+        let twice: Vec<&&str> =
+            OUTSIDE.iter().map(|o| &o.rule).filter(|r| INVARIANTS.iter().any(|i| i.rule == **r)).collect();
+        assert!(twice.is_empty(), "both an invariant and outside: {twice:?}");
+    }
+}

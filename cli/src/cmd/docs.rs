@@ -81,7 +81,8 @@ pub fn model_outside_markdown() -> String {
 
 /// The weak spots: what each removes, the rule it breaks, and how PostgreSQL confirms it.
 pub fn model_weak_spots_markdown() -> String {
-    let mut s = String::from("| weak spot | what is removed or changed | breaks | on PostgreSQL |\n|---|---|---|---|\n");
+    let mut s =
+        String::from("| weak spot | what is removed or changed | breaks | on PostgreSQL |\n|---|---|---|---|\n");
     for w in fenceproof_model::weak_spots::WEAK_SPOTS {
         s.push_str(&format!("| `{}` | {} | `{}` | {} |\n", w.name, cell(w.what), w.breaks, cell(w.on_postgres)));
     }

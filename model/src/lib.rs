@@ -10,6 +10,7 @@
 pub mod action;
 pub mod check;
 pub mod config;
+pub mod coverage;
 pub mod enabled;
 pub mod outside;
 pub mod properties;

@@ -64,3 +64,20 @@ fn a_40001_aborts_the_whole_transaction_and_frees_the_row() {
     assert_eq!(s.primary.revision, 0, "nothing of the aborted transaction committed");
     assert!(s.procs[0].lease.is_some(), "a 40001 is not a lost lease");
 }
+
+#[test]
+fn the_reachable_transitions_of_a_small_bound_are_counted() {
+    use fenceproof_model::coverage::reachable;
+    let c = Config { ops: 1, restores: 0, promotes: 0, jumps: 0, ..Config::default_bound() };
+    let t = reachable(&ProtocolModel::new(c.clone()), 5_000_000).expect("the small bound is exhausted");
+    assert!(t.iter().any(|(_, k)| *k == "claim"), "claims are reachable");
+    assert!(
+        t.iter().any(|(cl, k)| *k == "commit"
+            && cl.validated_open
+            && cl.lease == fenceproof_model::coverage::LeaseClass::Expired),
+        "a commit validated before expiry is reachable"
+    );
+    assert!(!t.iter().any(|(_, k)| *k == "promote"), "no promotion in a bound without one");
+    assert_eq!(t.len(), reachable(&ProtocolModel::new(c), 5_000_000).unwrap().len(), "the walk is deterministic");
+    eprintln!("{} transitions", t.len());
+}

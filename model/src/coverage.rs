@@ -1,0 +1,81 @@
+//! The denominator of a PASS: the abstract transitions (state class × action) the bounded model can
+//! take. A state's class keeps what the rules are about and drops the rest: the lease (free, live or
+//! expired), the run's status, each operation's status, whether a validated commit is open and
+//! whether some process still believes in an epoch the lease has left behind. A run that takes a
+//! transition of the same class and kind exercises it; the ones no run takes are what the suite
+//! never creates.
+
+use std::collections::{BTreeSet, HashSet, VecDeque};
+
+use serde::Serialize;
+use stateright::Model;
+
+use crate::state::{OpStatus, RunStatus, State, Txn};
+use crate::ProtocolModel;
+
+/// The lease as the rules see it.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum LeaseClass {
+    Free,
+    Live,
+    Expired,
+}
+
+/// What the rules look at in a state.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Class {
+    pub lease: LeaseClass,
+    pub run: RunStatus,
+    pub ops: [OpStatus; crate::state::OPS],
+    pub validated_open: bool,
+    pub stale_believer: bool,
+}
+
+/// The class of `s`.
+pub fn class(s: &State) -> Class {
+    let l = s.primary.lease;
+    let lease = match (l.owner, l.expired()) {
+        (None, _) => LeaseClass::Free,
+        (Some(_), false) => LeaseClass::Live,
+        (Some(_), true) => LeaseClass::Expired,
+    };
+    Class {
+        lease,
+        run: s.primary.run,
+        ops: [s.primary.ops[0].status, s.primary.ops[1].status],
+        validated_open: s.procs.iter().any(|p| p.txn == Txn::Validated),
+        stale_believer: s.procs.iter().any(|p| p.lease.is_some_and(|b| b.epoch < l.epoch)),
+    }
+}
+
+/// One abstract transition: a class and the kind of action taken from it.
+pub type Transition = (Class, &'static str);
+
+/// Every abstract transition reachable in `model`, by a breadth-first walk of its states (at most
+/// `max_states` of them; `None` when the walk had to stop there).
+pub fn reachable(model: &ProtocolModel, max_states: usize) -> Option<BTreeSet<Transition>> {
+    let mut seen: HashSet<State> = HashSet::new();
+    let mut queue = VecDeque::new();
+    let mut found = BTreeSet::new();
+    for s in model.init_states() {
+        seen.insert(s.clone());
+        queue.push_back(s);
+    }
+    let mut actions = Vec::new();
+    while let Some(s) = queue.pop_front() {
+        let c = class(&s);
+        actions.clear();
+        model.actions(&s, &mut actions);
+        for a in actions.drain(..) {
+            let Some(n) = model.next_state(&s, a) else { continue };
+            found.insert((c, a.kind()));
+            if seen.len() >= max_states && !seen.contains(&n) {
+                return None;
+            }
+            if seen.insert(n.clone()) {
+                queue.push_back(n);
+            }
+        }
+    }
+    Some(found)
+}

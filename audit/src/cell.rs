@@ -325,7 +325,27 @@ async fn drive(
     cell: &mut Cell,
 ) -> Result<AuditHistory, HarnessError> {
     let stage = prepare(env, lib, exp, dir, index, timeline, cell).await?;
-    hold_and_take_over(&stage, lib, exp, dir, timeline, cell).await?;
+    if let Err(e) = schedule(&stage, lib, exp, dir, timeline, cell).await {
+        // A cell without a verdict (NO TAKEOVER, ERROR) keeps its commits for whoever checks it.
+        if let Ok(commits) = audit_commits::read(&stage.pool).await {
+            let _ =
+                std::fs::write(dir.join("commits.json"), serde_json::to_string_pretty(&commits).unwrap_or_default());
+        }
+        return Err(e);
+    }
+    collect(stage, lib, exp, dir, timeline, cell).await
+}
+
+/// The cell's schedule once it is set up: A held, B's takeover, A brought back as `exp` says.
+async fn schedule(
+    stage: &Stage,
+    lib: &Library,
+    exp: &AuditExperiment,
+    dir: &Path,
+    timeline: &Timeline,
+    cell: &mut Cell,
+) -> Result<(), HarnessError> {
+    hold_and_take_over(stage, lib, exp, dir, timeline, cell).await?;
     let (pool, gates, ledger_path) = (&stage.pool, &stage.gates, &stage.ledger_path);
     match exp.resume {
         Resume::Early if exp.hold == HoldKind::HeldWrite => {
@@ -365,7 +385,7 @@ async fn drive(
         }
         Resume::Never => finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?,
     }
-    collect(stage, lib, exp, dir, timeline, cell).await
+    Ok(())
 }
 
 /// What a cell runs on once it is set up: the library's adapter, its database, the tools and the

@@ -119,7 +119,8 @@ fn procrastinate_accepts_a_stale_completion_the_reference_refuses_it() {
 #[test]
 fn dbos_refuses_the_stale_executor_runs_its_step_twice_and_says_why_retry_does_not_apply() {
     let reports = Path::new(env!("CARGO_TARGET_TMPDIR")).join("audit_cli_dbos");
-    let out = audit(&["--library", "dbos", "--only", "same-name-early-success,pause-early-retry"], &reports);
+    let out =
+        audit(&["--library", "dbos", "--only", "same-name-early-success,pause-early-retry,held-write-early"], &reports);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
     let cells: Vec<serde_json::Value> = serde_json::from_str(&stdout).unwrap();
@@ -132,6 +133,15 @@ fn dbos_refuses_the_stale_executor_runs_its_step_twice_and_says_why_retry_does_n
     let dir = std::fs::read_link(reports.join("latest")).map(|l| reports.join(l)).unwrap();
     let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
     assert!(summary.contains("\"verdict\": \"N/A\""), "{summary}");
+    // Every cell that ran keeps its commits, whatever its verdict (held-write-early had none).
+    for exp in ["same-name-early-success", "held-write-early"] {
+        let held = cell(&cells, "dbos", exp);
+        assert!(
+            dir.join(format!("dbos-{exp}/commits.json")).is_file(),
+            "{exp} ({}) kept no commits.json",
+            held["verdict"]
+        );
+    }
     let left = left_running(&reports);
     assert!(left.is_empty(), "nothing of this audit is left running: {left:?}");
 }

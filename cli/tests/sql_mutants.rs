@@ -49,7 +49,7 @@ fn run_two_shards(tmp: &Path) -> Vec<PathBuf> {
         let (out, _) = fenceproof_harness::testkit::run_bounded(
             fenceproof()
                 .args(["mutants-sql", "--only", "B-sigstop", "--shard", shard, "--mutants"])
-                .arg("fp_run_transition/drop-guard/9,fp_run_transition/drop-increment/1")
+                .arg("fp_run_transition/drop-guard/10,fp_run_transition/drop-increment/1")
                 .arg("--reports-dir")
                 .arg(tmp.join("reports")),
             &tmp.join(shard.replace('/', "-")),
@@ -89,7 +89,7 @@ fn generated_mutants_are_killed_by_a_named_rule_and_merged_from_shards() {
         assert_eq!(r["fate"], "killed", "{r}");
         assert_eq!(r["verdicts"][0][1], "FAIL", "killed by a FAIL, not an ERROR: {r}");
     }
-    let guard = rows.iter().find(|r| r["id"] == "fp_run_transition/drop-guard/9").unwrap();
+    let guard = rows.iter().find(|r| r["id"] == "fp_run_transition/drop-guard/10").unwrap();
     assert!(
         guard["killed_by"][0].as_str().unwrap().contains("a step the protocol must allow succeeds"),
         "the refused legal step names its rule: {guard}"
@@ -98,7 +98,7 @@ fn generated_mutants_are_killed_by_a_named_rule_and_merged_from_shards() {
     assert!(inc["killed_by"][0].as_str().unwrap().contains("revision"), "{inc}");
     assert!(std::fs::read_to_string(merged.join("mutants-sql.md"))
         .unwrap()
-        .contains("| `fp_run_transition/drop-guard/9` |"));
+        .contains("| `fp_run_transition/drop-guard/10` |"));
 
     // Merging a shard with itself is refused.
     let (out, _) = fenceproof_harness::testkit::run_bounded(
@@ -140,7 +140,7 @@ fn a_case_budget_plays_exactly_that_many_cases() {
     let tmp = scratch("schedules_mutants_cases");
     let (out, _) = fenceproof_harness::testkit::run_bounded(
         fenceproof()
-            .args(["schedules-mutants", "--sql", "--mutants", "fp_run_transition/drop-guard/7"])
+            .args(["schedules-mutants", "--sql", "--mutants", "fp_run_transition/drop-guard/8"])
             .args(["--cases", "2", "--seed", "0x2a", "--json", "--reports-dir"])
             .arg(tmp.join("reports")),
         &tmp.join("run"),

@@ -19,8 +19,14 @@ BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'fenceproof_worker') THEN
     BEGIN
       CREATE ROLE fenceproof_worker NOLOGIN;
-    EXCEPTION WHEN insufficient_privilege THEN
-      RAISE WARNING 'fenceproof: no CREATEROLE; role fenceproof_worker not created, so no worker role boundary';
+    EXCEPTION
+      WHEN insufficient_privilege THEN
+        RAISE WARNING 'fenceproof: no CREATEROLE; role fenceproof_worker not created, so no worker role boundary';
+      -- Another session created it after the check (two first runs at once): it exists, as wanted.
+      -- While that session has not committed, this CREATE waits for it and then fails on the
+      -- unique index of role names (unique_violation), or on the role itself (duplicate_object).
+      WHEN unique_violation OR duplicate_object THEN
+        NULL;
     END;
   END IF;
 END

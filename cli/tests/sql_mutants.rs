@@ -42,14 +42,33 @@ fn generated_mutants_are_listed_without_running_anything() {
     );
 }
 
+/// The two mutants the shard test runs.
+const PAIR: [&str; 2] = ["fp_run_transition/drop-guard/10", "fp_run_transition/drop-increment/1"];
+
+/// Two shards `K/N` that hold one mutant of [`PAIR`] each: a shard is every N-th mutant of the
+/// generated list, so N and K follow from where the two stand in it (an edit of the functions moves
+/// them).
+fn shards_apart(tmp: &Path) -> [String; 2] {
+    let (out, _) = fenceproof_harness::testkit::run_bounded(
+        fenceproof().args(["mutants-sql", "--list", "--json"]),
+        &tmp.join("list-json"),
+        Duration::from_secs(30),
+    );
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("the list as JSON");
+    let at = |id: &str| listed.iter().position(|m| m["id"] == id).unwrap_or_else(|| panic!("{id} is not generated"));
+    let (a, b) = (at(PAIR[0]), at(PAIR[1]));
+    let n = (2..).find(|n| a % n != b % n).unwrap();
+    [format!("{}/{n}", a % n + 1), format!("{}/{n}", b % n + 1)]
+}
+
 /// Two shards of a two-mutant selection through B-sigstop, each in its own run folder.
 fn run_two_shards(tmp: &Path) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
-    for shard in ["1/2", "2/2"] {
+    for shard in shards_apart(tmp).iter().map(String::as_str) {
         let (out, _) = fenceproof_harness::testkit::run_bounded(
             fenceproof()
                 .args(["mutants-sql", "--only", "B-sigstop", "--shard", shard, "--mutants"])
-                .arg("fp_run_transition/drop-guard/10,fp_run_transition/drop-increment/1")
+                .arg(PAIR.join(","))
                 .arg("--reports-dir")
                 .arg(tmp.join("reports")),
             &tmp.join(shard.replace('/', "-")),

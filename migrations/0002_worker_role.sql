@@ -19,8 +19,14 @@ BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'fenceproof_worker') THEN
     BEGIN
       CREATE ROLE fenceproof_worker NOLOGIN;
-    EXCEPTION WHEN insufficient_privilege THEN
-      RAISE WARNING 'fenceproof: no CREATEROLE; role fenceproof_worker not created, so no worker role boundary';
+    EXCEPTION
+      WHEN insufficient_privilege THEN
+        RAISE WARNING 'fenceproof: no CREATEROLE; role fenceproof_worker not created, so no worker role boundary';
+      -- Another session created it after the check (two first runs at once): it exists, as wanted.
+      -- While that session has not committed, this CREATE waits for it and then fails on the
+      -- unique index of role names (unique_violation), or on the role itself (duplicate_object).
+      WHEN unique_violation OR duplicate_object THEN
+        NULL;
     END;
   END IF;
 END
@@ -28,7 +34,9 @@ $$;
 
 REVOKE ALL ON agent_tasks, agent_runs, worker_leases, tool_operations FROM PUBLIC;
 
--- Lease: acquire a free or expired lease (epoch + 1).
+-- Lease: acquire a free or expired lease (epoch + 1) of a run that can still be worked on: a
+-- succeeded, failed or cancelled run is final (a retry is a new run), so its lease is never taken
+-- again. No row: no such run, a live lease, or a final run.
 CREATE FUNCTION fp_lease_acquire(p_run uuid, p_owner text, p_ttl_ms bigint)
 RETURNS TABLE (epoch bigint, expires_at timestamptz)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
@@ -42,11 +50,12 @@ BEGIN
          updated_at = clock_timestamp()
    WHERE l.run_id = p_run
      AND (l.owner IS NULL OR l.expires_at <= clock_timestamp())
+     AND EXISTS (SELECT 1 FROM agent_runs r WHERE r.run_id = l.run_id AND r.status IN ('pending', 'running'))
   RETURNING l.epoch, l.expires_at;
 END
 $$;
 
--- Lease: renew, fenced by owner and epoch, only before expiry.
+-- Lease: renew, fenced by owner and epoch, only before expiry. No row: the lease is lost.
 CREATE FUNCTION fp_lease_renew(p_run uuid, p_owner text, p_epoch bigint, p_ttl_ms bigint)
 RETURNS TABLE (expires_at timestamptz)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
@@ -61,7 +70,9 @@ BEGIN
 END
 $$;
 
--- Lease: renew many leases of one owner in one statement, each fenced by its own epoch.
+-- Lease: renew many leases of one owner in one statement, each fenced by its own epoch. One row
+-- per lease renewed; a run missing from the answer has lost its lease.
+--
 -- (PL/pgSQL, like fp_claim, so the statement is planned for the actual batch, not a generic guess.)
 CREATE FUNCTION fp_lease_renew_many(p_owner text, p_runs uuid[], p_epochs bigint[], p_ttl_ms bigint)
 RETURNS TABLE (run_id uuid, expires_at timestamptz)
@@ -78,7 +89,8 @@ BEGIN
 END
 $$;
 
--- Lease: release; the epoch is kept.
+-- Lease: release; the epoch is kept. Answers 1 when released, 0 when this owner and epoch no
+-- longer hold the lease.
 CREATE FUNCTION fp_lease_release(p_run uuid, p_owner text, p_epoch bigint)
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
@@ -97,11 +109,16 @@ BEGIN
 END
 $$;
 
--- The protected transition: lock the lease row, validate owner + epoch + expiry on the database clock,
--- optionally require a verified result of the run's own operation, compare-and-set the revision and
--- status, and optionally register a side-effect intent — all in the caller's transaction.
--- Rejections before any write come back as an outcome; an intent mismatch after the run update raises
--- SQLSTATE FP001 so nothing of the call can be committed.
+-- The protected transition: refuse a (from, to) pair the state table does not give a worker
+-- (outcome forbidden_transition, before anything is locked), lock the lease row, validate owner +
+-- epoch + expiry on the database clock, optionally require a verified result of the run's own
+-- operation, compare-and-set the revision and status, and optionally register a side-effect
+-- intent — all in the caller's transaction. Rejections before any write come back as an outcome
+-- (`revision` is the run's current one on conflict and invalid_state, `detail` the run's status on
+-- invalid_state, the operation's run or status on foreign_operation and operation_not_settled, and
+-- `new` or `already_registered` on an ok with an intent); an intent mismatch after the run update
+-- raises SQLSTATE FP001 so nothing of the call can be committed. A NULL p_checkpoint keeps the
+-- checkpoint; p_require_op is the operation whose succeeded result an `advance` needs.
 CREATE FUNCTION fp_run_transition(
   p_run uuid, p_owner text, p_epoch bigint, p_expected bigint, p_from text, p_to text, p_checkpoint jsonb,
   p_require_op text,
@@ -114,6 +131,14 @@ DECLARE
   v_op_run uuid; v_op_status text; v_op_tool text; v_op_digest text;
   v_status text; v_revision bigint;
 BEGIN
+  -- The state table: a worker starts a pending run, saves a running one, and ends a running one as
+  -- succeeded or failed. Cancelling belongs to the control plane; a final run never moves again.
+  IF coalesce(p_from, '') NOT IN ('pending', 'running')
+     OR coalesce(p_to, '') NOT IN ('running', 'succeeded', 'failed')
+     OR (p_from = 'pending' AND p_to <> 'running') THEN
+    RETURN QUERY SELECT 'forbidden_transition'::text, NULL::bigint, format('%s -> %s', p_from, p_to); RETURN;
+  END IF;
+
   SELECT l.owner, l.epoch, l.expires_at > clock_timestamp() INTO v_owner, v_epoch, v_live
     FROM worker_leases l WHERE l.run_id = p_run FOR UPDATE;
   IF v_owner IS DISTINCT FROM p_owner OR v_epoch IS DISTINCT FROM p_epoch OR v_live IS NOT TRUE THEN
@@ -175,7 +200,9 @@ BEGIN
 END
 $$;
 
--- Dispatcher: claim prepared operations of live runs, SKIP LOCKED, with a finite deadline.
+-- Dispatcher: claim prepared operations of live runs, SKIP LOCKED, with a finite deadline. One
+-- row per operation claimed (none: nothing to claim); `revision` is the claim's ledger revision.
+--
 -- Shaped for one cached generic plan (measured by `fenceproof bench`): with the candidates in a
 -- CTE joined back, a plan made without knowing p_limit assumes 1000 candidates and hash-joins a
 -- sequential scan of the whole ledger, so PostgreSQL re-plans on every call instead; with
@@ -203,7 +230,8 @@ BEGIN
 END
 $$;
 
--- Dispatcher: write the verified result of its own claim (owner + ledger revision + digest).
+-- Dispatcher: write the verified result of its own claim (owner + ledger revision + digest);
+-- p_status is succeeded or failed_final. No row: the claim moved on, or the status is another word.
 CREATE FUNCTION fp_record_result(p_op text, p_owner text, p_revision bigint, p_digest text, p_status text,
                                  p_remote_id text, p_result jsonb)
 RETURNS TABLE (revision bigint)
@@ -222,6 +250,7 @@ END
 $$;
 
 -- Dispatcher: its own claim saw an unknown outcome; keep the evidence, never back to prepared.
+-- No row: the claim moved on.
 CREATE FUNCTION fp_mark_unknown_own(p_op text, p_owner text, p_revision bigint, p_evidence text)
 RETURNS TABLE (revision bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
@@ -237,7 +266,8 @@ BEGIN
 END
 $$;
 
--- Reconciler: an expired claim, exactly as it was seen, moves to unknown.
+-- Reconciler: an expired claim, exactly as it was seen, moves to unknown. Answers 1 when moved,
+-- 0 when the claim is no longer as it was read (owner, revision) or has not expired.
 CREATE FUNCTION fp_mark_expired_unknown(p_op text, p_owner text, p_revision bigint)
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
@@ -259,7 +289,8 @@ BEGIN
 END
 $$;
 
--- Reconciler: converge an unknown operation to the remote fact, at the revision it was read.
+-- Reconciler: converge an unknown operation to the remote fact (succeeded or failed_final), at
+-- the revision it was read. No row: it moved on since, or the status is another word.
 CREATE FUNCTION fp_converge(p_op text, p_revision bigint, p_status text, p_remote_id text, p_result jsonb)
 RETURNS TABLE (revision bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$

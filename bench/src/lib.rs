@@ -20,6 +20,8 @@ pub mod merge;
 pub mod neutral;
 pub mod pgbench;
 mod phases;
+
+pub use phases::{over_ceiling, sustained_offered};
 pub mod plan;
 pub mod report;
 pub mod server;

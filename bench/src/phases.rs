@@ -272,13 +272,55 @@ pub(crate) async fn growth(b: &mut Bench, opts: &BenchOptions) -> Result<Vec<Gro
 /// 8. Sustained renewal: M workers renew all their leases every heartbeat, in one statement
 ///    each: the contract's N/H, and 30,000 leases every second.
 pub(crate) async fn sustained(b: &mut Bench, opts: &BenchOptions) -> Result<(), HarnessError> {
-    let contract = (opts.active_runs, opts.heartbeat);
-    for (n, every, label) in
-        [(contract.0, contract.1, "sustain-contract"), (30_000, Duration::from_secs(1), "sustain-30k")]
-    {
+    for (n, every, label) in sustained_phases(opts) {
         sustain(b, n, every, label, opts).await?;
     }
     Ok(())
+}
+
+/// The sustained phases: (leases, heartbeat, label).
+pub fn sustained_phases(opts: &BenchOptions) -> [(u64, Duration, &'static str); 2] {
+    [(opts.active_runs, opts.heartbeat, "sustain-contract"), (30_000, Duration::from_secs(1), "sustain-30k")]
+}
+
+/// The statements per second a sustained phase offers: `n` leases, lease g held by owner
+/// g % `workers` (as [`workloads::leases_up_to`] makes them), each owner's renewed in batches of
+/// at most SUSTAIN_BATCH, one statement per batch per heartbeat `every`.
+pub fn sustained_offered(n: u64, workers: usize, every: Duration) -> f64 {
+    let w = workers.max(1) as u64;
+    let batches: u64 = (0..w)
+        .map(|k| {
+            // How many of the leases 1..=n are k modulo w.
+            let mine = match k {
+                0 => n / w,
+                k if k > n => 0,
+                k => (n - k) / w + 1,
+            };
+            mine.div_ceil(SUSTAIN_BATCH as u64)
+        })
+        .sum();
+    batches as f64 / every.as_secs_f64()
+}
+
+/// The line refusing a run whose sustained phase would offer more than `--max-rate`, before any
+/// load: what the ceiling would refuse after minutes of measuring is refused up front.
+pub fn over_ceiling(opts: &BenchOptions) -> Option<String> {
+    let r = opts.max_rate?;
+    if opts.driver_only {
+        return None;
+    }
+    sustained_phases(opts).into_iter().find_map(|(n, every, label)| {
+        let offered = sustained_offered(n, opts.workers, every);
+        (offered > r).then(|| {
+            format!(
+                "{label} would offer {offered:.0} statements/s ({n} leases, {} workers, batches of <= {SUSTAIN_BATCH}, \
+                 every {} ms), above the ceiling of {r:.0} (--max-rate); raise --max-rate, or lower --runs or \
+                 --workers",
+                opts.workers,
+                every.as_millis()
+            )
+        })
+    })
 }
 
 /// One sustained phase: `n` leases renewed every `every` in staggered fenced batches (an open
@@ -443,4 +485,19 @@ fn dedup(mut v: Vec<(Uuid, i64)>) -> Vec<(Uuid, i64)> {
     v.sort();
     v.dedup();
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sustained_phase_offers_one_statement_per_batch_of_each_owner_per_heartbeat() {
+        // 30,000 leases over 4 owners: 7,500 each, 15 batches each, every second.
+        assert_eq!(sustained_offered(30_000, 4, Duration::from_secs(1)), 60.0);
+        // 1,001 leases over 2 owners: 501 (owner 1) and 500 (owner 0), so 2 + 1 batches.
+        assert_eq!(sustained_offered(1_001, 2, Duration::from_secs(1)), 3.0);
+        // Fewer leases than owners: the owners without one send nothing.
+        assert_eq!(sustained_offered(3, 8, Duration::from_millis(500)), 6.0);
+    }
 }

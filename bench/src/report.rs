@@ -206,55 +206,62 @@ fn claim_growth_goal(run: &BenchRun) -> Option<Goal> {
 }
 
 /// The sizing answer for the contract's N active runs at heartbeat H, from the driver-neutral
-/// capacity (pgbench calling the same fp_* functions); our own driver is reported beside it.
+/// capacity (pgbench calling the same fp_* functions), as one string (bench.json's `sizing`).
 pub fn sizing(run: &BenchRun) -> String {
+    sizing_lines(run).join(" ")
+}
+
+/// The sizing answer in a few short lines, the answer first: the needed rate, whether it was
+/// sustained, p99 against the renewal timeout, the headroom, the server; then the notes.
+pub fn sizing_lines(run: &BenchRun) -> Vec<String> {
     let n = run.options["active_runs"].as_u64().unwrap_or(0);
     let h_ms = run.options["heartbeat_ms"].as_u64().unwrap_or(1).max(1);
     let timeout_ms = run.options["renewal_timeout_ms"].as_u64().unwrap_or(h_ms);
     let need = n as f64 * 1000.0 / h_ms as f64;
-    let Some(s) = find(run, "sustain-contract", "") else { return "no sustained phase was measured".into() };
+    let Some(s) = find(run, "sustain-contract", "") else { return vec!["no sustained phase was measured".into()] };
     let holds = s.units_per_s >= need * 0.98 && s.errors == 0 && s.p99_ms < timeout_ms as f64;
     let within = if s.p99_ms < timeout_ms as f64 { "within" } else { "NOT within" };
-    let ceiling = match run.options["max_rate"].as_f64() {
-        Some(r) => format!(
-            " Every phase offered at most {r:.0} statements/s (--max-rate): a rate at that ceiling is the ceiling, \
-             not the capacity."
-        ),
-        None => String::new(),
-    };
-    let role = if run.server.external {
-        " In the team's database the fp_* calls run as the URL's role, which owns them (no worker role boundary)."
-    } else {
-        ""
-    };
-    format!(
-        "{} {} p99 renewal latency {:.1} ms is {within} the renewal timeout of {timeout_ms} ms.{ceiling}{role}",
-        sizing_rates(run, s, n, h_ms, timeout_ms, holds),
-        run.server.line(),
-        s.p99_ms,
-    )
-}
-
-/// The rates part of [`sizing`]: what the contract needs, what was sustained, the capacity.
-fn sizing_rates(run: &BenchRun, s: &Phase, n: u64, h_ms: u64, timeout_ms: u64, holds: bool) -> String {
-    let need = n as f64 * 1000.0 / h_ms as f64;
     let rate = |p: Option<&PgbenchPhase>| p.map(PgbenchPhase::units_per_s).unwrap_or(0.0);
     let per_lease = rate(find_pg(run, "neutral-renewal", "pgbench: fp_lease_renew per lease"));
     let batched = rate(find_pg(run, "neutral-renewal-batched", "pgbench: fp_lease_renew_many"));
+    let mut lines = vec![
+        format!("{n} active runs at a {h_ms} ms heartbeat need {need:.0} renewals/s."),
+        format!(
+            "Sustained with batched renewal: {:.0}/s, {} errors: {}.",
+            s.units_per_s,
+            s.errors,
+            if holds { "this database holds it" } else { "this database does NOT hold it" }
+        ),
+        format!("p99 renewal latency {:.1} ms is {within} the renewal timeout of {timeout_ms} ms.", s.p99_ms),
+        format!(
+            "Headroom, driver-neutral (pgbench calling fp_lease_renew_many / fp_lease_renew): {batched:.0}/s batched \
+             ({:.1}×), {per_lease:.0}/s per lease ({:.1}×).",
+            batched / need.max(1e-9),
+            per_lease / need.max(1e-9),
+        ),
+        run.server.line(),
+    ];
+    if let Some(r) = run.options["max_rate"].as_f64() {
+        lines.push(format!(
+            "Every phase offered at most {r:.0} statements/s (--max-rate): a rate at that ceiling is the ceiling, \
+             not the capacity."
+        ));
+    }
+    if run.server.external {
+        lines.push(
+            "In the team's database the fp_* calls run as the URL's role, which owns them (no worker role boundary)."
+                .into(),
+        );
+    }
+    lines
+}
+
+/// What fenceproof's own driver (a Rust worker on sqlx, the same calls) reached end to end: its
+/// goals are about the tool, not the database.
+fn own_driver_line(run: &BenchRun) -> String {
     let ours_per_lease = find(run, "renewal", "ours").map(|p| p.units_per_s).unwrap_or(0.0);
     let ours_batched = find(run, "renewal-batched", "ours").map(|p| p.units_per_s).unwrap_or(0.0);
-    format!(
-        "{n} active runs at a {h_ms} ms heartbeat need {need:.0} renewals/s. Sustained with batched renewal: \
-         {:.0}/s, p99 {:.1} ms (renewal timeout {timeout_ms} ms): {}. The database's capacity, driver-neutral \
-         (pgbench calling fp_lease_renew / fp_lease_renew_many): {per_lease:.0}/s per lease ({:.1}× headroom), \
-         {batched:.0}/s batched ({:.1}× headroom). What a Rust worker on sqlx reaches end to end (our driver, \
-         same calls): {ours_per_lease:.0}/s per lease, {ours_batched:.0}/s batched.",
-        s.units_per_s,
-        s.p99_ms,
-        if holds { "this database holds it" } else { "this database does NOT hold it" },
-        per_lease / need.max(1e-9),
-        batched / need.max(1e-9),
-    )
+    format!("a Rust worker on sqlx, same calls: {ours_per_lease:.0}/s per lease, {ours_batched:.0}/s batched")
 }
 
 /// The growth steps' setup wall time, as "; setup: 1000 in 0.1 s, …".
@@ -356,6 +363,11 @@ pub fn find<'a>(run: &'a BenchRun, group: &str, prefix: &str) -> Option<&'a Phas
 pub fn summary(run: &BenchRun, dir: &Path) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "fenceproof bench {}  ({})", run.run_id, run.server_version);
+    let _ = writeln!(s, "sizing:");
+    for l in sizing_lines(run) {
+        let _ = writeln!(s, "  {l}");
+    }
+    let _ = writeln!(s, "\nfenceproof's own measurements and its driver's goals ({}):", own_driver_line(run));
     let _ = writeln!(s, "{:<18} {:<58} {:>10} {:>8} {:>8}", "workload", "phase", "units/s", "p50 ms", "p99 ms");
     for p in run.phases.iter().filter(|p| !p.group.starts_with("load-") && !p.group.starts_with("growth")) {
         let name: String = p.name.chars().take(58).collect();
@@ -380,7 +392,6 @@ pub fn summary(run: &BenchRun, dir: &Path) -> String {
     for r in references(run) {
         let _ = writeln!(s, "      {r}");
     }
-    let _ = writeln!(s, "\nsizing: {}", sizing(run));
     let _ = writeln!(s, "report: {}/bench.md ({:.0} s)", dir.display(), run.duration_s);
     s
 }

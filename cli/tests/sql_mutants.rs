@@ -42,14 +42,33 @@ fn generated_mutants_are_listed_without_running_anything() {
     );
 }
 
+/// The two mutants the shard test runs.
+const PAIR: [&str; 2] = ["fp_run_transition/drop-guard/10", "fp_run_transition/drop-increment/1"];
+
+/// Two shards `K/N` that hold one mutant of [`PAIR`] each: a shard is every N-th mutant of the
+/// generated list, so N and K follow from where the two stand in it (an edit of the functions moves
+/// them).
+fn shards_apart(tmp: &Path) -> [String; 2] {
+    let (out, _) = fenceproof_harness::testkit::run_bounded(
+        fenceproof().args(["mutants-sql", "--list", "--json"]),
+        &tmp.join("list-json"),
+        Duration::from_secs(30),
+    );
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("the list as JSON");
+    let at = |id: &str| listed.iter().position(|m| m["id"] == id).unwrap_or_else(|| panic!("{id} is not generated"));
+    let (a, b) = (at(PAIR[0]), at(PAIR[1]));
+    let n = (2..).find(|n| a % n != b % n).unwrap();
+    [format!("{}/{n}", a % n + 1), format!("{}/{n}", b % n + 1)]
+}
+
 /// Two shards of a two-mutant selection through B-sigstop, each in its own run folder.
 fn run_two_shards(tmp: &Path) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
-    for shard in ["1/2", "2/2"] {
+    for shard in shards_apart(tmp).iter().map(String::as_str) {
         let (out, _) = fenceproof_harness::testkit::run_bounded(
             fenceproof()
                 .args(["mutants-sql", "--only", "B-sigstop", "--shard", shard, "--mutants"])
-                .arg("fp_run_transition/drop-guard/9,fp_run_transition/drop-increment/1")
+                .arg(PAIR.join(","))
                 .arg("--reports-dir")
                 .arg(tmp.join("reports")),
             &tmp.join(shard.replace('/', "-")),
@@ -89,7 +108,7 @@ fn generated_mutants_are_killed_by_a_named_rule_and_merged_from_shards() {
         assert_eq!(r["fate"], "killed", "{r}");
         assert_eq!(r["verdicts"][0][1], "FAIL", "killed by a FAIL, not an ERROR: {r}");
     }
-    let guard = rows.iter().find(|r| r["id"] == "fp_run_transition/drop-guard/9").unwrap();
+    let guard = rows.iter().find(|r| r["id"] == "fp_run_transition/drop-guard/10").unwrap();
     assert!(
         guard["killed_by"][0].as_str().unwrap().contains("a step the protocol must allow succeeds"),
         "the refused legal step names its rule: {guard}"
@@ -98,7 +117,7 @@ fn generated_mutants_are_killed_by_a_named_rule_and_merged_from_shards() {
     assert!(inc["killed_by"][0].as_str().unwrap().contains("revision"), "{inc}");
     assert!(std::fs::read_to_string(merged.join("mutants-sql.md"))
         .unwrap()
-        .contains("| `fp_run_transition/drop-guard/9` |"));
+        .contains("| `fp_run_transition/drop-guard/10` |"));
 
     // Merging a shard with itself is refused.
     let (out, _) = fenceproof_harness::testkit::run_bounded(
@@ -140,7 +159,7 @@ fn a_case_budget_plays_exactly_that_many_cases() {
     let tmp = scratch("schedules_mutants_cases");
     let (out, _) = fenceproof_harness::testkit::run_bounded(
         fenceproof()
-            .args(["schedules-mutants", "--sql", "--mutants", "fp_run_transition/drop-guard/7"])
+            .args(["schedules-mutants", "--sql", "--mutants", "fp_run_transition/drop-guard/8"])
             .args(["--cases", "2", "--seed", "0x2a", "--json", "--reports-dir"])
             .arg(tmp.join("reports")),
         &tmp.join("run"),

@@ -212,6 +212,27 @@ fn the_before_result_write_barrier_must_hold_the_dispatcher() {
     );
 }
 
+/// The result-write barrier held inside the transaction that then writes the result (a team's
+/// natural shape) is named as a deviation, not left to fail an unrelated rule.
+#[test]
+fn the_before_result_write_barrier_must_be_held_outside_any_transaction() {
+    deviates(
+        "result-barrier-in-tx",
+        "outbox",
+        &[
+            (
+                r#"self.barrier(conn, c.get("faults"), "before_result_write", in_tx=False)"#,
+                r#"conn.execute("BEGIN"); conn.execute("SELECT 1 FROM tool_operations WHERE operation_id = %s", (op,)); self.barrier(conn, c.get("faults"), "before_result_write")"#,
+            ),
+            (
+                r#"report.append({"operation_id": op, "tool": tool, "outcome": status, "detail": detail})"#,
+                r#"conn.execute("COMMIT"); report.append({"operation_id": op, "tool": tool, "outcome": status, "detail": detail})"#,
+            ),
+        ],
+        &["before_result_write", "outside any transaction", "transaction-level lock"],
+    );
+}
+
 #[test]
 fn the_before_commit_barrier_must_hold_the_transaction() {
     deviates(

@@ -122,7 +122,16 @@ async fn refused_result_write(
                      "faults": {"barriers": [{"point": "before_result_write", "key": KEY}]}}))
         .await?;
     match barrier.wait_blocked(&ctx.pool, std::slice::from_ref(&w.owner), 1, STEP).await {
-        Ok(_) => {
+        Ok(pids) => {
+            if let Some(why) = inside_transaction(ctx, pids[0]).await? {
+                // Moving the claim could now wait on the worker's own transaction while the worker
+                // waits on the barrier: name the deviation, let the dispatch go, judge no more here.
+                p.expect("`before_result_write` is held outside any transaction", false, why);
+                barrier.heal().await?;
+                let _ = w.reply(id, STEP).await?;
+                return Ok(());
+            }
+            p.expect("`before_result_write` is held outside any transaction", true, "");
             let entries = ledger::entries(&tools.ledger)?;
             let created = ledger::created_for(&entries, want_op);
             p.expect(
@@ -172,6 +181,35 @@ async fn refused_result_write(
     );
 
     Ok(())
+}
+
+/// Why the session `pid`, waiting at `before_result_write`, is inside a transaction, if it is: it
+/// waits on the transaction-level advisory lock, it has written (a transaction id), or it holds a
+/// lock on a table or row that only an open transaction keeps.
+async fn inside_transaction(ctx: &Ctx, pid: i32) -> Result<Option<String>, HarnessError> {
+    let (query, xid, held): (String, bool, Option<String>) = sqlx::query_as(
+        "SELECT a.query, a.backend_xid IS NOT NULL,
+                (SELECT string_agg(DISTINCT l.mode || ' on ' || coalesce(c.relname, l.locktype), ', ')
+                   FROM pg_locks l LEFT JOIN pg_class c ON c.oid = l.relation
+                  WHERE l.pid = a.pid AND l.granted
+                    AND l.locktype NOT IN ('virtualxid', 'transactionid', 'advisory')
+                    AND coalesce(c.relnamespace <> 'pg_catalog'::regnamespace, true))
+           FROM pg_stat_activity a WHERE a.pid = $1",
+    )
+    .bind(pid)
+    .fetch_one(&ctx.pool)
+    .await?;
+    let query: String = query.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(120).collect();
+    let why = if query.to_lowercase().contains("advisory_xact_lock") {
+        Some(format!("waits with a transaction-level lock (`{query}`)"))
+    } else if xid {
+        Some("waits in a transaction that has already written".to_string())
+    } else {
+        held.map(|h| format!("waits in a transaction that holds {h}"))
+    };
+    Ok(why.map(|w| {
+        format!("the dispatcher held at `before_result_write` {w}; it must wait outside any transaction (`pg_advisory_lock_shared`, then unlock)")
+    }))
 }
 
 /// The reconciler converges the unknown idempotent operation without a second creation; the run

@@ -338,6 +338,12 @@ fn api_outcome(
             found: detail.unwrap_or_default().to_string(),
             needed: t.from.as_str().to_string(),
         }),
+        // A (from, to) pair the state table does not give a worker; this crate never asks for one.
+        ("forbidden_transition", _) => Err(ProtocolError::InvalidState {
+            run_id,
+            found: format!("a forbidden transition ({})", detail.unwrap_or_default()),
+            needed: "a transition of the state table".to_string(),
+        }),
         ("conflict", found) => Err(ProtocolError::Conflict { run_id, expected: expected_revision, found }),
         ("operation_not_found", _) => Err(ProtocolError::OperationNotFound(require.unwrap_or_default().to_string())),
         ("foreign_operation", _) => Err(ProtocolError::ForeignOperation {

@@ -62,6 +62,8 @@ pub async fn acquire(pool: &PgPool, run_id: Uuid, owner: &str, ttl: Ttl) -> Resu
             }
             None => match inspect(pool, run_id).await? {
                 None => Err(ProtocolError::RunNotFound(run_id)),
+                // Free or expired, and still refused: fp_lease_acquire leases no final run.
+                Some(row) if row.owner.is_none() || !row.live => final_run(pool, run_id, row).await,
                 Some(row) => {
                     Err(ProtocolError::LeaseBusy { run_id, holder: row.owner.unwrap_or_default(), epoch: row.epoch })
                 }
@@ -78,6 +80,16 @@ pub async fn acquire(pool: &PgPool, run_id: Uuid, owner: &str, ttl: Ttl) -> Resu
         }
     }
     r
+}
+
+/// Why an acquire of a free or expired lease took nothing: the run has ended (`invalid_state`), or
+/// another process took the lease in between (`busy`).
+async fn final_run(pool: &PgPool, run_id: Uuid, row: LeaseRow) -> Result<LeaseTerms, ProtocolError> {
+    let run = crate::runs::read_run(pool, run_id).await?;
+    if crate::ids::RunStatus::parse(&run.status).is_some_and(crate::ids::RunStatus::is_terminal) {
+        return Err(ProtocolError::InvalidState { run_id, found: run.status, needed: "pending or running".into() });
+    }
+    Err(ProtocolError::LeaseBusy { run_id, holder: row.owner.unwrap_or_default(), epoch: row.epoch })
 }
 
 /// Extend the lease; only the current owner of the current epoch, and only before expiry.

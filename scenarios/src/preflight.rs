@@ -33,7 +33,16 @@ pub async fn check_worker(binary: &Path, database_url: &str, dir: &Path) -> Resu
             binary: binary.to_path_buf(),
             database_url: database_url.to_string(),
             dir: dir.to_path_buf(),
-            extra_args: vec!["--trace-id".into(), "preflight".into()],
+            // Every flag the contract marks "always passed" (docs/worker-protocol.md, Flags), so a
+            // worker that insists on them answers here as it will in the rows.
+            extra_args: vec![
+                "--trace-id".into(),
+                "preflight".into(),
+                "--write-path".into(),
+                "api".into(),
+                "--secrets-dir".into(),
+                dir.join("secrets").display().to_string(),
+            ],
         },
         Timeline::new(),
     )

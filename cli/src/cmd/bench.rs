@@ -110,6 +110,10 @@ pub async fn run(mut a: Args) -> u8 {
         std::env::set_var("FENCEPROOF_QUIET", "1");
     }
     let opts = options(a, contract.as_ref());
+    // What a ceiling would refuse after minutes of measuring is refused now, before any load.
+    if let Some(msg) = fenceproof_bench::over_ceiling(&opts) {
+        return usage(msg);
+    }
     crate::interrupt::interruptible(async move {
         match fenceproof_bench::run(opts).await {
             Ok((run, dir)) if json => {

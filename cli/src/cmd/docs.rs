@@ -36,6 +36,7 @@ const BLOCKS: &[Block] = &[
     Block { name: "sql-mutants", make: sql_mutants_markdown },
     Block { name: "sql-mutant-count", make: sql_mutant_count },
     Block { name: "equivalent-count", make: equivalent_count },
+    Block { name: "fp-functions", make: super::fp_functions::markdown },
     Block { name: "external-rows", make: external_rows },
     Block { name: "external-row-count", make: external_row_count },
     Block { name: "external-skipped", make: external_skipped_markdown },

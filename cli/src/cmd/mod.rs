@@ -7,6 +7,7 @@ pub mod bench_plan;
 pub mod cleanup;
 pub mod conformance;
 pub mod docs;
+pub mod fp_functions;
 pub mod input;
 pub mod list;
 pub mod merge;

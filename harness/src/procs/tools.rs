@@ -43,13 +43,18 @@ impl ToolsProc {
         let stderr = std::fs::File::create(dir.join("tools.stderr.log"))?;
         let mut cmd = std::process::Command::new(binary);
         cmd.arg("--ledger").arg(&ledger).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr);
-        cmd.env_remove("PGPASSWORD");
-        if let Some(url) = observe {
-            // No password on a command line: the URL without it, the password in the environment.
-            let (url, password) = crate::procs::worker::without_password(url);
-            cmd.arg("--observe-database-url").arg(url);
-            if let Some(pw) = password {
-                cmd.env("PGPASSWORD", pw);
+        match observe {
+            Some(url) => {
+                // No password on a command line: the URL without it, the password in the
+                // environment (or, for a URL without one, the harness's own PGPASSWORD/PGPASSFILE).
+                let (url, password) = crate::procs::worker::without_password(url);
+                cmd.arg("--observe-database-url").arg(url);
+                if let Some(pw) = password {
+                    cmd.env("PGPASSWORD", pw);
+                }
+            }
+            None => {
+                cmd.env_remove("PGPASSWORD");
             }
         }
         prepare(&mut cmd, Signal::SIGKILL, None);

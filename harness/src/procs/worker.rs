@@ -170,11 +170,11 @@ impl WorkerProc {
         let mut std_cmd = std::process::Command::new(&spec.binary);
         // Worker contract v2: no password on a command line (every user of the machine can read
         // those); it goes the libpq way, in the worker's environment.
+        // A URL without one (a team's `--database-url`) leaves the worker what the harness was
+        // given itself: PGPASSWORD, PGPASSFILE or ~/.pgpass, which libpq-style clients read alone.
         let (url, password) = without_password(&spec.database_url);
         if let Some(pw) = password {
             std_cmd.env("PGPASSWORD", pw);
-        } else {
-            std_cmd.env_remove("PGPASSWORD");
         }
         std_cmd
             .arg("--database-url")

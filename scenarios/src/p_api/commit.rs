@@ -2,7 +2,9 @@
 //! owner + epoch + expiry under the lease row lock (on the database clock when it runs), the
 //! revision compare-and-set, the from-state of the state machine, that run only; a required result
 //! must be this run's own and settled; an intent registers in the same transaction as its
-//! checkpoint, a re-registration of the same intent is recognized, and a mismatch commits nothing.
+//! checkpoint, a re-registration of the same intent is recognized, and a mismatch commits nothing;
+//! every (from, to) pair the state table does not give a worker is refused whatever the caller
+//! names, and a final run's lease is never taken again ([`super::forbidden`]).
 
 use fenceproof_harness::check::Check;
 use fenceproof_harness::HarnessError;
@@ -19,7 +21,7 @@ pub const TITLE: &str = "Fenced protected commit (fp_run_transition) probed at e
 pub const EXPERIMENT: Experiment = Experiment {
     id: "P-api-commit",
     title: TITLE,
-    section: "06, 08",
+    section: "06, 07, 08",
     needs: &[Need::WorkerLogin],
     judges: Judges::Functions,
     checks: Checks::ALL,
@@ -128,6 +130,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         &[],
     )
     .await?;
+    // Every transition the state table does not give a worker, and no lease on a final run.
+    super::forbidden::probe_all(&mut p).await?;
     // Expiry on the database clock, at the moment the function runs.
     expiry(&mut p, base, r3).await?;
     let final_rev: i64 =

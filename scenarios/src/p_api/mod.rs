@@ -12,6 +12,7 @@
 
 pub mod clock;
 pub mod commit;
+pub mod forbidden;
 pub mod lease;
 pub mod ledger;
 

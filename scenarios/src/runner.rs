@@ -295,7 +295,8 @@ impl RowEnd {
             Some(rows) => Ok(rows),
             None => oracle::commits_in(&pool, &ctx.oracle_schema).await,
         };
-        ctx.checks.extend(judge_calls(&dir, saved_by_experiment, rows.as_deref().ok())?);
+        let callers = fenceproof_harness::check::callers::Callers::from_timeline(&ctx.timeline.entries());
+        ctx.checks.extend(judge_calls(&dir, saved_by_experiment, rows.as_deref().ok(), &callers)?);
         if let (false, Ok(rows)) = (saved_by_experiment, rows) {
             std::fs::write(dir.join("oracle.json"), serde_json::to_string_pretty(&rows).expect("json"))?;
             // Every row that ran to its end on one database judges the workers' answers against
@@ -480,6 +481,7 @@ fn judge_calls(
     dir: &Path,
     saved_by_experiment: bool,
     rows: Option<&[oracle::CommitRow]>,
+    callers: &fenceproof_harness::check::callers::Callers,
 ) -> Result<Option<Check>, HarnessError> {
     let ledger = dir.join("tools-ledger.jsonl");
     if !ledger.exists() {
@@ -492,7 +494,7 @@ fn judge_calls(
     };
     let Some(rows) = saved.as_deref().or(rows) else { return Ok(None) };
     let entries = fenceproof_harness::record::ledger::entries(&ledger)?;
-    Ok(Some(fenceproof_harness::check::claims::no_transaction_across_call(&entries, rows)))
+    Ok(Some(fenceproof_harness::check::claims::no_transaction_across_call(&entries, rows, callers)))
 }
 
 /// How the run of `exp` ended: `None` when it reached its end (with the legal-step check its

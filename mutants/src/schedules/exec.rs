@@ -631,7 +631,8 @@ impl<'a> Exec<'a> {
         checks.extend(history::all(&rows, &self.sent));
         checks.push(history::quiet_windows_stay_quiet(&rows, &self.quiet));
         checks.extend(remote::all(&entries, &ops));
-        checks.push(fenceproof_harness::check::claims::no_transaction_across_call(&entries, &rows));
+        let callers = fenceproof_harness::check::callers::Callers::from_timeline(&self.ctx.timeline.entries());
+        checks.push(fenceproof_harness::check::claims::no_transaction_across_call(&entries, &rows, &callers));
         checks.extend(serialization::in_schedule(&self.serialization));
         let bodies: Vec<String> =
             sqlx::query_scalar("SELECT request_body::text FROM tool_operations").fetch_all(&self.ctx.pool).await?;

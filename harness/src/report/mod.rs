@@ -23,6 +23,10 @@ pub enum Outcome {
     Fail,
     /// The experiment could not reach a verdict (a timeout, a crashed process, a harness fault).
     Error,
+    /// The experiment could not reach a verdict because the machine starved the harness: a wait
+    /// ran out although it was granted the harness's own measured delay ([`crate::lag`]). Says
+    /// nothing about the worker; run the row again on a quieter machine.
+    Starved,
 }
 
 impl Outcome {
@@ -31,6 +35,7 @@ impl Outcome {
             Outcome::Pass => "PASS",
             Outcome::Fail => "FAIL",
             Outcome::Error => "ERROR",
+            Outcome::Starved => "STARVED",
         }
     }
 }
@@ -164,7 +169,11 @@ impl ExperimentResult {
     /// One line for a log without a terminal: id, verdict, time, and the first failed check.
     pub fn log_line(&self) -> String {
         let first = self.checks.iter().find(|c| !c.passed()).map(|c| format!(" ({})", c.name));
-        let error = self.error.as_ref().filter(|_| self.outcome == Outcome::Error).map(|e| format!(" ({e})"));
+        let error = self
+            .error
+            .as_ref()
+            .filter(|_| matches!(self.outcome, Outcome::Error | Outcome::Starved))
+            .map(|e| format!(" ({e})"));
         format!(
             "{:<14} {:<5} {:>6.1}s{}",
             self.id,
@@ -188,6 +197,9 @@ pub mod exit {
     /// The worker deviates from the worker contract: `conformance` found a deviation, and `verify`
     /// stopped before the matrix because of one.
     pub const CONFORMANCE: u8 = 4;
+    /// No FAIL and no ERROR, but at least one experiment was STARVED: the machine was too busy
+    /// for the harness to reach its verdict.
+    pub const STARVED: u8 = 5;
 }
 
 impl Matrix {
@@ -196,15 +208,18 @@ impl Matrix {
             exit::FAILED
         } else if self.results.iter().any(|r| r.outcome == Outcome::Error) || self.results.is_empty() {
             exit::HARNESS
+        } else if self.results.iter().any(|r| r.outcome == Outcome::Starved) {
+            exit::STARVED
         } else {
             exit::OK
         }
     }
 
-    /// The rows that did not pass, FAIL rows first, then ERROR rows, each in matrix order.
+    /// The rows that did not pass, FAIL rows first, then ERROR rows, then STARVED rows, each in
+    /// matrix order.
     pub fn broken_rows(&self) -> Vec<&ExperimentResult> {
         let of = |o: Outcome| self.results.iter().filter(move |r| r.outcome == o);
-        of(Outcome::Fail).chain(of(Outcome::Error)).collect()
+        of(Outcome::Fail).chain(of(Outcome::Error)).chain(of(Outcome::Starved)).collect()
     }
 
     /// Every row, the broken ones first (as [`Matrix::broken_rows`]), then the passing ones.

@@ -52,7 +52,9 @@ pub(super) async fn ask(p: &mut WorkerProc, cmd: Value, timeout: Duration) -> Re
     let id = p.send(cmd).await?;
     match p.reply(id, timeout).await {
         Ok(ev) => Ok(ev),
-        Err(HarnessError::Timeout { .. }) => Ok(json!({"outcome": "no_answer_yet", "id": id})),
+        Err(HarnessError::Timeout { .. } | HarnessError::Starved { .. }) => {
+            Ok(json!({"outcome": "no_answer_yet", "id": id}))
+        }
         Err(e) => Err(e),
     }
 }
@@ -182,7 +184,9 @@ impl<'a> Exec<'a> {
                 self.settle(w, id, &ev);
                 Ok(ev)
             }
-            Err(HarnessError::Timeout { .. }) => Ok(json!({"outcome": "no_answer_yet", "id": id})),
+            Err(HarnessError::Timeout { .. } | HarnessError::Starved { .. }) => {
+                Ok(json!({"outcome": "no_answer_yet", "id": id}))
+            }
             Err(e) => Err(e),
         }
     }
@@ -554,7 +558,7 @@ impl<'a> Exec<'a> {
     pub(super) async fn expired(&self) -> Result<bool, HarnessError> {
         match self.ctx.wait_lease_expired(self.run_id).await {
             Ok(()) => Ok(true),
-            Err(HarnessError::Timeout { .. }) => Ok(false),
+            Err(HarnessError::Timeout { .. } | HarnessError::Starved { .. }) => Ok(false),
             Err(e) => Err(e),
         }
     }

@@ -1,7 +1,7 @@
 //! The harness's own scheduling delay, measured: a timer on the session's thread that wakes late
 //! says how long the harness itself could not run (a blocking call on its thread, or a machine
 //! with more runnable work than cores). Every delay beyond a timer's ordinary jitter ([`FLOOR`])
-//! is kept (the newest [`KEEP`]), so a wait can ask how much of its own time the harness lost
+//! is kept (the newest [`KEEP`]; a wait records how late its own timer woke as well), so a wait can ask how much of its own time the harness lost
 //! ([`since`]) and grant itself that much more, and a row that still could not reach a verdict
 //! is told apart from a hang: STARVED, with the measured delay, instead of a bare ERROR.
 
@@ -61,12 +61,37 @@ pub fn record(due: Instant, late: Duration) {
     d.push_back((due, late));
 }
 
-/// The delays of timers due at or after `start`.
+/// The delays of timers due from `start` until now.
 pub fn since(start: Instant) -> Lag {
-    let d = DELAYS.lock().unwrap_or_else(|p| p.into_inner());
-    d.iter()
-        .filter(|(due, _)| *due >= start)
-        .fold(Lag::default(), |l, (_, late)| Lag { total: l.total + *late, worst: l.worst.max(*late) })
+    between(start, Instant::now())
+}
+
+/// The delays of timers due from `start` to `end`. Each delay is the stretch of time from when
+/// a timer was due to when it woke; the same stall seen by several timers (the watch and a wait)
+/// counts once: the total is the length of the union of those stretches.
+pub fn between(start: Instant, end: Instant) -> Lag {
+    let mut spans: Vec<(Instant, Instant)> = {
+        let d = DELAYS.lock().unwrap_or_else(|p| p.into_inner());
+        d.iter().filter(|(due, _)| *due >= start && *due <= end).map(|(due, late)| (*due, *due + *late)).collect()
+    };
+    spans.sort();
+    let mut lag = Lag::default();
+    let mut open: Option<(Instant, Instant)> = None;
+    for (a, b) in spans {
+        lag.worst = lag.worst.max(b - a);
+        open = match open {
+            Some((oa, ob)) if a <= ob => Some((oa, ob.max(b))),
+            Some((oa, ob)) => {
+                lag.total += ob - oa;
+                Some((a, b))
+            }
+            None => Some((a, b)),
+        };
+    }
+    if let Some((oa, ob)) = open {
+        lag.total += ob - oa;
+    }
+    lag
 }
 
 /// Wake every `tick` on the calling task's runtime forever, recording each wake-up's delay;
@@ -87,7 +112,10 @@ pub async fn watch(tick: Duration, mut on_late: impl FnMut(Duration)) {
 /// timeout plus what the harness lost meanwhile plus `extra` (a measured start time), at most
 /// `stretch` times the timeout.
 pub fn granted(timeout: Duration, began: Instant, extra: Duration, stretch: u32) -> (Duration, Lag) {
-    let lag = since(began);
+    grant(timeout, since(began), extra, stretch)
+}
+
+fn grant(timeout: Duration, lag: Lag, extra: Duration, stretch: u32) -> (Duration, Lag) {
     ((timeout + lag.total + extra).min(timeout * stretch), lag)
 }
 
@@ -95,27 +123,30 @@ pub fn granted(timeout: Duration, began: Instant, extra: Duration, stretch: u32)
 mod tests {
     use super::*;
 
+    /// The record is global (other tests' watches write to it too): this one reads closed windows
+    /// in the past, where nothing else records.
     #[test]
     fn delays_add_up_within_their_window_and_a_wait_is_granted_them() {
-        let start = Instant::now() + Duration::from_secs(3600);
-        record(start - Duration::from_secs(1), Duration::from_millis(900));
-        record(start, Duration::from_millis(300));
-        record(start + Duration::from_secs(1), Duration::from_millis(700));
-        record(start + Duration::from_secs(2), FLOOR - Duration::from_millis(1));
-        let l = since(start);
-        assert_eq!(l, Lag { total: Duration::from_millis(1000), worst: Duration::from_millis(700) });
+        let base = Instant::now().checked_sub(Duration::from_secs(60)).expect("a machine up for a minute");
+        let ms = Duration::from_millis;
+        record(base - ms(1000), ms(900));
+        record(base, ms(300));
+        record(base + ms(1000), ms(700));
+        record(base + ms(2000), FLOOR - ms(1));
+        let l = between(base, base + ms(5000));
+        assert_eq!(l, Lag { total: ms(1000), worst: ms(700) });
         assert!(l.starved(), "{}", l.describe());
-        assert_eq!(since(start + Duration::from_secs(3)), Lag::default());
-        assert!(!Lag { total: Duration::from_millis(999), worst: Duration::from_millis(499) }.starved());
+        assert_eq!(between(base + ms(3000), base + ms(5000)), Lag::default());
+        // One stall seen by two timers (the watch's and a wait's) counts once.
+        record(base + ms(10_000), ms(1500));
+        record(base + ms(10_050), ms(1450));
+        record(base + ms(12_000), ms(100));
+        assert_eq!(between(base + ms(9000), base + ms(13_000)), Lag { total: ms(1600), worst: ms(1500) });
+        assert!(!Lag { total: ms(999), worst: ms(499) }.starved());
         assert!(Lag { total: Duration::ZERO, worst: STARVED_WORST }.starved());
 
-        // A wait is granted the delay it lost, up to its stretch (one test: the record is global,
-        // and this window starts after the one above).
-        let began = start + Duration::from_secs(3600);
-        record(began + Duration::from_millis(5), Duration::from_millis(2900));
-        let t = Duration::from_secs(15);
-        let (g, lag) = granted(t, began, Duration::from_secs(2), 3);
-        assert_eq!((g, lag.worst), (Duration::from_millis(19_900), Duration::from_millis(2900)));
-        assert_eq!(granted(Duration::from_secs(1), began, Duration::ZERO, 2).0, Duration::from_secs(2));
+        let lost = Lag { total: ms(2900), worst: ms(2900) };
+        assert_eq!(grant(Duration::from_secs(15), lost, ms(2000), 3).0, ms(19_900));
+        assert_eq!(grant(Duration::from_secs(1), lost, Duration::ZERO, 2).0, ms(2000));
     }
 }

@@ -275,6 +275,8 @@ impl WorkerProc {
         loop {
             match tokio::time::timeout_at((began + deadline).into(), self.events.recv()).await {
                 Err(_) => {
+                    let due = began + deadline;
+                    crate::lag::record(due, std::time::Instant::now().saturating_duration_since(due));
                     let extra = self.ready_in.unwrap_or_default();
                     let (grant, lag) = crate::lag::granted(timeout, began, extra, crate::wait::MAX_STRETCH);
                     if grant > deadline {

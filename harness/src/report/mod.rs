@@ -1,6 +1,7 @@
 //! The matrix: one row per experiment, printed as a terminal table and saved as `matrix.json`,
 //! `matrix.md` and `junit.xml` in the run folder. Also the exit-code rule.
 
+pub mod fingerprint;
 pub mod html;
 pub mod junit;
 
@@ -77,21 +78,20 @@ pub struct Matrix {
 pub struct WorkerUnderTest {
     /// The path given (`--worker-bin`), or the reference worker's.
     pub path: String,
-    /// SHA-256 of the file's bytes (the script itself for an interpreted worker), hex; empty when
-    /// the file could not be read.
+    /// SHA-256 of the file's bytes, or for an interpreted worker of every file of its script's
+    /// folder ([`fingerprint`]), hex; empty when the file could not be read.
     pub sha256: String,
+    /// How many files the fingerprint covers.
+    pub files: usize,
     /// Whether it is the reference worker built with fenceproof.
     pub reference: bool,
 }
 
 impl WorkerUnderTest {
-    /// Identify the program at `path` (hash of its bytes).
+    /// Identify the program at `path` (its fingerprint, see [`fingerprint`]).
     pub fn of(path: &Path, reference: bool) -> WorkerUnderTest {
-        use sha2::{Digest, Sha256};
-        let sha256 = std::fs::read(path)
-            .map(|b| Sha256::digest(&b).iter().map(|x| format!("{x:02x}")).collect())
-            .unwrap_or_default();
-        WorkerUnderTest { path: path.display().to_string(), sha256, reference }
+        let (sha256, files) = fingerprint::of(path);
+        WorkerUnderTest { path: path.display().to_string(), sha256, files, reference }
     }
 
     /// "the reference worker" or "PATH (sha256 0123456789ab)".
@@ -100,7 +100,10 @@ impl WorkerUnderTest {
         if self.reference {
             format!("the reference worker {} (sha256 {short})", self.path)
         } else {
-            format!("{} (sha256 {short})", self.path)
+            match self.files {
+                0 | 1 => format!("{} (sha256 {short})", self.path),
+                n => format!("{} (sha256 {short} over the {n} files of its folder)", self.path),
+            }
         }
     }
 }
@@ -410,6 +413,7 @@ pub(crate) mod tests {
             worker: WorkerUnderTest {
                 path: "/tmp/broken/worker.py".into(),
                 sha256: "0123456789abcdef".repeat(4),
+                files: 1,
                 reference: false,
             },
             conformance_report: Some("/elsewhere/conformance.txt".into()),

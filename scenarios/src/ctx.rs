@@ -314,6 +314,24 @@ impl Ctx {
         Ok(false)
     }
 
+    /// [`Ctx::ok_while_live`] for a row that cannot try again: a step refused after the lease
+    /// lapsed on the database clock leaves the row without a verdict ([`HarnessError::Inconclusive`],
+    /// STARVED when the harness measured itself starved), never a FAIL.
+    pub async fn require_ok_while_live(
+        &self,
+        ev: &serde_json::Value,
+        step: &str,
+        run_id: Uuid,
+    ) -> Result<(), HarnessError> {
+        if self.ok_while_live(ev, step, run_id).await? {
+            return Ok(());
+        }
+        Err(HarnessError::Inconclusive(format!(
+            "{step} was refused ({}) after the lease had lapsed on the database clock",
+            outcome(ev)
+        )))
+    }
+
     /// Wait until the dispatch claim on `operation_id` has expired on the database clock.
     pub async fn wait_claim_expired(&self, operation_id: &str) -> Result<(), HarnessError> {
         self.wait_db_true(

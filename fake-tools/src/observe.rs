@@ -82,8 +82,11 @@ impl Observer {
     pub async fn observe(&self, conn: Option<(SocketAddr, SocketAddr)>) -> Option<Value> {
         let options = self.options.as_ref()?;
         let started = std::time::Instant::now();
+        // A walk of /proc: off the tools' runtime threads.
         let caller = match conn {
-            Some((peer, local)) => crate::caller::caller(peer, local),
+            Some((peer, local)) => tokio::task::spawn_blocking(move || crate::caller::caller(peer, local))
+                .await
+                .unwrap_or_else(|e| json!({"error": format!("the caller's lookup failed: {e}")})),
             None => json!({"error": "the call's addresses are unknown"}),
         };
         let read = tokio::time::timeout(BUDGET, read_sessions(options)).await;

@@ -25,6 +25,11 @@ verify *ARGS: build
 build-mutants:
     cargo build --quiet --workspace --features fenceproof-worker/mutants --bin fenceproof-worker-mutant
 
+# The precision set: legal variants of the Python example (a slow start, a 2 s stall within the
+# lease), each through the whole matrix; a FAIL is a false FAIL of the suite (cli/tests/precision_set.rs).
+precision: build
+    cargo test -q -p fenceproof-cli --test precision_set -- --include-ignored --test-threads 1
+
 # Run every experiment against every mutant and print the kill matrix (non-zero if one survives).
 mutants *ARGS: build build-mutants
     ./target/debug/fenceproof mutants --worker-bin target/debug/fenceproof-worker-mutant {{ARGS}}

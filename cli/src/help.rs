@@ -8,6 +8,7 @@ Exit codes:
   2    usage: bad flags or input files
   3    harness error, or an experiment that ended in ERROR
   4    the worker deviates from the worker contract (conformance; verify stops before the matrix)
+  5    no FAIL or ERROR, but an experiment was STARVED (the machine too busy for a verdict)
   130  interrupted by SIGINT (143: SIGTERM); every process it started is stopped";
 
 #[cfg(test)]
@@ -22,6 +23,7 @@ mod tests {
             (exit::USAGE, "usage"),
             (exit::HARNESS, "ERROR"),
             (exit::CONFORMANCE, "deviates"),
+            (exit::STARVED, "STARVED"),
         ] {
             let line = super::EXIT_CODES.lines().find(|l| l.trim_start().starts_with(&format!("{code} "))).unwrap();
             assert!(line.contains(what), "{line}");

@@ -65,12 +65,13 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(code) => return ExitCode::from(code),
     };
+    // `verify --quiet` prints nothing but the matrix: the harness's warnings are left out
+    // (FENCEPROOF_LOG still asks for them).
+    let level = if matches!(&cli.cmd, Cmd::Verify(a) if a.quiet()) { "error" } else { "warn" };
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FENCEPROOF_LOG").unwrap_or_else(|_| {
-                "warn,sqlx::query=error,sqlx::postgres::notice=error,sqlx::pool::acquire=error".into()
-            }),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("FENCEPROOF_LOG").unwrap_or_else(|_| {
+            format!("{level},sqlx::query=error,sqlx::postgres::notice=error,sqlx::pool::acquire=error").into()
+        }))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();

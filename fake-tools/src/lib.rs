@@ -7,9 +7,11 @@
 //! - [`tools`]: the capability classes and their create / query semantics;
 //! - [`faults`]: per-tool and per-call faults (latency, hang, commit-then-drop, commit-then-hang, 5xx);
 //! - [`observe`]: what each create and query sees of its callers' database sessions (open transactions);
+//! - [`caller`]: which process made a call (its pid and process group, from the kernel's socket tables);
 //! - [`http`]: a deliberately small HTTP/1.1 (one request per connection) for server and client;
 //! - [`server`]: routing; [`client`]: what dispatchers and the harness use to talk to the tools.
 
+pub mod caller;
 pub mod client;
 pub mod digest;
 pub mod faults;

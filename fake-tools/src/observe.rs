@@ -5,9 +5,13 @@
 //! experiment's database before it is answered: the sessions (other than the observer's) with an
 //! open transaction, by application_name (a worker's owner id). When one is idle in transaction
 //! (its client busy elsewhere), the sessions are read again after [`HOLD_PAUSE`]: `held` says the
-//! same transaction (same backend, same start) was still open while the call waited for its answer. The observation is bounded
+//! same transaction (same backend, same start) was still open while the call waited for its answer.
+//! Beside them, the process that made the call (`caller`: pid and process group, from the kernel's
+//! socket tables, see [`crate::caller`]), so a check blames a session only for its own process's
+//! calls. The observation is bounded
 //! ([`BUDGET`]) and never fails a call: an observer that cannot read records why.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -73,15 +77,26 @@ impl Observer {
     }
 
     /// The observation of one call, as recorded in its ledger entry; `None` without a database.
-    pub async fn observe(&self) -> Option<Value> {
+    /// `conn` is the call's connection (its peer, its local end): the process that made the call
+    /// is recorded beside the sessions (`caller`, see [`crate::caller`]).
+    pub async fn observe(&self, conn: Option<(SocketAddr, SocketAddr)>) -> Option<Value> {
         let options = self.options.as_ref()?;
         let started = std::time::Instant::now();
+        // A walk of /proc: off the tools' runtime threads.
+        let caller = match conn {
+            Some((peer, local)) => tokio::task::spawn_blocking(move || crate::caller::caller(peer, local))
+                .await
+                .unwrap_or_else(|e| json!({"error": format!("the caller's lookup failed: {e}")})),
+            None => json!({"error": "the call's addresses are unknown"}),
+        };
         let read = tokio::time::timeout(BUDGET, read_sessions(options)).await;
         let took_ms = started.elapsed().as_millis() as u64;
         Some(match read {
-            Ok(Ok(sessions)) => json!({ "sessions": sessions, "took_ms": took_ms }),
-            Ok(Err(e)) => json!({ "error": format!("could not observe: {e}"), "took_ms": took_ms }),
-            Err(_) => json!({ "error": format!("could not observe within {BUDGET:?}"), "took_ms": took_ms }),
+            Ok(Ok(sessions)) => json!({ "sessions": sessions, "caller": caller, "took_ms": took_ms }),
+            Ok(Err(e)) => json!({ "error": format!("could not observe: {e}"), "caller": caller, "took_ms": took_ms }),
+            Err(_) => {
+                json!({ "error": format!("could not observe within {BUDGET:?}"), "caller": caller, "took_ms": took_ms })
+            }
         })
     }
 }

@@ -79,6 +79,7 @@ async fn handle(mut stream: TcpStream, state: Arc<State>) {
         return;
     };
     let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
+    let conn = stream.peer_addr().ok().zip(stream.local_addr().ok());
     let reply = match (req.method.as_str(), segments.as_slice()) {
         ("GET", ["health"]) => (200, json!({"ok": true})),
         ("GET", ["ledger"]) => (200, json!(state.tools.lock().await.ledger().entries())),
@@ -98,12 +99,12 @@ async fn handle(mut stream: TcpStream, state: Arc<State>) {
             None => return,
         },
         ("GET", ["tools", tool, "operations", op]) => {
-            let seen = state.observer.observe().await;
+            let seen = state.observer.observe(conn).await;
             let mut t = state.tools.lock().await;
             t.observed_call(seen, Some(op), tool, |t| t.query_operation(tool, op)).unwrap_or_else(io_error)
         }
         ("GET", ["tools", tool, "resources", id]) => {
-            let seen = state.observer.observe().await;
+            let seen = state.observer.observe(conn).await;
             let mut t = state.tools.lock().await;
             t.observed_call(seen, None, tool, |t| t.query_resource(tool, id)).unwrap_or_else(io_error)
         }
@@ -120,7 +121,8 @@ fn io_error(e: std::io::Error) -> (u16, Value) {
 async fn create(stream: &mut TcpStream, state: &State, tool: &str, req: &Request) -> Option<(u16, Value)> {
     // The callers' sessions as the call arrives, read while any injected latency runs.
     let observer = state.observer.clone();
-    let seen = tokio::spawn(async move { observer.observe().await });
+    let conn = stream.peer_addr().ok().zip(stream.local_addr().ok());
+    let seen = tokio::spawn(async move { observer.observe(conn).await });
     let fault = match req.header("x-fault") {
         Some(v) => Fault::from_header(v),
         None => state.take_fault(tool).await,

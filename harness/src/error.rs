@@ -22,6 +22,16 @@ pub enum HarnessError {
     #[error("{what} timed out after {after_ms} ms")]
     Timeout { what: String, after_ms: u128 },
 
+    /// A wait that ran out although it was granted the harness's own measured delay: the machine
+    /// starved the harness (see [`crate::lag`]). The row is STARVED, not ERROR.
+    #[error("{what} timed out after {after_ms} ms, while {lag}")]
+    Starved { what: String, after_ms: u128, lag: String },
+
+    /// A probe that could not reach a verdict because its moment passed before it was tried (a
+    /// short lease that lapsed before the harness's command came): no verdict either way.
+    #[error("no verdict: {0}")]
+    Inconclusive(String),
+
     #[error("worker {name}: {detail}")]
     Worker { name: String, detail: String },
 
@@ -44,6 +54,25 @@ pub enum HarnessError {
 
     #[error("{0}")]
     Other(String),
+}
+
+impl HarnessError {
+    /// Whether this error is a wait that ran out or a probe whose moment passed: on a starved
+    /// machine such a row is STARVED, not ERROR.
+    pub fn is_wait(&self) -> bool {
+        matches!(self, HarnessError::Timeout { .. } | HarnessError::Starved { .. } | HarnessError::Inconclusive(_))
+    }
+
+    /// The error of a wait for `what` that ran out after `after`, having lost `lag` of it to the
+    /// harness's own scheduling delay.
+    pub fn timed_out(what: String, after: std::time::Duration, lag: crate::lag::Lag) -> HarnessError {
+        let after_ms = after.as_millis();
+        if lag.starved() {
+            HarnessError::Starved { what, after_ms, lag: lag.describe() }
+        } else {
+            HarnessError::Timeout { what, after_ms }
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, HarnessError>;

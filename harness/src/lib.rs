@@ -10,6 +10,8 @@
 //! - [`record`]: the run folder, the harness's own timeline, and the oracle rows;
 //! - [`check`]: one checker per invariant, each with its evidence;
 //! - [`report`]: the pass/fail matrix in the terminal, JSON, Markdown and JUnit;
+//! - [`lag`]: the harness's own scheduling delay, which its waits grant themselves and which
+//!   tells a starved row (STARVED) from a hang;
 //! - `testkit` (feature `testkit`, and in the harness's own unit tests): the fixtures every crate's
 //!   tests share.
 //!
@@ -20,6 +22,7 @@ pub mod contract;
 pub mod db;
 pub mod error;
 pub mod faults;
+pub mod lag;
 pub mod procs;
 pub mod record;
 pub mod report;

@@ -24,11 +24,17 @@ pub struct MutantRow {
     pub killed: bool,
 }
 
+/// Whether a row's verdict kills a mutant: a FAIL, or an ERROR (the mutant broke the row); a
+/// STARVED row says nothing about the mutant.
+fn kills(o: Outcome) -> bool {
+    matches!(o, Outcome::Fail | Outcome::Error)
+}
+
 impl MutantRow {
     pub fn killers(&self) -> Vec<String> {
         self.verdicts
             .iter()
-            .filter(|(_, o)| *o != Outcome::Pass)
+            .filter(|(_, o)| kills(*o))
             .map(|(id, o)| format!("{id}{}", if *o == Outcome::Error { "(error)" } else { "" }))
             .collect()
     }
@@ -96,6 +102,7 @@ impl KillMatrix {
                     Some(Outcome::Pass) => "·",
                     Some(Outcome::Fail) => "killed",
                     Some(Outcome::Error) => "killed (error)",
+                    Some(Outcome::Starved) => "starved",
                     None => "–",
                 })
                 .collect();
@@ -170,7 +177,7 @@ async fn mutant_rows(
     }
     let mut start: Vec<usize> = (0..units.len()).collect();
     start.sort_by_key(|&i| order_key[i]);
-    let (slots, _) = session.units(&units, &start, |r| first_kill && r.outcome != Outcome::Pass).await?;
+    let (slots, _) = session.units(&units, &start, |r| first_kill && kills(r.outcome)).await?;
     let mut rows = Vec::new();
     for (group, (name, rule)) in mutants.iter().enumerate() {
         let verdicts: Vec<(String, Outcome)> = units
@@ -179,7 +186,7 @@ async fn mutant_rows(
             .filter(|(u, _)| u.group == group)
             .filter_map(|(_, r)| r.as_ref().map(|r| (r.id.clone(), r.outcome)))
             .collect();
-        let killed = verdicts.iter().any(|(_, o)| *o != Outcome::Pass);
+        let killed = verdicts.iter().any(|(_, o)| kills(*o));
         let row = MutantRow { mutant: name.clone(), rule: rule.clone(), verdicts, killed };
         eprintln!(
             "[{}/{}] {name}: {}",

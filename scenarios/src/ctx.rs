@@ -291,6 +291,47 @@ impl Ctx {
         Ok(left)
     }
 
+    /// A step of the worker that holds the lease of `run_id` (a renewal, a start, a save): true
+    /// when it succeeded. Refused while the lease was still live on the database clock at the
+    /// answer, it is a refused legal step ([`HarnessError::StepRefused`], a FAIL). Refused once the
+    /// lease had expired on the database clock, it proves nothing (the harness's command came
+    /// after a short lease lapsed, as on a busy machine): false, recorded in the timeline, and
+    /// the row decides what to try instead.
+    pub async fn ok_while_live(&self, ev: &serde_json::Value, step: &str, run_id: Uuid) -> Result<bool, HarnessError> {
+        if ev["outcome"] == "ok" || ev["outcome"].as_str().is_none() {
+            return require_ok(ev, step).map(|_| true);
+        }
+        let lapsed: Option<bool> = sqlx::query_scalar(
+            "SELECT expires_at <= clock_timestamp() FROM worker_leases WHERE run_id = $1::text::uuid",
+        )
+        .bind(run_id.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        if lapsed != Some(true) {
+            return require_ok(ev, step).map(|_| true);
+        }
+        self.timeline.record("harness", "refused_after_lapse", step, json!({"answer": ev}));
+        Ok(false)
+    }
+
+    /// [`Ctx::ok_while_live`] for a row that cannot try again: a step refused after the lease
+    /// lapsed on the database clock leaves the row without a verdict ([`HarnessError::Inconclusive`],
+    /// STARVED when the harness measured itself starved), never a FAIL.
+    pub async fn require_ok_while_live(
+        &self,
+        ev: &serde_json::Value,
+        step: &str,
+        run_id: Uuid,
+    ) -> Result<(), HarnessError> {
+        if self.ok_while_live(ev, step, run_id).await? {
+            return Ok(());
+        }
+        Err(HarnessError::Inconclusive(format!(
+            "{step} was refused ({}) after the lease had lapsed on the database clock",
+            outcome(ev)
+        )))
+    }
+
     /// Wait until the dispatch claim on `operation_id` has expired on the database clock.
     pub async fn wait_claim_expired(&self, operation_id: &str) -> Result<(), HarnessError> {
         self.wait_db_true(

@@ -423,9 +423,12 @@ pub async fn replan(ctx: &mut Ctx) -> Result<(), HarnessError> {
         )
         .await?;
     require_ok(&acq, "A acquire")?;
-    require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
+    // A's 600 ms lease lives on its 100 ms heartbeat: a start or plan refused after it lapsed
+    // (A starved on a busy machine) is no broken rule.
+    let started = a.request(json!({"cmd": "start"}), STEP).await?;
+    ctx.require_ok_while_live(&started, "A start", run_id).await?;
     let plan_a = a.request(json!({"cmd": "plan", "step_id": "pay", "tool": "idem", "request": request}), STEP).await?;
-    require_ok(&plan_a, "A plan")?;
+    ctx.require_ok_while_live(&plan_a, "A plan", run_id).await?;
     let op_a = data(&plan_a)["operation_id"].as_str().unwrap_or_default().to_string();
 
     // A is paused past its lease; B takes over and resumes the same plan.

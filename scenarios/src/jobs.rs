@@ -248,28 +248,28 @@ const STALL: Duration = Duration::from_millis(500);
 
 /// Every row runs on the session's one thread: anything that blocks it (a server's shutdown, a
 /// folder copied or removed) stops every row's clock of events at once, so a worker's answer
-/// reaches its row late and a short lease lapses unseen. This watch wakes every 100 ms; when it
-/// wakes more than [`STALL`] late it says so on stderr and in `harness-stalls.txt` of the run
-/// (the rows' evidence then explains itself).
+/// reaches its row late and a short lease lapses unseen. This watch wakes every 100 ms and
+/// records every delay in the harness's measure of its own lag (`fenceproof_harness::lag`, which
+/// the waits grant themselves and which tells a STARVED row from an ERROR); when it wakes more
+/// than [`STALL`] late it says so in `harness-stalls.txt` of the run (the rows' evidence then
+/// explains itself) and in the log.
 async fn watch_stalls(file: std::path::PathBuf) {
-    let tick = Duration::from_millis(100);
-    loop {
-        let t = Instant::now();
-        tokio::time::sleep(tick).await;
-        let late = t.elapsed().saturating_sub(tick);
-        if late > STALL {
-            let line = format!(
-                "{} the session's thread ran {} ms late (a blocking call on it, or a starved machine)",
-                chrono::Utc::now().format("%H:%M:%S%.3f"),
-                late.as_millis()
-            );
-            tracing::warn!("{line}");
-            use std::io::Write;
-            if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&file) {
-                let _ = writeln!(f, "{line}");
-            }
+    fenceproof_harness::lag::watch(Duration::from_millis(100), |late| {
+        if late <= STALL {
+            return;
         }
-    }
+        let line = format!(
+            "{} the session's thread ran {} ms late (a blocking call on it, or a starved machine)",
+            chrono::Utc::now().format("%H:%M:%S%.3f"),
+            late.as_millis()
+        );
+        tracing::warn!("{line}");
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&file) {
+            let _ = writeln!(f, "{line}");
+        }
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -285,7 +285,10 @@ impl RowEnd {
         t0: Instant,
     ) -> Result<ExperimentResult, HarnessError> {
         let (dir, pool) = (ctx.dir.clone(), ctx.pool.clone());
-        let error = ended(exp, &mut ctx, res);
+        let (error, waited) = match ended(exp, &mut ctx, res) {
+            Some((e, waited)) => (Some(e), waited),
+            None => (None, false),
+        };
         // Evidence, whatever happened.
         ctx.timeline.save(&dir.join("timeline.jsonl"))?;
         // An experiment that judged another database (H: its own promoted standby) saved that
@@ -295,7 +298,8 @@ impl RowEnd {
             Some(rows) => Ok(rows),
             None => oracle::commits_in(&pool, &ctx.oracle_schema).await,
         };
-        ctx.checks.extend(judge_calls(&dir, saved_by_experiment, rows.as_deref().ok())?);
+        let callers = fenceproof_harness::check::callers::Callers::from_timeline(&ctx.timeline.entries());
+        ctx.checks.extend(judge_calls(&dir, saved_by_experiment, rows.as_deref().ok(), &callers)?);
         if let (false, Ok(rows)) = (saved_by_experiment, rows) {
             std::fs::write(dir.join("oracle.json"), serde_json::to_string_pretty(&rows).expect("json"))?;
             // Every row that ran to its end on one database judges the workers' answers against
@@ -311,7 +315,18 @@ impl RowEnd {
         std::fs::write(dir.join("checks.json"), serde_json::to_string_pretty(&ctx.checks).expect("json"))?;
         pool.close().await;
 
-        let (outcome, observations) = verdict(&ctx, error.as_deref());
+        let (mut outcome, mut observations) = verdict(&ctx, error.as_deref());
+        let error = match starved(outcome, waited, fenceproof_harness::lag::since(t0)) {
+            Some(lag) => {
+                outcome = Outcome::Starved;
+                let e = error.map(|e| format!("{e} (during this row {lag})"));
+                if ctx.notes.is_empty() {
+                    observations = e.clone().unwrap_or_default();
+                }
+                e
+            }
+            None => error,
+        };
         let extra =
             if worker_args.is_empty() { String::new() } else { format!("   (worker args: {})", worker_args.join(" ")) };
         Ok(ExperimentResult {
@@ -480,6 +495,7 @@ fn judge_calls(
     dir: &Path,
     saved_by_experiment: bool,
     rows: Option<&[oracle::CommitRow]>,
+    callers: &fenceproof_harness::check::callers::Callers,
 ) -> Result<Option<Check>, HarnessError> {
     let ledger = dir.join("tools-ledger.jsonl");
     if !ledger.exists() {
@@ -492,16 +508,24 @@ fn judge_calls(
     };
     let Some(rows) = saved.as_deref().or(rows) else { return Ok(None) };
     let entries = fenceproof_harness::record::ledger::entries(&ledger)?;
-    Ok(Some(fenceproof_harness::check::claims::no_transaction_across_call(&entries, rows)))
+    Ok(Some(fenceproof_harness::check::claims::no_transaction_across_call(&entries, rows, callers)))
+}
+
+/// Whether a row without a verdict was starved: it ended on a wait that ran out (or on its
+/// ceiling), and the harness lost enough of the row to its own scheduling delay (`lag`); then
+/// the delay, described.
+fn starved(outcome: Outcome, waited: bool, lag: fenceproof_harness::lag::Lag) -> Option<String> {
+    (outcome == Outcome::Error && waited && lag.starved()).then(|| lag.describe())
 }
 
 /// How the run of `exp` ended: `None` when it reached its end (with the legal-step check its
-/// declaration asks for, passed, or failed when the worker refused a legal step), else the error.
+/// declaration asks for, passed, or failed when the worker refused a legal step), else the error
+/// and whether it was a wait that ran out (the row's ceiling included).
 fn ended(
     exp: &Experiment,
     ctx: &mut Ctx,
     res: Result<Result<(), HarnessError>, tokio::time::error::Elapsed>,
-) -> Option<String> {
+) -> Option<(String, bool)> {
     match res {
         Ok(Ok(())) => {
             if exp.checks.legal_step {
@@ -517,8 +541,8 @@ fn ended(
             ));
             None
         }
-        Ok(Err(e)) => Some(e.to_string()),
-        Err(_) => Some(format!("experiment did not finish within {:?}", exp.ceiling())),
+        Ok(Err(e)) => Some((e.to_string(), e.is_wait())),
+        Err(_) => Some((format!("experiment did not finish within {:?}", exp.ceiling()), true)),
     }
 }
 
@@ -838,5 +862,24 @@ pub fn resolve_backend(opts: &VerifyOptions) -> Result<BackendChoice, HarnessErr
         BackendChoice::Container => {
             container::preflight(&container::choose_image(&opts.pg_image)).map(|_| BackendChoice::Container)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fenceproof_harness::lag::Lag;
+    use std::time::Duration;
+
+    #[test]
+    fn a_row_without_verdict_is_starved_only_after_a_wait_on_a_starved_harness() {
+        let busy = Lag { total: Duration::from_millis(2900), worst: Duration::from_millis(1200) };
+        let quiet = Lag { total: Duration::from_millis(40), worst: Duration::from_millis(25) };
+        let s = starved(Outcome::Error, true, busy).expect("a wait that ran out on a busy machine");
+        assert!(s.contains("2900 ms late") && s.contains("1200 ms at once"), "{s}");
+        assert_eq!(starved(Outcome::Error, true, quiet), None, "a hang on a quiet machine stays an ERROR");
+        assert_eq!(starved(Outcome::Error, false, busy), None, "a crash is no wait: ERROR");
+        assert_eq!(starved(Outcome::Fail, true, busy), None, "a FAIL stays a FAIL");
+        assert_eq!(starved(Outcome::Pass, true, busy), None);
     }
 }

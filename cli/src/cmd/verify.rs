@@ -64,6 +64,14 @@ struct Output {
     repeat: u32,
 }
 
+impl Args {
+    /// Whether it prints nothing but the matrix (`--quiet`, `--json`): then the harness's own
+    /// warnings stay in the run folder (`harness-stalls.txt`, the rows' evidence), off stderr.
+    pub fn quiet(&self) -> bool {
+        self.quiet || self.json
+    }
+}
+
 pub async fn run(a: Args) -> u8 {
     let barriers = Barriers::parse(&a.barriers).unwrap_or_default();
     if let Err(msg) = crate::cmd::input::check(a.worker_bin.as_deref(), a.database_url.as_deref())

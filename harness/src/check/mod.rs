@@ -10,12 +10,14 @@
 //! the tools' ledger. [`intents`] judges registered intents (canonical digest, planned together with
 //! their checkpoint). [`restore`] judges a restore from an old backup (history before and after it).
 //! [`claims`] judges that no dispatcher's transaction spans a tool call (the tools' observations).
+//! [`callers`] names the worker whose process made a tool call (the tools' record and the timeline).
 //! [`crash_points`] judges the recovery after a crash between two durable steps of one command.
 //! [`lease_terms`] judges that a lease commit's term is an asked TTL, within its transaction's span.
 
 pub mod after_loss;
 pub mod answers;
 pub mod audit;
+pub mod callers;
 pub mod cancel;
 pub mod claims;
 pub mod crash_points;

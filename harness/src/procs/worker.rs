@@ -155,6 +155,10 @@ pub struct WorkerProc {
     sent: std::collections::HashMap<u64, String>,
     /// The first event that broke the worker contract: every later wait fails with it.
     violation: Option<String>,
+    /// When it was started, and how long it took to say it was ready (its measured start time,
+    /// which every wait on it is granted beyond its timeout).
+    spawned: std::time::Instant,
+    ready_in: Option<Duration>,
 }
 
 impl WorkerProc {
@@ -218,6 +222,8 @@ impl WorkerProc {
             timeline,
             sent: std::collections::HashMap::new(),
             violation: None,
+            spawned: std::time::Instant::now(),
+            ready_in: None,
         })
     }
 
@@ -263,14 +269,21 @@ impl WorkerProc {
         if let Some(i) = self.backlog.iter().position(&pred) {
             return Ok(self.backlog.remove(i));
         }
-        let deadline = tokio::time::Instant::now() + timeout;
+        // The timeout is granted the harness's own delay meanwhile and this worker's start time.
+        let began = std::time::Instant::now();
+        let mut deadline = timeout;
         loop {
-            match tokio::time::timeout_at(deadline, self.events.recv()).await {
+            match tokio::time::timeout_at((began + deadline).into(), self.events.recv()).await {
                 Err(_) => {
-                    return Err(HarnessError::Timeout {
-                        what: format!("worker {}: {what}", self.name),
-                        after_ms: timeout.as_millis(),
-                    })
+                    let due = began + deadline;
+                    crate::lag::record(due, std::time::Instant::now().saturating_duration_since(due));
+                    let extra = self.ready_in.unwrap_or_default();
+                    let (grant, lag) = crate::lag::granted(timeout, began, extra, crate::wait::MAX_STRETCH);
+                    if grant > deadline {
+                        deadline = grant;
+                        continue;
+                    }
+                    return Err(HarnessError::timed_out(format!("worker {}: {what}", self.name), began.elapsed(), lag));
                 }
                 Ok(None) => return Err(self.err(&format!("exited before {what}"))),
                 Ok(Some(ev)) => {
@@ -300,6 +313,9 @@ impl WorkerProc {
     /// Keep `ev` in the history (the newest MAX_HISTORY events), and judge it against the worker
     /// contract: the first event that breaks it is kept as this worker's violation.
     fn remember(&mut self, ev: &Value) {
+        if self.ready_in.is_none() && ev["event"] == "ready" {
+            self.ready_in = Some(self.spawned.elapsed());
+        }
         if self.violation.is_none() {
             self.violation = self.contract_violation(ev);
             if let Some(v) = &self.violation {

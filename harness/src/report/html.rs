@@ -611,7 +611,12 @@ mod tests {
             server_version: "15".into(),
             started_at: chrono::Utc::now(),
             duration_ms: 10,
-            worker: crate::report::WorkerUnderTest { path: "w".into(), sha256: "ab".into(), reference: false },
+            worker: crate::report::WorkerUnderTest {
+                path: "w".into(),
+                sha256: "ab".into(),
+                files: 1,
+                reference: false,
+            },
             conformance_report: None,
             results: vec![ExperimentResult {
                 id: "B".into(),

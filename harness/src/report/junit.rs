@@ -36,7 +36,7 @@ fn failure_message(r: &ExperimentResult) -> String {
 
 pub fn render(m: &Matrix) -> String {
     let failures = m.results.iter().filter(|r| r.outcome == Outcome::Fail).count();
-    let errors = m.results.iter().filter(|r| r.outcome == Outcome::Error).count();
+    let errors = m.results.iter().filter(|r| matches!(r.outcome, Outcome::Error | Outcome::Starved)).count();
     let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         s,
@@ -63,6 +63,11 @@ pub fn render(m: &Matrix) -> String {
             Outcome::Error => {
                 ("error", r.error.as_deref().map(|e| super::one_line(e, 400)).unwrap_or("no verdict".into()))
             }
+            // No verdict either, for a reason that is the machine's: an error named so.
+            Outcome::Starved => (
+                "error",
+                format!("STARVED: {}", r.error.as_deref().map(|e| super::one_line(e, 400)).unwrap_or_default()),
+            ),
         };
         let _ = writeln!(
             s,

@@ -1,6 +1,7 @@
 //! The matrix: one row per experiment, printed as a terminal table and saved as `matrix.json`,
 //! `matrix.md` and `junit.xml` in the run folder. Also the exit-code rule.
 
+pub mod fingerprint;
 pub mod html;
 pub mod junit;
 
@@ -23,6 +24,10 @@ pub enum Outcome {
     Fail,
     /// The experiment could not reach a verdict (a timeout, a crashed process, a harness fault).
     Error,
+    /// The experiment could not reach a verdict because the machine starved the harness: a wait
+    /// ran out although it was granted the harness's own measured delay ([`crate::lag`]). Says
+    /// nothing about the worker; run the row again on a quieter machine.
+    Starved,
 }
 
 impl Outcome {
@@ -31,6 +36,7 @@ impl Outcome {
             Outcome::Pass => "PASS",
             Outcome::Fail => "FAIL",
             Outcome::Error => "ERROR",
+            Outcome::Starved => "STARVED",
         }
     }
 }
@@ -72,21 +78,20 @@ pub struct Matrix {
 pub struct WorkerUnderTest {
     /// The path given (`--worker-bin`), or the reference worker's.
     pub path: String,
-    /// SHA-256 of the file's bytes (the script itself for an interpreted worker), hex; empty when
-    /// the file could not be read.
+    /// SHA-256 of the file's bytes, or for an interpreted worker of every file of its script's
+    /// folder ([`fingerprint`]), hex; empty when the file could not be read.
     pub sha256: String,
+    /// How many files the fingerprint covers.
+    pub files: usize,
     /// Whether it is the reference worker built with fenceproof.
     pub reference: bool,
 }
 
 impl WorkerUnderTest {
-    /// Identify the program at `path` (hash of its bytes).
+    /// Identify the program at `path` (its fingerprint, see [`fingerprint`]).
     pub fn of(path: &Path, reference: bool) -> WorkerUnderTest {
-        use sha2::{Digest, Sha256};
-        let sha256 = std::fs::read(path)
-            .map(|b| Sha256::digest(&b).iter().map(|x| format!("{x:02x}")).collect())
-            .unwrap_or_default();
-        WorkerUnderTest { path: path.display().to_string(), sha256, reference }
+        let (sha256, files) = fingerprint::of(path);
+        WorkerUnderTest { path: path.display().to_string(), sha256, files, reference }
     }
 
     /// "the reference worker" or "PATH (sha256 0123456789ab)".
@@ -95,7 +100,10 @@ impl WorkerUnderTest {
         if self.reference {
             format!("the reference worker {} (sha256 {short})", self.path)
         } else {
-            format!("{} (sha256 {short})", self.path)
+            match self.files {
+                0 | 1 => format!("{} (sha256 {short})", self.path),
+                n => format!("{} (sha256 {short} over the {n} files of its folder)", self.path),
+            }
         }
     }
 }
@@ -164,7 +172,11 @@ impl ExperimentResult {
     /// One line for a log without a terminal: id, verdict, time, and the first failed check.
     pub fn log_line(&self) -> String {
         let first = self.checks.iter().find(|c| !c.passed()).map(|c| format!(" ({})", c.name));
-        let error = self.error.as_ref().filter(|_| self.outcome == Outcome::Error).map(|e| format!(" ({e})"));
+        let error = self
+            .error
+            .as_ref()
+            .filter(|_| matches!(self.outcome, Outcome::Error | Outcome::Starved))
+            .map(|e| format!(" ({e})"));
         format!(
             "{:<14} {:<5} {:>6.1}s{}",
             self.id,
@@ -188,6 +200,9 @@ pub mod exit {
     /// The worker deviates from the worker contract: `conformance` found a deviation, and `verify`
     /// stopped before the matrix because of one.
     pub const CONFORMANCE: u8 = 4;
+    /// No FAIL and no ERROR, but at least one experiment was STARVED: the machine was too busy
+    /// for the harness to reach its verdict.
+    pub const STARVED: u8 = 5;
 }
 
 impl Matrix {
@@ -196,15 +211,18 @@ impl Matrix {
             exit::FAILED
         } else if self.results.iter().any(|r| r.outcome == Outcome::Error) || self.results.is_empty() {
             exit::HARNESS
+        } else if self.results.iter().any(|r| r.outcome == Outcome::Starved) {
+            exit::STARVED
         } else {
             exit::OK
         }
     }
 
-    /// The rows that did not pass, FAIL rows first, then ERROR rows, each in matrix order.
+    /// The rows that did not pass, FAIL rows first, then ERROR rows, then STARVED rows, each in
+    /// matrix order.
     pub fn broken_rows(&self) -> Vec<&ExperimentResult> {
         let of = |o: Outcome| self.results.iter().filter(move |r| r.outcome == o);
-        of(Outcome::Fail).chain(of(Outcome::Error)).collect()
+        of(Outcome::Fail).chain(of(Outcome::Error)).chain(of(Outcome::Starved)).collect()
     }
 
     /// Every row, the broken ones first (as [`Matrix::broken_rows`]), then the passing ones.
@@ -395,6 +413,7 @@ pub(crate) mod tests {
             worker: WorkerUnderTest {
                 path: "/tmp/broken/worker.py".into(),
                 sha256: "0123456789abcdef".repeat(4),
+                files: 1,
                 reference: false,
             },
             conformance_report: Some("/elsewhere/conformance.txt".into()),

@@ -240,7 +240,7 @@ impl Exec<'_> {
         if !killed {
             let late = match d.reply(cmd, ANSWER).await {
                 Ok(ev) => format!("{} {}", outcome(&ev), data(&ev)),
-                Err(HarnessError::Timeout { .. }) => "no_answer_yet".into(),
+                Err(HarnessError::Timeout { .. } | HarnessError::Starved { .. }) => "no_answer_yet".into(),
                 Err(e) => return Err(e),
             };
             what.push(format!("late dispatcher: {late}"));

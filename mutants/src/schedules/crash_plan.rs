@@ -56,7 +56,7 @@ impl Exec<'_> {
                 self.settle(w, id, &ev);
                 format!("w{w} planned {step} with secrets (no commit seen): {}", outcome(&ev))
             }
-            Some(Err(HarnessError::Timeout { .. })) | None => "no_answer_yet".into(),
+            Some(Err(HarnessError::Timeout { .. } | HarnessError::Starved { .. })) | None => "no_answer_yet".into(),
             Some(Err(e)) => return Err(e),
         })
     }

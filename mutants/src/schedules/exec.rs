@@ -52,7 +52,9 @@ pub(super) async fn ask(p: &mut WorkerProc, cmd: Value, timeout: Duration) -> Re
     let id = p.send(cmd).await?;
     match p.reply(id, timeout).await {
         Ok(ev) => Ok(ev),
-        Err(HarnessError::Timeout { .. }) => Ok(json!({"outcome": "no_answer_yet", "id": id})),
+        Err(HarnessError::Timeout { .. } | HarnessError::Starved { .. }) => {
+            Ok(json!({"outcome": "no_answer_yet", "id": id}))
+        }
         Err(e) => Err(e),
     }
 }
@@ -182,7 +184,9 @@ impl<'a> Exec<'a> {
                 self.settle(w, id, &ev);
                 Ok(ev)
             }
-            Err(HarnessError::Timeout { .. }) => Ok(json!({"outcome": "no_answer_yet", "id": id})),
+            Err(HarnessError::Timeout { .. } | HarnessError::Starved { .. }) => {
+                Ok(json!({"outcome": "no_answer_yet", "id": id}))
+            }
             Err(e) => Err(e),
         }
     }
@@ -554,7 +558,7 @@ impl<'a> Exec<'a> {
     pub(super) async fn expired(&self) -> Result<bool, HarnessError> {
         match self.ctx.wait_lease_expired(self.run_id).await {
             Ok(()) => Ok(true),
-            Err(HarnessError::Timeout { .. }) => Ok(false),
+            Err(HarnessError::Timeout { .. } | HarnessError::Starved { .. }) => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -631,7 +635,8 @@ impl<'a> Exec<'a> {
         checks.extend(history::all(&rows, &self.sent));
         checks.push(history::quiet_windows_stay_quiet(&rows, &self.quiet));
         checks.extend(remote::all(&entries, &ops));
-        checks.push(fenceproof_harness::check::claims::no_transaction_across_call(&entries, &rows));
+        let callers = fenceproof_harness::check::callers::Callers::from_timeline(&self.ctx.timeline.entries());
+        checks.push(fenceproof_harness::check::claims::no_transaction_across_call(&entries, &rows, &callers));
         checks.extend(serialization::in_schedule(&self.serialization));
         let bodies: Vec<String> =
             sqlx::query_scalar("SELECT request_body::text FROM tool_operations").fetch_all(&self.ctx.pool).await?;

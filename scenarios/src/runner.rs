@@ -132,6 +132,8 @@ impl Session {
         let started_at = chrono::Utc::now();
         let t0 = Instant::now();
         check_programs(opts)?;
+        let team = opts.contract.as_ref().map(|c| c.database.migrations.clone()).unwrap_or_default();
+        fenceproof_harness::db::team_schema::choose(&team)?;
         sweep_freezers();
         // Nothing to run on is a one-line error before any run folder exists.
         let choice = if opts.database_url.is_some() { BackendChoice::Auto } else { resolve_backend(opts)? };

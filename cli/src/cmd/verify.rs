@@ -92,6 +92,9 @@ pub async fn run(a: Args) -> u8 {
     let database_url = a.database_url.or_else(|| contract.as_ref().and_then(|c| c.database.url.clone()));
     let experiments = crate::select::for_verify(experiments, contract.as_deref(), database_url.as_deref());
     let write_path = WritePath::parse(&a.write_path).unwrap_or(WritePath::Api);
+    if write_path == WritePath::Api && contract.as_ref().is_some_and(|c| !c.database.migrations.is_empty()) {
+        return usage("the contract names the team's own migrations (database.migrations), which have no fp_* functions: run with --write-path direct");
+    }
     let experiments = crate::select::for_write_path(experiments, write_path);
     if let Err(code) = crate::consent::fail_over(contract.as_deref(), &experiments, a.yes_fail_over_this_cluster).await
     {
@@ -111,7 +114,7 @@ async fn matrix(mut opts: VerifyOptions, experiments: Vec<Experiment>, barriers:
         match crate::cmd::conformance::gate(&opts).await {
             Ok((report, dir)) if report.deviations().next().is_some() => return stopped(&report, &dir, out),
             Ok((_, dir)) => opts.conformance_report = Some(dir.join("conformance.txt")),
-            Err(e) => return harness_failed(e),
+            Err(e) => return failed(e),
         }
     }
     let opts = &opts;
@@ -138,7 +141,15 @@ async fn matrix(mut opts: VerifyOptions, experiments: Vec<Experiment>, barriers:
                 exit::FAILED
             }
         }
-        Err(e) => harness_failed(e),
+        Err(e) => failed(e),
+    }
+}
+
+/// A harness error's one line and exit code: the team's schema unusable is bad input (usage).
+fn failed(e: fenceproof_harness::HarnessError) -> u8 {
+    match e {
+        fenceproof_harness::HarnessError::TeamSchema(msg) => usage(msg),
+        e => harness_failed(e),
     }
 }
 

@@ -75,13 +75,17 @@ pub async fn migrate(pool: &PgPool) -> Result<()> {
     Ok(())
 }
 
-/// Create the template database: migrations, then the oracle.
+/// Create the template database: migrations (fenceproof's, or the team's of
+/// [`crate::db::team_schema`]), then the oracle.
 pub async fn create_template(backend: &dyn Backend) -> Result<()> {
     let admin = pool(&backend.url_for("postgres"), "fenceproof-harness", 1).await?;
     sqlx::query(&format!("CREATE DATABASE {TEMPLATE}")).execute(&admin).await?;
     admin.close().await;
     let tpl = pool(&backend.url_for(TEMPLATE), "fenceproof-harness", 1).await?;
-    migrate(&tpl).await?;
+    match crate::db::team_schema::chosen() {
+        Some(team) => crate::db::team_schema::apply(&tpl, &team).await?,
+        None => migrate(&tpl).await?,
+    }
     sqlx::raw_sql(ORACLE_SQL).execute(&tpl).await?;
     create_worker_login(&tpl).await?;
     create_direct_login(&tpl).await?;

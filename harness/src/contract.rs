@@ -647,4 +647,21 @@ mod tests {
             Contract::load(&p).unwrap_or_else(|e| panic!("{e}"));
         }
     }
+
+    /// The team's migrations are read relative to the contract's folder, and only where the harness
+    /// makes the database (a team's database already has its schema).
+    #[test]
+    fn the_teams_migrations_are_relative_to_the_contract() {
+        let dir = std::env::temp_dir().join(format!("fp-contract-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("team.toml");
+        std::fs::write(&path, format!("[database]\nmigrations = [\"schema/0001.sql\", \"/abs/0002.sql\"]\n{SYNC}"))
+            .unwrap();
+        let c = Contract::load(&path).unwrap();
+        assert_eq!(c.database.migrations, vec![dir.join("schema/0001.sql"), std::path::PathBuf::from("/abs/0002.sql")]);
+        let _ = std::fs::remove_dir_all(&dir);
+        let ext =
+            format!("[database]\nbackend = \"external\"\nurl = \"postgres://p/db\"\nmigrations = [\"a.sql\"]\n{SYNC}");
+        assert_eq!(Contract::parse("t.toml", &ext).unwrap_err().field, "database.migrations");
+    }
 }

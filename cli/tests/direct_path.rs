@@ -80,3 +80,47 @@ fn the_go_example_passes_every_applicable_row_on_its_own_statements() {
     assert!(worker.is_file(), "build.sh printed the binary's path: {built}");
     passes_every_applicable_row(&worker, &dir);
 }
+
+/// The direct login holds exactly the privileges docs/worker-protocol.md lists: every statement of
+/// the spec's direct path runs, and nothing around it (no DELETE, no new run, no identity column).
+#[tokio::test]
+async fn the_direct_login_holds_only_the_documented_privileges() {
+    use fenceproof_harness::db::databases;
+    databases::grant_direct_path(true);
+    let tc = fenceproof_harness::testkit::TestCluster::start(fenceproof_harness::test_dir!("direct_path_grants")).await;
+    let (url, admin) = tc.fresh_db("test-admin").await;
+    let run = fenceproof_protocol::runs::create_run(&admin, "task-grants", serde_json::json!({})).await.unwrap();
+    let direct =
+        databases::pool(&databases::url_as(&url, databases::DIRECT_LOGIN).unwrap(), "test-direct", 1).await.unwrap();
+    let r = run.to_string();
+    let allowed = [
+        "BEGIN; SELECT owner FROM worker_leases WHERE run_id = '{r}' FOR UPDATE; COMMIT",
+        "UPDATE worker_leases SET owner = 'w', epoch = epoch + 1, expires_at = clock_timestamp(), updated_at = clock_timestamp() WHERE run_id = '{r}'",
+        "UPDATE agent_runs SET status = 'running', revision = revision + 1, checkpoint = '{}', updated_at = clock_timestamp() WHERE run_id = '{r}'",
+        "INSERT INTO tool_operations (operation_id, run_id, step_id, effect_version, tool_name, request_digest, request_body, status) VALUES ('op', '{r}', 's', 1, 'idem', 'd', '{}', 'prepared')",
+        "UPDATE tool_operations SET status = 'dispatching', dispatch_owner = 'w', dispatch_until = clock_timestamp(), remote_id = NULL, result = NULL, revision = revision + 1, updated_at = clock_timestamp() WHERE operation_id = 'op'",
+    ];
+    for sql in allowed {
+        let sql = sql.replace("{r}", &r);
+        sqlx::raw_sql(&sql).execute(&direct).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let refused = [
+        "DELETE FROM tool_operations WHERE operation_id = 'op'",
+        "DELETE FROM worker_leases WHERE run_id = '{r}'",
+        "INSERT INTO agent_tasks (task_id) VALUES ('other')",
+        "INSERT INTO agent_runs (run_id, task_id, status) VALUES (gen_random_uuid(), 'task-grants', 'running')",
+        "INSERT INTO worker_leases (run_id) VALUES (gen_random_uuid())",
+        "UPDATE agent_runs SET task_id = task_id WHERE run_id = '{r}'",
+        "UPDATE agent_tasks SET active_run_id = NULL",
+        "UPDATE tool_operations SET request_body = '{}', request_digest = 'x' WHERE operation_id = 'op'",
+        "UPDATE worker_leases SET run_id = run_id WHERE run_id = '{r}'",
+        "TRUNCATE tool_operations",
+    ];
+    for sql in refused {
+        let sql = sql.replace("{r}", &r);
+        let e = sqlx::raw_sql(&sql).execute(&direct).await.expect_err(&sql);
+        assert!(e.to_string().contains("permission denied"), "{sql}: {e}");
+    }
+    direct.close().await;
+    admin.close().await;
+}

@@ -134,6 +134,7 @@ impl Session {
         check_programs(opts)?;
         let team = opts.contract.as_ref().map(|c| c.database.migrations.clone()).unwrap_or_default();
         fenceproof_harness::db::team_schema::choose(&team)?;
+        databases::grant_direct_path(opts.write_path == WritePath::Direct);
         sweep_freezers();
         // Nothing to run on is a one-line error before any run folder exists.
         let choice = if opts.database_url.is_some() { BackendChoice::Auto } else { resolve_backend(opts)? };

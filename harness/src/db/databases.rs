@@ -23,6 +23,15 @@ pub const WORKER_LOGIN: &str = "fenceproof_worker_login";
 /// [`DIRECT_WRITER_SQL`] (docs/worker-protocol.md lists them).
 pub const DIRECT_LOGIN: &str = "fenceproof_direct_login";
 
+/// Whether this process's templates grant the direct path's privileges (`verify --write-path
+/// direct`); off, no role but the owner can write the tables (the fp_* path's boundary).
+static DIRECT_PATH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Grant the direct path's privileges (and create its login) in the templates made from now on.
+pub fn grant_direct_path(on: bool) {
+    DIRECT_PATH.store(on, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// The direct path's table privileges, granted to the role `fenceproof_direct_writer`.
 pub const DIRECT_WRITER_SQL: &str = include_str!("../../sql/direct_writer.sql");
 
@@ -88,7 +97,9 @@ pub async fn create_template(backend: &dyn Backend) -> Result<()> {
     }
     sqlx::raw_sql(ORACLE_SQL).execute(&tpl).await?;
     create_worker_login(&tpl).await?;
-    create_direct_login(&tpl).await?;
+    if DIRECT_PATH.load(std::sync::atomic::Ordering::SeqCst) {
+        create_direct_login(&tpl).await?;
+    }
     tpl.close().await;
     Ok(())
 }

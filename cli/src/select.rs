@@ -3,6 +3,7 @@
 //! experiments declare (their needs and what they judge); it names none of them.
 
 use fenceproof_harness::contract::Contract;
+use fenceproof_protocol::write_path::WritePath;
 use fenceproof_scenarios::experiment::{Judges, TeamFailover};
 use fenceproof_scenarios::Experiment;
 
@@ -51,6 +52,30 @@ pub fn for_verify(
         eprintln!(
             "fenceproof: run on a local PostgreSQL of the harness's own, not in your database (their clock fault needs a server whose clock the harness sets): {}",
             local.join(", ")
+        );
+    }
+    experiments
+}
+
+/// `verify`'s rows on a write path: on the direct path, none of the rows that judge the fp_*
+/// functions or the worker role's boundary (the worker does not write through them), said once on
+/// stderr with the rows it skips.
+pub fn for_write_path(mut experiments: Vec<Experiment>, path: WritePath) -> Vec<Experiment> {
+    if path == WritePath::Api {
+        return experiments;
+    }
+    let mut skipped = Vec::new();
+    experiments.retain(|e| {
+        let fp_boundary = matches!(e.judges, Judges::Functions | Judges::Boundary);
+        if fp_boundary {
+            skipped.push(e.id);
+        }
+        !fp_boundary
+    });
+    if !skipped.is_empty() {
+        eprintln!(
+            "fenceproof: skipped on the direct write path: {} (they probe the fenced fp_* functions and the fenceproof_worker role, which a worker on its own statements does not use)",
+            skipped.join(", ")
         );
     }
     experiments

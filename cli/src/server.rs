@@ -65,6 +65,7 @@ impl ServerArgs {
             skip_conformance: false,
             conformance_report: None,
             jobs: self.jobs.map(|j| j as usize).unwrap_or_else(|| runner::default_jobs(external)),
+            write_path: fenceproof_protocol::write_path::WritePath::Api,
         }
     }
 }

@@ -298,7 +298,7 @@ def main(worker_class):
     p.add_argument("--owner", required=True)
     p.add_argument("--events", required=True)
     p.add_argument("--secrets-dir")
-    p.add_argument("--write-path", choices=["api", "direct"], default="api")  # this worker always calls fp_*
+    p.add_argument("--write-path", choices=["api", "direct"], default="api")  # fp_* calls, or its own statements
     p.add_argument("--tools-addr")
     p.add_argument("--tenant", default="tenant1")
     p.add_argument("--trace-id", default="")

@@ -1,7 +1,9 @@
 """The protocol of the Python example worker: the functions a team replaces with its own protocol code.
 
-The lease (acquire, renew, release, the heartbeat), the protected transition (fp_run_transition on the
-api path, the spec's statements on the direct path), plan with its intent registered in the same
+Every write has two spellings, chosen by --write-path: a call of a fenced fp_* function (api) or the
+spec's own statements on the tables (direct: section 05's lease UPDATEs, section 06's
+lock-then-validate-then-CAS, section 09's claim, unknown and result UPDATEs). The lease (acquire, renew,
+release, the heartbeat), the protected transition, plan with its intent registered in the same
 transaction, advance, the dispatcher and the reconciler over the fake tools' capabilities, and the
 control plane's create_run and cancel. It is a mixin of the worker class in worker.py; it uses the
 contract kit (fpkit.py) for sessions, barriers, events, metrics and secrets.
@@ -424,26 +426,89 @@ class Protocol:
             return "absent", None, None
         return "unknown", None, "query answered HTTP %d: %s" % (status, v)
 
+    # The ledger writes of the dispatcher and the reconciler (spec section 9), each one short
+    # autocommitted statement: a call of its fp_* function, or on the direct path the spec's own
+    # UPDATE on tool_operations.
+
+    def claim(self, conn, ttl_ms, limit):
+        """Claim prepared operations of live runs (9.2): [(operation_id, tool, digest, body, revision)]."""
+        if self.args.write_path != "direct":
+            return conn.execute("SELECT operation_id, tool_name, request_digest, request_body, revision"
+                                " FROM fp_claim(%s, %s, %s)", (self.owner, ttl_ms, limit)).fetchall()
+        return conn.execute(
+            "WITH candidate AS ("
+            "  SELECT o.operation_id FROM tool_operations o JOIN agent_runs r ON r.run_id = o.run_id"
+            "  WHERE o.status = 'prepared' AND r.status IN ('pending', 'running')"
+            "  ORDER BY o.updated_at FOR UPDATE OF o SKIP LOCKED LIMIT %s)"
+            " UPDATE tool_operations o SET status = 'dispatching', dispatch_owner = %s,"
+            "  dispatch_until = clock_timestamp() + (%s::bigint * interval '1 millisecond'),"
+            "  revision = revision + 1, updated_at = clock_timestamp()"
+            " FROM candidate c WHERE o.operation_id = c.operation_id"
+            " RETURNING o.operation_id, o.tool_name, o.request_digest, o.request_body, o.revision",
+            (limit, self.owner, ttl_ms)).fetchall()
+
+    def record_result(self, conn, op, rev, dig, status, remote_id, result):
+        """The verified result of this dispatcher's own claim (9.3); None when the claim moved on."""
+        if self.args.write_path != "direct":
+            return conn.execute("SELECT revision FROM fp_record_result(%s, %s, %s, %s, %s, %s, %s::jsonb)",
+                                (op, self.owner, rev, dig, status, remote_id, json.dumps(result))).fetchone()
+        return conn.execute(
+            "UPDATE tool_operations SET status = %s, remote_id = %s, result = %s::jsonb,"
+            " dispatch_until = NULL, revision = revision + 1, updated_at = clock_timestamp()"
+            " WHERE operation_id = %s AND status = 'dispatching' AND dispatch_owner = %s AND revision = %s"
+            " AND request_digest = %s RETURNING revision",
+            (status, remote_id, json.dumps(result), op, self.owner, rev, dig)).fetchone()
+
+    def mark_unknown_own(self, conn, op, rev, why):
+        """This dispatcher's own call has an unknown outcome: keep the evidence (9.2)."""
+        if self.args.write_path != "direct":
+            return conn.execute("SELECT revision FROM fp_mark_unknown_own(%s, %s, %s, %s)",
+                                (op, self.owner, rev, why)).fetchone()
+        return conn.execute(
+            "UPDATE tool_operations SET status = 'unknown', dispatch_owner = NULL, dispatch_until = NULL,"
+            " result = jsonb_build_object('unknown_because', %s::text, 'claimed_by', %s::text),"
+            " revision = revision + 1, updated_at = clock_timestamp()"
+            " WHERE operation_id = %s AND status = 'dispatching' AND dispatch_owner = %s AND revision = %s"
+            " RETURNING revision", (why, self.owner, op, self.owner, rev)).fetchone()
+
+    def mark_expired_unknown(self, conn, op, owner, rev):
+        """An expired claim, exactly as it was seen (owner and revision), moves to unknown (9.2)."""
+        if self.args.write_path != "direct":
+            return conn.execute("SELECT fp_mark_expired_unknown(%s, %s, %s)", (op, owner, rev)).fetchone()[0] > 0
+        return conn.execute(
+            "UPDATE tool_operations SET status = 'unknown', dispatch_owner = NULL, dispatch_until = NULL,"
+            " result = jsonb_build_object('unknown_because', 'claim expired', 'claimed_by', %s::text),"
+            " revision = revision + 1, updated_at = clock_timestamp()"
+            " WHERE operation_id = %s AND status = 'dispatching' AND dispatch_owner = %s AND revision = %s"
+            " AND dispatch_until <= clock_timestamp()", (owner, op, owner, rev)).rowcount > 0
+
+    def converge(self, conn, op, rev, status, remote_id, result):
+        """An unknown operation settles on the remote fact, at the revision it was read (9.3)."""
+        if self.args.write_path != "direct":
+            return conn.execute("SELECT revision FROM fp_converge(%s, %s, %s, %s, %s::jsonb)",
+                                (op, rev, status, remote_id, json.dumps(result))).fetchone()
+        return conn.execute(
+            "UPDATE tool_operations SET status = %s, remote_id = %s, result = %s::jsonb,"
+            " revision = revision + 1, updated_at = clock_timestamp()"
+            " WHERE operation_id = %s AND status = 'unknown' AND revision = %s RETURNING revision",
+            (status, remote_id, json.dumps(result), op, rev)).fetchone()
+
     def dispatch(self, c):
         if not self.args.tools_addr:
             raise Refused("invalid_intent", "this worker was started without --tools-addr")
         timeout_ms = c.get("call_timeout_ms", 5000)
         conn = self.connect()
         try:
-            claims = conn.execute(
-                "SELECT operation_id, tool_name, request_digest, request_body, revision FROM fp_claim(%s, %s, %s)",
-                (self.owner, c.get("claim_ttl_ms", 5000), c.get("limit", 1))).fetchall()
+            claims = self.claim(conn, c.get("claim_ttl_ms", 5000), c.get("limit", 1))
             report = []
             for op, tool, dig, body, rev in claims:
                 status, remote_id, result = self.create(tool, op, body, timeout_ms)
                 self.barrier(conn, c.get("faults"), "before_result_write", in_tx=False)
                 if status in ("succeeded", "failed_final"):
-                    row = conn.execute("SELECT revision FROM fp_record_result(%s, %s, %s, %s, %s, %s, %s::jsonb)",
-                                       (op, self.owner, rev, dig, status, remote_id, json.dumps(result))).fetchone()
+                    row = self.record_result(conn, op, rev, dig, status, remote_id, result)
                 else:
                     why = result if status == "unknown" else "create answered absent"
-                    row = conn.execute("SELECT revision FROM fp_mark_unknown_own(%s, %s, %s, %s)",
-                                       (op, self.owner, rev, why)).fetchone()
+                    row = self.mark_unknown_own(conn, op, rev, why)
                     status = "unknown"
                     if row is not None:
                         self.metrics.inc("tool_operation_unknown_total", "", "")
@@ -465,7 +530,7 @@ class Protocol:
             expired = conn.execute("SELECT operation_id, dispatch_owner, revision FROM tool_operations"
                                    " WHERE status = 'dispatching' AND dispatch_until <= clock_timestamp()").fetchall()
             for op, owner, rev in expired:
-                if conn.execute("SELECT fp_mark_expired_unknown(%s, %s, %s)", (op, owner, rev)).fetchone()[0]:
+                if self.mark_expired_unknown(conn, op, owner, rev):
                     self.metrics.inc("tool_operation_unknown_total", "", "")
                     out["marked_unknown"].append(op)
             oldest = conn.execute("SELECT extract(epoch FROM clock_timestamp() - min(updated_at))::float8"
@@ -492,9 +557,7 @@ class Protocol:
                     answer = ("unknown", None, "no adapter for tool %s" % op["tool_name"])
                 status, remote_id, result = answer
                 if status in ("succeeded", "failed_final"):
-                    row = conn.execute("SELECT revision FROM fp_converge(%s, %s, %s, %s, %s::jsonb)",
-                                       (op["operation_id"], op["revision"], status, remote_id,
-                                        json.dumps(result))).fetchone()
+                    row = self.converge(conn, op["operation_id"], op["revision"], status, remote_id, result)
                     if row is None:
                         out["raised"].append([op["operation_id"], "the ledger moved on; nothing converged"])
                     else:

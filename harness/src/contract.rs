@@ -73,6 +73,10 @@ pub struct Database {
     pub url: Option<String>,
     /// The PostgreSQL image (container backend); default postgres:15.
     pub image: Option<String>,
+    /// The team's own migrations (SQL files, in order, relative to the contract's folder), applied
+    /// in the harness's own server instead of fenceproof's (`db::team_schema`); empty: fenceproof's.
+    #[serde(default)]
+    pub migrations: Vec<std::path::PathBuf>,
 }
 
 fn native() -> BackendKind {
@@ -81,7 +85,7 @@ fn native() -> BackendKind {
 
 impl Default for Database {
     fn default() -> Self {
-        Database { backend: BackendKind::Native, url: None, image: None }
+        Database { backend: BackendKind::Native, url: None, image: None, migrations: Vec::new() }
     }
 }
 
@@ -287,7 +291,15 @@ impl Contract {
             field: "-".into(),
             message: e.to_string(),
         })?;
-        Contract::parse(&file, &text)
+        let mut c = Contract::parse(&file, &text)?;
+        // The team's migrations are named relative to the contract's own folder.
+        let here = path.parent().unwrap_or(Path::new("."));
+        for m in &mut c.database.migrations {
+            if m.is_relative() {
+                *m = here.join(&*m);
+            }
+        }
+        Ok(c)
     }
 
     pub fn parse(file: &str, text: &str) -> Result<Contract, ContractError> {
@@ -339,6 +351,12 @@ impl Contract {
                 return err("database.url", "only meaningful with backend = \"external\"".into())
             }
             _ => {}
+        }
+        if self.database.backend == BackendKind::External && !self.database.migrations.is_empty() {
+            return err(
+                "database.migrations",
+                "only with the native or container backend (a team's database already has its schema)".into(),
+            );
         }
         match (&self.database.backend, &self.database.image) {
             (BackendKind::Native | BackendKind::External, Some(_)) => {
@@ -628,5 +646,22 @@ mod tests {
             let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(f);
             Contract::load(&p).unwrap_or_else(|e| panic!("{e}"));
         }
+    }
+
+    /// The team's migrations are read relative to the contract's folder, and only where the harness
+    /// makes the database (a team's database already has its schema).
+    #[test]
+    fn the_teams_migrations_are_relative_to_the_contract() {
+        let dir = std::env::temp_dir().join(format!("fp-contract-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("team.toml");
+        std::fs::write(&path, format!("[database]\nmigrations = [\"schema/0001.sql\", \"/abs/0002.sql\"]\n{SYNC}"))
+            .unwrap();
+        let c = Contract::load(&path).unwrap();
+        assert_eq!(c.database.migrations, vec![dir.join("schema/0001.sql"), std::path::PathBuf::from("/abs/0002.sql")]);
+        let _ = std::fs::remove_dir_all(&dir);
+        let ext =
+            format!("[database]\nbackend = \"external\"\nurl = \"postgres://p/db\"\nmigrations = [\"a.sql\"]\n{SYNC}");
+        assert_eq!(Contract::parse("t.toml", &ext).unwrap_err().field, "database.migrations");
     }
 }

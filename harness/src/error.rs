@@ -52,6 +52,11 @@ pub enum HarnessError {
     #[error("setup step {step} did not succeed: {answer}")]
     StepRefused { step: String, answer: String },
 
+    /// The team's own schema (the contract's `database.migrations`) cannot be used: a migration
+    /// failed, or a protocol table or column is missing. Bad input, not a harness failure.
+    #[error("{0}")]
+    TeamSchema(String),
+
     #[error("{0}")]
     Other(String),
 }

@@ -10,6 +10,7 @@ use fenceproof_harness::procs::worker::{WorkerProc, WorkerSpec};
 use fenceproof_harness::record::timeline::Timeline;
 use fenceproof_harness::wait;
 use fenceproof_harness::HarnessError;
+use fenceproof_protocol::write_path::WritePath;
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -31,6 +32,10 @@ pub struct Ctx {
     /// started with it can only call the fenced fp_* functions. `None` where the harness cannot
     /// create logins (an external database): workers then use `db_url` and the direct write path.
     pub worker_login: Option<String>,
+    /// The write path workers get (`verify --write-path`): `Api`, the fp_* functions as the worker
+    /// login; `Direct`, the worker's own statements as the direct login (`fenceproof_direct_writer`'s
+    /// table privileges), or as the team's role in its database.
+    pub write_path: WritePath,
     /// Control-plane / observer pool (application_name = CONTROL).
     pub pool: PgPool,
     pub timeline: Timeline,
@@ -162,7 +167,7 @@ impl Ctx {
         owner: &str,
         mut extra_args: Vec<String>,
     ) -> Result<WorkerProc, HarnessError> {
-        let url = self.worker_url(&mut extra_args);
+        let url = self.worker_url(&mut extra_args)?;
         self.spawn_worker_at(name, owner, &url, extra_args).await
     }
 
@@ -173,28 +178,32 @@ impl Ctx {
         mut extra_args: Vec<String>,
     ) -> Result<(WorkerProc, fenceproof_harness::faults::proxy::Proxy), HarnessError> {
         let owner = format!("worker-{name}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-        let url = self.worker_url(&mut extra_args);
+        let url = self.worker_url(&mut extra_args)?;
         let proxy = fenceproof_harness::faults::proxy::Proxy::start(name, &url, self.timeline.clone()).await?;
         let w = self.spawn_worker_at(name, &owner, proxy.url(), extra_args).await?;
         Ok((w, proxy))
     }
 
-    /// The URL a worker is given (the worker login on the fp_* path, or the owner's for a mutant,
-    /// whose direct write path needs table privileges), with the matching `--write-path`.
-    fn worker_url(&self, extra_args: &mut Vec<String>) -> String {
-        // A mutant rewrites statements of the direct write path, which needs table privileges; the
-        // reference worker runs as the worker role and can only call the fp_* functions.
-        let mutant = self.worker_args.iter().any(|a| a == "--mutant" || a == "--sql-mutant");
-        match (&self.worker_login, mutant) {
-            (Some(login), false) => {
-                extra_args.extend(["--write-path".to_string(), "api".to_string()]);
-                login.clone()
-            }
-            _ => {
-                extra_args.extend(["--write-path".to_string(), "direct".to_string()]);
-                self.db_url.clone()
-            }
-        }
+    /// Whether the workers are a named or SQL mutant (which lives on the direct write path).
+    fn mutant(&self) -> bool {
+        self.worker_args.iter().any(|a| a == "--mutant" || a == "--sql-mutant")
+    }
+
+    /// The URL a worker is given, with the matching `--write-path`: on the fp_* path the worker
+    /// login; on the direct path the direct login (in the harness's own clusters) or the database's
+    /// URL (a team's database, whose role is the team's own); a mutant, which rewrites statements of
+    /// the direct path, gets the schema owner's URL.
+    fn worker_url(&self, extra_args: &mut Vec<String>) -> Result<String, HarnessError> {
+        let (path, url) = match (&self.worker_login, self.mutant(), self.write_path) {
+            (Some(login), false, WritePath::Api) => ("api", login.clone()),
+            (Some(login), false, WritePath::Direct) => (
+                "direct",
+                fenceproof_harness::db::databases::url_as(login, fenceproof_harness::db::databases::DIRECT_LOGIN)?,
+            ),
+            _ => ("direct", self.db_url.clone()),
+        };
+        extra_args.extend(["--write-path".to_string(), path.to_string()]);
+        Ok(url)
     }
 
     /// Start a worker connected to another database (e.g. a primary an experiment built itself).
@@ -206,6 +215,18 @@ impl Ctx {
         mut extra_args: Vec<String>,
     ) -> Result<WorkerProc, HarnessError> {
         let owner = owner.to_string();
+        // A row that starts workers on a server of its own (H, N) names no write path: on the
+        // direct path they run the worker's own statements there too, as the direct login.
+        let mut database_url = database_url.to_string();
+        if self.write_path == WritePath::Direct && !extra_args.iter().any(|a| a == "--write-path") {
+            extra_args.extend(["--write-path".to_string(), "direct".to_string()]);
+            if self.worker_login.is_some() && !self.mutant() && !owner.starts_with(CONTROL_PLANE_PREFIX) {
+                database_url = fenceproof_harness::db::databases::url_as(
+                    &database_url,
+                    fenceproof_harness::db::databases::DIRECT_LOGIN,
+                )?;
+            }
+        }
         extra_args.extend(self.worker_args.iter().cloned());
         // One secret store per experiment, shared by its workers and dispatchers.
         extra_args.extend(["--secrets-dir".to_string(), self.secrets_dir().display().to_string()]);
@@ -215,7 +236,7 @@ impl Ctx {
                 name: name.into(),
                 owner,
                 binary: self.worker_bin.clone(),
-                database_url: database_url.to_string(),
+                database_url,
                 dir: self.dir.clone(),
                 extra_args,
             },

@@ -21,6 +21,7 @@ use fenceproof_harness::record::run_dir::RunDir;
 use fenceproof_harness::record::timeline::Timeline;
 use fenceproof_harness::report::{ExperimentResult, Matrix, Outcome, WorkerUnderTest};
 use fenceproof_harness::HarnessError;
+use fenceproof_protocol::write_path::WritePath;
 
 use crate::ctx::{Ctx, CONTROL};
 use crate::Experiment;
@@ -66,6 +67,8 @@ pub struct VerifyOptions {
     pub conformance_report: Option<PathBuf>,
     /// How many rows run side by side (`--jobs`; 1 runs them one after another).
     pub jobs: usize,
+    /// The write path the workers get (`--write-path`): the fp_* functions, or their own statements.
+    pub write_path: WritePath,
 }
 
 /// The server the experiments run against.
@@ -120,6 +123,8 @@ pub struct Session {
     pub barriers: crate::ctx::Barriers,
     /// How many rows [`Session::matrix`] runs side by side.
     pub jobs: usize,
+    /// The write path the workers get.
+    pub write_path: WritePath,
 }
 
 impl Session {
@@ -127,6 +132,9 @@ impl Session {
         let started_at = chrono::Utc::now();
         let t0 = Instant::now();
         check_programs(opts)?;
+        let team = opts.contract.as_ref().map(|c| c.database.migrations.clone()).unwrap_or_default();
+        fenceproof_harness::db::team_schema::choose(&team)?;
+        databases::grant_direct_path(opts.write_path == WritePath::Direct);
         sweep_freezers();
         // Nothing to run on is a one-line error before any run folder exists.
         let choice = if opts.database_url.is_some() { BackendChoice::Auto } else { resolve_backend(opts)? };
@@ -154,6 +162,7 @@ impl Session {
             sql_patch: None,
             barriers: crate::ctx::Barriers::Worker,
             jobs: opts.jobs.max(1),
+            write_path: opts.write_path,
         })
     }
 
@@ -239,6 +248,7 @@ impl Session {
             dir,
             db_url: String::new(),
             worker_login: None,
+            write_path: self.write_path,
             pool: sqlx::PgPool::connect_lazy("postgres://localhost/unused").map_err(HarnessError::from)?,
             timeline: Timeline::new(),
             worker_bin: self.worker_bin.clone(),
@@ -615,6 +625,9 @@ fn reproduce_flags(opts: &VerifyOptions, server: &Server) -> String {
     if opts.skip_conformance {
         f.push_str(" --skip-conformance");
     }
+    if opts.write_path == WritePath::Direct {
+        f.push_str(" --write-path direct");
+    }
     f
 }
 
@@ -805,6 +818,7 @@ pub async fn verify_versions(
             skip_conformance: opts.skip_conformance,
             conformance_report: opts.conformance_report.clone(),
             jobs: opts.jobs,
+            write_path: opts.write_path,
         };
         let mut session = Session::start(&o).await?;
         let mut m = session.matrix("", experiments, &[]).await?;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use fenceproof_harness::report::exit;
+use fenceproof_protocol::write_path::WritePath;
 use fenceproof_scenarios::ctx::Barriers;
 use fenceproof_scenarios::runner::{self, VerifyOptions};
 use fenceproof_scenarios::Experiment;
@@ -54,6 +55,12 @@ pub struct Args {
     /// `conformance` first (by default its deviations stop the run before the matrix).
     #[arg(long)]
     skip_conformance: bool,
+    /// How the workers write: `api` (every write a call of a fenced fp_* function, as the worker
+    /// login) or `direct` (the worker's own statements on the tables, as a login with only the
+    /// table privileges docs/worker-protocol.md lists; the rows that probe the fp_* boundary are
+    /// skipped, each said on stderr).
+    #[arg(long, default_value = "api", value_parser = ["api", "direct"])]
+    write_path: String,
 }
 
 /// How the matrix is printed.
@@ -92,6 +99,11 @@ pub async fn run(a: Args) -> u8 {
     };
     let database_url = a.database_url.or_else(|| contract.as_ref().and_then(|c| c.database.url.clone()));
     let experiments = crate::select::for_verify(experiments, contract.as_deref(), database_url.as_deref());
+    let write_path = WritePath::parse(&a.write_path).unwrap_or(WritePath::Api);
+    if write_path == WritePath::Api && contract.as_ref().is_some_and(|c| !c.database.migrations.is_empty()) {
+        return usage("the contract names the team's own migrations (database.migrations), which have no fp_* functions: run with --write-path direct");
+    }
+    let experiments = crate::select::for_write_path(experiments, write_path);
     if let Err(code) = crate::consent::fail_over(contract.as_deref(), &experiments, a.yes_fail_over_this_cluster).await
     {
         return code;
@@ -99,6 +111,7 @@ pub async fn run(a: Args) -> u8 {
     let deployment = Deployment { contract, contract_path: a.contract, database_url };
     let mut opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), deployment);
     opts.skip_conformance = a.skip_conformance;
+    opts.write_path = write_path;
     let out = Output { quiet: a.quiet, json: a.json, repeat: a.repeat };
     crate::interrupt::interruptible(matrix(opts, experiments, barriers, out)).await
 }
@@ -109,7 +122,7 @@ async fn matrix(mut opts: VerifyOptions, experiments: Vec<Experiment>, barriers:
         match crate::cmd::conformance::gate(&opts).await {
             Ok((report, dir)) if report.deviations().next().is_some() => return stopped(&report, &dir, out),
             Ok((_, dir)) => opts.conformance_report = Some(dir.join("conformance.txt")),
-            Err(e) => return harness_failed(e),
+            Err(e) => return failed(e),
         }
     }
     let opts = &opts;
@@ -136,7 +149,15 @@ async fn matrix(mut opts: VerifyOptions, experiments: Vec<Experiment>, barriers:
                 exit::FAILED
             }
         }
-        Err(e) => harness_failed(e),
+        Err(e) => failed(e),
+    }
+}
+
+/// A harness error's one line and exit code: the team's schema unusable is bad input (usage).
+fn failed(e: fenceproof_harness::HarnessError) -> u8 {
+    match e {
+        fenceproof_harness::HarnessError::TeamSchema(msg) => usage(msg),
+        e => harness_failed(e),
     }
 }
 

@@ -18,7 +18,24 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
 /// (migration 0002), so it can read the tables and call the fenced fp_* functions, nothing else.
 pub const WORKER_LOGIN: &str = "fenceproof_worker_login";
 
-/// Its password, for servers that authenticate TCP connections (a container); throwaway servers
+/// The login a worker on its own statements uses in throwaway clusters (`verify --write-path
+/// direct`): a member of `fenceproof_direct_writer`, which holds exactly the table privileges of
+/// [`DIRECT_WRITER_SQL`] (docs/worker-protocol.md lists them).
+pub const DIRECT_LOGIN: &str = "fenceproof_direct_login";
+
+/// Whether this process's templates grant the direct path's privileges (`verify --write-path
+/// direct`); off, no role but the owner can write the tables (the fp_* path's boundary).
+static DIRECT_PATH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Grant the direct path's privileges (and create its login) in the templates made from now on.
+pub fn grant_direct_path(on: bool) {
+    DIRECT_PATH.store(on, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The direct path's table privileges, granted to the role `fenceproof_direct_writer`.
+pub const DIRECT_WRITER_SQL: &str = include_str!("../../sql/direct_writer.sql");
+
+/// Its password (and the direct login's), for servers that authenticate TCP connections (a container); throwaway servers
 /// only, never a team's database.
 pub const WORKER_PASSWORD: &str = "fenceproof-worker";
 
@@ -67,25 +84,43 @@ pub async fn migrate(pool: &PgPool) -> Result<()> {
     Ok(())
 }
 
-/// Create the template database: migrations, then the oracle.
+/// Create the template database: migrations (fenceproof's, or the team's of
+/// [`crate::db::team_schema`]), then the oracle.
 pub async fn create_template(backend: &dyn Backend) -> Result<()> {
     let admin = pool(&backend.url_for("postgres"), "fenceproof-harness", 1).await?;
     sqlx::query(&format!("CREATE DATABASE {TEMPLATE}")).execute(&admin).await?;
     admin.close().await;
     let tpl = pool(&backend.url_for(TEMPLATE), "fenceproof-harness", 1).await?;
-    migrate(&tpl).await?;
+    match crate::db::team_schema::chosen() {
+        Some(team) => crate::db::team_schema::apply(&tpl, &team).await?,
+        None => migrate(&tpl).await?,
+    }
     sqlx::raw_sql(ORACLE_SQL).execute(&tpl).await?;
     create_worker_login(&tpl).await?;
+    if DIRECT_PATH.load(std::sync::atomic::Ordering::SeqCst) {
+        create_direct_login(&tpl).await?;
+    }
     tpl.close().await;
     Ok(())
 }
 
 /// Create the worker's login role (cluster-wide) if it does not exist yet.
 pub async fn create_worker_login(pool: &PgPool) -> Result<()> {
+    create_login(pool, WORKER_LOGIN, "fenceproof_worker").await
+}
+
+/// Grant the direct path's table privileges ([`DIRECT_WRITER_SQL`]) in the database behind `pool`
+/// and create the direct login (cluster-wide) if it does not exist yet.
+pub async fn create_direct_login(pool: &PgPool) -> Result<()> {
+    sqlx::raw_sql(DIRECT_WRITER_SQL).execute(pool).await?;
+    create_login(pool, DIRECT_LOGIN, "fenceproof_direct_writer").await
+}
+
+async fn create_login(pool: &PgPool, login: &str, role: &str) -> Result<()> {
     sqlx::raw_sql(&format!(
         "DO $$ BEGIN
-           IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{WORKER_LOGIN}') THEN
-             CREATE ROLE {WORKER_LOGIN} LOGIN PASSWORD '{WORKER_PASSWORD}' IN ROLE fenceproof_worker;
+           IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{login}') THEN
+             CREATE ROLE {login} LOGIN PASSWORD '{WORKER_PASSWORD}' IN ROLE {role};
            END IF;
          END $$"
     ))

@@ -19,6 +19,7 @@ pub mod pgbin;
 pub mod ports;
 pub mod pristine;
 pub mod restorable;
+pub mod team_schema;
 pub mod writers;
 
 /// A running PostgreSQL server under the harness's control.

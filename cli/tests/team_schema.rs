@@ -1,0 +1,118 @@
+//! The team's own schema: a contract naming the team's migrations (`database.migrations`) runs the
+//! matrix on them instead of fenceproof's — the example schema of examples/team-schema (a tenant
+//! key, extra NOT NULL columns with defaults, triggers and a function of the team's own) passes
+//! with the Python example on its own statements — and a schema missing a protocol column is one
+//! line naming it, exit 2, with nothing left running.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const FENCEPROOF: &str = env!("CARGO_BIN_EXE_fenceproof");
+
+/// Set on each run this file starts, so that what it left running is told apart from other runs.
+const MARK: &str = "FENCEPROOF_TEAM_SCHEMA_TEST_RUN";
+
+fn tmp(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("team_schema").join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+/// `verify --contract contract --write-path direct` with the Python example: exit code, output.
+fn verify(contract: &Path, dir: &Path, extra: &[&str]) -> (Option<i32>, String, String) {
+    let mut cmd = Command::new(FENCEPROOF);
+    cmd.args(["verify", "--quiet", "--write-path", "direct", "--contract"])
+        .arg(contract)
+        .args(extra)
+        .arg("--worker-bin")
+        .arg(examples().join("python-worker/worker.py"))
+        .arg("--reports-dir")
+        .arg(dir.join("reports"))
+        .env(MARK, dir);
+    let (out, _) = fenceproof_harness::testkit::run_bounded(&mut cmd, dir, Duration::from_secs(600));
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// The live processes that inherited this test's mark for `dir`, as their command lines.
+fn left_running(dir: &Path) -> Vec<String> {
+    let want = format!("{MARK}={}", dir.display());
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        if stat.contains(") Z ") || !env.split(|b| *b == 0).any(|v| v == want.as_bytes()) {
+            continue;
+        }
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        found.push(String::from_utf8_lossy(&cmd).replace('\0', " "));
+    }
+    found
+}
+
+#[test]
+fn the_example_team_schema_runs_the_whole_matrix() {
+    let dir = tmp("example");
+    let (code, stdout, stderr) = verify(&examples().join("team-schema.toml"), &dir, &[]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let summary = stdout.lines().find(|l| l.contains("experiments passed")).unwrap_or_default();
+    let counts: Vec<usize> =
+        summary.split_whitespace().next().unwrap_or_default().split('/').filter_map(|n| n.parse().ok()).collect();
+    assert!(counts.len() == 2 && counts[0] == counts[1] && counts[0] >= 35, "every selected row passed: {summary}");
+    // The rows ran on the team's schema: its run rows carry the team's own columns.
+    let run = std::fs::read_dir(dir.join("reports"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("A/oracle.json").is_file())
+        .max()
+        .expect("a run folder with row A");
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(run.join("A/oracle.json")).unwrap()).unwrap();
+    let run_row = rows.iter().find(|r| r["table_name"] == "agent_runs").expect("a run commit in A");
+    assert!(
+        run_row["new_row"]["tenant_id"] == "tenant1" && run_row["new_row"]["priority"] == 0,
+        "the team's columns, filled by their defaults: {run_row}"
+    );
+}
+
+#[test]
+fn a_team_schema_missing_a_protocol_column_is_one_line_and_exit_2() {
+    let dir = tmp("missing-column");
+    let sql = std::fs::read_to_string(examples().join("team-schema/0001_team_schema.sql")).unwrap();
+    let broken = sql.replace("  dispatch_until  timestamptz,\n", "");
+    assert_ne!(broken, sql, "the example schema has the column this test removes");
+    let broken =
+        broken.replace("tool_operations(status, dispatch_until, updated_at)", "tool_operations(status, updated_at)");
+    std::fs::write(dir.join("schema.sql"), broken).unwrap();
+    let contract = std::fs::read_to_string(examples().join("team-schema.toml"))
+        .unwrap()
+        .replace("team-schema/0001_team_schema.sql", "schema.sql");
+    std::fs::write(dir.join("contract.toml"), contract).unwrap();
+    let (code, stdout, stderr) = verify(&dir.join("contract.toml"), &dir, &["--only", "A"]);
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    let own = fenceproof_harness::testkit::own_lines(&stderr);
+    let lines: Vec<&str> = own.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line: {own}");
+    assert!(lines[0].contains("tool_operations.dispatch_until"), "names the missing column: {own}");
+    assert!(left_running(&dir).is_empty(), "nothing left running: {:?}", left_running(&dir));
+}
+
+#[test]
+fn a_team_schema_on_the_fp_path_is_refused_up_front() {
+    let dir = tmp("api-path");
+    let mut cmd = Command::new(FENCEPROOF);
+    cmd.args(["verify", "--write-path", "api", "--contract"]).arg(examples().join("team-schema.toml"));
+    let (out, _) = fenceproof_harness::testkit::run_bounded(&mut cmd, &dir, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--write-path direct"), "{err}");
+}

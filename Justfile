@@ -18,7 +18,7 @@ build:
 
 # Run the experiments against a throwaway PostgreSQL and print the matrix (e.g. `just verify --only B,C`).
 verify *ARGS: build
-    ./target/debug/fenceproof verify {{ARGS}}
+    FENCEPROOF_PROGRAM="just verify" ./target/debug/fenceproof verify {{ARGS}}
 
 # Build the mutant worker (target/debug/fenceproof-worker-mutant, the `mutants` feature) beside the
 # reference worker, which never contains a mutant; the dependencies are shared with the normal build.

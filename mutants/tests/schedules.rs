@@ -19,6 +19,7 @@ fn options(dir: &str) -> VerifyOptions {
         skip_conformance: false,
         conformance_report: None,
         jobs: 1,
+        program: "fenceproof verify".into(),
     }
 }
 

@@ -44,6 +44,15 @@ impl BackendChoice {
             _ => None,
         }
     }
+
+    /// The flag's word for this choice.
+    pub fn label(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Native => "native",
+            BackendChoice::Container => "container",
+        }
+    }
 }
 
 pub struct VerifyOptions {
@@ -62,6 +71,9 @@ pub struct VerifyOptions {
     pub tools_bin: PathBuf,
     /// `--skip-conformance` was given (said again in every reproduce line).
     pub skip_conformance: bool,
+    /// The command that runs verify, as the reproduce lines start: the path this program was
+    /// invoked by and `verify` (`./target/debug/fenceproof verify`), or `just verify`.
+    pub program: String,
     /// The conformance report of the gate that ran before the matrix, linked from every report.
     pub conformance_report: Option<PathBuf>,
     /// How many rows run side by side (`--jobs`; 1 runs them one after another).
@@ -104,9 +116,8 @@ pub struct Session {
     pub run: RunDir,
     pub worker_bin: PathBuf,
     pub tools_bin: PathBuf,
-    /// The flags that select this session's server, contract and worker, for every reproduce line
-    /// (the barriers' flag is added by [`Session::reproduce`], since they are set after start).
-    reproduce_flags: String,
+    /// What every reproduce line holds but the row (see [`Session::reproduce`]).
+    reproduce: Reproduce,
     /// The program the rows drive, as every report names it.
     worker: WorkerUnderTest,
     conformance_report: Option<String>,
@@ -137,9 +148,9 @@ impl Session {
         };
         let run = RunDir::create(&opts.reports_dir)?;
         let (server, pg_bin) = start_server(opts, choice, &image, &run).await?;
-        let reproduce_flags = reproduce_flags(opts, &server);
+        let reproduce = Reproduce::of(opts, &server);
         Ok(Session {
-            reproduce_flags,
+            reproduce,
             worker: WorkerUnderTest::of(&opts.worker_bin, opts.worker_bin == default_worker_bin()),
             conformance_report: opts.conformance_report.as_ref().map(|p| p.display().to_string()),
             server,
@@ -336,7 +347,8 @@ impl Session {
             crate::ctx::Barriers::Proxy => " --barriers proxy",
             crate::ctx::Barriers::Worker => "",
         };
-        format!("fenceproof verify --only {id}{}{barriers}", self.reproduce_flags)
+        let Reproduce { program, flags, note } = &self.reproduce;
+        format!("{program} --only {id}{flags}{barriers}{note}")
     }
 
     /// The matrix of `results` (in the order of the selection), as this session reports it.
@@ -561,37 +573,56 @@ fn undeclared_rules(exp: &Experiment, checks: &[Check]) -> Option<String> {
     (!missing.is_empty()).then(|| format!("declared to judge {} but ran none of its checks", missing.join(", ")))
 }
 
-/// The command-line flags that bring back the server, contract and worker a session ran with:
-/// the container image, the binaries folder given, the database URL with its password masked, the
-/// contract, the worker under test and a skipped conformance gate.
-fn reproduce_flags(opts: &VerifyOptions, server: &Server) -> String {
-    let mut f = String::new();
-    match server {
-        Server::Container(c) => f.push_str(&format!(" --backend container --pg-image {}", shell_word(&c.image))),
-        Server::External(_) => {
-            if let Some(url) = &opts.database_url {
-                f.push_str(&format!(" --database-url {}", shell_word(&external::masked(url))));
+/// What a session's reproduce lines hold besides the row: the command that runs verify as it was
+/// run, the flags that select this session's server, contract and worker (the barriers' flag is
+/// added by [`Session::reproduce`], since they are set after start), and a closing note.
+struct Reproduce {
+    /// The command that runs verify ([`VerifyOptions::program`]).
+    program: String,
+    flags: String,
+    /// With a `--database-url` that held a password: a shell comment saying to set PGPASSWORD.
+    note: String,
+}
+
+impl Reproduce {
+    fn of(opts: &VerifyOptions, server: &Server) -> Reproduce {
+        let program = opts.program.clone();
+        let mut flags = String::new();
+        let mut note = String::new();
+        match server {
+            Server::Container(c) => {
+                flags.push_str(&format!(" --backend container --pg-image {}", shell_word(&c.image)))
+            }
+            Server::External(_) => {
+                if let Some(url) = &opts.database_url {
+                    let (bare, had_password) = external::without_password(url);
+                    flags.push_str(&format!(" --database-url {}", shell_word(&bare)));
+                    if had_password {
+                        note = "  # with PGPASSWORD set to the role's password".into();
+                    }
+                }
+            }
+            Server::Native(_) => {
+                if opts.backend == BackendChoice::Native && opts.contract_path.is_none() {
+                    flags.push_str(" --backend native");
+                }
+                if let Some(dir) = &opts.pg_bin {
+                    flags.push_str(&format!(" --pg-bin {}", shell_word(&dir.display().to_string())));
+                }
             }
         }
-        Server::Native(_) => {
-            if opts.backend == BackendChoice::Native && opts.contract_path.is_none() {
-                f.push_str(" --backend native");
-            }
-            if let Some(dir) = &opts.pg_bin {
-                f.push_str(&format!(" --pg-bin {}", shell_word(&dir.display().to_string())));
-            }
+        if let Some(p) = &opts.contract_path {
+            flags.push_str(&format!(" --contract {}", shell_word(&p.display().to_string())));
         }
+        if opts.worker_bin != default_worker_bin() {
+            flags.push_str(&format!(" --worker-bin {}", shell_word(&opts.worker_bin.display().to_string())));
+        }
+        // The gate ran and passed (or was skipped): the row alone needs no second gate.
+        if opts.skip_conformance || opts.conformance_report.is_some() {
+            flags.push_str(" --skip-conformance");
+        }
+        Reproduce { program, flags, note }
     }
-    if let Some(p) = &opts.contract_path {
-        f.push_str(&format!(" --contract {}", shell_word(&p.display().to_string())));
-    }
-    if opts.worker_bin != default_worker_bin() {
-        f.push_str(&format!(" --worker-bin {}", shell_word(&opts.worker_bin.display().to_string())));
-    }
-    if opts.skip_conformance {
-        f.push_str(" --skip-conformance");
-    }
-    f
 }
 
 /// `s` as one word for a POSIX shell: bare when it holds only safe characters, else single-quoted.
@@ -781,6 +812,7 @@ pub async fn verify_versions(
             skip_conformance: opts.skip_conformance,
             conformance_report: opts.conformance_report.clone(),
             jobs: opts.jobs,
+            program: opts.program.clone(),
         };
         let mut session = Session::start(&o).await?;
         let mut m = session.matrix("", experiments, &[]).await?;

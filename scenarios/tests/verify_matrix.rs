@@ -21,6 +21,7 @@ async fn every_experiment_passes_and_leaves_a_report() {
         skip_conformance: false,
         conformance_report: None,
         jobs: runner::default_jobs(false),
+        program: "fenceproof verify".into(),
     };
     let (matrix, flakes, dir) =
         runner::verify(&opts, fenceproof_scenarios::select(None).unwrap(), 1).await.expect("harness runs");

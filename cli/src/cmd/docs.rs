@@ -351,54 +351,81 @@ fn files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(v)
 }
 
-/// Rewrite the generated blocks under `root` (with `check`, only list the stale ones). Exit 0 when
-/// nothing was stale or everything was rewritten, 1 when `check` found a stale block, 2 for a
-/// folder without the docs or a malformed marker.
-pub fn run(root: &Path, check: bool) -> u8 {
+/// One stale block as `--json` lists it.
+#[derive(serde::Serialize)]
+struct StaleIn {
+    file: String,
+    line: usize,
+    name: String,
+    first_difference: usize,
+}
+
+/// Rewrite the generated blocks under `a.root` (with `--check`, only list the stale ones). Exit 0
+/// when nothing was stale or everything was rewritten, 1 when `--check` found a stale block, 2 for
+/// a folder without the docs or a malformed marker, 3 when a page cannot be written.
+pub fn run(a: &Args) -> u8 {
+    let (root, check) = (a.root.as_path(), a.check);
     let paths = match files(root) {
         Ok(p) => p,
-        Err(e) => {
-            eprintln!("fenceproof: cannot read {}: {e}", root.join("docs").display());
-            return exit::USAGE;
-        }
+        Err(e) => return crate::fail::usage(format!("cannot read {}: {e}", root.join("docs").display())),
     };
-    let mut stale_blocks = 0;
+    let mut found = Vec::new();
     for path in paths {
         let shown = path.strip_prefix(root).unwrap_or(&path).display().to_string();
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) => {
-                eprintln!("fenceproof: cannot read {shown}: {e}");
-                return exit::USAGE;
-            }
+            Err(e) => return crate::fail::usage(format!("cannot read {shown}: {e}")),
         };
         let (new, stale) = match rewrite(&text) {
             Ok(r) => r,
-            Err(msg) => {
-                eprintln!("fenceproof: {shown}: {msg}");
-                return exit::USAGE;
-            }
+            Err(msg) => return crate::fail::usage(format!("{shown}: {msg}")),
         };
-        for s in &stale {
-            let verb = if check { "is stale" } else { "rewritten" };
-            println!(
-                "{shown}:{}: generated:{} {verb} (first difference at its line {})",
-                s.line, s.name, s.first_difference
-            );
-        }
-        stale_blocks += stale.len();
         if !check && !stale.is_empty() {
             if let Err(e) = std::fs::write(&path, new) {
-                eprintln!("fenceproof: cannot write {shown}: {e}");
-                return exit::HARNESS;
+                return crate::fail::harness_failed(format!("cannot write {shown}: {e}"));
             }
         }
+        found.extend(stale.into_iter().map(|s| StaleIn {
+            file: shown.clone(),
+            line: s.line,
+            name: s.name,
+            first_difference: s.first_difference,
+        }));
     }
-    if check && stale_blocks > 0 {
-        println!("{stale_blocks} generated block(s) differ from the code; run `fenceproof docs` (or `just docs`)");
-        return exit::FAILED;
+    print(&found, a);
+    if check && !found.is_empty() {
+        exit::FAILED
+    } else {
+        exit::OK
     }
-    exit::OK
+}
+
+/// The stale (or rewritten) blocks: one line each and a closing line, or one JSON document.
+fn print(found: &[StaleIn], a: &Args) {
+    if a.json {
+        let v = serde_json::json!({ "stale": found, "rewritten": !a.check });
+        outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        return;
+    }
+    let verb = if a.check { "is stale" } else { "rewritten" };
+    if !a.quiet {
+        for s in found {
+            outln!(
+                "{}:{}: generated:{} {verb} (first difference at its line {})",
+                s.file,
+                s.line,
+                s.name,
+                s.first_difference
+            );
+        }
+    }
+    if a.check && !found.is_empty() {
+        outln!("{} generated block(s) differ from the code; run `fenceproof docs` (or `just docs`)", found.len());
+    } else if !a.check && !found.is_empty() {
+        outln!("{} generated block(s) rewritten", found.len());
+    } else {
+        outln!("every generated block matches the code");
+    }
 }
 
 #[cfg(test)]
@@ -460,4 +487,11 @@ pub struct Args {
     /// The folder holding README.md and docs/.
     #[arg(long, default_value = ".")]
     pub root: PathBuf,
+    /// Print one JSON document: {"stale": [{"file", "line", "name", "first_difference"}],
+    /// "rewritten"} (rewritten: false with --check).
+    #[arg(long)]
+    pub json: bool,
+    /// Print only the closing line: how many blocks differ (or were rewritten).
+    #[arg(long, conflicts_with = "json")]
+    pub quiet: bool,
 }

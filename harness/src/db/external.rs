@@ -239,7 +239,18 @@ pub fn with_host(url: &str) -> String {
     }
 }
 
-/// `url` with its password replaced by `***` (for reproduce lines and logs).
+/// `url` without its password (the connection then takes it from PGPASSWORD, as libpq does), and
+/// whether it had one: for a reproduce line that runs as printed.
+pub fn without_password(url: &str) -> (String, bool) {
+    let Some((scheme, rest)) = url.split_once("://") else { return (url.to_string(), false) };
+    let Some((auth, host)) = rest.rsplit_once('@') else { return (url.to_string(), false) };
+    match auth.split_once(':') {
+        Some((user, _)) => (format!("{scheme}://{user}@{host}"), true),
+        None => (url.to_string(), false),
+    }
+}
+
+/// `url` with its password replaced by `***` (for logs).
 pub fn masked(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
     let (auth, host) = match rest.rsplit_once('@') {
@@ -347,6 +358,9 @@ mod tests {
         assert_eq!(masked("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(masked("postgres://h/db"), "postgres://h/db");
         assert_eq!(masked("not a url"), "not a url");
+        assert_eq!(without_password("postgres://u:s@cr:et@h:5432/db"), ("postgres://u@h:5432/db".into(), true));
+        assert_eq!(without_password("postgres://u@h/db"), ("postgres://u@h/db".into(), false));
+        assert_eq!(without_password("postgresql:///db?host=/tmp"), ("postgresql:///db?host=/tmp".into(), false));
     }
 
     #[test]

@@ -300,6 +300,7 @@ where
         skip_conformance: opts.skip_conformance,
         conformance_report: opts.conformance_report.clone(),
         jobs: opts.jobs,
+        program: opts.program.clone(),
     };
     let session = Session::start(&o).await?;
     lane(session, work, one).await.finish().await

@@ -23,6 +23,8 @@ use fenceproof_harness::report::{ExperimentResult, Matrix, Outcome, WorkerUnderT
 use fenceproof_harness::HarnessError;
 
 use crate::ctx::{Ctx, CONTROL};
+pub use crate::reproduce::shell_word;
+use crate::reproduce::Reproduce;
 use crate::Experiment;
 
 /// Which server the experiments run on (without --database-url).
@@ -571,68 +573,6 @@ fn undeclared_rules(exp: &Experiment, checks: &[Check]) -> Option<String> {
         .map(|r| r.id)
         .collect();
     (!missing.is_empty()).then(|| format!("declared to judge {} but ran none of its checks", missing.join(", ")))
-}
-
-/// What a session's reproduce lines hold besides the row: the command that runs verify as it was
-/// run, the flags that select this session's server, contract and worker (the barriers' flag is
-/// added by [`Session::reproduce`], since they are set after start), and a closing note.
-struct Reproduce {
-    /// The command that runs verify ([`VerifyOptions::program`]).
-    program: String,
-    flags: String,
-    /// With a `--database-url` that held a password: a shell comment saying to set PGPASSWORD.
-    note: String,
-}
-
-impl Reproduce {
-    fn of(opts: &VerifyOptions, server: &Server) -> Reproduce {
-        let program = opts.program.clone();
-        let mut flags = String::new();
-        let mut note = String::new();
-        match server {
-            Server::Container(c) => {
-                flags.push_str(&format!(" --backend container --pg-image {}", shell_word(&c.image)))
-            }
-            Server::External(_) => {
-                if let Some(url) = &opts.database_url {
-                    let (bare, had_password) = external::without_password(url);
-                    flags.push_str(&format!(" --database-url {}", shell_word(&bare)));
-                    if had_password {
-                        note = "  # with PGPASSWORD set to the role's password".into();
-                    }
-                }
-            }
-            Server::Native(_) => {
-                if opts.backend == BackendChoice::Native && opts.contract_path.is_none() {
-                    flags.push_str(" --backend native");
-                }
-                if let Some(dir) = &opts.pg_bin {
-                    flags.push_str(&format!(" --pg-bin {}", shell_word(&dir.display().to_string())));
-                }
-            }
-        }
-        if let Some(p) = &opts.contract_path {
-            flags.push_str(&format!(" --contract {}", shell_word(&p.display().to_string())));
-        }
-        if opts.worker_bin != default_worker_bin() {
-            flags.push_str(&format!(" --worker-bin {}", shell_word(&opts.worker_bin.display().to_string())));
-        }
-        // The gate ran and passed (or was skipped): the row alone needs no second gate.
-        if opts.skip_conformance || opts.conformance_report.is_some() {
-            flags.push_str(" --skip-conformance");
-        }
-        Reproduce { program, flags, note }
-    }
-}
-
-/// `s` as one word for a POSIX shell: bare when it holds only safe characters, else single-quoted.
-pub fn shell_word(s: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c);
-    if !s.is_empty() && s.chars().all(safe) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
 }
 
 /// A progress bar on stderr while experiments run, only when stderr is a terminal (CI logs get the

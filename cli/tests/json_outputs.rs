@@ -152,3 +152,36 @@ fn skipping_every_version_is_one_line() {
     assert!(err.contains("--skip-major"), "{err}");
     assert!(!dir.join("reports").exists(), "no run folder for a run that did not start");
 }
+
+/// `verify --json` has one shape whether or not the conformance gate stopped the run: the same
+/// keys, `stopped` and `conformance` null or not, `results` empty when stopped; rows say `verdict`.
+#[test]
+fn verify_json_has_one_shape_whether_or_not_the_gate_stops_the_run() {
+    let dir = scratch("json_verify_shape");
+    let reports = dir.join("reports");
+    let ran = fenceproof(&["verify", "--json", "--only", "A", "--reports-dir", reports.to_str().unwrap()]);
+    assert_eq!(ran.status.code(), Some(0), "{}", String::from_utf8_lossy(&ran.stderr));
+    let ran = json(&ran);
+    let worker = dir.join("worker.py");
+    fenceproof_harness::testkit::example_copy(
+        "op-id-owner",
+        &worker,
+        &[(
+            "operation_id = \"%s/%s/%s/v%d\" % (tenant, lease[0], step, version)",
+            "operation_id = \"%s/%s/%s/v%d/%s\" % (tenant, lease[0], step, version, self.owner)",
+        )],
+    );
+    let args = ["verify", "--json", "--only", "A", "--reports-dir", reports.to_str().unwrap(), "--worker-bin"];
+    let stopped = fenceproof(&[&args[..], &[worker.to_str().unwrap()]].concat());
+    assert_eq!(stopped.status.code(), Some(4), "{}", String::from_utf8_lossy(&stopped.stderr));
+    let stopped = json(&stopped);
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&ran), keys(&stopped), "one shape");
+    assert!(ran["stopped"].is_null() && ran["conformance"].is_null(), "the reference runs no gate: {ran}");
+    assert_eq!(ran["results"][0]["verdict"], "PASS", "{ran}");
+    assert!(ran["results"][0].get("outcome").is_none(), "one name for a verdict");
+    assert!(stopped["stopped"].as_str().unwrap().contains("deviates"), "{stopped}");
+    assert!(stopped["conformance"]["points"].as_array().is_some_and(|p| !p.is_empty()), "{stopped}");
+    assert_eq!(stopped["results"], serde_json::json!([]));
+    assert!(Path::new(stopped["report"].as_str().unwrap()).join("conformance.json").exists(), "{stopped}");
+}

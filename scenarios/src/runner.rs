@@ -19,7 +19,7 @@ use fenceproof_harness::faults::ServerTarget;
 use fenceproof_harness::record::oracle;
 use fenceproof_harness::record::run_dir::RunDir;
 use fenceproof_harness::record::timeline::Timeline;
-use fenceproof_harness::report::{ExperimentResult, Matrix, Outcome, WorkerUnderTest};
+use fenceproof_harness::report::{partial, ExperimentResult, Matrix, Outcome, WorkerUnderTest};
 use fenceproof_harness::HarnessError;
 
 use crate::ctx::{Ctx, CONTROL};
@@ -133,6 +133,9 @@ pub struct Session {
     pub barriers: crate::ctx::Barriers,
     /// How many rows [`Session::matrix`] runs side by side.
     pub jobs: usize,
+    /// Keep the rows finished so far for an interrupt to save ([`fenceproof_harness::report::partial`]):
+    /// set by `verify`, whose run folder is a matrix.
+    pub keep_partial: bool,
 }
 
 impl Session {
@@ -154,7 +157,7 @@ impl Session {
         Ok(Session {
             reproduce,
             worker: WorkerUnderTest::of(&opts.worker_bin, opts.worker_bin == default_worker_bin()),
-            conformance_report: opts.conformance_report.as_ref().map(|p| p.display().to_string()),
+            conformance_report: gate_report_into(opts.conformance_report.as_deref(), &run.path),
             server,
             pg_bin,
             contract: opts.contract.clone(),
@@ -167,6 +170,7 @@ impl Session {
             sql_patch: None,
             barriers: crate::ctx::Barriers::Worker,
             jobs: opts.jobs.max(1),
+            keep_partial: false,
         })
     }
 
@@ -364,6 +368,7 @@ impl Session {
             worker: self.worker.clone(),
             conformance_report: self.conformance_report.clone(),
             results,
+            interrupted: None,
         }
     }
 }
@@ -636,6 +641,8 @@ pub async fn verify_with(
 ) -> Result<(Matrix, Vec<String>, PathBuf), HarnessError> {
     let mut session = Session::start(opts).await?;
     session.barriers = barriers;
+    session.keep_partial = true;
+    partial::record(&session.run.path, session.matrix_of(Vec::new(), Instant::now()));
     // The worker must answer its first command before the matrix spends time on it.
     preflight(&session, opts).await?;
     if std::env::var_os("FENCEPROOF_QUIET").is_none() {
@@ -652,6 +659,7 @@ pub async fn verify_with(
     matrix.duration_ms = session.elapsed_ms();
     let path = session.run.path.clone();
     matrix.save(&path)?;
+    partial::clear();
     if repeat > 1 {
         let summary = serde_json::json!({ "repeat": repeat, "flakes": flakes });
         std::fs::write(path.join("repeat.json"), serde_json::to_string_pretty(&summary).expect("json"))?;
@@ -659,6 +667,18 @@ pub async fn verify_with(
     session.run.mark_latest()?;
     session.finish().await?;
     Ok((matrix, flakes, path))
+}
+
+/// The gate's conformance report (`conformance.txt`, and `conformance.json` beside it) copied into
+/// the run folder, so the folder stands alone (a CI artifact of one folder keeps its links): the
+/// copy's path, or the original's when it cannot be copied.
+fn gate_report_into(report: Option<&Path>, run: &Path) -> Option<String> {
+    let report = report?;
+    let copied = run.join("conformance.txt");
+    let json = report.with_extension("json");
+    let ok = std::fs::copy(report, &copied).is_ok()
+        && (!json.exists() || std::fs::copy(&json, run.join("conformance.json")).is_ok());
+    Some(if ok { copied } else { report.to_path_buf() }.display().to_string())
 }
 
 /// Experiments whose verdict was not the same in every round, as "id: PASS,FAIL,...".

@@ -174,6 +174,7 @@ fn stopped(report: &fenceproof_conformance::Report, dir: &std::path::Path, opts:
             worker: fenceproof_harness::report::WorkerUnderTest::of(&opts.worker_bin, false),
             conformance_report: Some(dir.join("conformance.txt").display().to_string()),
             results: Vec::new(),
+            interrupted: None,
         };
         outln!(
             "{}",

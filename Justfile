@@ -13,6 +13,7 @@ setup:
 # Build every crate (the harness, the worker, the fake tools) and their tests. With the tests, one
 # feature set serves `just verify`, `just test` and `cargo test` (the tests' dev-dependencies change
 # some dependencies' features, which would otherwise compile every crate a second time for them).
+# Build every crate (harness, worker, fake tools) and their tests, with one feature set.
 build:
     cargo build --workspace --all-targets --quiet
 
@@ -22,6 +23,7 @@ verify *ARGS: build
 
 # Build the mutant worker (target/debug/fenceproof-worker-mutant, the `mutants` feature) beside the
 # reference worker, which never contains a mutant; the dependencies are shared with the normal build.
+# Build the mutant worker (target/debug/fenceproof-worker-mutant) beside the reference one.
 build-mutants:
     cargo build --quiet --workspace --features fenceproof-worker/mutants --bin fenceproof-worker-mutant
 
@@ -32,6 +34,7 @@ mutants *ARGS: build build-mutants
 # The randomized schedules alone against every named mutant, 180 s of search each (e.g.
 # `just schedules-mutants --budget-s 60 --seed 0x2a`, or `--cases 40` for the same cases on any
 # machine); kill matrix in reports/<run>/schedules-mutants.md.
+# The randomized schedules alone against every named mutant; the kill matrix they reach.
 schedules-mutants *ARGS: build build-mutants
     ./target/debug/fenceproof schedules-mutants --worker-bin target/debug/fenceproof-worker-mutant {{ARGS}}
 
@@ -41,6 +44,7 @@ schedules-check *MUTANTS: build build-mutants
 
 # Generated mutants of the fenced fp_* functions (migration 0002), each through A-G and P-* with the
 # reference worker; kill matrix in reports/<run>/mutants-sql.{json,md} (e.g. `--shard 1/4`, `--first-kill`).
+# Generated mutants of the fenced fp_* functions through the experiments; their kill matrix.
 mutants-sql *ARGS: build build-mutants
     ./target/debug/fenceproof mutants-sql {{ARGS}}
 
@@ -71,6 +75,7 @@ report-screenshot:
 
 # Load benchmarks on a fresh cluster (release build): renewal, claim and protected commit, each beside
 # raw PostgreSQL and pgbench; writes reports/<run>/bench.{json,md} and SVG plots (e.g. `just bench --duration 5`).
+# Load benchmarks (release build): renewal, claim and protected commit beside raw PostgreSQL.
 bench *ARGS:
     cargo build --release --quiet -p fenceproof-cli
     ./target/release/fenceproof bench {{ARGS}}
@@ -95,6 +100,7 @@ list: build
 # test binaries run side by side, as many as their measured CPU shares fit the cores
 # (scripts/test-pool.py; `--lanes .ci/lanes` adds CI's lanes; logs in target/test-logs/);
 # `cargo test --workspace` runs the same tests one binary after another.
+# The test suite, its binaries side by side as the cores allow (logs in target/test-logs/).
 test *ARGS: build
     python3 scripts/test-pool.py {{ARGS}}
 
@@ -118,6 +124,7 @@ lint-rest:
 
 # Audit real job queues (procrastinate, pgqueuer, chancy; the reference protocol as the control) with
 # the stale-worker faults; the table in reports/<run>/audit.md and index.html (e.g. `just audit --library chancy`).
+# Audit real job queues with the stale-worker faults, the reference protocol as the control.
 audit *ARGS: build
     ./target/debug/fenceproof audit {{ARGS}}
 

@@ -129,3 +129,28 @@ fn a_reader_that_stops_early_is_not_a_panic() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `just --list` shows the comment line directly above each recipe: it must be a whole sentence,
+/// not the tail of a longer comment (a line above it that does not end its sentence).
+#[test]
+fn every_recipe_has_a_one_line_description() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Justfile")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut recipes = 0;
+    for (i, l) in lines.iter().enumerate() {
+        let is_recipe =
+            l.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && l.contains(':') && !l.contains(":=");
+        if !is_recipe || i == 0 {
+            continue;
+        }
+        recipes += 1;
+        let shown = lines[i - 1];
+        assert!(shown.starts_with("# ") && shown.ends_with('.'), "{l}: no one-line description ({shown:?})");
+        let above = if i >= 2 { lines[i - 2] } else { "" };
+        assert!(
+            !above.starts_with('#') || above.ends_with('.') || above.ends_with(')'),
+            "{l}: {shown:?} ends a longer comment"
+        );
+    }
+    assert!(recipes > 20, "{recipes} recipes found");
+}

@@ -38,6 +38,8 @@ const BLOCKS: &[Block] = &[
     Block { name: "equivalent-count", make: equivalent_count },
     Block { name: "external-rows", make: external_rows },
     Block { name: "external-row-count", make: external_row_count },
+    Block { name: "external-inside-count", make: || external_inside().len().to_string() },
+    Block { name: "external-local-rows", make: || external_local().join(", ") },
     Block { name: "external-skipped", make: external_skipped_markdown },
     Block { name: "audit-libraries", make: audit_libraries_markdown },
     Block { name: "audit-experiments", make: audit_experiments_markdown },
@@ -232,6 +234,31 @@ fn external_rows() -> String {
 
 fn external_row_count() -> String {
     external_ids().len().to_string()
+}
+
+/// The rows that run against `--database-url` on a local server of the harness's own instead
+/// (they set the database clock, under libfaketime): local PostgreSQL binaries or Docker.
+pub fn external_local() -> Vec<&'static str> {
+    let all = fenceproof_scenarios::all();
+    external_ids().into_iter().filter(|id| all.iter().any(|e| e.id == *id && e.needs(Need::ClockServer))).collect()
+}
+
+/// The rows that run inside the database of `--database-url`.
+pub fn external_inside() -> Vec<&'static str> {
+    let local = external_local();
+    external_ids().into_iter().filter(|id| !local.contains(id)).collect()
+}
+
+/// `verify --database-url`'s help, from the rows' declarations.
+pub fn database_url_help() -> String {
+    format!(
+        "Run the rows inside dedicated schemas of this existing database instead of a throwaway cluster \
+         ({} rows; {} run on a local server of the harness's own, whose clock they set; rows that need \
+         a server of the harness's own are skipped with a note). The role needs CREATE on the \
+         database; everything is dropped afterwards. Give the password in PGPASSWORD",
+        external_inside().len(),
+        external_local().join(", ")
+    )
 }
 
 /// The rows an external database does not run (without a contract's hooks), each with the reason.

@@ -28,9 +28,9 @@ pub struct Args {
     /// The worker binary to test (defaults to fenceproof-worker beside this program).
     #[arg(long)]
     worker_bin: Option<PathBuf>,
-    /// Run A-G inside dedicated schemas of this existing database instead of a throwaway
-    /// cluster (the role needs CREATE on the database; everything is dropped afterwards).
-    #[arg(long)]
+    /// Run the rows inside this existing database instead of a throwaway cluster (which rows:
+    /// generated from their declarations, see docs/external-database.md).
+    #[arg(long, help = crate::cmd::docs::database_url_help())]
     database_url: Option<String>,
     /// A deployment contract (TOML) to verify; see examples/ and the README.
     #[arg(long)]

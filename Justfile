@@ -17,6 +17,10 @@ setup:
 build:
     cargo build --workspace --all-targets --quiet
 
+# Install fenceproof, its worker and its fake tools side by side (release build; e.g. `just install --root /opt/fp`).
+install *ARGS:
+    for p in cli worker-bin fake-tools; do cargo install --locked --quiet --path "$p" --target-dir target/install {{ARGS}}; done
+
 # Run the experiments against a throwaway PostgreSQL and print the matrix (e.g. `just verify --only B,C`).
 verify *ARGS: build
     FENCEPROOF_PROGRAM="just verify" ./target/debug/fenceproof verify {{ARGS}}

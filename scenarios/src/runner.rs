@@ -426,14 +426,30 @@ fn check_programs(opts: &VerifyOptions) -> Result<(), HarnessError> {
             return Err(HarnessError::Other(format!("{what} binary {} is not executable (chmod +x it)", p.display())));
         }
         if !p.is_file() {
-            return Err(HarnessError::Other(format!(
-                "{what} binary {} not found; build it with `cargo build --workspace`{}",
-                p.display(),
-                if what == "worker" { " or pass --worker-bin" } else { "" }
-            )));
+            let or = if what == "worker" { "; or pass --worker-bin" } else { "" };
+            return Err(HarnessError::Other(format!("{what} binary {} not found: {}{or}", p.display(), how_to_get(p))));
         }
     }
     Ok(())
+}
+
+/// The exact command that puts the missing program `p` where fenceproof looks: a build, when this
+/// program runs from a cargo target folder, else the install of all three programs.
+fn how_to_get(p: &Path) -> String {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let in_target = exe.ancestors().any(|a| a.file_name().is_some_and(|n| n == "target"));
+    if in_target {
+        return "build it with `cargo build --workspace` (or `just build`)".into();
+    }
+    let package = match p.file_name().and_then(|n| n.to_str()) {
+        Some("fenceproof-fake-tools") => "fake-tools",
+        _ => "worker-bin",
+    };
+    format!(
+        "install it beside {} with `cargo install --locked --path {package}` from the fenceproof repository \
+         (`just install` installs fenceproof, its worker and its fake tools at once)",
+        exe.parent().map(|d| d.display().to_string()).unwrap_or_default()
+    )
 }
 
 /// Thaw and remove the freezer cgroups a harness that no longer runs left, saying so.
@@ -730,6 +746,9 @@ pub fn default_tools_bin() -> PathBuf {
     sibling_binary("FENCEPROOF_TOOLS_BIN", "fenceproof-fake-tools")
 }
 
+/// The program `name`: `env` when set, else beside this executable, else one folder up (test
+/// binaries in target/*/deps), else on PATH; when none has it, the path beside this executable
+/// (which the error names).
 fn sibling_binary(env: &str, name: &str) -> PathBuf {
     if let Some(p) = std::env::var_os(env) {
         return PathBuf::from(p);
@@ -740,7 +759,9 @@ fn sibling_binary(env: &str, name: &str) -> PathBuf {
     if here.is_file() {
         return here;
     }
-    dir.parent().map(|p| p.join(name)).filter(|p| p.is_file()).unwrap_or(here)
+    let on_path =
+        || std::env::var_os("PATH").and_then(|v| std::env::split_paths(&v).map(|d| d.join(name)).find(|p| p.is_file()));
+    dir.parent().map(|p| p.join(name)).filter(|p| p.is_file()).or_else(on_path).unwrap_or(here)
 }
 
 /// One matrix per PostgreSQL version found, combined: experiment rows, one column per version.

@@ -92,6 +92,11 @@ microbench:
 pg-image:
     bash scripts/pg-image.sh
 
+# The image for CI: release fenceproof, worker, fake tools, migrations and PostgreSQL 15, offline.
+image TAG="fenceproof/fenceproof:latest":
+    cargo build --release --quiet --workspace --bins
+    bash scripts/image.sh target/release {{TAG}}
+
 # The matrix with PostgreSQL in a Docker container (the image from `just pg-image`).
 verify-container *ARGS: build pg-image
     ./target/debug/fenceproof verify --backend container --pg-image fenceproof/postgres:15 {{ARGS}}

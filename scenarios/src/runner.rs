@@ -24,7 +24,7 @@ use fenceproof_harness::HarnessError;
 
 use crate::ctx::{Ctx, CONTROL};
 pub use crate::reproduce::shell_word;
-use crate::reproduce::Reproduce;
+use crate::reproduce::{Ran, Reproduce};
 use crate::Experiment;
 
 /// Which server the experiments run on (without --database-url).
@@ -153,7 +153,7 @@ impl Session {
         };
         let run = RunDir::create(&opts.reports_dir)?;
         let (server, pg_bin) = start_server(opts, choice, &image, &run).await?;
-        let reproduce = Reproduce::of(opts, &server);
+        let reproduce = Reproduce::of(&ran_on(opts, &server));
         Ok(Session {
             reproduce,
             worker: WorkerUnderTest::of(&opts.worker_bin, opts.worker_bin == default_worker_bin()),
@@ -683,6 +683,24 @@ pub async fn verify_with(
     session.run.mark_latest()?;
     session.finish().await?;
     Ok((matrix, flakes, path))
+}
+
+/// What a session ran on, for its reproduce lines.
+fn ran_on<'a>(opts: &'a VerifyOptions, server: &'a Server) -> Ran<'a> {
+    let native = matches!(server, Server::Native(_));
+    Ran {
+        program: &opts.program,
+        image: match server {
+            Server::Container(c) => Some(c.image.as_str()),
+            _ => None,
+        },
+        database_url: opts.database_url.as_deref().filter(|_| matches!(server, Server::External(_))),
+        native: native && opts.backend == BackendChoice::Native && opts.contract_path.is_none(),
+        pg_bin: opts.pg_bin.as_deref().filter(|_| native),
+        contract: opts.contract_path.as_deref(),
+        worker: Some(opts.worker_bin.as_path()).filter(|w| *w != default_worker_bin()),
+        gate_done: opts.skip_conformance || opts.conformance_report.is_some(),
+    }
 }
 
 /// The gate's conformance report (`conformance.txt`, and `conformance.json` beside it) copied into

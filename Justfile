@@ -13,20 +13,25 @@ setup:
 # Build every crate (the harness, the worker, the fake tools) and their tests. With the tests, one
 # feature set serves `just verify`, `just test` and `cargo test` (the tests' dev-dependencies change
 # some dependencies' features, which would otherwise compile every crate a second time for them).
+# Build every crate (harness, worker, fake tools) and their tests, with one feature set.
 build:
     cargo build --workspace --all-targets --quiet
 
+# Install fenceproof, its worker and its fake tools side by side (release build; e.g. `just install --root /opt/fp`).
+install *ARGS:
+    for p in cli worker-bin fake-tools; do cargo install --locked --quiet --path "$p" --target-dir target/install {{ARGS}}; done
+
 # Run the experiments against a throwaway PostgreSQL and print the matrix (e.g. `just verify --only B,C`).
 verify *ARGS: build
-    ./target/debug/fenceproof verify {{ARGS}}
+    FENCEPROOF_PROGRAM="just verify" ./target/debug/fenceproof verify {{ARGS}}
 
 # Build the mutant worker (target/debug/fenceproof-worker-mutant, the `mutants` feature) beside the
 # reference worker, which never contains a mutant; the dependencies are shared with the normal build.
+# Build the mutant worker (target/debug/fenceproof-worker-mutant) beside the reference one.
 build-mutants:
     cargo build --quiet --workspace --features fenceproof-worker/mutants --bin fenceproof-worker-mutant
 
-# The precision set: legal variants of the Python example (a slow start, a 2 s stall within the
-# lease), each through the whole matrix; a FAIL is a false FAIL of the suite (cli/tests/precision_set.rs).
+# The precision set: legal variants of the Python example through the whole matrix (a FAIL is the suite's).
 precision: build
     cargo test -q -p fenceproof-cli --test precision_set -- --include-ignored --test-threads 1
 
@@ -37,6 +42,7 @@ mutants *ARGS: build build-mutants
 # The randomized schedules alone against every named mutant, 180 s of search each (e.g.
 # `just schedules-mutants --budget-s 60 --seed 0x2a`, or `--cases 40` for the same cases on any
 # machine); kill matrix in reports/<run>/schedules-mutants.md.
+# The randomized schedules alone against every named mutant; the kill matrix they reach.
 schedules-mutants *ARGS: build build-mutants
     ./target/debug/fenceproof schedules-mutants --worker-bin target/debug/fenceproof-worker-mutant {{ARGS}}
 
@@ -46,6 +52,7 @@ schedules-check *MUTANTS: build build-mutants
 
 # Generated mutants of the fenced fp_* functions (migration 0002), each through A-G and P-* with the
 # reference worker; kill matrix in reports/<run>/mutants-sql.{json,md} (e.g. `--shard 1/4`, `--first-kill`).
+# Generated mutants of the fenced fp_* functions through the experiments; their kill matrix.
 mutants-sql *ARGS: build build-mutants
     ./target/debug/fenceproof mutants-sql {{ARGS}}
 
@@ -76,6 +83,7 @@ report-screenshot:
 
 # Load benchmarks on a fresh cluster (release build): renewal, claim and protected commit, each beside
 # raw PostgreSQL and pgbench; writes reports/<run>/bench.{json,md} and SVG plots (e.g. `just bench --duration 5`).
+# Load benchmarks (release build): renewal, claim and protected commit beside raw PostgreSQL.
 bench *ARGS:
     cargo build --release --quiet -p fenceproof-cli
     ./target/release/fenceproof bench {{ARGS}}
@@ -87,6 +95,11 @@ microbench:
 # Build a local PostgreSQL 15 image (fenceproof/postgres:15) from this machine's packages, with no registry.
 pg-image:
     bash scripts/pg-image.sh
+
+# The image for CI: release fenceproof, worker, fake tools, migrations and PostgreSQL 15, offline.
+image TAG="fenceproof/fenceproof:latest":
+    cargo build --release --quiet --workspace --bins
+    bash scripts/image.sh target/release {{TAG}}
 
 # The matrix with PostgreSQL in a Docker container (the image from `just pg-image`).
 verify-container *ARGS: build pg-image
@@ -100,6 +113,7 @@ list: build
 # test binaries run side by side, as many as their measured CPU shares fit the cores
 # (scripts/test-pool.py; `--lanes .ci/lanes` adds CI's lanes; logs in target/test-logs/);
 # `cargo test --workspace` runs the same tests one binary after another.
+# The test suite, its binaries side by side as the cores allow (logs in target/test-logs/).
 test *ARGS: build
     python3 scripts/test-pool.py {{ARGS}}
 
@@ -123,6 +137,7 @@ lint-rest:
 
 # Audit real job queues (procrastinate, pgqueuer, chancy; the reference protocol as the control) with
 # the stale-worker faults; the table in reports/<run>/audit.md and index.html (e.g. `just audit --library chancy`).
+# Audit real job queues with the stale-worker faults, the reference protocol as the control.
 audit *ARGS: build
     ./target/debug/fenceproof audit {{ARGS}}
 

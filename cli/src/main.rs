@@ -5,11 +5,14 @@
 
 use std::process::ExitCode;
 
+#[macro_use]
+mod out;
 mod cmd;
 mod consent;
 mod fail;
 mod help;
 mod interrupt;
+mod invoked;
 mod seed;
 mod select;
 mod server;
@@ -45,15 +48,14 @@ enum Cmd {
     Rules(cmd::rules::Args),
     Writers(cmd::writers::Args),
     Audit(cmd::audit::Args),
-    Merge(cmd::merge::Args),
+    MutantsSqlMerge(cmd::merge::Args),
     Docs(cmd::docs::Args),
     Model(cmd::model::Args),
 }
 
 /// The command line, or the exit code of a `--help` / `--version` (0) or a usage error (2).
 fn parse() -> Result<Cli, u8> {
-    let command = Cli::command().after_help(help::EXIT_CODES).mut_subcommands(|s| s.after_help(help::EXIT_CODES));
-    command.try_get_matches().and_then(|m| Cli::from_arg_matches(&m)).map_err(|e| {
+    help::with_exit_codes(Cli::command(), "").try_get_matches().and_then(|m| Cli::from_arg_matches(&m)).map_err(|e| {
         let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
         let _ = e.print();
         code
@@ -105,8 +107,8 @@ async fn run(cmd: Cmd) -> u8 {
         Cmd::Rules(a) => cmd::rules::run(a),
         Cmd::Writers(a) => cmd::writers::run(a).await,
         Cmd::Audit(a) => cmd::audit::run(a).await,
-        Cmd::Merge(a) => cmd::merge::run(a),
-        Cmd::Docs(a) => cmd::docs::run(&a.root, a.check),
+        Cmd::MutantsSqlMerge(a) => cmd::merge::run(a),
+        Cmd::Docs(a) => cmd::docs::run(&a),
         Cmd::Model(a) => cmd::model::run(a),
     }
 }

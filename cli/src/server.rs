@@ -24,6 +24,12 @@ pub struct ServerArgs {
     /// Default: the contract's `[database] image`, else postgres:15.
     #[arg(long)]
     pub pg_image: Option<String>,
+}
+
+/// `--jobs` of the commands that run experiment rows (each command that has another kind of
+/// parallelism describes its own `--jobs`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct RowJobs {
     /// How many experiment rows run side by side, each on its own database (default: four per
     /// core, at most 8; 1 against --database-url). Rows that freeze the server or measure timing
     /// run alone.
@@ -44,12 +50,17 @@ impl ServerArgs {
     /// The native backend with no `--pg-bin`, run folders in `reports_dir`: for `verify-versions`,
     /// which finds its servers itself.
     pub fn native(reports_dir: PathBuf) -> Self {
-        ServerArgs { pg_bin: None, reports_dir, backend: Some("native".into()), pg_image: None, jobs: None }
+        ServerArgs { pg_bin: None, reports_dir, backend: Some("native".into()), pg_image: None }
     }
 
-    /// The runner's options: these flags, the worker to run, and the deployment (whose contract
-    /// gives the backend and image when the flags do not).
-    pub fn options(self, worker_bin: PathBuf, deployment: Deployment) -> VerifyOptions {
+    /// A `--reports-dir` that cannot be made or written is bad input: one line, the usage code.
+    pub fn check(&self) -> Result<(), u8> {
+        crate::cmd::input::reports_dir(&self.reports_dir).map_err(crate::fail::usage)
+    }
+
+    /// The runner's options: these flags, the worker to run, the deployment (whose contract gives
+    /// the backend and image when the flags do not) and the command's `--jobs`.
+    pub fn options(self, worker_bin: PathBuf, deployment: Deployment, jobs: Option<u32>) -> VerifyOptions {
         let contract = deployment.contract.as_deref();
         let external = deployment.database_url.is_some();
         VerifyOptions {
@@ -64,8 +75,9 @@ impl ServerArgs {
             tools_bin: runner::default_tools_bin(),
             skip_conformance: false,
             conformance_report: None,
-            jobs: self.jobs.map(|j| j as usize).unwrap_or_else(|| runner::default_jobs(external)),
+            jobs: jobs.map(|j| j as usize).unwrap_or_else(|| runner::default_jobs(external)),
             write_path: fenceproof_protocol::write_path::WritePath::Api,
+            program: "fenceproof verify".into(),
         }
     }
 }

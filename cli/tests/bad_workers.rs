@@ -1,6 +1,7 @@
-//! Workers that break the language stop the run with one line and exit 3 (no verdict), never a
-//! FAIL: one that exits at once, one that floods its stdout (the harness's memory stays bounded),
-//! one that prints a line without end. Nothing they started is left running.
+//! Workers that break the language stop the run with one line, never a FAIL: one that exits at
+//! once gives no verdict (exit 3); one whose own output breaks the worker contract deviates (exit
+//! 4, as a conformance deviation): a line that is not JSON, a flood of its stdout (the harness's
+//! memory stays bounded), a line without end. Nothing they started is left running.
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
@@ -51,7 +52,7 @@ fn verify_with(worker: &std::path::Path, reports: &std::path::Path) -> (Option<i
 }
 
 #[test]
-fn a_worker_that_dies_floods_or_never_ends_a_line_is_an_error_naming_what_it_did() {
+fn a_worker_that_dies_is_an_error_and_one_that_breaks_the_language_deviates_each_named() {
     let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("bad_workers");
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).unwrap();
@@ -69,17 +70,23 @@ fn a_worker_that_dies_floods_or_never_ends_a_line_is_an_error_naming_what_it_did
         "exec yes '{\"event\": \"noise\", \"owner\": \"noise-8c1\", \"outcome\": \"ok\", \"id\": null}'",
     );
     let (code, err, peak) = verify_with(&flood, &reports);
-    assert_eq!(code, Some(3), "{err}");
+    assert_eq!(code, Some(4), "{err}");
     assert!(err.contains("more than 10000 events no command asked for") && err.contains("noise-8c1"), "{err}");
     assert!(peak < 300 * 1024, "the harness grew to {peak} KiB under a flood");
 
     let endless = script(&tmp, "endless.sh", "exec tr '\\\\0' x < /dev/zero");
     let (code, err, peak) = verify_with(&endless, &reports);
-    assert_eq!(code, Some(3), "{err}");
+    assert_eq!(code, Some(4), "{err}");
     assert!(err.contains("a line longer than 1048576 bytes"), "{err}");
     assert!(peak < 300 * 1024, "the harness grew to {peak} KiB on an endless line");
 
-    for marker in ["noise-8c1", "/dev/zero"] {
+    let chatty = script(&tmp, "chatty.sh", "echo 'starting up, hello'; exec sleep 60");
+    let (code, err, _) = verify_with(&chatty, &reports);
+    assert_eq!(code, Some(4), "{err}");
+    assert_eq!(fenceproof_harness::testkit::own_lines(&err).trim().lines().count(), 1, "one line: {err}");
+    assert!(err.contains("not JSON") && err.contains("starting up, hello"), "{err}");
+
+    for marker in ["noise-8c1", "/dev/zero", "chatty.sh"] {
         let out = Command::new("pgrep").args(["-f", marker]).output().unwrap();
         assert!(out.stdout.is_empty(), "{marker}: left running: {}", String::from_utf8_lossy(&out.stdout));
     }

@@ -89,6 +89,7 @@ fn ctrl_c_in_the_middle_stops_everything() {
     let marked = std::fs::read_dir(&reports)
         .unwrap()
         .flatten()
+        .filter(|e| e.file_name() != "latest")
         .filter_map(|e| std::fs::read_to_string(e.path().join("INTERRUPTED")).ok())
         .collect::<Vec<_>>();
     assert_eq!(marked.len(), 1, "the interrupted run folder is marked");
@@ -195,4 +196,35 @@ fn bad_input_is_a_one_line_error_and_starts_nothing() {
         }
         assert!(leftovers(child.id(), &reports).is_empty());
     }
+}
+
+/// Ctrl-C after one row finished: the folder stands alone. `latest` points at it, it is marked
+/// INTERRUPTED, and its matrix and index.html hold the row that finished.
+#[test]
+fn an_interrupted_run_is_latest_with_the_rows_done() {
+    let reports = reports_dir("cleanup_interrupted_folder");
+    let mut child = start(&reports, &["--only", "A,B-sigstop", "--jobs", "1"]);
+    let done = poll("a row to finish", Duration::from_secs(120), || {
+        let run = std::fs::read_dir(&reports).ok()?.flatten().find(|e| e.path().is_dir())?.path();
+        let row = std::fs::read_dir(&run).ok()?.flatten().find(|e| e.path().join("checks.json").exists())?;
+        Some((run, row.file_name().to_string_lossy().into_owned()))
+    });
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(130), "interrupted before the second row ended");
+    let (run, row) = done;
+    let latest = std::fs::canonicalize(reports.join("latest")).unwrap();
+    assert_eq!(latest, std::fs::canonicalize(&run).unwrap(), "latest moves to the interrupted run");
+    assert!(run.join("INTERRUPTED").exists());
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("matrix.json")).unwrap()).unwrap();
+    assert!(m["interrupted"].as_str().unwrap().contains("SIGINT"), "{m}");
+    let rows: Vec<&str> = m["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(rows, vec![row.as_str()], "the row that finished, and only it");
+    assert!(["PASS", "FAIL", "ERROR"].contains(&m["results"][0]["verdict"].as_str().unwrap()), "{m}");
+    let html = std::fs::read_to_string(run.join("index.html")).unwrap();
+    assert!(
+        html.contains("INTERRUPTED") && html.contains(&format!("#exp-{row}")),
+        "the page shows the row and the mark"
+    );
 }

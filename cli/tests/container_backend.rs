@@ -140,7 +140,7 @@ fn failover_runs_on_a_container_pair() {
     assert!(stdout.contains("lost epoch 2 -> 1"), "the network cut really lost acknowledged commits: {stdout}");
     assert!(
         stdout.contains(&format!(
-            "reproduce: fenceproof verify --only H-async --backend container --pg-image {IMAGE} --contract {claims}"
+            "reproduce: {FENCEPROOF} verify --only H-async --backend container --pg-image {IMAGE} --contract {claims}"
         )),
         "{stdout}"
     );

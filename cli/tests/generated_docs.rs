@@ -79,3 +79,29 @@ fn an_unknown_block_name_is_a_usage_error_naming_its_line() {
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("README.md") && out.contains("no generator is called `no-such-table`"), "{out}");
 }
+
+/// `verify --help` says which rows run where with `--database-url`, from the rows' declarations:
+/// the rows that set the database clock run on a local server, the others in the team's database.
+#[test]
+fn verify_help_says_where_the_external_rows_run() {
+    let out = Command::new(FENCEPROOF).args(["verify", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.trim_start().starts_with("--database-url")).unwrap();
+    use fenceproof_scenarios::experiment::{Need, TeamFailover};
+    let all = fenceproof_scenarios::all();
+    let runs = |e: &&fenceproof_scenarios::Experiment| e.external_skip(TeamFailover::None).is_none();
+    let local: Vec<&str> = all.iter().filter(runs).filter(|e| e.needs(Need::ClockServer)).map(|e| e.id).collect();
+    let inside = all.iter().filter(runs).count() - local.len();
+    assert!(!local.is_empty() && line.contains(&local.join(", ")), "{line}");
+    assert!(line.contains(&format!("({inside} rows;")), "{line}");
+    assert!(!line.contains("A-G"), "{line}");
+}
+
+/// docs/architecture.md is the design, within 20,000 characters; reference detail lives in the
+/// other docs it links to.
+#[test]
+fn the_architecture_page_stays_within_its_goal() {
+    let text = std::fs::read_to_string(workspace().join("docs/architecture.md")).unwrap();
+    let n = text.chars().count();
+    assert!(n <= 20_000, "docs/architecture.md has {n} characters; move reference detail to the docs it links to");
+}

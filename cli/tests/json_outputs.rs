@@ -1,6 +1,6 @@
 //! `--json` on every subcommand that prints a result: stdout is exactly one JSON document carrying
 //! what the text would say (and the run folder as `"report"` where there is one). Only the cheap
-//! modes run here (list, a one-probe conformance, the SQL mutants' listing, merge of constructed
+//! modes run here (list, a one-probe conformance, the SQL mutants' listing, mutants-sql-merge of constructed
 //! shards); every subcommand's `--help` is checked to offer the flag. Beside them, the one cheap
 //! refusal of `verify-versions` (a selection that leaves no version).
 
@@ -90,7 +90,7 @@ fn merge_json_is_the_merged_matrix_with_its_folder() {
     shard(&a, "r1", 1, "fp_claim/one");
     shard(&b, "r2", 2, "fp_claim/two");
     let args = [a.to_str().unwrap(), b.to_str().unwrap(), "--out", merged.to_str().unwrap()];
-    let out = fenceproof(&[&["merge", "--json"][..], &args].concat());
+    let out = fenceproof(&[&["mutants-sql-merge", "--json"][..], &args].concat());
     let v = json(&out);
     assert_eq!(out.status.code(), Some(0), "{v}");
     assert_eq!(v["rows"].as_array().unwrap().len(), 2);
@@ -100,9 +100,9 @@ fn merge_json_is_the_merged_matrix_with_its_folder() {
         serde_json::from_str(&std::fs::read_to_string(merged.join("mutants-sql.json")).unwrap()).unwrap();
     assert_eq!(saved["rows"], v["rows"]);
     // Exit codes as without --json: a shard missing leaves a generated mutant in none (exit 1).
-    let out = fenceproof(&["merge", "--json", a.to_str().unwrap(), "--out", merged.to_str().unwrap()]);
+    let out = fenceproof(&["mutants-sql-merge", "--json", a.to_str().unwrap(), "--out", merged.to_str().unwrap()]);
     assert_eq!(json(&out)["rows"].as_array().unwrap().len(), 1);
-    let text = fenceproof(&["merge", a.to_str().unwrap(), "--out", merged.to_str().unwrap()]);
+    let text = fenceproof(&["mutants-sql-merge", a.to_str().unwrap(), "--out", merged.to_str().unwrap()]);
     assert_eq!((out.status.code(), text.status.code()), (Some(1), Some(1)));
 }
 
@@ -151,4 +151,37 @@ fn skipping_every_version_is_one_line() {
     assert_eq!(fenceproof_harness::testkit::own_lines(&err).trim().lines().count(), 1, "{err}");
     assert!(err.contains("--skip-major"), "{err}");
     assert!(!dir.join("reports").exists(), "no run folder for a run that did not start");
+}
+
+/// `verify --json` has one shape whether or not the conformance gate stopped the run: the same
+/// keys, `stopped` and `conformance` null or not, `results` empty when stopped; rows say `verdict`.
+#[test]
+fn verify_json_has_one_shape_whether_or_not_the_gate_stops_the_run() {
+    let dir = scratch("json_verify_shape");
+    let reports = dir.join("reports");
+    let ran = fenceproof(&["verify", "--json", "--only", "A", "--reports-dir", reports.to_str().unwrap()]);
+    assert_eq!(ran.status.code(), Some(0), "{}", String::from_utf8_lossy(&ran.stderr));
+    let ran = json(&ran);
+    let worker = dir.join("worker.py");
+    fenceproof_harness::testkit::example_copy(
+        "op-id-owner",
+        &worker,
+        &[(
+            "operation_id = \"%s/%s/%s/v%d\" % (tenant, lease[0], step, version)",
+            "operation_id = \"%s/%s/%s/v%d/%s\" % (tenant, lease[0], step, version, self.owner)",
+        )],
+    );
+    let args = ["verify", "--json", "--only", "A", "--reports-dir", reports.to_str().unwrap(), "--worker-bin"];
+    let stopped = fenceproof(&[&args[..], &[worker.to_str().unwrap()]].concat());
+    assert_eq!(stopped.status.code(), Some(4), "{}", String::from_utf8_lossy(&stopped.stderr));
+    let stopped = json(&stopped);
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&ran), keys(&stopped), "one shape");
+    assert!(ran["stopped"].is_null() && ran["conformance"].is_null(), "the reference runs no gate: {ran}");
+    assert_eq!(ran["results"][0]["verdict"], "PASS", "{ran}");
+    assert!(ran["results"][0].get("outcome").is_none(), "one name for a verdict");
+    assert!(stopped["stopped"].as_str().unwrap().contains("deviates"), "{stopped}");
+    assert!(stopped["conformance"]["points"].as_array().is_some_and(|p| !p.is_empty()), "{stopped}");
+    assert_eq!(stopped["results"], serde_json::json!([]));
+    assert!(Path::new(stopped["report"].as_str().unwrap()).join("conformance.json").exists(), "{stopped}");
 }

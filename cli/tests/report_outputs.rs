@@ -83,7 +83,7 @@ fn quiet_and_json_outputs_for_ci() {
     assert_eq!(out.status.code(), Some(0));
     let m: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is the matrix as JSON");
     assert_eq!(m["results"][0]["id"], "A");
-    assert_eq!(m["results"][0]["outcome"], "PASS");
+    assert_eq!(m["results"][0]["verdict"], "PASS");
     let out = Command::new(FENCEPROOF)
         .args(["verify", "--only", "A", "--quiet", "--reports-dir"])
         .arg(&dir)

@@ -1,6 +1,6 @@
 //! `fenceproof mutants-sql` end to end: generated mutants of the fenced functions are installed
 //! per experiment database and killed by a FAIL naming the rule (a refused legal step is a FAIL,
-//! not an ERROR); shards run deterministic shares and `merge` joins them into one matrix.
+//! not an ERROR); shards run deterministic shares and `mutants-sql-merge` joins them into one matrix.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -93,7 +93,7 @@ fn generated_mutants_are_killed_by_a_named_rule_and_merged_from_shards() {
 
     let merged = tmp.join("merged");
     let (out, _) = fenceproof_harness::testkit::run_bounded(
-        fenceproof().arg("merge").args(&dirs).arg("--out").arg(&merged),
+        fenceproof().arg("mutants-sql-merge").args(&dirs).arg("--out").arg(&merged),
         &tmp.join("merge"),
         Duration::from_secs(30),
     );
@@ -121,7 +121,7 @@ fn generated_mutants_are_killed_by_a_named_rule_and_merged_from_shards() {
 
     // Merging a shard with itself is refused.
     let (out, _) = fenceproof_harness::testkit::run_bounded(
-        fenceproof().arg("merge").arg(&dirs[0]).arg(&dirs[0]).arg("--out").arg(tmp.join("twice")),
+        fenceproof().arg("mutants-sql-merge").arg(&dirs[0]).arg(&dirs[0]).arg("--out").arg(tmp.join("twice")),
         &tmp.join("twice-run"),
         Duration::from_secs(30),
     );

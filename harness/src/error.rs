@@ -35,6 +35,11 @@ pub enum HarnessError {
     #[error("worker {name}: {detail}")]
     Worker { name: String, detail: String },
 
+    /// The worker's own output breaks the worker contract (a line that is not JSON or longer than
+    /// its limit, an event outside the schema, a flood of unasked-for events): it deviates.
+    #[error("worker {name}: {detail}")]
+    WorkerContract { name: String, detail: String },
+
     #[error("container backend: {0}")]
     Container(String),
 

@@ -194,6 +194,12 @@ impl Session {
             }
             slots[ran.index] = Some(r);
             done += 1;
+            if self.keep_partial {
+                let finished = slots.iter().flatten().cloned().collect();
+                let mut m = self.matrix_of(finished, Instant::now());
+                m.duration_ms = self.elapsed_ms();
+                fenceproof_harness::report::partial::record(&self.run.path, m);
+            }
         }
         watch.abort();
         progress("", units.len(), units.len(), "");

@@ -34,6 +34,7 @@ pub mod p_api;
 pub mod p_role_boundary;
 pub mod p_secret_masking;
 pub mod preflight;
+pub mod reproduce;
 pub mod row_times;
 pub mod runner;
 pub mod s_serialization;

@@ -1,7 +1,10 @@
 //! Before the matrix: the worker under test is started once and must answer its first command
 //! (`metrics`) within a bound. A worker that exits at once, never answers or answers garbage stops
 //! the run here with one line naming its exit status and the last lines it printed, instead of
-//! turning every experiment into a confusing FAIL or a 15-second ERROR each.
+//! turning every experiment into a confusing FAIL or a 15-second ERROR each. What the worker
+//! printed that breaks the worker contract (a line that is not JSON or longer than 1 MiB, an
+//! answer outside the schema, a flood) is a deviation ([`HarnessError::WorkerContract`], exit 4);
+//! no answer at all (it exited, or it hangs) is a harness error: no verdict (exit 3).
 
 use std::path::Path;
 use std::time::Duration;
@@ -56,10 +59,29 @@ pub async fn check_worker(binary: &Path, database_url: &str, dir: &Path) -> Resu
         }
         Ok(ev) => {
             let _ = w.kill().await;
-            Err(fail(format!("answered its first command without an outcome: {ev}")))
+            Err(deviates(binary, format!("answered its first command without an outcome: {ev}")))
         }
-        Err(e) => Err(fail(no_answer(&mut w, &e, dir).await)),
+        Err(e) => {
+            let seen = match &e {
+                HarnessError::WorkerContract { detail, .. } => Some(detail.clone()),
+                _ => None,
+            };
+            // Waits for the worker to exit (or kills it), so everything it printed has been read.
+            let why = no_answer(&mut w, &e, dir).await;
+            match seen.or_else(|| w.deviation()) {
+                Some(d) => {
+                    let _ = w.kill().await;
+                    Err(deviates(binary, format!("{d} (before answering its first command)")))
+                }
+                None => Err(fail(why)),
+            }
+        }
     }
+}
+
+/// The worker at `binary` deviates from the worker contract: `detail` says how.
+fn deviates(binary: &Path, detail: String) -> HarnessError {
+    HarnessError::WorkerContract { name: binary.display().to_string(), detail }
 }
 
 /// What the worker last printed: its last events and the last lines of its stderr.

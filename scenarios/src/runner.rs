@@ -19,11 +19,13 @@ use fenceproof_harness::faults::ServerTarget;
 use fenceproof_harness::record::oracle;
 use fenceproof_harness::record::run_dir::RunDir;
 use fenceproof_harness::record::timeline::Timeline;
-use fenceproof_harness::report::{ExperimentResult, Matrix, Outcome, WorkerUnderTest};
+use fenceproof_harness::report::{partial, ExperimentResult, Matrix, Outcome, WorkerUnderTest};
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::write_path::WritePath;
 
 use crate::ctx::{Ctx, CONTROL};
+pub use crate::reproduce::shell_word;
+use crate::reproduce::{Ran, Reproduce};
 use crate::Experiment;
 
 /// Which server the experiments run on (without --database-url).
@@ -45,6 +47,15 @@ impl BackendChoice {
             _ => None,
         }
     }
+
+    /// The flag's word for this choice.
+    pub fn label(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Native => "native",
+            BackendChoice::Container => "container",
+        }
+    }
 }
 
 pub struct VerifyOptions {
@@ -63,6 +74,9 @@ pub struct VerifyOptions {
     pub tools_bin: PathBuf,
     /// `--skip-conformance` was given (said again in every reproduce line).
     pub skip_conformance: bool,
+    /// The command that runs verify, as the reproduce lines start: the path this program was
+    /// invoked by and `verify` (`./target/debug/fenceproof verify`), or `just verify`.
+    pub program: String,
     /// The conformance report of the gate that ran before the matrix, linked from every report.
     pub conformance_report: Option<PathBuf>,
     /// How many rows run side by side (`--jobs`; 1 runs them one after another).
@@ -107,9 +121,8 @@ pub struct Session {
     pub run: RunDir,
     pub worker_bin: PathBuf,
     pub tools_bin: PathBuf,
-    /// The flags that select this session's server, contract and worker, for every reproduce line
-    /// (the barriers' flag is added by [`Session::reproduce`], since they are set after start).
-    reproduce_flags: String,
+    /// What every reproduce line holds but the row (see [`Session::reproduce`]).
+    reproduce: Reproduce,
     /// The program the rows drive, as every report names it.
     worker: WorkerUnderTest,
     conformance_report: Option<String>,
@@ -125,6 +138,9 @@ pub struct Session {
     pub jobs: usize,
     /// The write path the workers get.
     pub write_path: WritePath,
+    /// Keep the rows finished so far for an interrupt to save ([`fenceproof_harness::report::partial`]):
+    /// set by `verify`, whose run folder is a matrix.
+    pub keep_partial: bool,
 }
 
 impl Session {
@@ -145,11 +161,11 @@ impl Session {
         };
         let run = RunDir::create(&opts.reports_dir)?;
         let (server, pg_bin) = start_server(opts, choice, &image, &run).await?;
-        let reproduce_flags = reproduce_flags(opts, &server);
+        let reproduce = Reproduce::of(&ran_on(opts, &server));
         Ok(Session {
-            reproduce_flags,
+            reproduce,
             worker: WorkerUnderTest::of(&opts.worker_bin, opts.worker_bin == default_worker_bin()),
-            conformance_report: opts.conformance_report.as_ref().map(|p| p.display().to_string()),
+            conformance_report: gate_report_into(opts.conformance_report.as_deref(), &run.path),
             server,
             pg_bin,
             contract: opts.contract.clone(),
@@ -163,6 +179,7 @@ impl Session {
             barriers: crate::ctx::Barriers::Worker,
             jobs: opts.jobs.max(1),
             write_path: opts.write_path,
+            keep_partial: false,
         })
     }
 
@@ -361,7 +378,8 @@ impl Session {
             crate::ctx::Barriers::Proxy => " --barriers proxy",
             crate::ctx::Barriers::Worker => "",
         };
-        format!("fenceproof verify --only {id}{}{barriers}", self.reproduce_flags)
+        let Reproduce { program, flags, note } = &self.reproduce;
+        format!("{program} --only {id}{flags}{barriers}{note}")
     }
 
     /// The matrix of `results` (in the order of the selection), as this session reports it.
@@ -375,6 +393,7 @@ impl Session {
             worker: self.worker.clone(),
             conformance_report: self.conformance_report.clone(),
             results,
+            interrupted: None,
         }
     }
 }
@@ -432,14 +451,30 @@ fn check_programs(opts: &VerifyOptions) -> Result<(), HarnessError> {
             return Err(HarnessError::Other(format!("{what} binary {} is not executable (chmod +x it)", p.display())));
         }
         if !p.is_file() {
-            return Err(HarnessError::Other(format!(
-                "{what} binary {} not found; build it with `cargo build --workspace`{}",
-                p.display(),
-                if what == "worker" { " or pass --worker-bin" } else { "" }
-            )));
+            let or = if what == "worker" { "; or pass --worker-bin" } else { "" };
+            return Err(HarnessError::Other(format!("{what} binary {} not found: {}{or}", p.display(), how_to_get(p))));
         }
     }
     Ok(())
+}
+
+/// The exact command that puts the missing program `p` where fenceproof looks: a build, when this
+/// program runs from a cargo target folder, else the install of all three programs.
+fn how_to_get(p: &Path) -> String {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let in_target = exe.ancestors().any(|a| a.file_name().is_some_and(|n| n == "target"));
+    if in_target {
+        return "build it with `cargo build --workspace` (or `just build`)".into();
+    }
+    let package = match p.file_name().and_then(|n| n.to_str()) {
+        Some("fenceproof-fake-tools") => "fake-tools",
+        _ => "worker-bin",
+    };
+    format!(
+        "install it beside {} with `cargo install --locked --path {package}` from the fenceproof repository \
+         (`just install` installs fenceproof, its worker and its fake tools at once)",
+        exe.parent().map(|d| d.display().to_string()).unwrap_or_default()
+    )
 }
 
 /// Thaw and remove the freezer cgroups a harness that no longer runs left, saying so.
@@ -595,52 +630,6 @@ fn undeclared_rules(exp: &Experiment, checks: &[Check]) -> Option<String> {
     (!missing.is_empty()).then(|| format!("declared to judge {} but ran none of its checks", missing.join(", ")))
 }
 
-/// The command-line flags that bring back the server, contract and worker a session ran with:
-/// the container image, the binaries folder given, the database URL with its password masked, the
-/// contract, the worker under test and a skipped conformance gate.
-fn reproduce_flags(opts: &VerifyOptions, server: &Server) -> String {
-    let mut f = String::new();
-    match server {
-        Server::Container(c) => f.push_str(&format!(" --backend container --pg-image {}", shell_word(&c.image))),
-        Server::External(_) => {
-            if let Some(url) = &opts.database_url {
-                f.push_str(&format!(" --database-url {}", shell_word(&external::masked(url))));
-            }
-        }
-        Server::Native(_) => {
-            if opts.backend == BackendChoice::Native && opts.contract_path.is_none() {
-                f.push_str(" --backend native");
-            }
-            if let Some(dir) = &opts.pg_bin {
-                f.push_str(&format!(" --pg-bin {}", shell_word(&dir.display().to_string())));
-            }
-        }
-    }
-    if let Some(p) = &opts.contract_path {
-        f.push_str(&format!(" --contract {}", shell_word(&p.display().to_string())));
-    }
-    if opts.worker_bin != default_worker_bin() {
-        f.push_str(&format!(" --worker-bin {}", shell_word(&opts.worker_bin.display().to_string())));
-    }
-    if opts.skip_conformance {
-        f.push_str(" --skip-conformance");
-    }
-    if opts.write_path == WritePath::Direct {
-        f.push_str(" --write-path direct");
-    }
-    f
-}
-
-/// `s` as one word for a POSIX shell: bare when it holds only safe characters, else single-quoted.
-pub fn shell_word(s: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c);
-    if !s.is_empty() && s.chars().all(safe) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
 /// A progress bar on stderr while experiments run, only when stderr is a terminal (CI logs get the
 /// matrix at the end instead) and `FENCEPROOF_QUIET` is not set.
 pub(crate) fn progress(label: &str, done: usize, total: usize, next: &str) {
@@ -702,6 +691,8 @@ pub async fn verify_with(
 ) -> Result<(Matrix, Vec<String>, PathBuf), HarnessError> {
     let mut session = Session::start(opts).await?;
     session.barriers = barriers;
+    session.keep_partial = true;
+    partial::record(&session.run.path, session.matrix_of(Vec::new(), Instant::now()));
     // The worker must answer its first command before the matrix spends time on it.
     preflight(&session, opts).await?;
     if std::env::var_os("FENCEPROOF_QUIET").is_none() {
@@ -718,6 +709,7 @@ pub async fn verify_with(
     matrix.duration_ms = session.elapsed_ms();
     let path = session.run.path.clone();
     matrix.save(&path)?;
+    partial::clear();
     if repeat > 1 {
         let summary = serde_json::json!({ "repeat": repeat, "flakes": flakes });
         std::fs::write(path.join("repeat.json"), serde_json::to_string_pretty(&summary).expect("json"))?;
@@ -725,6 +717,37 @@ pub async fn verify_with(
     session.run.mark_latest()?;
     session.finish().await?;
     Ok((matrix, flakes, path))
+}
+
+/// What a session ran on, for its reproduce lines.
+fn ran_on<'a>(opts: &'a VerifyOptions, server: &'a Server) -> Ran<'a> {
+    let native = matches!(server, Server::Native(_));
+    Ran {
+        program: &opts.program,
+        image: match server {
+            Server::Container(c) => Some(c.image.as_str()),
+            _ => None,
+        },
+        database_url: opts.database_url.as_deref().filter(|_| matches!(server, Server::External(_))),
+        native: native && opts.backend == BackendChoice::Native && opts.contract_path.is_none(),
+        pg_bin: opts.pg_bin.as_deref().filter(|_| native),
+        contract: opts.contract_path.as_deref(),
+        worker: Some(opts.worker_bin.as_path()).filter(|w| *w != default_worker_bin()),
+        gate_done: opts.skip_conformance || opts.conformance_report.is_some(),
+        direct: opts.write_path == WritePath::Direct,
+    }
+}
+
+/// The gate's conformance report (`conformance.txt`, and `conformance.json` beside it) copied into
+/// the run folder, so the folder stands alone (a CI artifact of one folder keeps its links): the
+/// copy's path, or the original's when it cannot be copied.
+fn gate_report_into(report: Option<&Path>, run: &Path) -> Option<String> {
+    let report = report?;
+    let copied = run.join("conformance.txt");
+    let json = report.with_extension("json");
+    let ok = std::fs::copy(report, &copied).is_ok()
+        && (!json.exists() || std::fs::copy(&json, run.join("conformance.json")).is_ok());
+    Some(if ok { copied } else { report.to_path_buf() }.display().to_string())
 }
 
 /// Experiments whose verdict was not the same in every round, as "id: PASS,FAIL,...".
@@ -776,6 +799,9 @@ pub fn default_tools_bin() -> PathBuf {
     sibling_binary("FENCEPROOF_TOOLS_BIN", "fenceproof-fake-tools")
 }
 
+/// The program `name`: `env` when set, else beside this executable, else one folder up (test
+/// binaries in target/*/deps), else on PATH; when none has it, the path beside this executable
+/// (which the error names).
 fn sibling_binary(env: &str, name: &str) -> PathBuf {
     if let Some(p) = std::env::var_os(env) {
         return PathBuf::from(p);
@@ -786,7 +812,9 @@ fn sibling_binary(env: &str, name: &str) -> PathBuf {
     if here.is_file() {
         return here;
     }
-    dir.parent().map(|p| p.join(name)).filter(|p| p.is_file()).unwrap_or(here)
+    let on_path =
+        || std::env::var_os("PATH").and_then(|v| std::env::split_paths(&v).map(|d| d.join(name)).find(|p| p.is_file()));
+    dir.parent().map(|p| p.join(name)).filter(|p| p.is_file()).or_else(on_path).unwrap_or(here)
 }
 
 /// One matrix per PostgreSQL version found, combined: experiment rows, one column per version.
@@ -819,6 +847,7 @@ pub async fn verify_versions(
             conformance_report: opts.conformance_report.clone(),
             jobs: opts.jobs,
             write_path: opts.write_path,
+            program: opts.program.clone(),
         };
         let mut session = Session::start(&o).await?;
         let mut m = session.matrix("", experiments, &[]).await?;

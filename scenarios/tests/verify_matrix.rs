@@ -22,6 +22,7 @@ async fn every_experiment_passes_and_leaves_a_report() {
         conformance_report: None,
         jobs: runner::default_jobs(false),
         write_path: fenceproof_protocol::write_path::WritePath::Api,
+        program: "fenceproof verify".into(),
     };
     let (matrix, flakes, dir) =
         runner::verify(&opts, fenceproof_scenarios::select(None).unwrap(), 1).await.expect("harness runs");

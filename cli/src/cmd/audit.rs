@@ -46,6 +46,9 @@ pub struct Args {
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
+    /// Print only the cells that FAIL or ERROR and the closing line, and no progress on stderr.
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
     /// Exit 1 when any library fails a check, not only the control.
     #[arg(long)]
     strict: bool,
@@ -73,6 +76,7 @@ fn check_inputs(a: &Args) -> Result<(), String> {
 }
 
 pub async fn run(a: Args) -> u8 {
+    crate::cmd::Print::new(a.json, a.quiet);
     crate::interrupt::interruptible(checked(a)).await
 }
 
@@ -111,7 +115,8 @@ async fn audit(
     let python = std::path::absolute(&a.python)?;
     let adapters = std::fs::canonicalize(&a.adapters)?;
     let tools_bin = runner::default_tools_bin();
-    if libs.iter().any(|l| l.runtime == libraries::Runtime::Rust) && !a.json {
+    let print = crate::cmd::Print { json: a.json, quiet: a.quiet };
+    if libs.iter().any(|l| l.runtime == libraries::Runtime::Rust) && !a.json && !a.quiet {
         eprintln!("audit: building the Rust adapters (audit/adapters/rust; the first build takes minutes)");
     }
     let rust_bin = rust_build::build(&adapters, libs, rust_build::BUILD_BOUND).await;
@@ -122,37 +127,36 @@ async fn audit(
         tools_bin: &tools_bin,
         rust_bin: &rust_bin,
     };
-    let results = cells(&env, &run, libs, exps, a.json, a.jobs.into()).await?;
+    let results = cells(&env, &run, libs, exps, a.json || a.quiet, a.jobs.into()).await?;
     cluster.stop();
     let names: Vec<&str> = libs.iter().map(|l| l.name).collect();
     write(&run, &results, &names)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&results).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&results).unwrap_or_default());
     } else {
-        print!("{}", report::markdown(&results));
         let f = report::findings(&results);
-        if !f.is_empty() {
-            println!("\n{f}");
-        }
-        println!(
-            "audit: {} cell(s) in {:.1} s; report: {}",
+        let text = format!(
+            "{}{}audit: {} cell(s) in {:.1} s; report: {}\n",
+            report::markdown(&results),
+            if f.is_empty() { String::new() } else { format!("\n{f}\n") },
             results.len(),
             started.elapsed().as_secs_f64(),
             show(&run.path)
         );
+        out!("{}", print.text(&text));
     }
     Ok(verdict(&results, a.strict))
 }
 
 /// Every library against every experiment. Cells run `jobs` at a time (default 3), each in its own
 /// database with its own tools and workers: most of a cell is waiting (a library's stall recovery,
-/// the settle windows), so a few side by side fit two cores. Each cell's verdict is said on stderr as it ends (not with `json`).
+/// the settle windows), so a few side by side fit two cores. Each cell's verdict is said on stderr as it ends (not when `silent`).
 async fn cells(
     env: &Env<'_>,
     run: &RunDir,
     libs: &[libraries::Library],
     exps: &[experiments::AuditExperiment],
-    json: bool,
+    silent: bool,
     jobs: usize,
 ) -> Result<Vec<cell::CellResult>, fenceproof_harness::HarnessError> {
     let mut plan = Vec::new();
@@ -169,7 +173,7 @@ async fn cells(
             .map(|x| async {
                 let _permit = permits.acquire().await;
                 let r = cell::run(env, &x.1, &x.2, &x.3, x.0).await;
-                if !json {
+                if !silent {
                     eprintln!(
                         "audit: {:<15} {:<24} {:<11} ({:.1} s)",
                         r.library,

@@ -8,11 +8,13 @@ use fenceproof_bench::BenchOptions;
 use fenceproof_harness::contract::{BackendKind, Contract};
 use fenceproof_harness::report::exit;
 
+use crate::cmd::input;
 use crate::fail::usage;
-use crate::server::ServerArgs;
 
-/// Measure renewal, claim and protected-commit load on a fresh cluster, side by side with raw
-/// PostgreSQL and pgbench, and say whether the database holds the contract's load.
+/// Measure renewal, claim and protected-commit load on a fresh cluster (or, with --database-url, a
+/// team's database), side by side with raw PostgreSQL and pgbench, and say whether the database
+/// holds the contract's load. Load from several hosts: `bench plan` writes plain-pgbench folders
+/// for them, `bench merge` joins what they send back into one report.
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
@@ -79,8 +81,15 @@ pub struct Args {
     /// "report", the run folder.
     #[arg(long)]
     json: bool,
-    #[command(flatten)]
-    server: ServerArgs,
+    /// Print only the closing lines: the goals and the sizing answer.
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
+    /// Folder with the PostgreSQL server binaries (initdb, postgres) of the bench's own cluster.
+    #[arg(long)]
+    pg_bin: Option<PathBuf>,
+    /// Where run folders are written.
+    #[arg(long, default_value = "reports")]
+    reports_dir: PathBuf,
 }
 
 pub async fn run(mut a: Args) -> u8 {
@@ -91,7 +100,9 @@ pub async fn run(mut a: Args) -> u8 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    if let Err(msg) = check(&a, contract.as_ref()) {
+    if let Err(msg) =
+        check(&a, contract.as_ref()).map_err(String::from).and_then(|()| input::reports_dir(&a.reports_dir))
+    {
         return usage(msg);
     }
     if let Some(url) = &a.database_url {
@@ -105,10 +116,7 @@ pub async fn run(mut a: Args) -> u8 {
             ));
         }
     }
-    let json = a.json;
-    if json {
-        std::env::set_var("FENCEPROOF_QUIET", "1");
-    }
+    let print = crate::cmd::Print::new(a.json, a.quiet);
     let opts = options(a, contract.as_ref());
     // What a ceiling would refuse after minutes of measuring is refused now, before any load.
     if let Some(msg) = fenceproof_bench::over_ceiling(&opts) {
@@ -116,15 +124,15 @@ pub async fn run(mut a: Args) -> u8 {
     }
     crate::interrupt::interruptible(async move {
         match fenceproof_bench::run(opts).await {
-            Ok((run, dir)) if json => {
+            Ok((run, dir)) if print.json => {
                 let mut v = crate::cmd::with_report(&run, &dir);
                 v["goals"] = serde_json::to_value(fenceproof_bench::report::goals(&run)).expect("json");
                 v["sizing"] = serde_json::Value::String(fenceproof_bench::report::sizing(&run));
-                println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+                outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
                 exit::OK
             }
             Ok((run, dir)) => {
-                print!("{}", fenceproof_bench::report::summary(&run, &dir));
+                out!("{}", print.text(&fenceproof_bench::report::summary(&run, &dir)));
                 exit::OK
             }
             Err(e) => crate::fail::harness_failed(e),
@@ -133,11 +141,9 @@ pub async fn run(mut a: Args) -> u8 {
     .await
 }
 
-/// The flags' combinations clap cannot check: the backend, the duration, the growth and load sizes.
+/// The flags' combinations clap cannot check: the contract's backend, the duration, the growth and load sizes.
 fn check(a: &Args, contract: Option<&Contract>) -> Result<(), &'static str> {
-    if a.server.backend.as_deref() == Some("container")
-        || contract.is_some_and(|c| c.database.backend == BackendKind::Container)
-    {
+    if contract.is_some_and(|c| c.database.backend == BackendKind::Container) {
         return Err("bench starts a native cluster with its own durable settings; the container backend is for verify");
     }
     if !(0.1..=3600.0).contains(&a.duration) {
@@ -167,8 +173,8 @@ fn options(a: Args, contract: Option<&Contract>) -> BenchOptions {
     let lease = contract.map(|c| c.lease.clone()).unwrap_or_default();
     let external = a.database_url.is_some();
     BenchOptions {
-        pg_bin: a.server.pg_bin,
-        reports_dir: a.server.reports_dir,
+        pg_bin: a.pg_bin,
+        reports_dir: a.reports_dir,
         duration: Duration::from_secs_f64(a.duration),
         clients: a.clients as usize,
         workers: a.workers as usize,

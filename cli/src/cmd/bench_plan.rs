@@ -49,6 +49,12 @@ pub struct PlanArgs {
     /// The database, only to name it in the report and the README (its password is never written).
     #[arg(long)]
     database_url: Option<String>,
+    /// Print one JSON document on stdout: {"report": the folder, "hosts", "schema"}.
+    #[arg(long)]
+    json: bool,
+    /// Print nothing but the closing line (the folder written).
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
 }
 
 /// Join the host folders of one `bench plan` (each with its pgbench logs) into one report with one
@@ -65,6 +71,9 @@ pub struct MergeArgs {
     /// Print the report as one JSON document.
     #[arg(long)]
     json: bool,
+    /// Print only the closing lines: the sizing answer.
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
 }
 
 pub async fn run(sub: Sub) -> u8 {
@@ -96,13 +105,14 @@ fn plan(a: PlanArgs) -> u8 {
         server: a.database_url.as_deref().map_or("(not named)".into(), fenceproof_bench::server::display_name),
     };
     match fenceproof_bench::plan::write(&spec, &a.dir) {
+        Ok(()) if a.json => {
+            let v = serde_json::json!({"report": a.dir, "hosts": spec.hosts, "schema": spec.schema});
+            outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
+            exit::OK
+        }
         Ok(()) => {
-            println!(
-                "plan for {} hosts written to {} (schema {}): see its README.md",
-                spec.hosts,
-                a.dir.display(),
-                spec.schema
-            );
+            let (hosts, dir, schema) = (spec.hosts, a.dir.display(), &spec.schema);
+            outln!("plan for {hosts} hosts written to {dir} (schema {schema}): see its README.md");
             exit::OK
         }
         Err(e) => crate::fail::harness_failed(format!("cannot write the plan into {}: {e}", a.dir.display())),
@@ -134,11 +144,12 @@ async fn merge(a: MergeArgs) -> u8 {
     }
     match merged {
         Ok(m) if a.json => {
-            println!("{}", serde_json::to_string_pretty(&m).expect("json"));
+            outln!("{}", serde_json::to_string_pretty(&m).expect("json"));
             exit::OK
         }
         Ok(m) => {
-            print!("{}", fenceproof_bench::merge::summary(&m));
+            let text = fenceproof_bench::merge::summary(&m);
+            out!("{}", if a.quiet { crate::cmd::quiet_text(&text) } else { text });
             exit::OK
         }
         Err(e) => usage(e),

@@ -17,9 +17,15 @@ pub struct Args {
     /// Print one JSON document: the schemas and roles dropped, and what was left and why.
     #[arg(long)]
     json: bool,
+    /// Print only the closing line: what was dropped.
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
 }
 
 pub async fn run(a: Args) -> u8 {
+    if let Err(msg) = crate::cmd::input::check(None, Some(&a.database_url)) {
+        return crate::fail::usage(msg);
+    }
     let db = match ExternalDb::connect(&a.database_url).await {
         Ok(db) => db,
         Err(e) => return crate::fail::harness_failed(e),
@@ -27,11 +33,16 @@ pub async fn run(a: Args) -> u8 {
     match db.cleanup().await {
         Ok(c) if a.json => {
             let v = serde_json::json!({ "schemas": c.schemas, "roles": c.roles, "left": c.left });
-            println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+            outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
             exit::OK
         }
         Ok(c) => {
-            println!(
+            if !a.quiet {
+                for l in &c.left {
+                    outln!("left: {l}");
+                }
+            }
+            outln!(
                 "cleanup of {}: dropped {} schema(s) [{}] and {} role(s) [{}]",
                 masked(&db.url),
                 c.schemas.len(),
@@ -39,9 +50,6 @@ pub async fn run(a: Args) -> u8 {
                 c.roles.len(),
                 c.roles.join(", ")
             );
-            for l in &c.left {
-                println!("left: {l}");
-            }
             exit::OK
         }
         Err(e) => crate::fail::harness_failed(e),

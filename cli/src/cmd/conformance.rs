@@ -28,6 +28,9 @@ pub struct Args {
     /// plus "report", the run folder.
     #[arg(long)]
     json: bool,
+    /// Print only what failed and the closing count line, and no progress on stderr (for CI logs).
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -38,16 +41,14 @@ pub async fn run(a: Args) -> u8 {
     {
         return crate::fail::usage(msg);
     }
-    if a.json {
-        std::env::set_var("FENCEPROOF_QUIET", "1");
-    }
-    let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), Deployment::default());
-    crate::interrupt::interruptible(probes(&opts, a.only.as_deref(), a.all, a.json)).await
+    let print = crate::cmd::Print::new(a.json, a.quiet);
+    let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), Deployment::default(), None);
+    crate::interrupt::interruptible(probes(&opts, a.only.as_deref(), a.all, print)).await
 }
 
 /// Run the probes (all, or those in `only`) and print the report; `all` prints kept points too,
-/// `json` the whole report as JSON.
-async fn probes(opts: &VerifyOptions, only: Option<&[String]>, all: bool, json: bool) -> u8 {
+/// `print` says how (JSON: the whole report).
+async fn probes(opts: &VerifyOptions, only: Option<&[String]>, all: bool, print: crate::cmd::Print) -> u8 {
     if let Some(bad) = only.and_then(|o| o.iter().find(|n| !PROBES.iter().any(|(p, _)| p == n))) {
         let names: Vec<&str> = PROBES.iter().map(|(p, _)| *p).collect();
         eprintln!("fenceproof: no probe named '{bad}' (probes: {})", names.join(", "));
@@ -55,14 +56,14 @@ async fn probes(opts: &VerifyOptions, only: Option<&[String]>, all: bool, json: 
     }
     match probe(opts, only).await {
         Ok((report, dir)) => {
-            crate::cmd::print_result(&report, &report.render(all), &dir, json);
+            crate::cmd::print_result(&report, &report.render(all), &dir, print);
             if report.deviations().next().is_some() {
                 exit::CONFORMANCE
             } else {
                 exit::OK
             }
         }
-        Err(e) => crate::fail::harness_failed(e),
+        Err(e) => crate::fail::harness_error(&e),
     }
 }
 

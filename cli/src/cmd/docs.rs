@@ -39,6 +39,8 @@ const BLOCKS: &[Block] = &[
     Block { name: "fp-functions", make: super::fp_functions::markdown },
     Block { name: "external-rows", make: external_rows },
     Block { name: "external-row-count", make: external_row_count },
+    Block { name: "external-inside-count", make: || external_inside().len().to_string() },
+    Block { name: "external-local-rows", make: || external_local().join(", ") },
     Block { name: "external-skipped", make: external_skipped_markdown },
     Block { name: "audit-libraries", make: audit_libraries_markdown },
     Block { name: "audit-experiments", make: audit_experiments_markdown },
@@ -273,6 +275,31 @@ fn external_row_count() -> String {
     external_ids().len().to_string()
 }
 
+/// The rows that run against `--database-url` on a local server of the harness's own instead
+/// (they set the database clock, under libfaketime): local PostgreSQL binaries or Docker.
+pub fn external_local() -> Vec<&'static str> {
+    let all = fenceproof_scenarios::all();
+    external_ids().into_iter().filter(|id| all.iter().any(|e| e.id == *id && e.needs(Need::ClockServer))).collect()
+}
+
+/// The rows that run inside the database of `--database-url`.
+pub fn external_inside() -> Vec<&'static str> {
+    let local = external_local();
+    external_ids().into_iter().filter(|id| !local.contains(id)).collect()
+}
+
+/// `verify --database-url`'s help, from the rows' declarations.
+pub fn database_url_help() -> String {
+    format!(
+        "Run the rows inside dedicated schemas of this existing database instead of a throwaway cluster \
+         ({} rows; {} run on a local server of the harness's own, whose clock they set; rows that need \
+         a server of the harness's own are skipped with a note). The role needs CREATE on the \
+         database; everything is dropped afterwards. Give the password in PGPASSWORD",
+        external_inside().len(),
+        external_local().join(", ")
+    )
+}
+
 /// The rows an external database does not run (without a contract's hooks), each with the reason.
 pub fn external_skipped_markdown() -> String {
     let mut s = String::from("| row | why it does not run against `--database-url` |\n|---|---|\n");
@@ -390,54 +417,81 @@ fn files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(v)
 }
 
-/// Rewrite the generated blocks under `root` (with `check`, only list the stale ones). Exit 0 when
-/// nothing was stale or everything was rewritten, 1 when `check` found a stale block, 2 for a
-/// folder without the docs or a malformed marker.
-pub fn run(root: &Path, check: bool) -> u8 {
+/// One stale block as `--json` lists it.
+#[derive(serde::Serialize)]
+struct StaleIn {
+    file: String,
+    line: usize,
+    name: String,
+    first_difference: usize,
+}
+
+/// Rewrite the generated blocks under `a.root` (with `--check`, only list the stale ones). Exit 0
+/// when nothing was stale or everything was rewritten, 1 when `--check` found a stale block, 2 for
+/// a folder without the docs or a malformed marker, 3 when a page cannot be written.
+pub fn run(a: &Args) -> u8 {
+    let (root, check) = (a.root.as_path(), a.check);
     let paths = match files(root) {
         Ok(p) => p,
-        Err(e) => {
-            eprintln!("fenceproof: cannot read {}: {e}", root.join("docs").display());
-            return exit::USAGE;
-        }
+        Err(e) => return crate::fail::usage(format!("cannot read {}: {e}", root.join("docs").display())),
     };
-    let mut stale_blocks = 0;
+    let mut found = Vec::new();
     for path in paths {
         let shown = path.strip_prefix(root).unwrap_or(&path).display().to_string();
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) => {
-                eprintln!("fenceproof: cannot read {shown}: {e}");
-                return exit::USAGE;
-            }
+            Err(e) => return crate::fail::usage(format!("cannot read {shown}: {e}")),
         };
         let (new, stale) = match rewrite(&text) {
             Ok(r) => r,
-            Err(msg) => {
-                eprintln!("fenceproof: {shown}: {msg}");
-                return exit::USAGE;
-            }
+            Err(msg) => return crate::fail::usage(format!("{shown}: {msg}")),
         };
-        for s in &stale {
-            let verb = if check { "is stale" } else { "rewritten" };
-            println!(
-                "{shown}:{}: generated:{} {verb} (first difference at its line {})",
-                s.line, s.name, s.first_difference
-            );
-        }
-        stale_blocks += stale.len();
         if !check && !stale.is_empty() {
             if let Err(e) = std::fs::write(&path, new) {
-                eprintln!("fenceproof: cannot write {shown}: {e}");
-                return exit::HARNESS;
+                return crate::fail::harness_failed(format!("cannot write {shown}: {e}"));
             }
         }
+        found.extend(stale.into_iter().map(|s| StaleIn {
+            file: shown.clone(),
+            line: s.line,
+            name: s.name,
+            first_difference: s.first_difference,
+        }));
     }
-    if check && stale_blocks > 0 {
-        println!("{stale_blocks} generated block(s) differ from the code; run `fenceproof docs` (or `just docs`)");
-        return exit::FAILED;
+    print(&found, a);
+    if check && !found.is_empty() {
+        exit::FAILED
+    } else {
+        exit::OK
     }
-    exit::OK
+}
+
+/// The stale (or rewritten) blocks: one line each and a closing line, or one JSON document.
+fn print(found: &[StaleIn], a: &Args) {
+    if a.json {
+        let v = serde_json::json!({ "stale": found, "rewritten": !a.check });
+        outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        return;
+    }
+    let verb = if a.check { "is stale" } else { "rewritten" };
+    if !a.quiet {
+        for s in found {
+            outln!(
+                "{}:{}: generated:{} {verb} (first difference at its line {})",
+                s.file,
+                s.line,
+                s.name,
+                s.first_difference
+            );
+        }
+    }
+    if a.check && !found.is_empty() {
+        outln!("{} generated block(s) differ from the code; run `fenceproof docs` (or `just docs`)", found.len());
+    } else if !a.check && !found.is_empty() {
+        outln!("{} generated block(s) rewritten", found.len());
+    } else {
+        outln!("every generated block matches the code");
+    }
 }
 
 #[cfg(test)]
@@ -499,4 +553,11 @@ pub struct Args {
     /// The folder holding README.md and docs/.
     #[arg(long, default_value = ".")]
     pub root: PathBuf,
+    /// Print one JSON document: {"stale": [{"file", "line", "name", "first_difference"}],
+    /// "rewritten"} (rewritten: false with --check).
+    #[arg(long)]
+    pub json: bool,
+    /// Print only the closing line: how many blocks differ (or were rewritten).
+    #[arg(long, conflicts_with = "json")]
+    pub quiet: bool,
 }

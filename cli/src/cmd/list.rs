@@ -16,19 +16,19 @@ pub struct Args {
 
 pub fn run(a: Args) -> u8 {
     if a.markdown {
-        print!("{}", crate::cmd::docs::experiments_markdown());
+        out!("{}", crate::cmd::docs::experiments_markdown());
         return exit::OK;
     }
     let all = fenceproof_scenarios::all();
     if a.json {
         let rows: Vec<serde_json::Value> =
             all.iter().map(|e| serde_json::json!({"id": e.id, "title": e.title, "section": e.section})).collect();
-        println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
+        outln!("{}", serde_json::to_string_pretty(&rows).expect("json"));
         return exit::OK;
     }
     let width = all.iter().map(|e| e.id.len()).max().unwrap_or(0);
     for e in all {
-        println!("{:<width$}  {}", e.id, e.title);
+        outln!("{:<width$}  {}", e.id, e.title);
     }
     exit::OK
 }

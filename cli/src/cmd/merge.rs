@@ -1,4 +1,4 @@
-//! `fenceproof merge DIR...`: join the kill matrices of shard run folders (each holding a
+//! `fenceproof mutants-sql-merge DIR...`: join the kill matrices of shard run folders (each holding a
 //! `mutants-sql.json`) into one, written to a new folder under `--out`.
 
 use std::path::{Path, PathBuf};
@@ -12,7 +12,8 @@ fn read(dir: &Path) -> Result<SqlKillMatrix, String> {
     serde_json::from_str(&text).map_err(|e| format!("{} is not a kill matrix: {e}", f.display()))
 }
 
-/// Join shard folders of `mutants-sql` into one kill matrix.
+/// Join the run folders of `mutants-sql --shard K/N` runs into one kill matrix (refusing a
+/// mutant judged in two shards).
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Run folders, each holding a mutants-sql.json.
@@ -25,10 +26,14 @@ pub struct Args {
     /// fields plus "report", the --out folder.
     #[arg(long)]
     json: bool,
+    /// Print only what failed and the closing line, and no progress on stderr (for CI logs).
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
 }
 
 pub fn run(a: Args) -> u8 {
     let (dirs, out) = (&a.dirs, a.out.as_path());
+    let print = crate::cmd::Print::new(a.json, a.quiet);
     let parts: Result<Vec<SqlKillMatrix>, String> = dirs.iter().map(|d| read(d)).collect();
     let merged = match parts.and_then(SqlKillMatrix::merge) {
         Ok(m) => m,
@@ -44,17 +49,17 @@ pub fn run(a: Args) -> u8 {
         return exit::HARNESS;
     }
     let missing = merged.generated.saturating_sub(merged.rows.len());
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&crate::cmd::with_report(&merged, out)).expect("json"));
+    if print.json {
+        outln!("{}", serde_json::to_string_pretty(&crate::cmd::with_report(&merged, out)).expect("json"));
         if missing > 0 {
             eprintln!("fenceproof: {missing} generated mutants are in none of the merged shards");
         }
     } else {
-        print!("{}", merged.table());
+        out!("{}", print.text(&merged.table()));
         if missing > 0 {
-            println!("{missing} generated mutants are in none of the merged shards");
+            outln!("{missing} generated mutants are in none of the merged shards: FAIL");
         }
-        println!("report: {}", out.display());
+        outln!("report: {}", out.display());
     }
     if merged.ok() && missing == 0 {
         exit::OK

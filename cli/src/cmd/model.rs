@@ -12,6 +12,12 @@ use fenceproof_model::weak_spots::WEAK_SPOTS;
 /// Explore the protocol's model: every interleaving of a bounded configuration (docs/model.md).
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    /// Print the result as one JSON document.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Print only what broke (or was not reached) and the closing lines.
+    #[arg(long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     what: What,
 }
@@ -33,9 +39,6 @@ struct Common {
     /// Give up after this many seconds (no verdict, exit 3).
     #[arg(long, default_value_t = 600)]
     timeout_s: u64,
-    /// Print the result as JSON.
-    #[arg(long)]
-    json: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -74,10 +77,18 @@ fn ablation_names() -> Vec<&'static str> {
     WEAK_SPOTS.iter().filter(|w| !(w.config)().ablations.is_empty()).map(|w| w.name).collect()
 }
 
+/// How the result is printed.
+#[derive(Clone, Copy)]
+struct Print {
+    json: bool,
+    quiet: bool,
+}
+
 pub fn run(a: Args) -> u8 {
+    let p = Print { json: a.json, quiet: a.quiet };
     match a.what {
-        What::Check(c) => run_check(c),
-        What::WeakSpots(c) => run_weak_spots(c),
+        What::Check(c) => run_check(c, p),
+        What::WeakSpots(c) => run_weak_spots(c, p),
     }
 }
 
@@ -103,13 +114,13 @@ fn print_transitions(cfg: &Config) {
     match fenceproof_model::coverage::reachable(&model, 20_000_000) {
         Some(t) => {
             let kinds: std::collections::BTreeSet<&str> = t.iter().map(|(_, k)| *k).collect();
-            println!(
+            outln!(
                 "reachable abstract transitions: {} (state class × action, {} kinds of action)",
                 t.len(),
                 kinds.len()
             );
         }
-        None => println!("reachable abstract transitions: not counted (more than 20,000,000 states)"),
+        None => outln!("reachable abstract transitions: not counted (more than 20,000,000 states)"),
     }
 }
 
@@ -124,30 +135,30 @@ fn with_flags(c: &CheckArgs, mut cfg: Config) -> Config {
     cfg
 }
 
-fn run_check(c: CheckArgs) -> u8 {
+fn run_check(c: CheckArgs, p: Print) -> u8 {
     let mut results = Vec::new();
     for (name, cfg) in bounds(&c) {
         let header = cfg.describe();
         let o = check::run(cfg, threads(&c.common), Duration::from_secs(c.common.timeout_s));
-        if !c.common.json {
-            print_outcome(name, &header, &o);
+        if !p.json {
+            print_outcome(name, &header, &o, p.quiet);
         }
-        if c.transitions {
+        if c.transitions && !p.json {
             print_transitions(&cfg_for(&c, name));
         }
         results.push((name, header, o));
     }
     let outcomes: Vec<&Outcome> = results.iter().map(|r| &r.2).collect();
     let unreached = unreached_by_all(&outcomes);
-    if c.common.json {
+    if p.json {
         let bounds: Vec<_> =
             results.iter().map(|(n, h, o)| serde_json::json!({"bound": n, "describes": h, "outcome": o})).collect();
-        println!("{}", serde_json::json!({"bounds": bounds, "unreached": unreached}));
+        outln!("{}", serde_json::json!({"bounds": bounds, "unreached": unreached}));
     } else if results.len() > 1 {
         let n = fenceproof_model::properties::SITUATIONS.len();
-        println!("situations reached by the bounds together: {} of {n}", n - unreached.len());
+        outln!("situations reached by the bounds together: {} of {n}", n - unreached.len());
         for s in &unreached {
-            println!("  never reached: {s}");
+            outln!("  never reached: {s}");
         }
     }
     if outcomes.iter().any(|o| !o.broken.is_empty()) {
@@ -165,9 +176,9 @@ fn unreached_by_all(outcomes: &[&Outcome]) -> Vec<String> {
     first.into_iter().filter(|s| outcomes.iter().all(|o| o.unreached.contains(s))).collect()
 }
 
-fn print_outcome(name: &str, header: &str, o: &Outcome) {
-    println!("model, {name} bound: {header}");
-    println!(
+fn print_outcome(name: &str, header: &str, o: &Outcome, quiet: bool) {
+    outln!("model, {name} bound: {header}");
+    outln!(
         "explored {} states ({} unique, depth {}) in {:.1} s: {:.0} unique states/s{}",
         o.states,
         o.unique_states,
@@ -177,17 +188,17 @@ fn print_outcome(name: &str, header: &str, o: &Outcome) {
         if o.complete { "" } else { " — NOT exhausted (timeout): no verdict" }
     );
     let total = o.held.len() + o.broken.len();
-    println!("invariants: {} of {total} held", o.held.len());
-    for r in &o.held {
-        println!("  held    {r}");
+    outln!("invariants: {} of {total} held", o.held.len());
+    for r in o.held.iter().filter(|_| !quiet) {
+        outln!("  held    {r}");
     }
     for (r, path) in &o.broken {
-        println!("  BROKEN  {r}: {}", steps(path));
+        outln!("  BROKEN  {r}: {}", steps(path));
     }
     let n = fenceproof_model::properties::SITUATIONS.len();
-    println!("situations: {} of {n} reached", n - o.unreached.len());
+    outln!("situations: {} of {n} reached", n - o.unreached.len());
     for s in &o.unreached {
-        println!("  never reached: {s}");
+        outln!("  never reached: {s}");
     }
 }
 
@@ -195,7 +206,7 @@ fn steps(path: &[fenceproof_model::action::Action]) -> String {
     path.iter().map(|a| format!("{a:?}")).collect::<Vec<_>>().join(" → ")
 }
 
-fn run_weak_spots(c: Common) -> u8 {
+fn run_weak_spots(c: Common, p: Print) -> u8 {
     let mut code = exit::OK;
     let mut rows = Vec::new();
     for w in WEAK_SPOTS {
@@ -204,17 +215,23 @@ fn run_weak_spots(c: Common) -> u8 {
         if found.is_none() {
             code = exit::FAILED;
         }
-        if c.json {
+        if p.json {
             rows.push(serde_json::json!({"name": w.name, "what": w.what, "breaks": w.breaks, "counterexample": found}));
             continue;
         }
         match &found {
-            Some(p) => println!("{:<30} breaks {}\n{:<30} {}\n{:<30} {}", w.name, w.breaks, "", w.what, "", steps(p)),
-            None => println!("{:<30} NO COUNTEREXAMPLE for {} ({} states)", w.name, w.breaks, o.unique_states),
+            Some(_) if p.quiet => {}
+            Some(path) => {
+                outln!("{:<30} breaks {}\n{:<30} {}\n{:<30} {}", w.name, w.breaks, "", w.what, "", steps(path))
+            }
+            None => outln!("{:<30} NO COUNTEREXAMPLE for {} ({} states)", w.name, w.breaks, o.unique_states),
         }
     }
-    if c.json {
-        println!("{}", serde_json::Value::Array(rows));
+    if p.json {
+        outln!("{}", serde_json::Value::Array(rows));
+    } else {
+        let missed = if code == exit::OK { "each broke its rule" } else { "one or more did NOT break its rule" };
+        outln!("{} weak spots: {missed}", WEAK_SPOTS.len());
     }
     code
 }

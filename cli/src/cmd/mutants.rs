@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use fenceproof_harness::report::exit;
 
-use crate::server::{Deployment, ServerArgs};
+use crate::server::{Deployment, RowJobs, ServerArgs};
 
 /// Run the experiments against every named broken variant of the worker and print which
 /// experiments kill which mutant.
@@ -28,8 +28,13 @@ pub struct Args {
     /// the run folder.
     #[arg(long)]
     json: bool,
+    /// Print only what failed and the closing count line, and no progress on stderr (for CI logs).
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
     #[command(flatten)]
     server: ServerArgs,
+    #[command(flatten)]
+    jobs: RowJobs,
 }
 
 /// Where the mutants build is when `--worker-bin` is not given.
@@ -41,15 +46,16 @@ pub async fn run(a: Args) -> u8 {
         Err(code) => return code,
     };
     let experiments = crate::select::for_named_mutants(experiments, a.only.is_some());
-    if a.json {
-        std::env::set_var("FENCEPROOF_QUIET", "1");
+    if let Err(code) = a.server.check() {
+        return code;
     }
+    let print = crate::cmd::Print::new(a.json, a.quiet);
     let worker_bin = a.worker_bin.unwrap_or_else(|| PathBuf::from(DEFAULT_MUTANT_WORKER));
-    let opts = a.server.options(worker_bin, Deployment::default());
+    let opts = a.server.options(worker_bin, Deployment::default(), a.jobs.jobs);
     crate::interrupt::interruptible(async {
         match fenceproof_mutants::named::run(&opts, experiments, a.mutants.as_deref(), a.first_kill).await {
             Ok((km, dir)) => {
-                crate::cmd::print_result(&km, &km.table(), &dir, a.json);
+                crate::cmd::print_result(&km, &km.table(), &dir, print);
                 if km.all_killed() {
                     exit::OK
                 } else {

@@ -9,7 +9,7 @@ use fenceproof_mutants::sql::{self, Selection};
 use fenceproof_scenarios::runner::{self, VerifyOptions};
 use fenceproof_scenarios::Experiment;
 
-use crate::server::{Deployment, ServerArgs};
+use crate::server::{Deployment, RowJobs, ServerArgs};
 
 /// Run the generated mutants of the fenced fp_* functions through the experiments and print
 /// which experiments kill which mutant.
@@ -39,8 +39,13 @@ pub struct Args {
     /// Only these experiments (comma-separated ids).
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
+    /// Print only what failed and the closing count line, and no progress on stderr (for CI logs).
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
     #[command(flatten)]
     server: ServerArgs,
+    #[command(flatten)]
+    jobs: RowJobs,
 }
 
 /// The mutants picked by `--shard`, `--mutants` and `--first-kill`, or the usage exit code.
@@ -65,12 +70,14 @@ pub async fn run(a: Args) -> u8 {
     if a.list {
         return list(&sel, a.json);
     }
-    if a.json {
-        std::env::set_var("FENCEPROOF_QUIET", "1");
+    if let Err(code) = a.server.check() {
+        return code;
     }
+    let print = crate::cmd::Print::new(a.json, a.quiet);
     let experiments = crate::select::for_sql_mutants(experiments, a.only.is_some());
-    let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), Deployment::default());
-    matrix(opts, experiments, sel, a.json).await
+    let worker_bin = a.worker_bin.unwrap_or_else(runner::default_worker_bin);
+    let opts = a.server.options(worker_bin, Deployment::default(), a.jobs.jobs);
+    matrix(opts, experiments, sel, print).await
 }
 
 /// List the generated mutants (id, line, change) without running anything; `json`: as an array.
@@ -84,15 +91,15 @@ fn list(sel: &Selection, json: bool) -> u8 {
                         "line": m.line, "before": m.before, "after": m.after})
                 })
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
+            outln!("{}", serde_json::to_string_pretty(&rows).expect("json"));
             exit::OK
         }
         Ok(ms) => {
             let w = ms.iter().map(|m| m.id.len()).max().unwrap_or(0);
             for m in &ms {
-                println!("{:<w$}  L{:<4} {}  =>  {}", m.id, m.line, m.before, m.after);
+                outln!("{:<w$}  L{:<4} {}  =>  {}", m.id, m.line, m.before, m.after);
             }
-            println!("{} mutants", ms.len());
+            outln!("{} mutants", ms.len());
             exit::OK
         }
         Err(msg) => crate::fail::usage(msg),
@@ -100,14 +107,14 @@ fn list(sel: &Selection, json: bool) -> u8 {
 }
 
 /// Run the selection; exit 0 when every non-equivalent mutant is killed by a FAIL.
-async fn matrix(opts: VerifyOptions, experiments: Vec<Experiment>, sel: Selection, json: bool) -> u8 {
+async fn matrix(opts: VerifyOptions, experiments: Vec<Experiment>, sel: Selection, print: crate::cmd::Print) -> u8 {
     if let Err(msg) = sql::pick(&sel) {
         return crate::fail::usage(msg);
     }
     crate::interrupt::interruptible(async {
         match sql::run(&opts, experiments, &sel).await {
             Ok((km, dir)) => {
-                crate::cmd::print_result(&km, &km.table(), &dir, json);
+                crate::cmd::print_result(&km, &km.table(), &dir, print);
                 if km.ok() {
                     exit::OK
                 } else {

@@ -18,7 +18,7 @@ pub struct Args {
 
 pub fn run(Args { json, markdown }: Args) -> u8 {
     if markdown {
-        print!("{}", crate::cmd::docs::rules_markdown());
+        out!("{}", crate::cmd::docs::rules_markdown());
         return exit::OK;
     }
     let rules = catalogue::RULES;
@@ -30,17 +30,17 @@ pub fn run(Args { json, markdown }: Args) -> u8 {
                 serde_json::json!({"id": r.id, "section": r.section, "statement": r.statement, "checkers": r.checkers, "experiments": rows})
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&with_rows).expect("json"));
+        outln!("{}", serde_json::to_string_pretty(&with_rows).expect("json"));
         return exit::OK;
     }
     let w = rules.iter().map(|r| r.id.len()).max().unwrap_or(0);
     for r in rules {
-        println!("{:<w$}  §{:<5} {}", r.id, r.section, r.statement);
-        println!("{:<w$}         judged by: {}", "", r.checkers.join("; "));
+        outln!("{:<w$}  §{:<5} {}", r.id, r.section, r.statement);
+        outln!("{:<w$}         judged by: {}", "", r.checkers.join("; "));
         let rows: Vec<&str> = catalogue::exercised_by(r).iter().map(|e| e.id).collect();
-        println!("{:<w$}         exercised by: {}", "", rows.join(", "));
+        outln!("{:<w$}         exercised by: {}", "", rows.join(", "));
     }
     let checkers: std::collections::BTreeSet<&str> = rules.iter().flat_map(|r| r.checkers.iter().copied()).collect();
-    println!("{} rules, judged by {} distinct checkers", rules.len(), checkers.len());
+    outln!("{} rules, judged by {} distinct checkers", rules.len(), checkers.len());
     exit::OK
 }

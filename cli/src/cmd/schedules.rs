@@ -9,6 +9,7 @@ use fenceproof_harness::report::exit;
 use fenceproof_mutants::schedules::{self, ops::Op, Budget};
 use fenceproof_scenarios::runner::{self, VerifyOptions};
 
+use crate::cmd::Print;
 use crate::fail::harness_failed;
 use crate::server::{Deployment, ServerArgs};
 
@@ -41,27 +42,36 @@ pub struct Args {
     /// with --replay, {"report", "repeat", "deterministic", "log", "replays": [{"failed_checks"}]}.
     #[arg(long)]
     json: bool,
+    /// Print only what failed and the closing line, and no progress on stderr (for CI logs).
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
     #[command(flatten)]
     server: ServerArgs,
 }
 
 /// Replay `schedule` `repeat` times; exit 1 when it fails, 3 when the verdict changed between
-/// replays (a replay must give the same verdict every time). `json`: one document at the end.
-async fn replay(session: &mut runner::Session, schedule: &[Op], worker_args: &[String], repeat: u32, json: bool) -> u8 {
+/// replays (a replay must give the same verdict every time). With `--json`, one document at the end.
+async fn replay(
+    session: &mut runner::Session,
+    schedule: &[Op],
+    worker_args: &[String],
+    repeat: u32,
+    print: Print,
+) -> u8 {
     let mut replays = Vec::new();
     for i in 1..=repeat {
         let played = match schedules::play(session, &format!("replay-{i}"), schedule, worker_args).await {
             Ok(p) => p,
             Err(e) => return harness_failed(e),
         };
-        if !json {
-            print_replay(&played, i, repeat);
+        if !print.json {
+            out!("{}", print.text(&replay_text(&played, i, repeat)));
         }
         replays.push(played);
     }
     let verdicts: Vec<Vec<&str>> = replays.iter().map(|p| p.failed.iter().map(|c| c.name.as_str()).collect()).collect();
     let deterministic = verdicts.windows(2).all(|w| w[0] == w[1]);
-    if json {
+    if print.json {
         let v = serde_json::json!({
             "report": session.run.path,
             "repeat": repeat,
@@ -69,11 +79,11 @@ async fn replay(session: &mut runner::Session, schedule: &[Op], worker_args: &[S
             "log": replays[0].log,
             "replays": replays.iter().map(|p| serde_json::json!({"failed_checks": p.failed})).collect::<Vec<_>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
     } else if !deterministic {
-        println!("the verdict changed between replays: this schedule is not deterministic");
+        outln!("the verdict changed between replays: this schedule is not deterministic");
     } else if repeat > 1 {
-        println!("{repeat} replays, the same verdict each time");
+        outln!("{repeat} replays, the same verdict each time");
     }
     if !deterministic {
         exit::HARNESS
@@ -85,22 +95,22 @@ async fn replay(session: &mut runner::Session, schedule: &[Op], worker_args: &[S
 }
 
 /// Replay `i` of `repeat` as text: the first one's log and failed checks, and every one's verdict.
-fn print_replay(played: &schedules::Played, i: u32, repeat: u32) {
+fn replay_text(played: &schedules::Played, i: u32, repeat: u32) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
     if i == 1 {
         for l in &played.log {
-            println!("  {l}");
+            let _ = writeln!(s, "  {l}");
+        }
+        for c in &played.failed {
+            let _ = writeln!(s, "FAILED {}: {}", c.name, c.evidence);
         }
     }
     let names: Vec<&str> = played.failed.iter().map(|c| c.name.as_str()).collect();
-    println!(
-        "replay {i}/{repeat}: {}",
-        if names.is_empty() { "every check holds".to_string() } else { format!("FAILED {}", names.join("; ")) }
-    );
-    if i == 1 {
-        for c in &played.failed {
-            println!("FAILED {}: {}", c.name, c.evidence);
-        }
-    }
+    let verdict =
+        if names.is_empty() { "every check holds".to_string() } else { format!("FAILED {}", names.join("; ")) };
+    let _ = writeln!(s, "replay {i}/{repeat}: {verdict}");
+    s
 }
 
 /// What to play: a budget of generated schedules from a seed, or a saved schedule `repeat` times,
@@ -112,7 +122,7 @@ struct Plan {
     repeat: u32,
     worker_args: Vec<String>,
     replay_args: String,
-    json: bool,
+    print: Print,
 }
 
 pub async fn run(a: Args) -> u8 {
@@ -146,11 +156,10 @@ fn plan(a: Args) -> Result<(VerifyOptions, Plan), u8> {
         Some(s) => Budget::time(Duration::from_secs(s)),
         None => Budget::cases(a.cases),
     };
-    let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), Deployment::default());
-    if a.json {
-        std::env::set_var("FENCEPROOF_QUIET", "1");
-    }
-    Ok((opts, Plan { budget, seed, replay, repeat: a.repeat, worker_args, replay_args, json: a.json }))
+    a.server.check()?;
+    let print = Print::new(a.json, a.quiet);
+    let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), Deployment::default(), None);
+    Ok((opts, Plan { budget, seed, replay, repeat: a.repeat, worker_args, replay_args, print }))
 }
 
 fn read_schedule(p: &Path) -> Result<Vec<Op>, String> {
@@ -166,24 +175,19 @@ async fn play(opts: VerifyOptions, a: Plan) -> u8 {
     };
     let _ = session.run.mark_latest();
     if let Some(schedule) = &a.replay {
-        return replay(&mut session, schedule, &a.worker_args, a.repeat, a.json).await;
+        return replay(&mut session, schedule, &a.worker_args, a.repeat, a.print).await;
     }
     let seed_line = format!("seed {:#x} (rerun with --seed {:#x})", a.seed, a.seed);
-    if a.json {
+    if a.print.json || a.print.quiet {
         eprintln!("{seed_line}");
     } else {
-        println!("{seed_line}");
+        outln!("{seed_line}");
     }
     match schedules::run(&mut session, a.budget, a.seed, &a.worker_args, &a.replay_args, true, "").await {
         Ok(summary) => {
             let path = session.run.path.join("schedules.json");
             let _ = std::fs::write(&path, serde_json::to_string_pretty(&summary).expect("json"));
-            if a.json {
-                let v = crate::cmd::with_report(&summary, &session.run.path);
-                println!("{}", serde_json::to_string_pretty(&v).expect("json"));
-            } else {
-                print_summary(&summary);
-            }
+            crate::cmd::print_result(&summary, &summary_text(&summary), &session.run.path, a.print);
             if summary.failure.is_none() {
                 exit::OK
             } else {
@@ -195,10 +199,12 @@ async fn play(opts: VerifyOptions, a: Plan) -> u8 {
 }
 
 /// The generated schedules as text: the coverage, and the verdict or the shrunk failure.
-fn print_summary(summary: &schedules::Summary) {
-    print!("{}", summary.coverage.report());
+fn summary_text(summary: &schedules::Summary) -> String {
+    use std::fmt::Write;
+    let mut s = summary.coverage.report();
     match &summary.failure {
-        None => println!(
+        None => writeln!(
+            s,
             "{} schedules, {} operations in {:.1}s: every check holds (seed {})",
             summary.cases,
             summary.operations,
@@ -206,7 +212,8 @@ fn print_summary(summary: &schedules::Summary) {
             summary.seed
         ),
         Some(f) => {
-            println!(
+            let _ = writeln!(
+                s,
                 "schedule {} of seed {} failed a check; shrunk from {} to {} operations:",
                 f.case,
                 f.seed,
@@ -214,12 +221,14 @@ fn print_summary(summary: &schedules::Summary) {
                 f.schedule.len()
             );
             for l in &f.log {
-                println!("  {l}");
+                let _ = writeln!(s, "  {l}");
             }
             for c in &f.failed_checks {
-                println!("FAILED {}: {}", c.name, c.evidence);
+                let _ = writeln!(s, "FAILED {}: {}", c.name, c.evidence);
             }
-            println!("replay: {}", f.replay);
+            writeln!(s, "replay: {}", f.replay)
         }
     }
+    .expect("a String takes any text");
+    s
 }

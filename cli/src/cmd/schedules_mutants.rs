@@ -49,6 +49,13 @@ pub struct Args {
     /// (schedules-mutants.json, or the --sql one) plus "report", the run folder.
     #[arg(long)]
     json: bool,
+    /// Print only what failed and the closing count line, and no progress on stderr (for CI logs).
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
+    /// How many mutants are searched at once, each on a server of its own (default: as many
+    /// as the machine's cores allow, at most 8).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    jobs: Option<u32>,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -65,11 +72,14 @@ pub async fn run(a: Args) -> u8 {
         Ok(s) => s,
         Err(code) => return code,
     };
-    if a.json {
-        std::env::set_var("FENCEPROOF_QUIET", "1");
+    if let Err(code) = a.server.check() {
+        return code;
+    }
+    let print = crate::cmd::Print::new(a.json, a.quiet);
+    if a.json || a.quiet {
         eprintln!("seed {seed:#x} (rerun with --seed {seed:#x})");
     } else {
-        println!("seed {seed:#x} (rerun with --seed {seed:#x})");
+        outln!("seed {seed:#x} (rerun with --seed {seed:#x})");
     }
     let budget = match a.cases {
         Some(n) => Limit::Cases(n.max(1)),
@@ -84,20 +94,19 @@ pub async fn run(a: Args) -> u8 {
         let bin = a.worker_bin.unwrap_or_else(|| PathBuf::from(crate::cmd::mutants::DEFAULT_MUTANT_WORKER));
         (Target::Named(a.mutants), bin)
     };
-    let opts = a.server.options(worker_bin, Deployment::default());
-    let (require_kills, json) = (a.require_kills, a.json);
-    crate::interrupt::interruptible(kill_matrix(&opts, target, seed, budget, require_kills, json)).await
+    let opts = a.server.options(worker_bin, Deployment::default(), a.jobs);
+    crate::interrupt::interruptible(kill_matrix(&opts, target, seed, budget, a.require_kills, print)).await
 }
 
 /// Exit 0 when the search ran (survivors are reported, not failed: the search is bounded; the
-/// experiments' kill matrix is the gate), unless `require_kills`. `json`: the matrix as JSON.
+/// experiments' kill matrix is the gate), unless `require_kills`; printed as `print` says.
 async fn kill_matrix(
     opts: &VerifyOptions,
     target: Target,
     seed: u64,
     budget: Limit,
     require_kills: bool,
-    json: bool,
+    print: crate::cmd::Print,
 ) -> u8 {
     let searched = match &target {
         Target::Named(only) => search(opts, only.as_deref(), seed, budget).await,
@@ -105,7 +114,7 @@ async fn kill_matrix(
     };
     match searched {
         Ok((km, dir)) => {
-            crate::cmd::print_result(&km, &km.table(), &dir, json);
+            crate::cmd::print_result(&km, &km.table(), &dir, print);
             if require_kills && km.killed() < km.rows.len() {
                 exit::FAILED
             } else {

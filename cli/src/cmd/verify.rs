@@ -11,8 +11,10 @@ use fenceproof_scenarios::ctx::Barriers;
 use fenceproof_scenarios::runner::{self, VerifyOptions};
 use fenceproof_scenarios::Experiment;
 
-use crate::fail::{harness_failed, usage};
-use crate::server::{Deployment, ServerArgs};
+use fenceproof_harness::report::Matrix;
+
+use crate::fail::usage;
+use crate::server::{Deployment, RowJobs, ServerArgs};
 
 /// Run the experiments and print the pass/fail matrix.
 #[derive(clap::Args, Debug)]
@@ -22,12 +24,14 @@ pub struct Args {
     only: Option<Vec<String>>,
     #[command(flatten)]
     server: ServerArgs,
+    #[command(flatten)]
+    jobs: RowJobs,
     /// The worker binary to test (defaults to fenceproof-worker beside this program).
     #[arg(long)]
     worker_bin: Option<PathBuf>,
-    /// Run A-G inside dedicated schemas of this existing database instead of a throwaway
-    /// cluster (the role needs CREATE on the database; everything is dropped afterwards).
-    #[arg(long)]
+    /// Run the rows inside this existing database instead of a throwaway cluster (which rows:
+    /// generated from their declarations, see docs/external-database.md).
+    #[arg(long, help = crate::cmd::docs::database_url_help())]
     database_url: Option<String>,
     /// A deployment contract (TOML) to verify; see examples/ and the README.
     #[arg(long)]
@@ -40,7 +44,9 @@ pub struct Args {
     /// Print only the summary line and what failed (for CI logs).
     #[arg(long, conflicts_with = "json")]
     quiet: bool,
-    /// Print the matrix as JSON on stdout instead of the table.
+    /// Print one JSON document on stdout instead of the table: matrix.json's fields plus "report"
+    /// (the run folder), "repeat", "flakes", "conformance" (the gate's report, or null) and
+    /// "stopped" (null, or why the gate stopped the run before the matrix: then no results).
     #[arg(long)]
     json: bool,
     /// Run the whole selection N times on one server; any verdict that changes is a flake.
@@ -66,8 +72,7 @@ pub struct Args {
 /// How the matrix is printed.
 #[derive(Clone, Copy)]
 struct Output {
-    quiet: bool,
-    json: bool,
+    print: crate::cmd::Print,
     repeat: u32,
 }
 
@@ -86,9 +91,7 @@ pub async fn run(a: Args) -> u8 {
     {
         return usage(msg);
     }
-    if a.quiet || a.json {
-        std::env::set_var("FENCEPROOF_QUIET", "1");
-    }
+    let print = crate::cmd::Print::new(a.json, a.quiet);
     let contract = match crate::server::load_contract(a.contract.as_deref()) {
         Ok(c) => c.map(Arc::new),
         Err(code) => return code,
@@ -109,39 +112,45 @@ pub async fn run(a: Args) -> u8 {
         return code;
     }
     let deployment = Deployment { contract, contract_path: a.contract, database_url };
-    let mut opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), deployment);
+    let worker_bin = a.worker_bin.unwrap_or_else(runner::default_worker_bin);
+    let mut opts = a.server.options(worker_bin, deployment, a.jobs.jobs);
     opts.skip_conformance = a.skip_conformance;
     opts.write_path = write_path;
-    let out = Output { quiet: a.quiet, json: a.json, repeat: a.repeat };
+    opts.program = crate::invoked::program();
+    let out = Output { print, repeat: a.repeat };
     crate::interrupt::interruptible(matrix(opts, experiments, barriers, out)).await
 }
 
 /// The conformance gate for a worker that is not the reference, then the matrix.
 async fn matrix(mut opts: VerifyOptions, experiments: Vec<Experiment>, barriers: Barriers, out: Output) -> u8 {
+    let mut gate = None;
     if opts.worker_bin != runner::default_worker_bin() && !opts.skip_conformance {
         match crate::cmd::conformance::gate(&opts).await {
-            Ok((report, dir)) if report.deviations().next().is_some() => return stopped(&report, &dir, out),
-            Ok((_, dir)) => opts.conformance_report = Some(dir.join("conformance.txt")),
-            Err(e) => return failed(e),
+            Ok((report, dir)) if report.deviations().next().is_some() => return stopped(&report, &dir, &opts, out),
+            Ok((report, dir)) => {
+                opts.conformance_report = Some(dir.join("conformance.txt"));
+                gate = Some(report);
+            }
+            Err(e) => return crate::fail::harness_error(&e),
         }
     }
     let opts = &opts;
     match runner::verify_with(opts, experiments, out.repeat, barriers).await {
         Ok((matrix, flakes, dir)) => {
-            if out.json {
-                // The matrix's fields, the run folder, and the repetitions' flakes (empty: none).
-                let mut v = crate::cmd::with_report(&matrix, &dir);
-                v["repeat"] = serde_json::json!(out.repeat);
-                v["flakes"] = serde_json::json!(flakes);
-                println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+            if out.print.json {
+                outln!(
+                    "{}",
+                    serde_json::to_string_pretty(&document(&matrix, &dir, &flakes, gate.as_ref(), None, out))
+                        .expect("json")
+                );
             } else {
-                print!("{}", if out.quiet { matrix.summary() } else { matrix.table() });
+                out!("{}", if out.print.quiet { matrix.summary() } else { matrix.table() });
                 if out.repeat > 1 && flakes.is_empty() {
-                    println!("{} repetitions: no verdict changed", out.repeat);
+                    outln!("{} repetitions: no verdict changed", out.repeat);
                 } else if out.repeat > 1 {
-                    println!("{} repetitions: FLAKY {}", out.repeat, flakes.join("; "));
+                    outln!("{} repetitions: FLAKY {}", out.repeat, flakes.join("; "));
                 }
-                println!("report: {}", dir.display());
+                outln!("report: {}", dir.display());
             }
             if flakes.is_empty() {
                 matrix.exit_code()
@@ -149,30 +158,51 @@ async fn matrix(mut opts: VerifyOptions, experiments: Vec<Experiment>, barriers:
                 exit::FAILED
             }
         }
-        Err(e) => failed(e),
+        Err(e) => crate::fail::harness_error(&e),
     }
 }
 
-/// A harness error's one line and exit code: the team's schema unusable is bad input (usage).
-fn failed(e: fenceproof_harness::HarnessError) -> u8 {
-    match e {
-        fenceproof_harness::HarnessError::TeamSchema(msg) => usage(msg),
-        e => harness_failed(e),
-    }
+/// verify's one JSON document, the same keys whether or not the gate stopped the run: the matrix's
+/// fields, "report" (the run folder), "repeat", "flakes", "conformance" (the gate's report, or
+/// null when no gate ran) and "stopped" (why the matrix did not run, or null).
+fn document(
+    matrix: &Matrix,
+    dir: &std::path::Path,
+    flakes: &[String],
+    gate: Option<&fenceproof_conformance::Report>,
+    stopped: Option<&str>,
+    out: Output,
+) -> serde_json::Value {
+    let mut v = crate::cmd::with_report(matrix, dir);
+    v["repeat"] = serde_json::json!(out.repeat);
+    v["flakes"] = serde_json::json!(flakes);
+    v["conformance"] = serde_json::json!(gate);
+    v["stopped"] = serde_json::json!(stopped);
+    v
 }
 
-/// The worker deviates from the contract: its report (as JSON with `--json`), and the conformance
-/// exit code; the matrix does not run.
-fn stopped(report: &fenceproof_conformance::Report, dir: &std::path::Path, out: Output) -> u8 {
-    if out.json {
-        let v = serde_json::json!({
-            "stopped": "the worker deviates from the worker contract; the matrix did not run",
-            "conformance": report,
-            "report": dir.join("conformance.txt"),
-        });
-        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+/// The worker deviates from the contract: its report (as verify's JSON document with `--json`,
+/// with no rows), and the conformance exit code; the matrix does not run.
+fn stopped(report: &fenceproof_conformance::Report, dir: &std::path::Path, opts: &VerifyOptions, out: Output) -> u8 {
+    let why = "the worker deviates from the worker contract; the matrix did not run";
+    if out.print.json {
+        let matrix = Matrix {
+            run_id: dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            backend: opts.backend.label().into(),
+            server_version: report.server.clone(),
+            started_at: chrono::Utc::now() - chrono::Duration::milliseconds(report.duration_ms as i64),
+            duration_ms: report.duration_ms,
+            worker: fenceproof_harness::report::WorkerUnderTest::of(&opts.worker_bin, false),
+            conformance_report: Some(dir.join("conformance.txt").display().to_string()),
+            results: Vec::new(),
+            interrupted: None,
+        };
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&document(&matrix, dir, &[], Some(report), Some(why), out)).expect("json")
+        );
     } else {
-        println!("{}report: {}", report.render(false), dir.display());
+        out!("{}report: {}\n", out.print.text(&report.render(false)), dir.display());
     }
     eprintln!(
         "fenceproof: the worker deviates from the worker contract (exit {}); fix it before the matrix, or run verify with --skip-conformance",

@@ -19,18 +19,22 @@ pub struct Args {
     /// Print the list as JSON.
     #[arg(long)]
     json: bool,
+    /// Print only the roles that bypass fencing and the closing line.
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
 }
 
 pub async fn run(a: Args) -> u8 {
-    let (database_url, schema, json) = (a.database_url.as_str(), a.schema.as_deref(), a.json);
-    if url::Url::parse(database_url).map(|u| !u.scheme().starts_with("postgres")).unwrap_or(true) {
-        eprintln!("fenceproof: --database-url must be a postgres:// URL");
-        return exit::USAGE;
+    let (database_url, schema) = (a.database_url.as_str(), a.schema.as_deref());
+    let print = crate::cmd::Print::new(a.json, a.quiet);
+    if let Err(msg) = crate::cmd::input::check(None, Some(database_url)) {
+        return crate::fail::usage(msg);
     }
     let pool = match databases::pool(database_url, "fenceproof-writers", 1).await {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("fenceproof: cannot connect to {database_url}: {e}");
+            let shown = fenceproof_harness::db::external::masked(database_url);
+            eprintln!("fenceproof: cannot connect to {shown}: {e}");
             return exit::HARNESS;
         }
     };
@@ -44,40 +48,44 @@ pub async fn run(a: Args) -> u8 {
         }
     };
     let bypass: Vec<&writers::DirectWriter> = found.iter().filter(|w| w.is_bypass()).collect();
-    if json {
-        println!("{}", serde_json::to_string_pretty(&found).expect("json"));
+    if print.json {
+        outln!("{}", serde_json::to_string_pretty(&found).expect("json"));
     } else {
-        let w = found.iter().map(|r| r.role.len()).max().unwrap_or(4).max(4);
-        println!("{:<w$}  {:<5}  {:<22}  direct write privileges", "role", "login", "why it may");
-        for r in &found {
-            let why = match (r.superuser, r.owner) {
-                (true, _) => "superuser",
-                (_, true) => "owns the tables",
-                _ => "GRANTED: bypasses fencing",
-            };
-            println!(
-                "{:<w$}  {:<5}  {:<22}  {}",
-                r.role,
-                if r.can_login { "yes" } else { "no" },
-                why,
-                r.grants.join(", ")
-            );
-        }
-        if bypass.is_empty() {
-            println!("only the tables' owner and superusers can write the protocol's tables directly");
-        } else {
-            let names: Vec<&str> = bypass.iter().map(|w| w.role.as_str()).collect();
-            println!(
-                "{} role(s) can write around the fp_* functions: {} (revoke INSERT, UPDATE, DELETE, TRUNCATE on {} from them, spec §13)",
-                bypass.len(),
-                names.join(", "),
-                writers::TABLES.join(", ")
-            );
-        }
+        out!("{}", print.text(&table(&found, &bypass)));
     }
     if bypass.is_empty() {
         exit::OK
     } else {
         exit::FAILED
     }
+}
+
+/// The writers as a table, and the closing line: who can write around the fp_* functions.
+fn table(found: &[writers::DirectWriter], bypass: &[&writers::DirectWriter]) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let w = found.iter().map(|r| r.role.len()).max().unwrap_or(4).max(4);
+    let _ = writeln!(s, "{:<w$}  {:<5}  {:<22}  direct write privileges", "role", "login", "why it may");
+    for r in found {
+        let why = match (r.superuser, r.owner) {
+            (true, _) => "superuser",
+            (_, true) => "owns the tables",
+            _ => "GRANTED: bypasses fencing",
+        };
+        let login = if r.can_login { "yes" } else { "no" };
+        let _ = writeln!(s, "{:<w$}  {login:<5}  {why:<22}  {}", r.role, r.grants.join(", "));
+    }
+    if bypass.is_empty() {
+        s.push_str("only the tables' owner and superusers can write the protocol's tables directly\n");
+    } else {
+        let names: Vec<&str> = bypass.iter().map(|w| w.role.as_str()).collect();
+        let _ = writeln!(
+            s,
+            "{} role(s) can write around the fp_* functions: {} (revoke INSERT, UPDATE, DELETE, TRUNCATE on {} from them, spec §13)",
+            bypass.len(),
+            names.join(", "),
+            writers::TABLES.join(", ")
+        );
+    }
+    s
 }

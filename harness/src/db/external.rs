@@ -42,7 +42,7 @@ pub struct Schemas {
 impl ExternalDb {
     /// Connect, and refuse with a clear error when the role cannot create schemas.
     pub async fn connect(url: &str) -> Result<ExternalDb> {
-        let normal = with_host(url);
+        let normal = with_env_password(&with_host(url), std::env::var("PGPASSWORD").ok().as_deref());
         let url = normal.as_str();
         let scheme = url.split("://").next().unwrap_or_default();
         if !url.contains("://") || !["postgres", "postgresql"].contains(&scheme) {
@@ -239,7 +239,20 @@ pub fn with_host(url: &str) -> String {
     }
 }
 
-/// `url` with its password replaced by `***` (for reproduce lines and logs).
+/// `url` with the password from `PGPASSWORD` when it names a user but no password (as libpq
+/// reads it), so every connection made from it, the workers' and the tools' too, has it; the
+/// password still never goes on a command line (they get it in their environment).
+pub fn with_env_password(url: &str, pgpassword: Option<&str>) -> String {
+    let (Some(pw), Ok(mut u)) = (pgpassword.filter(|p| !p.is_empty()), url::Url::parse(url)) else {
+        return url.to_string();
+    };
+    if u.password().is_some() || u.username().is_empty() || u.set_password(Some(pw)).is_err() {
+        return url.to_string();
+    }
+    u.to_string()
+}
+
+/// `url` with its password replaced by `***` (for logs).
 pub fn masked(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
     let (auth, host) = match rest.rsplit_once('@') {
@@ -347,6 +360,10 @@ mod tests {
         assert_eq!(masked("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(masked("postgres://h/db"), "postgres://h/db");
         assert_eq!(masked("not a url"), "not a url");
+        assert_eq!(with_env_password("postgres://u@h:5432/db", Some("p w")), "postgres://u:p%20w@h:5432/db");
+        assert_eq!(with_env_password("postgres://u:mine@h/db", Some("env")), "postgres://u:mine@h/db");
+        assert_eq!(with_env_password("postgres://u@h/db", None), "postgres://u@h/db");
+        assert_eq!(with_env_password("postgresql:///db?host=/tmp", Some("x")), "postgresql:///db?host=/tmp");
     }
 
     #[test]

@@ -264,7 +264,7 @@ impl WorkerProc {
     /// Wait for the first event matching `pred` (earlier unmatched events stay in the backlog).
     pub async fn wait_event(&mut self, what: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Result<Value> {
         if let Some(v) = &self.violation {
-            return Err(self.err(v));
+            return Err(self.deviates(v));
         }
         if let Some(i) = self.backlog.iter().position(&pred) {
             return Ok(self.backlog.remove(i));
@@ -288,11 +288,11 @@ impl WorkerProc {
                 Ok(None) => return Err(self.err(&format!("exited before {what}"))),
                 Ok(Some(ev)) => {
                     if ev["event"] == "protocol_violation" {
-                        return Err(self.err(ev["detail"].as_str().unwrap_or("broke the language")));
+                        return Err(self.deviates(ev["detail"].as_str().unwrap_or("broke the language")));
                     }
                     self.remember(&ev);
                     if let Some(v) = &self.violation {
-                        return Err(self.err(v));
+                        return Err(self.deviates(v));
                     }
                     if pred(&ev) {
                         return Ok(ev);
@@ -300,7 +300,7 @@ impl WorkerProc {
                     self.backlog.push(ev);
                     if self.backlog.len() > MAX_BACKLOG {
                         let sample = self.backlog.last().map(|e| e.to_string()).unwrap_or_default();
-                        return Err(self.err(&format!(
+                        return Err(self.deviates(&format!(
                             "sent more than {MAX_BACKLOG} events no command asked for while the harness waited for {what} (the last: {})",
                             sample.chars().take(200).collect::<String>()
                         )));
@@ -349,6 +349,15 @@ impl WorkerProc {
         let shown: String = ev.to_string().chars().take(300).collect();
         event_schema::event_violation(ev)
             .map(|v| format!("{of} breaks the worker contract (v{}) at {v}: {shown}", event_schema::VERSION))
+    }
+
+    /// What this worker printed that breaks the worker contract, if anything: a line that is not
+    /// JSON or longer than the limit, an event outside the schema (the events already received
+    /// are read first).
+    pub fn deviation(&mut self) -> Option<String> {
+        let _ = self.poll_event(|_| false);
+        let overlong = || self.history.iter().find(|e| e["event"] == "protocol_violation");
+        self.violation.clone().or_else(|| overlong().and_then(|e| e["detail"].as_str().map(String::from)))
     }
 
     /// Without waiting: the first already-received event matching `pred`, if any.
@@ -421,7 +430,7 @@ impl WorkerProc {
         self.timeline.record("harness", "exited", &self.name, json!({ "code": status.code() }));
         // Events nobody waited for are judged too (a scripted worker is only waited on to exit).
         if let Some(v) = &self.violation {
-            return Err(self.err(v));
+            return Err(self.deviates(v));
         }
         Ok(status.code())
     }
@@ -433,6 +442,11 @@ impl WorkerProc {
 
     fn err(&self, detail: &str) -> HarnessError {
         HarnessError::Worker { name: self.name.clone(), detail: detail.to_string() }
+    }
+
+    /// What this worker printed breaks the worker contract (`detail` says how).
+    fn deviates(&self, detail: &str) -> HarnessError {
+        HarnessError::WorkerContract { name: self.name.clone(), detail: detail.to_string() }
     }
 }
 

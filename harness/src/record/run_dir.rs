@@ -35,13 +35,17 @@ impl RunDir {
     }
 
     /// Mark the newest outermost run folder of this process as interrupted (a file `INTERRUPTED` saying by
-    /// what and when), so a half-written folder is not read as a finished run.
+    /// what and when), so a half-written folder is not read as a finished run; save the rows it
+    /// finished (its matrix and `index.html`, marked INTERRUPTED, when the run keeps them) and
+    /// point `latest` at it: the newest run is the interrupted one, and its folder stands alone.
     pub fn mark_interrupted(by: &str) {
-        if let Some(p) = CURRENT.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            let _ = std::fs::write(
-                p.join("INTERRUPTED"),
-                format!("interrupted by {by} at {}; the verdicts in this folder are incomplete\n", chrono::Utc::now()),
-            );
+        let Some(p) = CURRENT.lock().unwrap_or_else(|p| p.into_inner()).clone() else { return };
+        let why = format!("interrupted by {by} at {}; the verdicts in this folder are incomplete", chrono::Utc::now());
+        let _ = std::fs::write(p.join("INTERRUPTED"), format!("{why}\n"));
+        crate::report::partial::save_interrupted(&p, &why);
+        if let (Some(root), Some(name)) = (p.parent(), p.file_name()) {
+            let run = RunDir { run_id: name.to_string_lossy().into_owned(), path: p.clone(), root: root.to_path_buf() };
+            let _ = run.mark_latest();
         }
     }
 

@@ -445,8 +445,15 @@ fn header(m: &Matrix, run_dir: &Path) -> String {
         (None, _) => "no conformance report (the gate did not run)".into(),
     };
     let passed = m.results.iter().filter(|r| r.outcome == Outcome::Pass).count();
+    let interrupted = match &m.interrupted {
+        Some(why) => format!(
+            "<p class=\"v error\"><strong>INTERRUPTED</strong>: {}; only the rows below finished.</p>",
+            esc(why)
+        ),
+        None => String::new(),
+    };
     format!(
-        "<header><h1>fenceproof run <code>{}</code></h1><p class=\"worker\">Worker under test: <code>{}</code>{reference} · sha256 <code title=\"{}\">{short}</code> · {conformance}</p><p>{} backend, {} · {passed}/{} passed · {:.1} s · <a href=\"postgres.log\">postgres.log</a> · <a href=\"matrix.json\">matrix.json</a> · <a href=\"matrix.md\">matrix.md</a></p></header>",
+        "<header><h1>fenceproof run <code>{}</code></h1><p class=\"worker\">Worker under test: <code>{}</code>{reference} · sha256 <code title=\"{}\">{short}</code> · {conformance}</p><p>{} backend, {} · {passed}/{} passed · {:.1} s · <a href=\"postgres.log\">postgres.log</a> · <a href=\"matrix.json\">matrix.json</a> · <a href=\"matrix.md\">matrix.md</a></p>{interrupted}</header>",
         esc(&m.run_id),
         esc(&m.worker.path),
         esc(&m.worker.sha256),
@@ -629,9 +636,13 @@ mod tests {
                 reproduce: "fenceproof verify --only B".into(),
                 evidence: "B".into(),
             }],
+            interrupted: None,
         };
         let html = render(&m, &dir);
         assert!(html.contains("<a href=\"#exp-B\">B</a></td><td class=\"v fail\">FAIL"), "the matrix row");
+        assert!(!html.contains("INTERRUPTED"), "a run that ended on its own");
+        let stopped = Matrix { interrupted: Some("interrupted by SIGINT at noon".into()), ..m.clone() };
+        assert!(render(&stopped, &dir).contains("<strong>INTERRUPTED</strong>: interrupted by SIGINT at noon"));
         assert!(html.contains("obs &lt;x&gt;"), "escaped observations");
         assert!(html.contains("class=\"pause\""), "the SIGSTOP..SIGCONT band");
         assert!(html.contains("class=\"commit\"") && html.contains(">e1<"), "the oracle commit with its epoch");
@@ -701,9 +712,12 @@ mod tests {
         ] {
             assert!(tips.iter().any(|t| t.contains(want)), "{want:?} not in {tips:?}");
         }
-        // A conformance report inside the reports folder is a relative link.
+        // A conformance report inside the run folder is a relative link; one outside it is text.
         m.conformance_report = Some(conf.join("conformance.txt").display().to_string());
-        assert!(render(&m, &run).contains("<a href=\"../conf1/conformance.txt\">conformance report</a>"));
+        assert!(!render(&m, &run).contains("href=\"../"), "no link leaves the run folder");
+        std::fs::write(run.join("conformance.txt"), "ok").unwrap();
+        m.conformance_report = Some(run.join("conformance.txt").display().to_string());
+        assert!(render(&m, &run).contains("<a href=\"conformance.txt\">conformance report</a>"));
         m.worker.reference = true;
         assert!(render(&m, &run).contains("reference worker"));
         std::fs::remove_dir_all(dir).unwrap();

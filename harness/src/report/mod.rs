@@ -4,6 +4,7 @@
 pub mod fingerprint;
 pub mod html;
 pub mod junit;
+pub mod partial;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -46,6 +47,8 @@ pub struct ExperimentResult {
     /// The spec's letter (A-H), with a suffix for variants.
     pub id: String,
     pub title: String,
+    /// PASS, FAIL or ERROR: `verdict` in the JSON, the name a check's verdict has too.
+    #[serde(rename = "verdict")]
     pub outcome: Outcome,
     pub duration_ms: u128,
     /// The key observations in one line.
@@ -71,6 +74,9 @@ pub struct Matrix {
     /// when one ran.
     pub conformance_report: Option<String>,
     pub results: Vec<ExperimentResult>,
+    /// Why the run stopped before its end (`interrupted by SIGINT at ...`): then `results` holds
+    /// only the rows that finished. `null` for a run that ended on its own.
+    pub interrupted: Option<String>,
 }
 
 /// The worker program a matrix tested: where it is and what it was, byte for byte.
@@ -233,14 +239,12 @@ impl Matrix {
     }
 
     /// The conformance report as a link from the run folder `run_dir`: a relative path when it lies
-    /// in the reports folder (the run folder's parent), else `None` (show the path as text).
+    /// inside it (the runner copies the gate's report in), else `None` (show the path as text: a
+    /// link out of the folder would break once the folder is copied alone).
     pub fn conformance_link(&self, run_dir: &Path) -> Option<String> {
         let report = std::fs::canonicalize(self.conformance_report.as_ref()?).ok()?;
         let run = std::fs::canonicalize(run_dir).ok()?;
-        if let Ok(rel) = report.strip_prefix(&run) {
-            return Some(rel.display().to_string());
-        }
-        report.strip_prefix(run.parent()?).ok().map(|rel| format!("../{}", rel.display()))
+        report.strip_prefix(&run).ok().map(|rel| rel.display().to_string())
     }
 
     /// The terminal table.
@@ -288,6 +292,9 @@ impl Matrix {
     pub fn markdown(&self, run_dir: &Path) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "# fenceproof run `{}`\n", self.run_id);
+        if let Some(why) = &self.interrupted {
+            let _ = writeln!(s, "**INTERRUPTED**: {why}; only the rows below finished.\n");
+        }
         let _ = writeln!(
             s,
             "Backend: {} ({}); started {}.\n",
@@ -417,6 +424,7 @@ pub(crate) mod tests {
                 reference: false,
             },
             conformance_report: Some("/elsewhere/conformance.txt".into()),
+            interrupted: None,
             results: vec![
                 row("A", Outcome::Pass, vec![Check::pass("a fine check", "ok")], None),
                 row("X-stop", Outcome::Fail, vec![fine, broken], None),

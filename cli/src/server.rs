@@ -77,6 +77,7 @@ impl ServerArgs {
             conformance_report: None,
             jobs: jobs.map(|j| j as usize).unwrap_or_else(|| runner::default_jobs(external)),
             write_path: fenceproof_protocol::write_path::WritePath::Api,
+            judging: fenceproof_scenarios::trace_check::Judging::Both,
             program: "fenceproof verify".into(),
         }
     }

@@ -79,3 +79,68 @@ pub fn reachable(model: &ProtocolModel, max_states: usize) -> Option<BTreeSet<Tr
     }
     Some(found)
 }
+
+/// The action kinds a recorded history shows (each is a commit); the others are hidden steps.
+pub const OBSERVABLE: &[&str] =
+    &["acquire", "renew", "release", "commit", "claim", "write-result", "mark-unknown", "reconcile", "cancel"];
+
+/// The observable kind an action kind is recorded as (a commit whose reply was lost is a commit).
+pub fn observable(kind: &str) -> Option<&'static str> {
+    let kind = if kind == "commit-lost-reply" { "commit" } else { kind };
+    OBSERVABLE.iter().copied().find(|k| *k == kind)
+}
+
+/// A transition as one line: the class's fields and the kind.
+pub fn key(c: &Class, kind: &str) -> String {
+    let ops: Vec<String> = c.ops.iter().map(|o| format!("{o:?}").to_lowercase()).collect();
+    format!(
+        "lease={:?} run={:?} ops={} open={} stale={} | {kind}",
+        c.lease,
+        c.run,
+        ops.join(","),
+        c.validated_open,
+        c.stale_believer
+    )
+    .to_lowercase()
+}
+
+/// The observable transitions of both default bounds, as generated into `transitions.txt` (the
+/// denominator `verify` reports coverage against; a test keeps the file current).
+pub const DENOMINATOR: &str = include_str!("../transitions.txt");
+
+/// The denominator's transitions.
+pub fn denominator() -> BTreeSet<&'static str> {
+    DENOMINATOR.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).collect()
+}
+
+/// Every transition a recorded history can show, reachable in `model` (as lines): an observable
+/// action that changed the primary's rows (a refused takeover or a failed renewal commits nothing,
+/// so no history shows it). `None` when the walk had to stop at `max_states`.
+pub fn observable_reachable(model: &ProtocolModel, max_states: usize) -> Option<BTreeSet<String>> {
+    let mut raw = model.cfg.clone();
+    raw.symmetry = false;
+    let mut seen: HashSet<State> = model.init_states().into_iter().collect();
+    let mut queue: VecDeque<State> = seen.iter().cloned().collect();
+    let mut found = BTreeSet::new();
+    let mut actions = Vec::new();
+    while let Some(s) = queue.pop_front() {
+        let c = class(&s);
+        actions.clear();
+        model.actions(&s, &mut actions);
+        for a in actions.drain(..) {
+            let Some(n) = model.next_state(&s, a) else { continue };
+            if let Some(k) = observable(a.kind()) {
+                if crate::step::next(&raw, &s, a).is_some_and(|r| r.primary != s.primary) {
+                    found.insert(key(&c, k));
+                }
+            }
+            if seen.len() >= max_states && !seen.contains(&n) {
+                return None;
+            }
+            if seen.insert(n.clone()) {
+                queue.push_back(n);
+            }
+        }
+    }
+    Some(found)
+}

@@ -17,6 +17,7 @@ pub mod properties;
 pub mod state;
 pub mod step;
 pub mod symmetry;
+pub mod trace;
 pub mod weak_spots;
 
 use stateright::{Model, Property};

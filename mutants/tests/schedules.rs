@@ -20,6 +20,7 @@ fn options(dir: &str) -> VerifyOptions {
         conformance_report: None,
         jobs: 1,
         write_path: fenceproof_protocol::write_path::WritePath::Api,
+        judging: fenceproof_scenarios::trace_check::Judging::Both,
         program: "fenceproof verify".into(),
     }
 }

@@ -67,6 +67,9 @@ pub struct Ctx {
     /// The commits of a server of the row's own, read when the row left it ([`crate::own_server`]):
     /// the runner saves and judges these instead of the session database's.
     pub own_commits: Option<Vec<fenceproof_harness::record::oracle::CommitRow>>,
+    /// Writers the experiment itself runs outside the protocol (a legacy direct writer): trace
+    /// validation counts their commits as the environment's, not as protocol steps.
+    pub environment: Vec<String>,
 }
 
 /// A worker whose term is over tries everything anyway: renew, save at the revision it knows and

@@ -178,7 +178,11 @@ impl Session {
                 sched.alone_running = u.exp.runs_alone();
                 progress(&u.label, done, units.len(), u.exp.id);
                 let plan = self.unit_context(u)?;
-                let end = RowEnd { run_path: self.run.path.clone(), reproduce: self.reproduce(u.exp.id) };
+                let end = RowEnd {
+                    run_path: self.run.path.clone(),
+                    reproduce: self.reproduce(u.exp.id),
+                    judging: self.judging,
+                };
                 running.push(execute(i, u.clone(), plan, end));
                 sched.next += 1;
             }

@@ -75,6 +75,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
 }
 
 async fn phases(ctx: &mut Ctx, role: &str) -> Result<(), HarnessError> {
+    ctx.environment.push(LEGACY_WRITER.to_string());
     let legacy = databases::pool(&databases::url_as(&ctx.db_url, role)?, LEGACY_WRITER, 1).await?;
     let run_id =
         runs::create_run(&ctx.pool, "task-l", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;

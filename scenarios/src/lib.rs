@@ -39,6 +39,7 @@ pub mod row_times;
 pub mod runner;
 pub mod s_serialization;
 pub mod tags;
+pub mod trace_check;
 pub mod w_boundaries;
 
 pub use experiment::{Experiment, ExperimentFuture};

@@ -83,6 +83,8 @@ pub struct VerifyOptions {
     pub jobs: usize,
     /// The write path the workers get (`--write-path`): the fp_* functions, or their own statements.
     pub write_path: WritePath,
+    /// Which judges decide the verdicts (`--judge`): the rule checks, trace validation, or both.
+    pub judging: crate::trace_check::Judging,
 }
 
 /// The server the experiments run against.
@@ -138,6 +140,8 @@ pub struct Session {
     pub jobs: usize,
     /// The write path the workers get.
     pub write_path: WritePath,
+    /// Which judges decide the verdicts.
+    pub judging: crate::trace_check::Judging,
     /// Keep the rows finished so far for an interrupt to save ([`fenceproof_harness::report::partial`]):
     /// set by `verify`, whose run folder is a matrix.
     pub keep_partial: bool,
@@ -179,6 +183,7 @@ impl Session {
             barriers: crate::ctx::Barriers::Worker,
             jobs: opts.jobs.max(1),
             write_path: opts.write_path,
+            judging: opts.judging,
             keep_partial: false,
         })
     }
@@ -288,6 +293,7 @@ impl Session {
             checks: Vec::new(),
             notes: Vec::new(),
             own_commits: None,
+            environment: Vec::new(),
         };
         Ok(ContextPlan { place, ctx })
     }
@@ -298,6 +304,7 @@ impl Session {
 pub(crate) struct RowEnd {
     pub run_path: PathBuf,
     pub reproduce: String,
+    pub judging: crate::trace_check::Judging,
 }
 
 impl RowEnd {
@@ -325,6 +332,9 @@ impl RowEnd {
             Some(rows) => Ok(rows),
             None => oracle::commits_in(&pool, &ctx.oracle_schema).await,
         };
+        if let (true, Ok(rows)) = (self.judging.trace(), &rows) {
+            ctx.checks.push(crate::trace_check::judge(&dir, rows, &ctx.timeline.entries(), &ctx.environment)?);
+        }
         let callers = fenceproof_harness::check::callers::Callers::from_timeline(&ctx.timeline.entries());
         ctx.checks.extend(judge_calls(&dir, saved_by_experiment, rows.as_deref().ok(), &callers)?);
         if let (false, Ok(rows)) = (saved_by_experiment, rows) {
@@ -335,7 +345,13 @@ impl RowEnd {
                 ctx.checks.extend(crate::answers::judge(&dir, &rows)?);
             }
         }
-        let error = error.or_else(|| undeclared_rules(exp, &ctx.checks));
+        let error = match self.judging {
+            crate::trace_check::Judging::Trace => {
+                ctx.checks.retain(|c| c.name == crate::trace_check::TRACE);
+                error
+            }
+            _ => error.or_else(|| undeclared_rules(exp, &ctx.checks)),
+        };
         for c in &mut ctx.checks {
             c.rules = crate::catalogue::rules_for(&c.name).into_iter().map(RuleRef::from).collect();
         }
@@ -847,6 +863,7 @@ pub async fn verify_versions(
             conformance_report: opts.conformance_report.clone(),
             jobs: opts.jobs,
             write_path: opts.write_path,
+            judging: opts.judging,
             program: opts.program.clone(),
         };
         let mut session = Session::start(&o).await?;

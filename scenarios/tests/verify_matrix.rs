@@ -22,6 +22,7 @@ async fn every_experiment_passes_and_leaves_a_report() {
         conformance_report: None,
         jobs: runner::default_jobs(false),
         write_path: fenceproof_protocol::write_path::WritePath::Api,
+        judging: fenceproof_scenarios::trace_check::Judging::Both,
         program: "fenceproof verify".into(),
     };
     let (matrix, flakes, dir) =

@@ -35,6 +35,10 @@ pub struct Args {
     server: ServerArgs,
     #[command(flatten)]
     jobs: RowJobs,
+    /// Which judges decide the verdicts: `both` (the rule checks and trace validation against the
+    /// protocol's model; the default), `rules` or `trace` (trace validation alone).
+    #[arg(long, default_value = "both", value_parser = ["both", "rules", "trace"])]
+    judge: String,
 }
 
 /// Where the mutants build is when `--worker-bin` is not given.
@@ -51,7 +55,8 @@ pub async fn run(a: Args) -> u8 {
     }
     let print = crate::cmd::Print::new(a.json, a.quiet);
     let worker_bin = a.worker_bin.unwrap_or_else(|| PathBuf::from(DEFAULT_MUTANT_WORKER));
-    let opts = a.server.options(worker_bin, Deployment::default(), a.jobs.jobs);
+    let mut opts = a.server.options(worker_bin, Deployment::default(), a.jobs.jobs);
+    opts.judging = fenceproof_scenarios::trace_check::Judging::parse(&a.judge).unwrap_or_default();
     crate::interrupt::interruptible(async {
         match fenceproof_mutants::named::run(&opts, experiments, a.mutants.as_deref(), a.first_kill).await {
             Ok((km, dir)) => {

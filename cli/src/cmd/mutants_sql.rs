@@ -46,6 +46,10 @@ pub struct Args {
     server: ServerArgs,
     #[command(flatten)]
     jobs: RowJobs,
+    /// Which judges decide the verdicts: `both` (the rule checks and trace validation against the
+    /// protocol's model; the default), `rules` or `trace` (trace validation alone).
+    #[arg(long, default_value = "both", value_parser = ["both", "rules", "trace"])]
+    judge: String,
 }
 
 /// The mutants picked by `--shard`, `--mutants` and `--first-kill`, or the usage exit code.
@@ -76,7 +80,8 @@ pub async fn run(a: Args) -> u8 {
     let print = crate::cmd::Print::new(a.json, a.quiet);
     let experiments = crate::select::for_sql_mutants(experiments, a.only.is_some());
     let worker_bin = a.worker_bin.unwrap_or_else(runner::default_worker_bin);
-    let opts = a.server.options(worker_bin, Deployment::default(), a.jobs.jobs);
+    let mut opts = a.server.options(worker_bin, Deployment::default(), a.jobs.jobs);
+    opts.judging = fenceproof_scenarios::trace_check::Judging::parse(&a.judge).unwrap_or_default();
     matrix(opts, experiments, sel, print).await
 }
 

@@ -67,6 +67,11 @@ pub struct Args {
     /// skipped, each said on stderr).
     #[arg(long, default_value = "api", value_parser = ["api", "direct"])]
     write_path: String,
+    /// Which judges decide the verdicts: `both` (the rule checks, and trace validation of every
+    /// row's committed history against the protocol's model; the default), `rules` or `trace`
+    /// (trace validation alone, to see what it catches by itself).
+    #[arg(long, default_value = "both", value_parser = ["both", "rules", "trace"])]
+    judge: String,
 }
 
 /// How the matrix is printed.
@@ -116,6 +121,7 @@ pub async fn run(a: Args) -> u8 {
     let mut opts = a.server.options(worker_bin, deployment, a.jobs.jobs);
     opts.skip_conformance = a.skip_conformance;
     opts.write_path = write_path;
+    opts.judging = fenceproof_scenarios::trace_check::Judging::parse(&a.judge).unwrap_or_default();
     opts.program = crate::invoked::program();
     let out = Output { print, repeat: a.repeat };
     crate::interrupt::interruptible(matrix(opts, experiments, barriers, out)).await

@@ -301,6 +301,7 @@ where
         conformance_report: opts.conformance_report.clone(),
         jobs: opts.jobs,
         write_path: opts.write_path,
+        judging: opts.judging,
         program: opts.program.clone(),
     };
     let session = Session::start(&o).await?;

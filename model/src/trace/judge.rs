@@ -1,0 +1,113 @@
+//! The validation loop: every transaction of the history, in commit order, is explained change by
+//! change by a model action ([`super::classify`]); the rows follow the committed changes. A change
+//! that no action explains is reported, and the rows take the observed values so the rest of the
+//! history is still read (the first finding is the one that matters; the count says how many more).
+
+use serde::Serialize;
+
+use super::classify::{self, Explained};
+use super::history::{transactions, Change, Env, Table, Txn};
+use super::rows::Rows;
+use crate::coverage::Class;
+
+/// One explained step: the model action's kind, the class of the rows it was taken from (the
+/// coverage numerator) and the commit it explains.
+#[derive(Clone, Debug, Serialize)]
+pub struct Step {
+    pub seq: i64,
+    pub kind: &'static str,
+    pub class: Class,
+}
+
+/// A committed change the model cannot explain.
+#[derive(Clone, Debug, Serialize)]
+pub struct Unexplained {
+    pub seq: i64,
+    pub writer: String,
+    /// What was committed.
+    pub observed: String,
+    /// Why no model action has this effect here, and what the model allows at this point.
+    pub allowed: String,
+}
+
+/// The outcome of validating one history.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Report {
+    pub transactions: usize,
+    /// Changes explained by a model action of a worker, dispatcher or reconciler.
+    pub explained: usize,
+    /// Changes of the control plane or the harness (the environment's steps).
+    pub environment: usize,
+    /// Hidden restores or promotions the history needed (rows that lost committed changes).
+    pub rollbacks: usize,
+    pub steps: Vec<Step>,
+    pub unexplained: Vec<Unexplained>,
+    /// False when the server's clock moved back: time guards were not judged.
+    pub time_judged: bool,
+}
+
+impl Report {
+    /// The history is a behaviour of the model.
+    pub fn holds(&self) -> bool {
+        self.unexplained.is_empty()
+    }
+}
+
+/// Validates `changes` (one row's whole history) against the model's actions.
+pub fn validate(changes: &[Change], env: &Env) -> Report {
+    let txns = transactions(changes);
+    let overlaps = classify::Overlaps::of(&txns, env);
+    let mut rows = Rows::default();
+    let mut report = Report { transactions: txns.len(), time_judged: !env.clock_moved_back, ..Report::default() };
+    for t in &txns {
+        if env.is_control(t.writer()) {
+            for c in &t.changes {
+                if let Some(kind) = classify::control_kind(c) {
+                    report.steps.push(Step { seq: c.seq, kind, class: classify::class(&rows, c, t, &overlaps) });
+                }
+                rows.apply(c, t.at());
+                report.environment += 1;
+            }
+            continue;
+        }
+        judge_txn(t, env, &overlaps, &mut rows, &mut report);
+    }
+    report
+}
+
+fn judge_txn(t: &Txn, env: &Env, overlaps: &classify::Overlaps, rows: &mut Rows, report: &mut Report) {
+    if let Some(u) = classify::outside_protected(t, rows) {
+        report.unexplained.push(u);
+    }
+    for c in &t.changes {
+        if c.table == Table::Other {
+            continue;
+        }
+        if let Some(stale) = rows.stale(c) {
+            if env.rows_may_roll_back {
+                report.rollbacks += 1;
+                rows.resync(c);
+            } else {
+                report.unexplained.push(Unexplained {
+                    seq: c.seq,
+                    writer: c.writer.clone(),
+                    observed: stale,
+                    allowed: "a row changes only by a recorded commit (no restore or promotion is on the timeline)"
+                        .into(),
+                });
+                rows.resync(c);
+            }
+        }
+        let class = classify::class(rows, c, t, overlaps);
+        match classify::explain(rows, c, t, env) {
+            Explained::Step(kind) => {
+                report.explained += 1;
+                report.steps.push(Step { seq: c.seq, kind, class });
+            }
+            Explained::No { observed, allowed } => {
+                report.unexplained.push(Unexplained { seq: c.seq, writer: c.writer.clone(), observed, allowed });
+            }
+        }
+        rows.apply(c, t.at());
+    }
+}

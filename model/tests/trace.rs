@@ -1,0 +1,227 @@
+//! Trace validation on histories written by hand: a legal run is explained step by step, and each
+//! one-place bug of the spec's warnings leaves a commit the model cannot explain, named by its seq.
+
+use fenceproof_model::trace::{validate, Change, Env, Table};
+use serde_json::{json, Value};
+
+const RUN: &str = "11111111-2222-3333-4444-555555555555";
+const S: i64 = 1_000_000;
+
+/// A history under construction: the rows as they are, and the changes so far.
+struct H {
+    run: Value,
+    lease: Value,
+    ops: std::collections::BTreeMap<String, Value>,
+    out: Vec<Change>,
+    xid: u32,
+}
+
+fn time(us: i64) -> String {
+    chrono::DateTime::from_timestamp_micros(us).unwrap().to_rfc3339()
+}
+
+impl H {
+    fn new() -> H {
+        let run = json!({"run_id": RUN, "status": "pending", "revision": 0});
+        let lease = json!({"run_id": RUN, "owner": null, "epoch": 0, "expires_at": time(0)});
+        let mut h = H { run: Value::Null, lease: Value::Null, ops: Default::default(), out: vec![], xid: 0 };
+        h.txn("fenceproof-control", 0, 1, vec![(Table::Runs, None, Some(run)), (Table::Leases, None, Some(lease))]);
+        h
+    }
+
+    /// One transaction of `writer`, begun at `b` s and committed at `a` s.
+    fn txn(&mut self, writer: &str, b: i64, a: i64, rows: Vec<(Table, Option<Value>, Option<Value>)>) {
+        self.xid += 1;
+        for (table, old, new) in rows {
+            let op = match (&old, &new) {
+                (None, _) => "INSERT",
+                (_, None) => "DELETE",
+                _ => "UPDATE",
+            };
+            self.out.push(Change {
+                seq: self.out.len() as i64 + 1,
+                xid: self.xid.to_string(),
+                table,
+                op: op.into(),
+                writer: writer.into(),
+                began: b * S,
+                at: a * S,
+                old,
+                new: new.clone(),
+            });
+            match (table, new) {
+                (Table::Runs, Some(v)) => self.run = v,
+                (Table::Leases, Some(v)) => self.lease = v,
+                (Table::Operations, Some(v)) => {
+                    self.ops.insert(v["operation_id"].as_str().unwrap().to_string(), v);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn lease_to(&mut self, writer: &str, b: i64, a: i64, owner: Option<&str>, epoch: i64, expires: i64) {
+        let old = self.lease.clone();
+        let new = json!({"run_id": RUN, "owner": owner, "epoch": epoch, "expires_at": time(expires * S)});
+        self.txn(writer, b, a, vec![(Table::Leases, Some(old), Some(new))]);
+    }
+
+    fn run_to(&mut self, writer: &str, b: i64, a: i64, status: &str, revision: i64) {
+        let old = self.run.clone();
+        let new = json!({"run_id": RUN, "status": status, "revision": revision});
+        self.txn(writer, b, a, vec![(Table::Runs, Some(old), Some(new))]);
+    }
+
+    fn plan(&mut self, writer: &str, b: i64, a: i64, op: &str) {
+        let old = self.run.clone();
+        let rev = old["revision"].as_i64().unwrap() + 1;
+        let new = json!({"run_id": RUN, "status": "running", "revision": rev});
+        let row = json!({"operation_id": op, "run_id": RUN, "status": "prepared", "revision": 0});
+        self.txn(writer, b, a, vec![(Table::Runs, Some(old), Some(new)), (Table::Operations, None, Some(row))]);
+    }
+
+    fn op_to(&mut self, writer: &str, b: i64, a: i64, op: &str, to: (&str, Option<&str>, Option<i64>)) {
+        let (status, owner, until) = to;
+        let old = self.ops[op].clone();
+        let rev = old["revision"].as_i64().unwrap() + 1;
+        let new = json!({"operation_id": op, "run_id": RUN, "status": status, "revision": rev,
+                         "dispatch_owner": owner, "dispatch_until": until.map(|u| time(u * S))});
+        self.txn(writer, b, a, vec![(Table::Operations, Some(old), Some(new))]);
+    }
+
+    fn first_unexplained(&self, env: &Env) -> Option<(i64, String)> {
+        let r = validate(&self.out, env);
+        r.unexplained.first().map(|u| (u.seq, format!("{} / {}", u.observed, u.allowed)))
+    }
+}
+
+fn env() -> Env {
+    Env { control: vec!["fenceproof-control".into()], ..Env::default() }
+}
+
+/// A legal run: A takes the lease, starts, plans an operation, a dispatcher claims and settles it,
+/// A renews and completes and releases.
+fn legal() -> H {
+    let mut h = H::new();
+    h.lease_to("A", 2, 2, Some("A"), 1, 12);
+    h.run_to("A", 3, 3, "running", 1);
+    h.plan("A", 4, 4, "op-1");
+    h.op_to("D", 5, 5, "op-1", ("dispatching", Some("D"), Some(20)));
+    h.op_to("D", 6, 6, "op-1", ("succeeded", None, None));
+    h.lease_to("A", 7, 7, Some("A"), 1, 17);
+    h.run_to("A", 8, 8, "succeeded", 3);
+    h.lease_to("A", 9, 9, None, 1, 9);
+    h
+}
+
+#[test]
+fn a_legal_history_is_explained_step_by_step() {
+    let h = legal();
+    let r = validate(&h.out, &env());
+    assert!(r.holds(), "{:?}", r.unexplained);
+    let kinds: Vec<&str> = r.steps.iter().map(|s| s.kind).collect();
+    assert_eq!(kinds, ["acquire", "commit", "commit", "plan", "claim", "write-result", "renew", "commit", "release"]);
+    assert_eq!(r.environment, 2);
+}
+
+#[test]
+fn a_takeover_after_expiry_is_explained_and_the_old_owner_is_then_refused() {
+    let mut h = H::new();
+    h.lease_to("A", 2, 2, Some("A"), 1, 5);
+    h.run_to("A", 3, 3, "running", 1);
+    h.lease_to("B", 6, 6, Some("B"), 2, 16);
+    h.run_to("B", 7, 7, "running", 2);
+    assert_eq!(h.first_unexplained(&env()), None);
+    h.run_to("A", 8, 8, "running", 3);
+    let (seq, why) = h.first_unexplained(&env()).expect("A's stale commit");
+    assert_eq!(seq, h.out.len() as i64, "{why}");
+    assert!(why.contains("while the lease was Some(\"B\")"), "{why}");
+}
+
+#[test]
+fn each_one_place_bug_is_a_commit_the_model_cannot_explain() {
+    type Bug = fn(&mut H);
+    let bugs: &[(&str, Bug, &str)] = &[
+        ("takeover of a live lease", |h| h.lease_to("B", 3, 3, Some("B"), 2, 13), "live until"),
+        ("renewal of an expired lease", |h| h.lease_to("A", 20, 20, Some("A"), 1, 30), "had expired"),
+        ("release that zeroes the epoch", |h| h.lease_to("A", 3, 3, None, 0, 3), "epoch 1 → None/epoch 0"),
+        ("epoch that skips", |h| h.lease_to("B", 20, 20, Some("B"), 5, 30), "raises the epoch by exactly one"),
+        ("commit on an expired lease", |h| h.run_to("A", 20, 20, "running", 2), "expired at"),
+        ("blind revision overwrite", |h| h.run_to("A", 3, 3, "running", 7), "revision 7 over 1"),
+        ("worker cancels", |h| h.run_to("A", 3, 3, "cancelled", 2), "running → cancelled"),
+        (
+            "intent outside the protected transaction",
+            |h| {
+                let row = json!({"operation_id": "op-9", "run_id": RUN, "status": "prepared", "revision": 0});
+                h.txn("A", 3, 3, vec![(Table::Operations, None, Some(row))]);
+            },
+            "no commit of run",
+        ),
+    ];
+    for (name, bug, says) in bugs {
+        let mut h = H::new();
+        h.lease_to("A", 1, 1, Some("A"), 1, 11);
+        h.run_to("A", 2, 2, "running", 1);
+        assert_eq!(h.first_unexplained(&env()), None, "{name}: the prefix");
+        bug(&mut h);
+        let (seq, why) = h.first_unexplained(&env()).unwrap_or_else(|| panic!("{name}: explained"));
+        assert_eq!(seq, h.out.len() as i64, "{name}: {why}");
+        assert!(why.contains(says), "{name}: {why}");
+    }
+}
+
+#[test]
+fn ledger_bugs_are_unexplained() {
+    let mut h = legal();
+    h.op_to("D", 10, 10, "op-1", ("prepared", None, None));
+    assert!(h.first_unexplained(&env()).is_some_and(|(_, w)| w.contains("never back to prepared")));
+
+    let mut h = H::new();
+    h.lease_to("A", 1, 1, Some("A"), 1, 11);
+    h.run_to("A", 2, 2, "running", 1);
+    h.plan("A", 3, 3, "op-1");
+    h.op_to("D", 4, 4, "op-1", ("dispatching", Some("D"), Some(30)));
+    h.op_to("R", 5, 5, "op-1", ("unknown", None, None));
+    let (_, why) = h.first_unexplained(&env()).expect("a live claim marked unknown");
+    assert!(why.contains("claim was live until"), "{why}");
+
+    let mut h = H::new();
+    h.lease_to("A", 1, 1, Some("A"), 1, 11);
+    h.run_to("A", 2, 2, "running", 1);
+    h.plan("A", 3, 3, "op-1");
+    h.run_to("fenceproof-control", 4, 4, "cancelled", 3);
+    h.op_to("D", 9, 9, "op-1", ("dispatching", Some("D"), Some(30)));
+    let (_, why) = h.first_unexplained(&env()).expect("a claim of a cancelled run's operation");
+    assert!(why.contains("the run was cancelled"), "{why}");
+}
+
+#[test]
+fn a_moved_clock_leaves_time_unjudged_and_a_restore_allows_lost_commits() {
+    let mut h = H::new();
+    h.lease_to("A", 1, 1, Some("A"), 1, 11);
+    h.lease_to("B", 3, 3, Some("B"), 2, 13);
+    assert!(h.first_unexplained(&env()).is_some());
+    let moved = Env { clock_moved_back: true, ..env() };
+    assert_eq!(h.first_unexplained(&moved), None);
+
+    let mut h = H::new();
+    h.lease_to("A", 1, 1, Some("A"), 1, 11);
+    h.run_to("A", 2, 2, "running", 1);
+    h.run = json!({"run_id": RUN, "status": "pending", "revision": 0});
+    h.run_to("A", 3, 3, "running", 1);
+    assert!(h.first_unexplained(&env()).is_some_and(|(_, w)| w.contains("recorded commit")));
+    let restored = Env { rows_may_roll_back: true, ..env() };
+    assert_eq!(h.first_unexplained(&restored), None);
+}
+
+#[test]
+fn the_claim_holder_may_give_its_claim_up_as_unknown_before_it_expires() {
+    let mut h = H::new();
+    h.lease_to("A", 1, 1, Some("A"), 1, 11);
+    h.run_to("A", 2, 2, "running", 1);
+    h.plan("A", 3, 3, "op-1");
+    h.op_to("D", 4, 4, "op-1", ("dispatching", Some("D"), Some(30)));
+    h.op_to("D", 5, 5, "op-1", ("unknown", None, None));
+    h.op_to("R", 6, 6, "op-1", ("succeeded", None, None));
+    assert_eq!(h.first_unexplained(&env()), None);
+}

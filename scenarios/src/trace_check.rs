@@ -1,0 +1,129 @@
+//! Trace validation on every row: the row's committed history (the oracle's commits) is checked
+//! to be a behaviour of the protocol's model (`fenceproof_model::trace`), beside the rule checks
+//! and independent of them. The timeline says what the environment did (a moved server clock, a
+//! restore or promotion); the harness's own sessions are the environment's steps. The report,
+//! with the model transitions the row exercised, is saved as `trace.json` in the row's folder.
+
+use std::path::Path;
+
+use fenceproof_harness::check::Check;
+use fenceproof_harness::record::oracle::CommitRow;
+use fenceproof_harness::record::timeline::Entry;
+use fenceproof_model::trace::{self, Change, Env, Report, Table};
+
+/// The checker's name (the rule catalogue links `model.history-explained` to it).
+pub const TRACE: &str = "every committed change is a step of the protocol's model";
+
+/// The faults after which rows may lose committed changes (the history needs a hidden restore).
+const ROLLBACK_FAULTS: &[&str] = &["restore", "promote", "failover"];
+
+/// The oracle's rows as the model's trace reads them.
+pub fn changes(rows: &[CommitRow]) -> Vec<Change> {
+    rows.iter()
+        .map(|r| Change {
+            seq: r.seq,
+            xid: r.xid.clone(),
+            table: Table::of(&r.table_name),
+            op: r.op.clone(),
+            writer: r.writer.clone(),
+            began: r.began_at.unwrap_or(r.committed_at).timestamp_micros(),
+            at: r.committed_at.timestamp_micros(),
+            old: r.old_row.clone(),
+            new: r.new_row.clone(),
+        })
+        .collect()
+}
+
+/// The environment of a row: the harness's sessions, and what its faults did to clock and rows.
+pub fn env(timeline: &[Entry], environment: &[String]) -> Env {
+    let faults: Vec<&str> = timeline.iter().filter_map(|e| e.fault.as_ref()).map(|f| f.name.as_str()).collect();
+    let actions = timeline.iter().map(|e| e.action.as_str());
+    let mut control = vec![crate::ctx::CONTROL.to_string()];
+    control.extend(environment.iter().cloned());
+    Env {
+        control,
+        control_prefixes: vec![crate::ctx::CONTROL_PLANE_PREFIX.to_string()],
+        clock_moved_back: faults.contains(&"server-clock"),
+        rows_may_roll_back: actions
+            .chain(faults.iter().copied())
+            .any(|a| ROLLBACK_FAULTS.iter().any(|f| a.contains(f))),
+    }
+}
+
+/// Validates the row's history; saves `trace.json` in `dir`; the check that reports it.
+pub fn judge(dir: &Path, rows: &[CommitRow], timeline: &[Entry], environment: &[String]) -> std::io::Result<Check> {
+    let env = env(timeline, environment);
+    let report = trace::validate(&changes(rows), &env);
+    std::fs::write(dir.join("trace.json"), serde_json::to_string_pretty(&saved(&report)).expect("json"))?;
+    Ok(check(&report))
+}
+
+fn saved(r: &Report) -> serde_json::Value {
+    let transitions: std::collections::BTreeSet<String> =
+        r.steps.iter().map(|s| fenceproof_model::coverage::key(&s.class, s.kind)).collect();
+    serde_json::json!({
+        "holds": r.holds(),
+        "transactions": r.transactions,
+        "explained": r.explained,
+        "environment": r.environment,
+        "rollbacks": r.rollbacks,
+        "time_judged": r.time_judged,
+        "unexplained": r.unexplained,
+        "transitions": transitions,
+        "steps": r.steps,
+    })
+}
+
+fn check(r: &Report) -> Check {
+    let time =
+        if r.time_judged { "times by the database's clock" } else { "times not judged: the server's clock moved" };
+    match r.unexplained.first() {
+        None => Check::pass(
+            TRACE,
+            format!(
+                "{} changes in {} transactions explained by model actions, {} by the environment{}; {time}",
+                r.explained,
+                r.transactions,
+                r.environment,
+                if r.rollbacks > 0 {
+                    format!(", {} lost to a restore or promotion", r.rollbacks)
+                } else {
+                    String::new()
+                }
+            ),
+        ),
+        Some(u) => {
+            let more = r.unexplained.len() - 1;
+            let more = if more > 0 { format!(" (and {more} more unexplained)") } else { String::new() };
+            Check::fail(TRACE, format!("commit #{}: {}; the model allows: {}{more}", u.seq, u.observed, u.allowed))
+        }
+    }
+}
+
+/// Which judges decide a row's verdict (`verify --judge`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Judging {
+    /// The rule checks and trace validation, side by side (the default).
+    #[default]
+    Both,
+    /// The rule checks alone.
+    Rules,
+    /// Trace validation alone (to measure what it catches by itself).
+    Trace,
+}
+
+impl Judging {
+    pub fn parse(s: &str) -> Option<Judging> {
+        match s {
+            "both" => Some(Judging::Both),
+            "rules" => Some(Judging::Rules),
+            "trace" => Some(Judging::Trace),
+            _ => None,
+        }
+    }
+
+    /// Whether trace validation runs.
+    pub fn trace(self) -> bool {
+        self != Judging::Rules
+    }
+}

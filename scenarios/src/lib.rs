@@ -9,6 +9,7 @@ pub mod b_loss_while_running;
 pub mod b_old_owner_resumes;
 pub mod c_same_epoch_reorder;
 pub mod catalogue;
+pub mod coverage;
 pub mod ctx;
 pub mod d_race_after_validation;
 pub mod e_crash_between_commits;

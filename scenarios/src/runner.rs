@@ -332,8 +332,20 @@ impl RowEnd {
             Some(rows) => Ok(rows),
             None => oracle::commits_in(&pool, &ctx.oracle_schema).await,
         };
-        if let (true, Ok(rows)) = (self.judging.trace(), &rows) {
-            ctx.checks.push(crate::trace_check::judge(&dir, rows, &ctx.timeline.entries(), &ctx.environment)?);
+        // An experiment that saved its own database's oracle is judged on that history.
+        let own: Option<Vec<oracle::CommitRow>> = saved_by_experiment
+            .then(|| std::fs::read_to_string(dir.join("oracle.json")).ok())
+            .flatten()
+            .and_then(|t| serde_json::from_str(&t).ok());
+        let judged = if saved_by_experiment { own.as_deref() } else { rows.as_deref().ok() };
+        if let (true, Some(rows)) = (self.judging.trace(), judged) {
+            ctx.checks.push(crate::trace_check::judge(
+                &dir,
+                rows,
+                &ctx.timeline.entries(),
+                &ctx.environment,
+                ctx.server.is_some(),
+            )?);
         }
         let callers = fenceproof_harness::check::callers::Callers::from_timeline(&ctx.timeline.entries());
         ctx.checks.extend(judge_calls(&dir, saved_by_experiment, rows.as_deref().ok(), &callers)?);

@@ -6,10 +6,12 @@
 
 use std::path::Path;
 
+use fenceproof_harness::check::callers::{Caller, Callers};
 use fenceproof_harness::check::Check;
 use fenceproof_harness::record::oracle::CommitRow;
 use fenceproof_harness::record::timeline::Entry;
-use fenceproof_model::trace::{self, Change, Env, Report, Table};
+use fenceproof_model::config::Capability as ModelCapability;
+use fenceproof_model::trace::{self, Call, Change, Env, Report, Table};
 
 /// The checker's name (the rule catalogue links `model.history-explained` to it).
 pub const TRACE: &str = "every committed change is a step of the protocol's model";
@@ -34,6 +36,37 @@ pub fn changes(rows: &[CommitRow]) -> Vec<Change> {
         .collect()
 }
 
+/// The resources the fake tools created for a worker process of the row (their ledger's
+/// `created` entries, `at` in seconds); a creation the harness made itself, or whose caller the
+/// tools could not name, is not a worker's call.
+pub fn calls(ledger: &[serde_json::Value], callers: &Callers) -> Vec<Call> {
+    ledger
+        .iter()
+        .filter(|e| e["kind"] == "created" && matches!(callers.of(e), Caller::Owner(_)))
+        .filter_map(|e| {
+            let at: f64 = e["at"].as_str()?.parse().ok()?;
+            Some(Call { operation_id: e["operation_id"].as_str()?.to_string(), at: (at * 1e6).round() as i64 })
+        })
+        .collect()
+}
+
+/// The fake tools' capabilities, as the model names them.
+fn capabilities() -> std::collections::BTreeMap<String, ModelCapability> {
+    use fenceproof_fake_tools::tools::{Capability, TOOLS};
+    TOOLS
+        .iter()
+        .map(|(name, c)| {
+            let m = match c {
+                Capability::IdempotencyKey => ModelCapability::Idempotent,
+                Capability::DeterministicId => ModelCapability::DeterministicId,
+                Capability::OperationQuery => ModelCapability::Query,
+                Capability::Neither => ModelCapability::None,
+            };
+            (name.to_string(), m)
+        })
+        .collect()
+}
+
 /// The environment of a row: the harness's sessions, and what its faults did to clock and rows.
 pub fn env(timeline: &[Entry], environment: &[String]) -> Env {
     let faults: Vec<&str> = timeline.iter().filter_map(|e| e.fault.as_ref()).map(|f| f.name.as_str()).collect();
@@ -44,6 +77,9 @@ pub fn env(timeline: &[Entry], environment: &[String]) -> Env {
         control,
         control_prefixes: vec![crate::ctx::CONTROL_PLANE_PREFIX.to_string()],
         clock_moved_back: faults.contains(&"server-clock"),
+        capabilities: capabilities(),
+        calls: Vec::new(),
+        shared_clock: false,
         rows_may_roll_back: actions
             .chain(faults.iter().copied())
             .any(|a| ROLLBACK_FAULTS.iter().any(|f| a.contains(f))),
@@ -51,8 +87,18 @@ pub fn env(timeline: &[Entry], environment: &[String]) -> Env {
 }
 
 /// Validates the row's history; saves `trace.json` in `dir`; the check that reports it.
-pub fn judge(dir: &Path, rows: &[CommitRow], timeline: &[Entry], environment: &[String]) -> std::io::Result<Check> {
-    let env = env(timeline, environment);
+/// `shared_clock`: the server runs on this host (the tools' clock is the database's).
+pub fn judge(
+    dir: &Path,
+    rows: &[CommitRow],
+    timeline: &[Entry],
+    environment: &[String],
+    shared_clock: bool,
+) -> std::io::Result<Check> {
+    let mut env = env(timeline, environment);
+    let ledger = fenceproof_harness::record::ledger::entries(&dir.join("tools-ledger.jsonl")).unwrap_or_default();
+    env.calls = calls(&ledger, &Callers::from_timeline(timeline));
+    env.shared_clock = shared_clock;
     let report = trace::validate(&changes(rows), &env);
     std::fs::write(dir.join("trace.json"), serde_json::to_string_pretty(&saved(&report)).expect("json"))?;
     Ok(check(&report))
@@ -95,7 +141,8 @@ fn check(r: &Report) -> Check {
         Some(u) => {
             let more = r.unexplained.len() - 1;
             let more = if more > 0 { format!(" (and {more} more unexplained)") } else { String::new() };
-            Check::fail(TRACE, format!("commit #{}: {}; the model allows: {}{more}", u.seq, u.observed, u.allowed))
+            let at = if u.seq > 0 { format!("commit #{}", u.seq) } else { "the tools' ledger".to_string() };
+            Check::fail(TRACE, format!("{at}: {}; the model allows: {}{more}", u.observed, u.allowed))
         }
     }
 }

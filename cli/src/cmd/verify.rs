@@ -143,18 +143,20 @@ async fn matrix(mut opts: VerifyOptions, experiments: Vec<Experiment>, barriers:
     let opts = &opts;
     match runner::verify_with(opts, experiments, out.repeat, barriers).await {
         Ok((matrix, flakes, dir)) => {
+            let coverage = opts.judging.trace().then(|| fenceproof_scenarios::coverage::of(&dir, &matrix));
             if out.print.json {
-                outln!(
-                    "{}",
-                    serde_json::to_string_pretty(&document(&matrix, &dir, &flakes, gate.as_ref(), None, out))
-                        .expect("json")
-                );
+                let mut doc = document(&matrix, &dir, &flakes, gate.as_ref(), None, out);
+                doc["model_coverage"] = serde_json::json!(coverage);
+                outln!("{}", serde_json::to_string_pretty(&doc).expect("json"));
             } else {
                 out!("{}", if out.print.quiet { matrix.summary() } else { matrix.table() });
                 if out.repeat > 1 && flakes.is_empty() {
                     outln!("{} repetitions: no verdict changed", out.repeat);
                 } else if out.repeat > 1 {
                     outln!("{} repetitions: FLAKY {}", out.repeat, flakes.join("; "));
+                }
+                if let Some(c) = &coverage {
+                    outln!("{}", fenceproof_scenarios::coverage::line(c));
                 }
                 outln!("report: {}", dir.display());
             }

@@ -29,7 +29,16 @@ pub const VISIBLE_AFTER_US: i64 = 1_000_000;
 /// The action explaining change `c` of worker transaction `t`, judged on `rows`.
 pub fn explain(rows: &Rows, c: &Change, t: &Txn, env: &Env) -> Explained {
     let clock = Clock { began: t.began(), at: t.at(), judged: !env.clock_moved_back };
+    if env.is_control_plane(&c.writer) {
+        if let Some(e) = control_plane(rows, c) {
+            return e;
+        }
+    }
     match (c.table, c.op.as_str()) {
+        (Table::Operations, "UPDATE") if unknown_settled_without_capability(c, env) => no(
+            format!("{} settled operation {} of a tool with neither query nor idempotency", c.writer, c.key()),
+            "such an operation stays unknown until a person confirms it (an alert, not a reconciliation)",
+        ),
         (Table::Leases, "UPDATE") => lease_update(c, &clock, rows),
         (Table::Runs, "UPDATE") => run_update(c, &clock, rows),
         (Table::Operations, "INSERT") => op_insert(c),
@@ -57,6 +66,11 @@ impl Clock {
     fn surely_ahead(&self, t: i64) -> bool {
         self.judged && t > self.at
     }
+}
+
+/// A database-clock time for messages.
+pub fn ts_of(us: i64) -> String {
+    ts(us)
 }
 
 fn ts(us: i64) -> String {
@@ -238,6 +252,51 @@ fn claim(o: &Op, n: &Op, clock: &Clock, rows: &Rows, moved: String) -> Explained
         }
         _ => Explained::Step("claim"),
     }
+}
+
+/// The contract's control plane: it creates a run (pending, revision 0) with a free lease, and
+/// cancels a pending or running run with its prepared operations. `None`: judge as a worker's.
+fn control_plane(rows: &Rows, c: &Change) -> Option<Explained> {
+    let new = c.new.as_ref();
+    Some(match (c.table, c.op.as_str()) {
+        (Table::Runs, "INSERT") => match new.map(Run::from) {
+            Some(r) if r.status == "pending" => Explained::Step("create"),
+            _ => no(format!("{} created a run that is not pending", c.writer), "a new run starts pending"),
+        },
+        (Table::Leases, "INSERT") => match new.map(Lease::from) {
+            Some(l) if l.owner.is_none() => Explained::Step("create"),
+            _ => no(format!("{} created a lease with an owner", c.writer), "a new run's lease starts free"),
+        },
+        (Table::Runs, "UPDATE") => {
+            let (o, n) = pair(c, Run::from)?;
+            if matches!(o.status.as_str(), "pending" | "running") && n.status == "cancelled" {
+                Explained::Step("cancel")
+            } else {
+                no(
+                    format!("{} moved run {} {} → {}", c.writer, short(&c.key()), o.status, n.status),
+                    "the control plane cancels a pending or running run; a terminal run never moves (a retry is a new run)",
+                )
+            }
+        }
+        (Table::Operations, "UPDATE") => {
+            let (o, n) = pair(c, Op::from)?;
+            let run_cancelled = rows.runs.get(&o.run).is_some_and(|r| r.status == "cancelled");
+            if o.status == "prepared" && n.status == "cancelled" && run_cancelled {
+                Explained::Step("cancel")
+            } else {
+                return None;
+            }
+        }
+        _ => return None,
+    })
+}
+
+fn unknown_settled_without_capability(c: &Change, env: &Env) -> bool {
+    let Some((o, n)) = pair(c, Op::from) else { return false };
+    let tool = c.old.as_ref().and_then(|v| v.get("tool_name")).and_then(serde_json::Value::as_str).unwrap_or_default();
+    o.status == "unknown"
+        && matches!(n.status.as_str(), "succeeded" | "failed_final")
+        && env.capabilities.get(tool) == Some(&crate::config::Capability::None)
 }
 
 /// The kind of a control-plane change the coverage counts (cancel), if any.

@@ -100,13 +100,28 @@ pub fn transactions(changes: &[Change]) -> Vec<Txn> {
     out
 }
 
+/// A remote effect the fake tools recorded: a resource created for an operation_id, at the
+/// machine's clock (µs).
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub operation_id: String,
+    pub at: i64,
+}
+
 /// What the row's timeline says about the environment the history ran in.
 #[derive(Clone, Debug, Default)]
 pub struct Env {
-    /// Writers that are the control plane or the harness (their steps are the environment's).
+    /// Writers that are the harness or a writer the experiment runs outside the protocol (their
+    /// steps are the environment's, not judged).
     pub control: Vec<String>,
-    /// Application-name prefixes of the control plane.
+    /// Application-name prefixes of the contract's control plane (create, cancel): judged.
     pub control_prefixes: Vec<String>,
+    /// The resources the tools created, in the order they recorded them.
+    pub calls: Vec<Call>,
+    /// Each tool's capability, by tool_name.
+    pub capabilities: std::collections::BTreeMap<String, crate::config::Capability>,
+    /// The tools and the database read one clock (a server on this host, not under a faked clock).
+    pub shared_clock: bool,
     /// The server's clock was moved back: a transaction's start no longer bounds its statements'
     /// clock readings from below, so time is not judged.
     pub clock_moved_back: bool,
@@ -115,8 +130,13 @@ pub struct Env {
 }
 
 impl Env {
-    /// Whether `writer` is the environment's (the control plane or the harness).
+    /// Whether `writer` is the environment's (the harness, or a writer outside the protocol).
     pub fn is_control(&self, writer: &str) -> bool {
-        self.control.iter().any(|c| c == writer) || self.control_prefixes.iter().any(|p| writer.starts_with(p.as_str()))
+        self.control.iter().any(|c| c == writer)
+    }
+
+    /// Whether `writer` is the contract's control plane (its create and cancel are judged).
+    pub fn is_control_plane(&self, writer: &str) -> bool {
+        self.control_prefixes.iter().any(|p| writer.starts_with(p.as_str()))
     }
 }

@@ -72,6 +72,7 @@ pub fn validate(changes: &[Change], env: &Env) -> Report {
         }
         judge_txn(t, env, &overlaps, &mut rows, &mut report);
     }
+    super::calls::judge(&rows, env, &mut report);
     report
 }
 

@@ -11,10 +11,11 @@
 //! It is an independent judge beside the rule checks: it knows nothing of experiments, only the
 //! model's actions, so it judges every row, schedule and control run the same way.
 
+pub mod calls;
 pub mod classify;
 pub mod history;
 pub mod judge;
 pub mod rows;
 
-pub use history::{transactions, Change, Env, Table, Txn};
+pub use history::{transactions, Call, Change, Env, Table, Txn};
 pub use judge::{validate, Report, Step, Unexplained};

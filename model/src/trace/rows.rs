@@ -96,6 +96,8 @@ pub struct Rows {
     pub unreleased: std::collections::BTreeMap<String, Vec<(String, i64)>>,
     /// The session (application_name) whose claim each dispatching operation is under.
     pub claimer: std::collections::BTreeMap<String, String>,
+    /// When each operation first left prepared (claimed, or set up past it by the environment).
+    pub left_prepared_at: std::collections::BTreeMap<String, i64>,
 }
 
 impl Rows {
@@ -125,6 +127,9 @@ impl Rows {
                 let was = self.ops.get(&key).map(|o| o.status.as_str());
                 if op.status == "dispatching" && was != Some("dispatching") {
                     self.claimer.insert(key.clone(), c.writer.clone());
+                }
+                if op.status != "prepared" {
+                    self.left_prepared_at.entry(key.clone()).or_insert(at);
                 }
                 let list = self.run_ops.entry(op.run.clone()).or_default();
                 if !list.contains(&key) {

@@ -299,6 +299,23 @@ impl Session {
     }
 }
 
+/// Trace validation of a row's history: the session database's, or the one an experiment saved
+/// of its own database (`oracle.json`).
+fn trace_row(
+    dir: &std::path::Path,
+    ctx: &Ctx,
+    saved_by_experiment: bool,
+    rows: Option<&[oracle::CommitRow]>,
+) -> Result<Option<Check>, HarnessError> {
+    let own: Option<Vec<oracle::CommitRow>> = saved_by_experiment
+        .then(|| std::fs::read_to_string(dir.join("oracle.json")).ok())
+        .flatten()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let Some(rows) = (if saved_by_experiment { own.as_deref() } else { rows }) else { return Ok(None) };
+    let entries = ctx.timeline.entries();
+    Ok(Some(crate::trace_check::judge(dir, rows, &entries, &ctx.environment, ctx.server.is_some())?))
+}
+
 /// What finishing a row needs of its session, owned (rows side by side finish inside their own
 /// futures).
 pub(crate) struct RowEnd {
@@ -332,20 +349,8 @@ impl RowEnd {
             Some(rows) => Ok(rows),
             None => oracle::commits_in(&pool, &ctx.oracle_schema).await,
         };
-        // An experiment that saved its own database's oracle is judged on that history.
-        let own: Option<Vec<oracle::CommitRow>> = saved_by_experiment
-            .then(|| std::fs::read_to_string(dir.join("oracle.json")).ok())
-            .flatten()
-            .and_then(|t| serde_json::from_str(&t).ok());
-        let judged = if saved_by_experiment { own.as_deref() } else { rows.as_deref().ok() };
-        if let (true, Some(rows)) = (self.judging.trace(), judged) {
-            ctx.checks.push(crate::trace_check::judge(
-                &dir,
-                rows,
-                &ctx.timeline.entries(),
-                &ctx.environment,
-                ctx.server.is_some(),
-            )?);
+        if self.judging.trace() {
+            ctx.checks.extend(trace_row(&dir, &ctx, saved_by_experiment, rows.as_deref().ok())?);
         }
         let callers = fenceproof_harness::check::callers::Callers::from_timeline(&ctx.timeline.entries());
         ctx.checks.extend(judge_calls(&dir, saved_by_experiment, rows.as_deref().ok(), &callers)?);

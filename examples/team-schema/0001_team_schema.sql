@@ -72,7 +72,7 @@ CREATE TRIGGER team_runs_terminal_final BEFORE UPDATE OF status ON agent_runs
   FOR EACH ROW EXECUTE FUNCTION team_runs_terminal_final();
 
 -- The team's own history of run status changes, kept by a trigger that writes a table the worker
--- cannot write itself (SECURITY DEFINER, with a fixed search_path).
+-- cannot write itself (SECURITY DEFINER, with a fixed search_path, pg_temp last).
 CREATE TABLE team_run_history (
   id          bigserial PRIMARY KEY,
   run_id      uuid NOT NULL,
@@ -82,7 +82,7 @@ CREATE TABLE team_run_history (
   at          timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE FUNCTION team_record_run_status() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
   IF TG_OP = 'INSERT' OR NEW.status IS DISTINCT FROM OLD.status THEN
     INSERT INTO public.team_run_history (run_id, tenant_id, from_status, to_status)

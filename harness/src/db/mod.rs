@@ -18,6 +18,7 @@ pub mod patroni;
 pub mod pgbin;
 pub mod ports;
 pub mod pristine;
+pub mod privileges;
 pub mod restorable;
 pub mod team_schema;
 pub mod writers;

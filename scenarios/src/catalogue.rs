@@ -522,6 +522,7 @@ pub const ROLES_FENCED_FUNCTIONS_ONLY: Rule = Rule {
         crate::p_role_boundary::ANY_DENIED,
         crate::p_role_boundary::STATE_UNCHANGED,
         crate::p_role_boundary::DIRECT_PATH_REFUSED,
+        crate::p_role_boundary::AUDIT_FINDS_NOTHING,
     ],
 };
 pub const SECRETS_MASKED: Rule = Rule {

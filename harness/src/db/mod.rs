@@ -20,6 +20,7 @@ pub mod ports;
 pub mod pristine;
 pub mod privileges;
 pub mod restorable;
+pub mod team_functions;
 pub mod team_schema;
 pub mod writers;
 

@@ -93,6 +93,7 @@ pub fn all() -> Vec<Experiment> {
         p_api::commit::EXPERIMENT,
         p_api::ledger::EXPERIMENT,
         p_api::clock::EXPERIMENT,
+        p_api::team::EXPERIMENT,
         w_boundaries::lease::EXPERIMENT,
         w_boundaries::commit::EXPERIMENT,
         w_boundaries::ledger::EXPERIMENT,

@@ -24,7 +24,8 @@ impl TeamFunction {
     /// `SELECT count(*) FROM name(...) ` with each word's SQL literal put in its place: a call that
     /// works whatever the function returns (a table, a scalar, void).
     pub fn call(&self, values: &BTreeMap<&str, String>) -> String {
-        let args: Vec<&str> = self.args.iter().map(|a| values.get(a.as_str()).map(String::as_str).unwrap_or("NULL")).collect();
+        let args: Vec<&str> =
+            self.args.iter().map(|a| values.get(a.as_str()).map(String::as_str).unwrap_or("NULL")).collect();
         format!("SELECT to_jsonb(count(*)) FROM {}({}) x", self.name, args.join(", "))
     }
 }
@@ -63,8 +64,16 @@ pub fn parse(op: &str, template: &str) -> Result<TeamFunction, String> {
 }
 
 /// Every mapping of a contract, parsed; the first bad one as (operation, why).
+/// The lease's three operations are mapped together or not at all (P-api-team judges all three).
 pub fn parse_all(map: &BTreeMap<String, String>) -> Result<BTreeMap<String, TeamFunction>, (String, String)> {
-    map.iter().map(|(op, t)| parse(op, t).map(|f| (op.clone(), f)).map_err(|e| (op.clone(), e))).collect()
+    let parsed: BTreeMap<String, TeamFunction> = map
+        .iter()
+        .map(|(op, t)| parse(op, t).map(|f| (op.clone(), f)).map_err(|e| (op.clone(), e)))
+        .collect::<Result<_, _>>()?;
+    if let Some((op, _)) = OPERATIONS.iter().find(|(op, _)| !parsed.is_empty() && !parsed.contains_key(*op)) {
+        return Err((op.to_string(), "the lease's operations (acquire, renew, release) are mapped together".into()));
+    }
+    Ok(parsed)
 }
 
 #[cfg(test)]
@@ -77,7 +86,8 @@ mod tests {
         assert_eq!(f.name, "app.renew_lease");
         assert_eq!(f.args, ["epoch", "run_id", "owner", "ttl_ms"]);
         let values: BTreeMap<&str, String> =
-            [("run_id", "'r'".to_string()), ("owner", "'o'".into()), ("epoch", "1".into()), ("ttl_ms", "9".into())].into();
+            [("run_id", "'r'".to_string()), ("owner", "'o'".into()), ("epoch", "1".into()), ("ttl_ms", "9".into())]
+                .into();
         assert_eq!(f.call(&values), "SELECT to_jsonb(count(*)) FROM app.renew_lease(1, 'r', 'o', 9) x");
         for (op, bad, says) in [
             ("renew", "renew_lease(run_id, owner, epoch)", "needs ttl_ms"),
@@ -90,5 +100,15 @@ mod tests {
             let e = parse(op, bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");
         }
+        let map = |ops: &[&str]| -> BTreeMap<String, String> {
+            ops.iter()
+                .map(|o| {
+                    (o.to_string(), format!("f({})", OPERATIONS.iter().find(|(x, _)| x == o).unwrap().1.join(", ")))
+                })
+                .collect()
+        };
+        assert_eq!(parse_all(&map(&[])).unwrap().len(), 0);
+        assert_eq!(parse_all(&map(&["acquire", "renew", "release"])).unwrap().len(), 3);
+        assert_eq!(parse_all(&map(&["renew", "release"])).unwrap_err().0, "acquire");
     }
 }

@@ -180,7 +180,7 @@ mod tests {
         for e in all() {
             let ceiling = e.ceiling();
             assert!(ceiling >= experiment::BASE_CEILING, "{}: {ceiling:?}", e.id);
-            if e.opt_in() {
+            if e.opt_in() && !e.needs(experiment::Need::TeamFunctions) {
                 // A Patroni row's bootstrap alone may take BOOTSTRAP; then a failover or switchover.
                 assert!(ceiling > BOOTSTRAP + SWITCHOVER, "{}: {ceiling:?} cuts its own waits short", e.id);
             } else {

@@ -8,8 +8,13 @@ use fenceproof_scenarios::experiment::{Judges, Need, TeamFailover};
 use fenceproof_scenarios::Experiment;
 
 /// The experiments named by `--only` (all without it), or the usage exit code after saying why.
+/// A row that probes a team's own functions (P-api-team) comes only when named by its id, not with
+/// its family (`--only P`): it needs a contract's `[database.functions]`, which `verify` checks.
 pub fn only(only: Option<&[String]>) -> Result<Vec<Experiment>, u8> {
-    fenceproof_scenarios::select(only).map_err(crate::fail::usage)
+    let mut found = fenceproof_scenarios::select(only).map_err(crate::fail::usage)?;
+    let named = |id: &str| only.unwrap_or_default().iter().any(|o| o.eq_ignore_ascii_case(id));
+    found.retain(|e| !e.needs(Need::TeamFunctions) || named(e.id));
+    Ok(found)
 }
 
 /// `verify`'s rows: with a contract, only the rows whose standby runs in its replication mode

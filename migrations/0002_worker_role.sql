@@ -5,7 +5,8 @@
 -- can change state is through the fp_* functions below. Each function is a complete, fenced write
 -- of the protocol (owner + epoch under a row lock, revision compare-and-set, claim owner + ledger
 -- revision + digest), so a worker that skips a check in its own code still cannot write around it.
--- The functions run as their owner (SECURITY DEFINER) with the search_path they were created with.
+-- The functions run as their owner (SECURITY DEFINER) with the search_path they were created with
+-- (the protocol's schema, then pg_temp last), and PUBLIC may not execute them.
 -- They are PL/pgSQL, not LANGUAGE sql: a SECURITY DEFINER sql function is never inlined, so its
 -- body would be parsed and planned on every call, and planned without the parameters' values;
 -- PL/pgSQL caches each statement's plan per session (measured by `fenceproof bench`).
@@ -33,6 +34,14 @@ END
 $$;
 
 REVOKE ALL ON agent_tasks, agent_runs, worker_leases, tool_operations FROM PUBLIC;
+
+-- The search_path every function below keeps (`SET search_path FROM CURRENT`): the protocol's
+-- schema, then pg_temp *last*. Left out, pg_temp is searched first, and a caller's
+-- `CREATE TEMP TABLE worker_leases` stands in for the real one inside a SECURITY DEFINER function:
+-- the worker role forges its own live lease and fp_run_transition commits for it (PostgreSQL's
+-- documented pitfall; `fenceproof writers` reports it as definer-temp-first). Set for the session,
+-- not the transaction, so the migration keeps it however it is applied (psql with or without -1).
+DO $$ BEGIN PERFORM set_config('search_path', format('%I, pg_temp', current_schema()), false); END $$;
 
 -- Lease: acquire a free or expired lease (epoch + 1) of a run that can still be worked on: a
 -- succeeded, failed or cancelled run is final (a retry is a new run), so its lease is never taken

@@ -4,12 +4,17 @@
 
 use fenceproof_harness::contract::Contract;
 use fenceproof_protocol::write_path::WritePath;
-use fenceproof_scenarios::experiment::{Judges, TeamFailover};
+use fenceproof_scenarios::experiment::{Judges, Need, TeamFailover};
 use fenceproof_scenarios::Experiment;
 
 /// The experiments named by `--only` (all without it), or the usage exit code after saying why.
+/// A row that probes a team's own functions (P-api-team) comes only when named by its id, not with
+/// its family (`--only P`): it needs a contract's `[database.functions]`, which `verify` checks.
 pub fn only(only: Option<&[String]>) -> Result<Vec<Experiment>, u8> {
-    fenceproof_scenarios::select(only).map_err(crate::fail::usage)
+    let mut found = fenceproof_scenarios::select(only).map_err(crate::fail::usage)?;
+    let named = |id: &str| only.unwrap_or_default().iter().any(|o| o.eq_ignore_ascii_case(id));
+    found.retain(|e| !e.needs(Need::TeamFunctions) || named(e.id));
+    Ok(found)
 }
 
 /// `verify`'s rows: with a contract, only the rows whose standby runs in its replication mode
@@ -59,26 +64,49 @@ pub fn for_verify(
 
 /// `verify`'s rows on a write path: on the direct path, none of the rows that judge the fp_*
 /// functions or the worker role's boundary (the worker does not write through them), said once on
-/// stderr with the rows it skips.
-pub fn for_write_path(mut experiments: Vec<Experiment>, path: WritePath) -> Vec<Experiment> {
+/// stderr with the rows it skips; on a team's schema (`team_schema`), that it has no fp_* functions
+/// and how the team's own are probed instead. P-api-team, which probes the team's own, stays.
+pub fn for_write_path(mut experiments: Vec<Experiment>, path: WritePath, team_schema: bool) -> Vec<Experiment> {
     if path == WritePath::Api {
         return experiments;
     }
     let mut skipped = Vec::new();
     experiments.retain(|e| {
-        let fp_boundary = matches!(e.judges, Judges::Functions | Judges::Boundary);
+        let fp_boundary = matches!(e.judges, Judges::Functions | Judges::Boundary) && !e.needs(Need::TeamFunctions);
         if fp_boundary {
             skipped.push(e.id);
         }
         !fp_boundary
     });
+    let why = if team_schema {
+        "the team's schema has no fp_* functions and no fenceproof_worker role; P-api-team probes the team's own lease functions when the contract names them in [database.functions]"
+    } else {
+        "they probe the fenced fp_* functions and the fenceproof_worker role, which a worker on its own statements does not use"
+    };
     if !skipped.is_empty() {
-        eprintln!(
-            "fenceproof: skipped on the direct write path: {} (they probe the fenced fp_* functions and the fenceproof_worker role, which a worker on its own statements does not use)",
-            skipped.join(", ")
-        );
+        eprintln!("fenceproof: skipped on the direct write path: {} ({why})", skipped.join(", "));
     }
     experiments
+}
+
+/// The row that probes the team's own functions (P-api-team): added to the default matrix when the
+/// contract maps them (`[database.functions]`); named by `--only` without a mapping, bad input.
+pub fn for_team_functions(
+    mut experiments: Vec<Experiment>,
+    contract: Option<&Contract>,
+    only_given: bool,
+) -> Result<Vec<Experiment>, String> {
+    let mapped = contract.is_some_and(|c| !c.database.functions.is_empty());
+    let wanted = experiments.iter().any(|e| e.needs(Need::TeamFunctions));
+    if wanted && !mapped {
+        return Err(
+            "P-api-team probes the team's own functions: the contract must name them ([database.functions])".into()
+        );
+    }
+    if mapped && !only_given && !wanted {
+        experiments.extend(fenceproof_scenarios::all().into_iter().filter(|e| e.needs(Need::TeamFunctions)));
+    }
+    Ok(experiments)
 }
 
 /// The named mutants' rows without `--only`: the rows that judge the protocol as a worker keeps

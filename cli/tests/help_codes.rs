@@ -25,7 +25,7 @@ const TABLE: &[(&str, &[u8], bool)] = &[
     ("cleanup", &[0, 2, 3], true),
     ("list", &[0, 2], false),
     ("rules", &[0, 2], false),
-    ("writers", &[0, 1, 2, 3], true),
+    ("writers", &[0, 1, 2, 3, 130], true),
     ("audit", &[0, 1, 2, 3, 130], true),
     ("docs", &[0, 1, 2, 3], true),
     ("model", &[0, 1, 2, 3], true),

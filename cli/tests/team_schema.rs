@@ -2,7 +2,8 @@
 //! matrix on them instead of fenceproof's — the example schema of examples/team-schema (a tenant
 //! key, extra NOT NULL columns with defaults, triggers and a function of the team's own) passes
 //! with the Python example on its own statements — and a schema missing a protocol column is one
-//! line naming it, exit 2, with nothing left running.
+//! line naming it, exit 2, with nothing left running. P-api-team probes the lease functions the
+//! example's contract maps (`[database.functions]`) and FAILs a broken copy of each by its rule.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -115,4 +116,63 @@ fn a_team_schema_on_the_fp_path_is_refused_up_front() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--write-path direct"), "{err}");
+}
+
+/// A copy of the example schema and contract in `dir`, with `edit` applied to the schema.
+fn variant(dir: &Path, edit: (&str, &str)) -> PathBuf {
+    let sql = std::fs::read_to_string(examples().join("team-schema/0001_team_schema.sql")).unwrap();
+    let broken = sql.replace(edit.0, edit.1);
+    assert_ne!(broken, sql, "the example schema has the text this variant edits: {}", edit.0);
+    std::fs::write(dir.join("schema.sql"), broken).unwrap();
+    let contract = std::fs::read_to_string(examples().join("team-schema.toml"))
+        .unwrap()
+        .replace("team-schema/0001_team_schema.sql", "schema.sql");
+    std::fs::write(dir.join("contract.toml"), contract).unwrap();
+    dir.join("contract.toml")
+}
+
+#[test]
+fn p_api_team_probes_the_functions_the_contract_maps_and_fails_each_broken_one_by_its_rule() {
+    let dir = tmp("p-api-team");
+    let (code, stdout, stderr) =
+        verify(&examples().join("team-schema.toml"), &dir, &["--only", "P-api-team", "--skip-conformance"]);
+    assert_eq!(code, Some(0), "the example's own functions pass: {stdout}\n{stderr}");
+    assert!(stdout.contains("1/1 experiments passed"), "{stdout}");
+    for (name, edit, rule) in [
+        (
+            "renew-without-epoch",
+            ("AND l.owner = p_owner AND l.epoch = p_epoch AND l.expires_at", "AND l.owner = p_owner AND l.expires_at"),
+            "lease.renew-owner-epoch",
+        ),
+        (
+            "release-zeroes-epoch",
+            ("SET owner = NULL, expires_at", "SET owner = NULL, epoch = 0, expires_at"),
+            "lease.release-keeps-epoch",
+        ),
+        (
+            "acquire-ignores-run-status",
+            ("r.status IN ('pending', 'running'))\n  RETURNING l.epoch", "true)\n  RETURNING l.epoch"),
+            "runs.terminal-final",
+        ),
+    ] {
+        let d = tmp(&format!("p-api-team-{name}"));
+        let (code, stdout, stderr) = verify(&variant(&d, edit), &d, &["--only", "P-api-team", "--skip-conformance"]);
+        assert_eq!(code, Some(1), "{name}: {stdout}\n{stderr}");
+        let failed: Vec<&str> = stdout.lines().filter(|l| l.contains("FAILED")).collect();
+        assert!(failed.iter().any(|l| l.contains(rule)), "{name} FAILs by {rule}: {failed:#?}");
+    }
+    // Without a mapping the row is bad input, and the direct path's note says why P-api is skipped.
+    let d = tmp("p-api-team-unmapped");
+    let contract = std::fs::read_to_string(examples().join("team-schema.toml")).unwrap();
+    let cut = contract.find("[database.functions]").unwrap();
+    let end = contract.find("[replication]").unwrap();
+    let unmapped = format!("{}{}", &contract[..cut], &contract[end..])
+        .replace("team-schema/", &format!("{}/team-schema/", examples().display()));
+    std::fs::write(d.join("contract.toml"), unmapped).unwrap();
+    let (code, _, stderr) = verify(&d.join("contract.toml"), &d, &["--only", "P-api-team", "--skip-conformance"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("[database.functions]"), "{stderr}");
+    let (_, _, stderr) = verify(&d.join("contract.toml"), &d, &["--only", "P-api-lease,A", "--skip-conformance"]);
+    let note = stderr.lines().find(|l| l.contains("skipped on the direct write path")).unwrap_or_default();
+    assert!(note.contains("P-api-lease") && note.contains("has no fp_* functions"), "{stderr}");
 }

@@ -1,6 +1,6 @@
 -- A team's own schema for the protocol (spec §04), as a team would write it: the protocol's tables
 -- and columns, plus what a real deployment adds — a tenant key on every table, extra NOT NULL
--- columns with defaults, constraints and triggers of its own, and a function of its own. fenceproof
+-- columns with defaults, constraints and triggers of its own, and functions of its own. fenceproof
 -- applies this instead of its migrations when a contract names it (examples/team-schema.toml,
 -- `database.migrations`), checks that the protocol's columns exist, installs its oracle beside it,
 -- and runs the matrix with the worker on its own statements (`verify --write-path direct`).
@@ -72,7 +72,7 @@ CREATE TRIGGER team_runs_terminal_final BEFORE UPDATE OF status ON agent_runs
   FOR EACH ROW EXECUTE FUNCTION team_runs_terminal_final();
 
 -- The team's own history of run status changes, kept by a trigger that writes a table the worker
--- cannot write itself (SECURITY DEFINER, with a fixed search_path).
+-- cannot write itself (SECURITY DEFINER, with a fixed search_path, pg_temp last).
 CREATE TABLE team_run_history (
   id          bigserial PRIMARY KEY,
   run_id      uuid NOT NULL,
@@ -82,7 +82,7 @@ CREATE TABLE team_run_history (
   at          timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE FUNCTION team_record_run_status() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
   IF TG_OP = 'INSERT' OR NEW.status IS DISTINCT FROM OLD.status THEN
     INSERT INTO public.team_run_history (run_id, tenant_id, from_status, to_status)
@@ -99,6 +99,35 @@ CREATE TRIGGER team_record_run_status AFTER INSERT OR UPDATE ON agent_runs
 CREATE FUNCTION team_live_runs(p_tenant text) RETURNS bigint
 LANGUAGE sql STABLE AS $$
   SELECT count(*) FROM agent_runs WHERE tenant_id = p_tenant AND status IN ('pending', 'running')
+$$;
+
+-- The team's own lease functions (spec §05), in its own argument order. The contract maps them
+-- (examples/team-schema.toml, [database.functions]) and P-api-team probes them. SECURITY INVOKER:
+-- they run with the caller's own column privileges, so executing them grants nothing.
+CREATE FUNCTION team_acquire_lease(p_run uuid, p_owner text, p_ttl_ms bigint)
+RETURNS TABLE (epoch bigint, expires_at timestamptz) LANGUAGE sql AS $$
+  UPDATE worker_leases l
+     SET owner = p_owner, epoch = l.epoch + 1, updated_at = clock_timestamp(),
+         expires_at = clock_timestamp() + p_ttl_ms * interval '1 millisecond'
+   WHERE l.run_id = p_run AND (l.owner IS NULL OR l.expires_at <= clock_timestamp())
+     AND EXISTS (SELECT 1 FROM agent_runs r WHERE r.run_id = l.run_id AND r.status IN ('pending', 'running'))
+  RETURNING l.epoch, l.expires_at
+$$;
+
+CREATE FUNCTION team_renew_lease(p_owner text, p_run uuid, p_epoch bigint, p_ttl_ms bigint)
+RETURNS TABLE (expires_at timestamptz) LANGUAGE sql AS $$
+  UPDATE worker_leases l
+     SET expires_at = clock_timestamp() + p_ttl_ms * interval '1 millisecond', updated_at = clock_timestamp()
+   WHERE l.run_id = p_run AND l.owner = p_owner AND l.epoch = p_epoch AND l.expires_at > clock_timestamp()
+  RETURNING l.expires_at
+$$;
+
+-- Release keeps the epoch: the next owner takes epoch + 1.
+CREATE FUNCTION team_release_lease(p_run uuid, p_owner text, p_epoch bigint)
+RETURNS SETOF uuid LANGUAGE sql AS $$
+  UPDATE worker_leases l SET owner = NULL, expires_at = clock_timestamp(), updated_at = clock_timestamp()
+   WHERE l.run_id = p_run AND l.owner = p_owner AND l.epoch = p_epoch
+  RETURNING l.run_id
 $$;
 
 REVOKE ALL ON agent_tasks, agent_runs, worker_leases, tool_operations, team_run_history FROM PUBLIC;

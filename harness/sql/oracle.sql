@@ -28,7 +28,7 @@ CREATE TABLE fenceproof_oracle.commits (
 );
 
 CREATE FUNCTION fenceproof_oracle.record_commit() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
   v_run uuid;
   v_lease jsonb;
@@ -84,7 +84,7 @@ CREATE TABLE fenceproof_oracle.serialization_faults (
 CREATE SEQUENCE fenceproof_oracle.serialization_attempts;
 
 CREATE FUNCTION fenceproof_oracle.serialization_fault() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
   v_failures bigint;
 BEGIN

@@ -77,6 +77,9 @@ pub struct Database {
     /// in the harness's own server instead of fenceproof's (`db::team_schema`); empty: fenceproof's.
     #[serde(default)]
     pub migrations: Vec<std::path::PathBuf>,
+    /// The team's own fenced functions, by operation (`db::team_functions`): what P-api-team probes.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub functions: std::collections::BTreeMap<String, String>,
 }
 
 fn native() -> BackendKind {
@@ -85,7 +88,13 @@ fn native() -> BackendKind {
 
 impl Default for Database {
     fn default() -> Self {
-        Database { backend: BackendKind::Native, url: None, image: None, migrations: Vec::new() }
+        Database {
+            backend: BackendKind::Native,
+            url: None,
+            image: None,
+            migrations: Vec::new(),
+            functions: Default::default(),
+        }
     }
 }
 
@@ -357,6 +366,9 @@ impl Contract {
                 "database.migrations",
                 "only with the native or container backend (a team's database already has its schema)".into(),
             );
+        }
+        if let Err((op, why)) = crate::db::team_functions::parse_all(&self.database.functions) {
+            return err(&format!("database.functions.{op}"), why);
         }
         match (&self.database.backend, &self.database.image) {
             (BackendKind::Native | BackendKind::External, Some(_)) => {

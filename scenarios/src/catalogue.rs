@@ -522,6 +522,7 @@ pub const ROLES_FENCED_FUNCTIONS_ONLY: Rule = Rule {
         crate::p_role_boundary::ANY_DENIED,
         crate::p_role_boundary::STATE_UNCHANGED,
         crate::p_role_boundary::DIRECT_PATH_REFUSED,
+        crate::p_role_boundary::AUDIT_FINDS_NOTHING,
     ],
 };
 pub const SECRETS_MASKED: Rule = Rule {
@@ -691,6 +692,7 @@ pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
             &crate::b_old_owner_resumes::SAME_OWNER,
             &crate::d_race_after_validation::EXPERIMENT,
             &crate::p_api::lease::EXPERIMENT,
+            &crate::p_api::team::EXPERIMENT,
             &crate::p_api::clock::EXPERIMENT,
             &crate::w_boundaries::lease::EXPERIMENT,
             &crate::w_boundaries::clock::EXPERIMENT,
@@ -705,12 +707,18 @@ pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
             &crate::b_old_owner_resumes::SAME_OWNER,
             &crate::p_role_boundary::EXPERIMENT,
             &crate::p_api::lease::EXPERIMENT,
+            &crate::p_api::team::EXPERIMENT,
             &crate::w_boundaries::lease::EXPERIMENT,
         ],
     ),
     (
         &LEASE_RENEW_UNEXPIRED,
-        &[&crate::p_api::lease::EXPERIMENT, &crate::p_api::clock::EXPERIMENT, &crate::w_boundaries::lease::EXPERIMENT],
+        &[
+            &crate::p_api::lease::EXPERIMENT,
+            &crate::p_api::team::EXPERIMENT,
+            &crate::p_api::clock::EXPERIMENT,
+            &crate::w_boundaries::lease::EXPERIMENT,
+        ],
     ),
     (
         &LEASE_RELEASE_OWNER_EPOCH,
@@ -719,6 +727,7 @@ pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
             &crate::b_old_owner_resumes::FREEZE,
             &crate::b_old_owner_resumes::SAME_OWNER,
             &crate::p_api::lease::EXPERIMENT,
+            &crate::p_api::team::EXPERIMENT,
             &crate::w_boundaries::lease::EXPERIMENT,
         ],
     ),
@@ -729,6 +738,7 @@ pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
             &crate::b_old_owner_resumes::FREEZE,
             &crate::b_old_owner_resumes::SAME_OWNER,
             &crate::p_api::lease::EXPERIMENT,
+            &crate::p_api::team::EXPERIMENT,
             &crate::w_boundaries::lease::EXPERIMENT,
         ],
     ),

@@ -43,6 +43,9 @@ pub enum Need {
     ClockServer,
     /// A local Redis server (the pre-filter rows).
     Redis,
+    /// A contract mapping the protocol's operations to the team's own functions
+    /// (`[database.functions]`). Opt-in: `verify` adds such a row when its contract has them.
+    TeamFunctions,
     /// It measures the machine's timing (latencies its verdict depends on): it runs with no other
     /// row beside it, as a row that freezes the shared server does.
     QuietMachine,
@@ -86,7 +89,7 @@ impl Need {
             Need::Patroni(_) => Some("starts a Patroni cluster of its own (etcd + two nodes) to crash or partition its leader; against a team's Patroni only the switchover row runs"),
             Need::PatroniSwitchover if team != TeamFailover::Patroni => Some("switches over a Patroni cluster; against --database-url only with a contract naming the team's Patroni REST API (failover.rest) and --yes-fail-over-this-cluster"),
             Need::PatroniSwitchover => None,
-            Need::Standby(_) | Need::ClockServer | Need::Redis | Need::QuietMachine => None,
+            Need::Standby(_) | Need::ClockServer | Need::Redis | Need::QuietMachine | Need::TeamFunctions => None,
         }
     }
 }
@@ -162,9 +165,10 @@ impl Experiment {
     }
 
     /// Whether it runs only when named (`--only`), never in the default matrix: the Patroni rows,
-    /// whose bootstrap and failover take Patroni's own time.
+    /// whose bootstrap and failover take Patroni's own time, and P-api-team, which `verify` adds
+    /// when its contract maps the team's functions.
     pub fn opt_in(&self) -> bool {
-        self.needs.iter().any(|n| matches!(n, Need::Patroni(_) | Need::PatroniSwitchover))
+        self.needs.iter().any(|n| matches!(n, Need::Patroni(_) | Need::PatroniSwitchover | Need::TeamFunctions))
     }
 
     /// Whether it must run with no other row beside it: it freezes the server the others use (a

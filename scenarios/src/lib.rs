@@ -95,6 +95,7 @@ pub fn all() -> Vec<Experiment> {
         p_api::commit::EXPERIMENT,
         p_api::ledger::EXPERIMENT,
         p_api::clock::EXPERIMENT,
+        p_api::team::EXPERIMENT,
         w_boundaries::lease::EXPERIMENT,
         w_boundaries::commit::EXPERIMENT,
         w_boundaries::ledger::EXPERIMENT,
@@ -181,7 +182,7 @@ mod tests {
         for e in all() {
             let ceiling = e.ceiling();
             assert!(ceiling >= experiment::BASE_CEILING, "{}: {ceiling:?}", e.id);
-            if e.opt_in() {
+            if e.opt_in() && !e.needs(experiment::Need::TeamFunctions) {
                 // A Patroni row's bootstrap alone may take BOOTSTRAP; then a failover or switchover.
                 assert!(ceiling > BOOTSTRAP + SWITCHOVER, "{}: {ceiling:?} cuts its own waits short", e.id);
             } else {

@@ -4,10 +4,11 @@
 //! the fenced fp_* functions. Then the same login tries to write around them: direct UPDATE, INSERT,
 //! DELETE, TRUNCATE, a row lock, disabling the oracle's triggers, and the same worker binary on its
 //! direct write path. Every one must be refused with SQLSTATE 42501 and leave the tables exactly as
-//! they were; the fp_* functions themselves must refuse a forged owner and a stale epoch.
+//! they were; the fp_* functions themselves must refuse a forged owner and a stale epoch; and the
+//! privilege audit of the row's database (`fenceproof writers`) must find nothing.
 
 use fenceproof_harness::check::{invariants, Check};
-use fenceproof_harness::db::databases;
+use fenceproof_harness::db::{databases, privileges};
 use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::oracle;
 use fenceproof_harness::HarnessError;
@@ -37,6 +38,7 @@ pub const EXPERIMENT: Experiment = Experiment {
 pub const REPLAN_REFUSED: &str = "re-planning a step with another request is refused";
 pub const LOGIN_WITHOUT_PRIVILEGES: &str =
     "the worker login is not a superuser and has no write privilege on any protocol table";
+pub const AUDIT_FINDS_NOTHING: &str = "the privilege audit of the row's database (`fenceproof writers`) finds nothing";
 pub const COMMITS_FROM_LOGIN: &str =
     "the worker's commits (acquire, start, plan + intent, save) came from the worker login";
 pub const ANY_DENIED: &str = "denied with 42501: *";
@@ -80,6 +82,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let (mut w, epoch) = works_through_functions(ctx, run_id).await?;
     let role = databases::pool(&login, "fenceproof-role-probe", 1).await?;
     judge_login(ctx, &role, &w.owner).await?;
+    judge_audit(ctx).await?;
 
     // The fault: writes around the boundary.
     let before = snapshot(&ctx.pool).await?;
@@ -160,6 +163,21 @@ async fn judge_login(ctx: &mut Ctx, role: &PgPool, owner: &str) -> Result<(), Ha
         COMMITS_FROM_LOGIN,
         worker_commits.len() >= 5 && logins.len() == 1 && logins.contains(databases::WORKER_LOGIN),
         format!("{} commits by {}, logged in as {logins:?}", worker_commits.len(), owner),
+    ));
+    Ok(())
+}
+
+/// The privilege audit of the row's database finds no way around the fp_* functions: no role but
+/// the owner and superusers can write the tables (PUBLIC included, by column or through
+/// membership), every SECURITY DEFINER function keeps a search_path ending in pg_temp, none is
+/// PUBLIC's, and no schema CREATE or default privilege opens one later.
+async fn judge_audit(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let audit = privileges::audit(&ctx.pool, &privileges::Scope::default()).await?;
+    let lines: Vec<String> = audit.findings.iter().map(privileges::Finding::line).collect();
+    ctx.check(Check::expect(
+        AUDIT_FINDS_NOTHING,
+        lines.is_empty(),
+        if lines.is_empty() { format!("no finding in schema {}", audit.schema) } else { lines.join("\n") },
     ));
     Ok(())
 }

@@ -162,6 +162,7 @@ fn need_label(n: Need) -> &'static str {
         Need::ClockServer => "clock server",
         Need::Redis => "Redis",
         Need::QuietMachine => "runs alone (measures timing)",
+        Need::TeamFunctions => "a contract's [database.functions], opt-in",
     }
 }
 

@@ -58,7 +58,7 @@ impl Print {
 
 /// The words that mark a line saying something failed (a verdict, a survivor, a deviation).
 const FAILURE_WORDS: &[&str] =
-    &["FAIL", "FAILED", "ERROR", "SURVIVED", "DEVIATES", "LISTED-BUT-KILLED", "FLAKY", "GRANTED"];
+    &["FAIL", "FAILED", "ERROR", "SURVIVED", "DEVIATES", "LISTED-BUT-KILLED", "FLAKY", "GRANTED", "FINDING"];
 
 /// What `--quiet` keeps of a command's text: the lines that say what failed, and the last line
 /// (the count or verdict line every command ends with).

@@ -111,7 +111,12 @@ pub async fn run(a: Args) -> u8 {
     if write_path == WritePath::Api && contract.as_ref().is_some_and(|c| !c.database.migrations.is_empty()) {
         return usage("the contract names the team's own migrations (database.migrations), which have no fp_* functions: run with --write-path direct");
     }
-    let experiments = crate::select::for_write_path(experiments, write_path);
+    let team_schema = contract.as_ref().is_some_and(|c| !c.database.migrations.is_empty());
+    let experiments = crate::select::for_write_path(experiments, write_path, team_schema);
+    let experiments = match crate::select::for_team_functions(experiments, contract.as_deref(), a.only.is_some()) {
+        Ok(e) => e,
+        Err(msg) => return usage(msg),
+    };
     if let Err(code) = crate::consent::fail_over(contract.as_deref(), &experiments, a.yes_fail_over_this_cluster).await
     {
         return code;

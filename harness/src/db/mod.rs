@@ -18,7 +18,9 @@ pub mod patroni;
 pub mod pgbin;
 pub mod ports;
 pub mod pristine;
+pub mod privileges;
 pub mod restorable;
+pub mod team_functions;
 pub mod team_schema;
 pub mod writers;
 

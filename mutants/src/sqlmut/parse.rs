@@ -1,6 +1,10 @@
 //! Finding the fenced functions in a migration's text: each `CREATE FUNCTION fp_*` block, its header
 //! and its PL/pgSQL body, with the line numbers they have in the file.
 
+/// The search_path migration 0002 creates its functions with, for this transaction only.
+pub const SEARCH_PATH_FOR_CREATE: &str =
+    "SELECT set_config('search_path', format('%I, pg_temp', current_schema()), true);\n";
+
 /// One `CREATE FUNCTION fp_*(...) ... AS $$ body $$;` block of a migration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Function {
@@ -15,10 +19,14 @@ pub struct Function {
 }
 
 impl Function {
-    /// The statement that replaces the installed function by one with `body`.
+    /// The statements that replace the installed function by one with `body`. A header that keeps
+    /// the creating session's search_path (`FROM CURRENT`) gets the one the migration gives it (the
+    /// schema, then pg_temp last), set for this transaction only: a mutant differs in its body, not
+    /// in what the privilege audit sees.
     pub fn replacement(&self, body: &str) -> String {
         let header = self.header.replacen("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1);
-        format!("{header}\n{body}$$;\n")
+        let path = if header.contains("search_path FROM CURRENT") { SEARCH_PATH_FOR_CREATE } else { "" };
+        format!("{path}{header}\n{body}$$;\n")
     }
 
     /// The file line of byte offset `at` of the body.
@@ -96,6 +104,8 @@ mod tests {
         let src: Vec<&str> = fenceproof_harness::db::databases::MIGRATIONS[1].1.lines().collect();
         let at = renew.body.find("WHERE").unwrap();
         assert!(src[renew.line_of(at) - 1].contains("WHERE l.run_id = p_run"), "line numbers match the file");
-        assert!(renew.replacement(&renew.body).starts_with("CREATE OR REPLACE FUNCTION fp_lease_renew("));
+        let sql = renew.replacement(&renew.body);
+        assert!(sql.starts_with(SEARCH_PATH_FOR_CREATE), "{sql}");
+        assert!(sql[SEARCH_PATH_FOR_CREATE.len()..].starts_with("CREATE OR REPLACE FUNCTION fp_lease_renew("));
     }
 }

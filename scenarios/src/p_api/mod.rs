@@ -15,6 +15,7 @@ pub mod commit;
 pub mod forbidden;
 pub mod lease;
 pub mod ledger;
+pub mod team;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -115,6 +116,11 @@ impl<'a> Prober<'a> {
                 None
             }
         }
+    }
+
+    /// A prober logged in at `login` (a URL), whatever the context's worker login is.
+    pub fn with_login(ctx: &'a mut Ctx, login: String) -> Prober<'a> {
+        Prober { ctx, login }
     }
 
     async fn connect(&self, owner: &str) -> Result<PgConnection, HarnessError> {

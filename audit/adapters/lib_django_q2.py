@@ -45,7 +45,10 @@ def configure(args):
         DATABASES={"default": db},
         INSTALLED_APPS=["django_q"],
         USE_TZ=True,
-        Q_CLUSTER={"name": CLUSTER, "orm": "default", "workers": 1, "retry": max(1, round(args.stall_s)),
+        # django-q2 signs task payloads with it; every process of a cell must share it. A throwaway
+        # database's test value, not a secret.
+        SECRET_KEY="fenceproof-audit-payload-signing",
+        Q_CLUSTER={"name": CLUSTER, "orm": "default", "workers": 1, "retry": max(1, round(getattr(args, "stall_s", 2.0))),
                    "poll": 0.2, "bulk": 1, "max_attempts": 0, "catch_up": False},
     )
     import django

@@ -42,10 +42,7 @@ async fn run(args: &Args, q: &PGMQueueExt, msg_id: i64) {
     let hq = q.clone();
     let secs = vt(args);
     let tick = move || {
-        handle
-            .block_on(hq.set_vt::<Value>(QUEUE, msg_id, secs))
-            .map(|_| ())
-            .map_err(|e| format!("set_vt refused: {e}"))
+        handle.block_on(hq.set_vt::<Value>(QUEUE, msg_id, secs)).map(|_| ()).map_err(|e| format!("set_vt refused: {e}"))
     };
     let end = tokio::task::spawn_blocking(move || body(&a, &id, tick, || Ok(()))).await;
     let (write, r) = match end {

@@ -1,0 +1,82 @@
+"""saq 0.26.4 (its PostgresQueue), configured as its documentation says.
+
+Stall recovery: a job enqueued with `heartbeat` (here the audit's stall threshold, whole seconds)
+is "stuck" once its stored `touched` is older than that; the job body heartbeats with
+`job.update()` every 0.5 s, as saq's documentation asks of long jobs. A worker's upkeep `sweep`
+(every `timers["sweep"]`, here 1 s) aborts stuck jobs, waits up to 5 s for the owner to confirm,
+then re-queues those with retries left. Only one worker sweeps at a time: the sweep takes a
+session-level advisory lock and keeps it. The recovering worker (B) sweeps; the paused worker (A)
+runs no sweep, so it cannot be the one holding the sweep lock (a paused sweeper would stop every
+recovery: nothing here measures that). Job timeout is off (0): the audit pauses, it does not time
+out. Dequeue polls every 0.25 s (saq's re-queue does not NOTIFY).
+Outcomes: success returns; retry raises (the job has 3 attempts); fail raises after the body set
+its own job's `retries` to the attempts made, so saq finishes it `failed` instead of retrying
+(saq retries every exception while attempts remain; it has no final-failure exception).
+"""
+
+import asyncio
+import logging
+import sys
+
+from saq import Queue, Worker
+from saq.queue.postgres import PostgresQueue
+
+import common
+
+FUNCTION = "audit_job"
+ATTEMPTS = 3
+HEARTBEAT_S = 2
+
+
+class NoSweepQueue(PostgresQueue):
+    """A worker that does not run saq's recovery: its sweep does nothing."""
+
+    async def sweep(self, lock=60, abort=5.0):
+        return []
+
+
+def make_queue(args, recover):
+    cls = PostgresQueue if recover else NoSweepQueue
+    return cls.from_url(args.dsn, name="audit", min_size=1, max_size=4)
+
+
+async def audit_job(ctx):
+    job = ctx["job"]
+    loop = asyncio.get_running_loop()
+
+    def heartbeat():
+        asyncio.run_coroutine_threadsafe(job.update(), loop).result(timeout=10)
+
+    try:
+        await asyncio.to_thread(common.body, common.ARGS, job.key, heartbeat)
+    except common.FailJob:
+        job.retries = job.attempts
+        raise
+
+
+async def main(args):
+    common.ARGS = args
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO)
+    recover = args.cmd == "worker" and args.recover
+    queue = make_queue(args, recover)
+    await queue.connect()
+    try:
+        if args.cmd == "setup":
+            common.emit("setup")
+        elif args.cmd == "enqueue":
+            # `enqueue` gets no --stall-s: the heartbeat is the registry's stall threshold, 2 s.
+            job = await queue.enqueue(FUNCTION, timeout=0, heartbeat=HEARTBEAT_S,
+                                      retries=ATTEMPTS, ttl=3600)
+            common.emit("enqueued", job=job.key)
+        else:
+            worker = Worker(queue, functions=[(FUNCTION, audit_job)], id=args.owner, concurrency=1,
+                            timers={"sweep": 1, "abort": 1, "schedule": 1, "worker_info": 10},
+                            poll_interval=0.25)
+            common.emit("ready", worker=args.name)
+            await worker.start()
+    finally:
+        await queue.disconnect()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(common.parse(sys.argv[1:])))

@@ -316,6 +316,7 @@ impl RowEnd {
             Some((e, waited)) => (Some(e), waited),
             None => (None, false),
         };
+        stamp_refusal(&mut ctx).await;
         // Evidence, whatever happened.
         ctx.timeline.save(&dir.join("timeline.jsonl"))?;
         // An experiment that judged another database (H: its own promoted standby) saved that
@@ -588,6 +589,19 @@ fn ended(
         }
         Ok(Err(e)) => Some((e.to_string(), e.is_wait())),
         Err(_) => Some((format!("experiment did not finish within {:?}", exp.ceiling()), true)),
+    }
+}
+
+/// A refused legal step carries the oracle's last commit when the runner records it (the
+/// experiment's processes have stopped): what committed before the refusal is at or below it, so
+/// the report can tell a refusal that follows a broken commit from one before it.
+async fn stamp_refusal(ctx: &mut Ctx) {
+    let refused = |c: &Check| c.name == crate::ctx::LEGAL_STEP_CHECK && !c.passed();
+    if ctx.checks.iter().any(refused) {
+        let mark = ctx.oracle_mark().await.ok();
+        for c in ctx.checks.iter_mut().filter(|c| refused(c)) {
+            c.seen_at_seq = mark;
+        }
     }
 }
 

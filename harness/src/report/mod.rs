@@ -1,6 +1,7 @@
 //! The matrix: one row per experiment, printed as a terminal table and saved as `matrix.json`,
 //! `matrix.md` and `junit.xml` in the run folder. Also the exit-code rule.
 
+pub mod broken;
 pub mod fingerprint;
 pub mod html;
 pub mod junit;
@@ -114,20 +115,20 @@ impl WorkerUnderTest {
     }
 }
 
-/// The error, the failed checks and the reproduce line of a row that did not pass.
+/// The error, what broke (one line per broken rule, its consequences indented under it:
+/// [`broken::lines`]) and the reproduce line of a row that did not pass. The whole evidence of
+/// each check is in the report (`checks.json`, `matrix.md`, `index.html`).
 fn failure_lines(r: &ExperimentResult, indent: &str) -> String {
     let mut s = String::new();
     if let Some(e) = &r.error {
         let _ = writeln!(s, "{indent}error: {e}");
     }
-    for c in r.checks.iter().filter(|c| !c.passed()) {
-        let rules: Vec<String> = c.rules.iter().map(|r| format!("§{} {}", r.section, r.id)).collect();
-        let broke = if rules.is_empty() { String::new() } else { format!(" [breaks {}]", rules.join("; ")) };
-        let _ = writeln!(s, "{indent}FAILED {}{broke}: {}", c.name, c.evidence);
+    for line in broken::lines(r) {
+        let _ = writeln!(s, "{indent}{line}");
     }
     let _ = writeln!(s, "{indent}reproduce: {}", r.reproduce);
     if !r.evidence.is_empty() {
-        let _ = writeln!(s, "{indent}evidence: {}/ in the report folder", r.evidence);
+        let _ = writeln!(s, "{indent}evidence: {}/ in the report folder (every check's whole evidence: index.html)", r.evidence);
     }
     s
 }
@@ -263,7 +264,7 @@ impl Matrix {
                 r.observations
             );
             if r.outcome != Outcome::Pass {
-                s.push_str(&failure_lines(r, &" ".repeat(33)));
+                s.push_str(&failure_lines(r, "  "));
             }
         }
         s.push_str(&self.count_line());
@@ -366,6 +367,9 @@ impl Matrix {
                 let _ = writeln!(s, "- rule: `{}` (§{}): {}", rule.id, rule.section, rule.statement);
             }
             let _ = writeln!(s, "- evidence: {}", r.evidence_sentence());
+            for line in broken::lines(r).iter().skip(1) {
+                let _ = writeln!(s, "- {}", line.trim_start());
+            }
             let _ = writeln!(s, "- reproduce: `{}`\n", r.reproduce);
         }
         s
@@ -386,7 +390,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::check::rule::RuleRef;
 
-    fn row(id: &str, outcome: Outcome, checks: Vec<Check>, error: Option<&str>) -> ExperimentResult {
+    pub(crate) fn row(id: &str, outcome: Outcome, checks: Vec<Check>, error: Option<&str>) -> ExperimentResult {
         ExperimentResult {
             id: id.into(),
             title: format!("title of {id}"),

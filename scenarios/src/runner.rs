@@ -71,6 +71,9 @@ pub struct VerifyOptions {
     pub contract_path: Option<PathBuf>,
     pub reports_dir: PathBuf,
     pub worker_bin: PathBuf,
+    /// The folder the worker's fingerprint covers (`verify --worker-dir`); `None`: the worker's
+    /// own file, or a script's folder.
+    pub worker_dir: Option<PathBuf>,
     pub tools_bin: PathBuf,
     /// `--skip-conformance` was given (said again in every reproduce line).
     pub skip_conformance: bool,
@@ -164,7 +167,11 @@ impl Session {
         let reproduce = Reproduce::of(&ran_on(opts, &server));
         Ok(Session {
             reproduce,
-            worker: WorkerUnderTest::of(&opts.worker_bin, opts.worker_bin == default_worker_bin()),
+            worker: WorkerUnderTest::of_in(
+                &opts.worker_bin,
+                opts.worker_bin == default_worker_bin(),
+                opts.worker_dir.as_deref(),
+            ),
             conformance_report: gate_report_into(opts.conformance_report.as_deref(), &run.path),
             server,
             pg_bin,
@@ -856,6 +863,7 @@ pub async fn verify_versions(
             contract_path: opts.contract_path.clone(),
             reports_dir: combined.path.clone(),
             worker_bin: opts.worker_bin.clone(),
+            worker_dir: opts.worker_dir.clone(),
             tools_bin: opts.tools_bin.clone(),
             skip_conformance: opts.skip_conformance,
             conformance_report: opts.conformance_report.clone(),

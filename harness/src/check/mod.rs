@@ -60,11 +60,23 @@ pub struct Check {
 
 impl Check {
     pub fn pass(name: impl Into<String>, evidence: impl Into<String>) -> Check {
-        Check { name: name.into(), verdict: Verdict::Pass, evidence: evidence.into(), rules: Vec::new(), seen_at_seq: None }
+        Check {
+            name: name.into(),
+            verdict: Verdict::Pass,
+            evidence: evidence.into(),
+            rules: Vec::new(),
+            seen_at_seq: None,
+        }
     }
 
     pub fn fail(name: impl Into<String>, evidence: impl Into<String>) -> Check {
-        Check { name: name.into(), verdict: Verdict::Fail, evidence: evidence.into(), rules: Vec::new(), seen_at_seq: None }
+        Check {
+            name: name.into(),
+            verdict: Verdict::Fail,
+            evidence: evidence.into(),
+            rules: Vec::new(),
+            seen_at_seq: None,
+        }
     }
 
     /// Pass when `ok`, with the same evidence either way.

@@ -38,8 +38,26 @@ pub struct Root<'a> {
     pub follows: Vec<RuleLine<'a>>,
 }
 
-/// How long a printed line may be (the check names are never cut; the sentence is).
-pub const LINE: usize = 200;
+/// How long a printed line may be: the check names take up to [`NAMES`] (the first is never
+/// cut), the observed sentence is cut to fit the rest.
+pub const LINE: usize = 220;
+
+/// How many characters the check names of one line take before the rest are counted.
+pub const NAMES: usize = 70;
+
+/// `names` joined with `; ` while they fit `max` characters (the first always), then `(+N more)`.
+fn names_within(names: &[&str], max: usize) -> String {
+    let mut s = names[0].to_string();
+    for (i, n) in names.iter().enumerate().skip(1) {
+        if s.chars().count() + n.chars().count() + 2 > max {
+            s.push_str(&format!(" (+{} more)", names.len() - i));
+            break;
+        }
+        s.push_str("; ");
+        s.push_str(n);
+    }
+    s
+}
 
 /// The oracle sequence numbers `evidence` names as commits, in order of appearance.
 pub fn commits_named(evidence: &str) -> Vec<i64> {
@@ -95,7 +113,35 @@ pub fn grouped(r: &ExperimentResult) -> Vec<Root<'_>> {
             _ => None,
         };
     }
-    attribute(lines)
+    attribute(merged(lines))
+}
+
+/// A line whose rules all appear on a line that names a commit joins that line: one line per
+/// broken rule, whichever check broke it first.
+fn merged(mut lines: Vec<(RuleLine<'_>, Option<i64>)>) -> Vec<(RuleLine<'_>, Option<i64>)> {
+    let mut i = 0;
+    while i < lines.len() {
+        let covering = (0..lines.len()).find(|&j| {
+            j != i
+                && lines[j].0.first_commit.is_some()
+                && !lines[i].0.rules.is_empty()
+                && lines[i].0.rules.iter().all(|r| lines[j].0.rules.iter().any(|x| x.id == r.id))
+        });
+        match covering {
+            Some(j) => {
+                let (line, _) = lines.remove(i);
+                let into = if j > i { j - 1 } else { j };
+                let target = &mut lines[into].0;
+                target.checks.extend(line.checks);
+                target.first_commit = match (target.first_commit, line.first_commit) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            None => i += 1,
+        }
+    }
+    lines
 }
 
 /// Roots by their first commit, then the lines without one under the single root, or alone.
@@ -124,14 +170,13 @@ fn attribute(lines: Vec<(RuleLine<'_>, Option<i64>)>) -> Vec<Root<'_>> {
 pub fn lines(r: &ExperimentResult) -> Vec<String> {
     let mut out = Vec::new();
     for root in grouped(r) {
-        let root_name = root.line.rules.first().map(|x| x.id.clone()).unwrap_or_else(|| "its check".to_string());
         out.push(line(&format!("FAILED {} ", r.id), &root.line));
         for same in &root.same_commit {
             let commit = same.first_commit.unwrap_or_default();
             out.push(line(&format!("  ↳ same commit #{commit}: FAILED "), same));
         }
         for f in &root.follows {
-            out.push(line(&format!("  ↳ follows from {}'s {root_name}: FAILED ", r.id), f));
+            out.push(line("  ↳ follows from it: FAILED ", f));
         }
     }
     out
@@ -146,7 +191,7 @@ fn line(head: &str, l: &RuleLine<'_>) -> String {
         s.push_str(&rules.join("; "));
         s.push(' ');
     }
-    s.push_str(&names.join("; "));
+    s.push_str(&names_within(&names, NAMES));
     let budget = LINE.saturating_sub(s.chars().count() + 2).max(40);
     let seen = observed(&telling(l).evidence, budget);
     if !seen.is_empty() {
@@ -154,6 +199,12 @@ fn line(head: &str, l: &RuleLine<'_>) -> String {
         s.push_str(&seen);
     }
     s
+}
+
+/// The check that says most about a row's first root cause (the first failed check when the
+/// row has none).
+pub fn root_check(r: &ExperimentResult) -> Option<&Check> {
+    grouped(r).first().map(|root| telling(&root.line))
 }
 
 /// The check whose evidence says most about the line's first commit (`commit #9 by a at …` over
@@ -302,7 +353,11 @@ mod tests {
     /// step observed after it follow from it: one root.
     #[test]
     fn one_stale_commit_is_one_root_and_what_follows_is_indented() {
-        let mut refused = failed("a step the protocol must allow succeeds", Some("liveness.legal-step"), "B save answered {\"outcome\":\"conflict\"}");
+        let mut refused = failed(
+            "a step the protocol must allow succeeds",
+            Some("liveness.legal-step"),
+            "B save answered {\"outcome\":\"conflict\"}",
+        );
         refused.seen_at_seq = Some(10);
         let checks = vec![
             failed("A's metrics count the rejected stale writes", Some("metrics.outcomes"), "rejected 0"),
@@ -326,9 +381,29 @@ mod tests {
         assert!(printed[1].starts_with("  ↳ same commit #9: FAILED §01 commit.live only the current"), "{printed:#?}");
         assert!(printed.iter().skip(1).all(|l| l.starts_with("  ↳ ") && l.contains(": FAILED ")), "{printed:#?}");
         assert!(printed[0].ends_with(": committed #9 UPDATE agent_runs"), "the telling sentence: {printed:#?}");
-        assert!(printed.iter().any(|l| l.contains("follows from B-sigstop's holder.only: FAILED §01 liveness.legal-step")
-            && l.ends_with("B save answered conflict")), "{printed:#?}");
+        assert!(
+            printed.iter().any(|l| l.contains("  ↳ follows from it: FAILED §01 liveness.legal-step")
+                && l.ends_with("B save answered conflict")),
+            "{printed:#?}"
+        );
         assert!(printed.iter().all(|l| l.chars().count() <= LINE + 10), "{printed:#?}");
+    }
+
+    /// A check of a rule already on the root's line joins that line.
+    #[test]
+    fn a_rule_on_the_roots_line_is_not_repeated() {
+        let mut both = failed("only the holder commits", Some("holder.only"), "commit #9 by a");
+        both.rules.push(rule("commit.live"));
+        let checks = vec![failed("the run is unchanged", Some("commit.live"), "run changed"), both];
+        let r = row("B", Outcome::Fail, checks, None);
+        let printed = lines(&r);
+        assert_eq!(printed.len(), 1, "{printed:#?}");
+        assert!(
+            printed[0].contains(
+                "§01 holder.only; §01 commit.live only the holder commits; the run is unchanged: commit #9 by a"
+            ),
+            "{printed:#?}"
+        );
     }
 
     /// Two roots (two different first commits) attribute nothing; a refusal before the commit is

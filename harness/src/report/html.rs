@@ -510,7 +510,7 @@ fn broke_entry(r: &ExperimentResult) -> String {
             st = esc(&rule.statement)
         );
     }
-    let what = match r.broken_checks().next() {
+    let what = match super::broken::root_check(r) {
         Some(c) => format!("<b>{}</b>: ", esc(&c.name)),
         None => "no verdict: ".into(),
     };
@@ -651,6 +651,7 @@ mod tests {
                 sha256: "ab".into(),
                 files: 1,
                 reference: false,
+                folder: None,
             },
             conformance_report: None,
             results: vec![ExperimentResult {
@@ -735,7 +736,11 @@ mod tests {
         at("<pre class=\"evidence\">  worker a committed #7 after the takeover\nmore</pre></details>");
         // The commit the failed check names is red on the timeline; the others are not.
         let red = &html[at("class=\"commit failing\"")..];
-        assert!(red.starts_with("class=\"commit failing\"><title>") && red.contains("FAILING COMMIT: database committed #7 by worker-a-1"), "{red}");
+        assert!(
+            red.starts_with("class=\"commit failing\"><title>")
+                && red.contains("FAILING COMMIT: database committed #7 by worker-a-1"),
+            "{red}"
+        );
         assert_eq!(html.matches("class=\"commit failing\"").count(), 1, "{html}");
         at("class=\"epoch failing\">FAIL #7</text>");
         // Tooltips are sentences, never JSON.

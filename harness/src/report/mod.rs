@@ -92,13 +92,25 @@ pub struct WorkerUnderTest {
     pub files: usize,
     /// Whether it is the reference worker built with fenceproof.
     pub reference: bool,
+    /// The folder the fingerprint covers when the user named one (`verify --worker-dir`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
 }
 
 impl WorkerUnderTest {
     /// Identify the program at `path` (its fingerprint, see [`fingerprint`]).
     pub fn of(path: &Path, reference: bool) -> WorkerUnderTest {
         let (sha256, files) = fingerprint::of(path);
-        WorkerUnderTest { path: path.display().to_string(), sha256, files, reference }
+        WorkerUnderTest { path: path.display().to_string(), sha256, files, reference, folder: None }
+    }
+
+    /// Identify the program at `path` by every file of `folder` when one is named
+    /// ([`fingerprint::of_dir`]), else as [`WorkerUnderTest::of`].
+    pub fn of_in(path: &Path, reference: bool, folder: Option<&Path>) -> WorkerUnderTest {
+        let Some(dir) = folder else { return WorkerUnderTest::of(path, reference) };
+        let (sha256, files) = fingerprint::of_dir(dir);
+        let folder = Some(dir.display().to_string());
+        WorkerUnderTest { path: path.display().to_string(), sha256, files, reference, folder }
     }
 
     /// "the reference worker" or "PATH (sha256 0123456789ab)".
@@ -106,6 +118,8 @@ impl WorkerUnderTest {
         let short: String = self.sha256.chars().take(12).collect();
         if self.reference {
             format!("the reference worker {} (sha256 {short})", self.path)
+        } else if let Some(dir) = &self.folder {
+            format!("{} (sha256 {short} over the {} files of {dir})", self.path, self.files)
         } else {
             match self.files {
                 0 | 1 => format!("{} (sha256 {short})", self.path),
@@ -128,7 +142,11 @@ fn failure_lines(r: &ExperimentResult, indent: &str) -> String {
     }
     let _ = writeln!(s, "{indent}reproduce: {}", r.reproduce);
     if !r.evidence.is_empty() {
-        let _ = writeln!(s, "{indent}evidence: {}/ in the report folder (every check's whole evidence: index.html)", r.evidence);
+        let _ = writeln!(
+            s,
+            "{indent}evidence: {}/ in the report folder (every check's whole evidence: index.html)",
+            r.evidence
+        );
     }
     s
 }
@@ -155,10 +173,12 @@ impl ExperimentResult {
         self.checks.iter().filter(|c| !c.passed())
     }
 
-    /// The rules the failed checks judge, each once, in the order they first appear.
+    /// The rules the failed checks judge, each once, root causes first ([`broken::grouped`]).
     pub fn broken_rules(&self) -> Vec<&RuleRef> {
         let mut rules: Vec<&RuleRef> = Vec::new();
-        for r in self.broken_checks().flat_map(|c| &c.rules) {
+        let roots = broken::grouped(self);
+        let lines = roots.iter().flat_map(|r| std::iter::once(&r.line).chain(&r.same_commit).chain(&r.follows));
+        for r in lines.flat_map(|l| l.rules.iter().copied()) {
             if !rules.iter().any(|x| x.id == r.id) {
                 rules.push(r);
             }
@@ -166,11 +186,11 @@ impl ExperimentResult {
         rules
     }
 
-    /// What broke in one sentence: the first failed check's evidence (its first line, trimmed and
-    /// capped), else the error's.
+    /// What broke in one sentence: the root cause's evidence ([`broken::root_check`]; its first
+    /// line, without raw JSON, capped), else the error's.
     pub fn evidence_sentence(&self) -> String {
-        match (self.broken_checks().next(), &self.error) {
-            (Some(c), _) => one_line(&c.evidence, EVIDENCE_SENTENCE),
+        match (broken::root_check(self), &self.error) {
+            (Some(c), _) => broken::observed(&c.evidence, EVIDENCE_SENTENCE),
             (None, Some(e)) => one_line(e, EVIDENCE_SENTENCE),
             (None, None) => String::new(),
         }
@@ -360,7 +380,7 @@ impl Matrix {
         let mut s = String::from("## What broke\n\n");
         for r in broken {
             let _ = writeln!(s, "### {} — {}: {}\n", r.id, r.outcome.label(), r.title);
-            if let Some(c) = r.broken_checks().next() {
+            if let Some(c) = broken::root_check(r) {
                 let _ = writeln!(s, "- check: {}", c.name);
             }
             for rule in r.broken_rules() {
@@ -426,6 +446,7 @@ pub(crate) mod tests {
                 sha256: "0123456789abcdef".repeat(4),
                 files: 1,
                 reference: false,
+                folder: None,
             },
             conformance_report: Some("/elsewhere/conformance.txt".into()),
             interrupted: None,

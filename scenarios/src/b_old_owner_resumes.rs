@@ -153,6 +153,34 @@ async fn setup(ctx: &mut Ctx, same_owner: bool) -> Result<Story, HarnessError> {
     )))
 }
 
+/// A starts and saves its first checkpoint on its short lease. Refused after that lease lapsed
+/// untaken on the database clock (A's renewal came later than its timeout: a loaded machine),
+/// the step proves nothing: why, so the setup is made again with a longer lease; refused while it
+/// was live, it is a refused legal step (a FAIL).
+async fn first_save(
+    ctx: &Ctx,
+    a: &mut WorkerProc,
+    run_id: Uuid,
+    epoch_a: i64,
+    lease: &LeaseTimes,
+) -> Result<Option<String>, HarnessError> {
+    let start = a.request(json!({"cmd": "start"}), STEP).await?;
+    let save = if outcome(&start) == "ok" {
+        a.request(json!({"cmd": "save", "checkpoint": {"step": 1, "by": "a"}}), STEP).await?
+    } else {
+        start.clone()
+    };
+    if outcome(&save) != "ok" && measured::lapsed_untaken(ctx, run_id, &a.owner, epoch_a).await? {
+        return Ok(Some(format!(
+            "A's {} lapsed before its first save (a renewal later than its timeout); the setup was made again with a longer lease",
+            lease.describe()
+        )));
+    }
+    require_ok(&start, "A start")?;
+    require_ok(&save, "A save")?;
+    Ok(None)
+}
+
 /// One try of the setup with A's TTL `ttl_ms`: the story, or (inner `Err`) why the moment was not
 /// made (A's lease had already lapsed when B's acquire committed), after stopping this try's workers.
 async fn try_setup(
@@ -178,8 +206,10 @@ async fn try_setup(
     let acq = a.request(lease.acquire(run_id), STEP).await?;
     require_ok(&acq, "A acquire")?;
     let epoch_a = acq["epoch"].as_i64().unwrap_or(-1);
-    require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
-    require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"step": 1, "by": "a"}}), STEP).await?, "A save")?;
+    if let Some(why) = first_save(ctx, &mut a, run_id, epoch_a, &lease).await? {
+        a.shutdown(STEP).await?;
+        return Ok(Err(why));
+    }
 
     let mut b = if same_owner {
         ctx.spawn_worker_as(&name("b"), &shared, vec![]).await?

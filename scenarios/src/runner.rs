@@ -595,7 +595,13 @@ fn ended(
             None
         }
         Ok(Err(e)) => Some((e.to_string(), e.is_wait())),
-        Err(_) => Some((format!("experiment did not finish within {:?}", exp.ceiling()), true)),
+        Err(_) => Some((
+            format!(
+                "experiment did not finish within its ceiling of {:?} and the harness's measured delay (at most twice the ceiling)",
+                exp.ceiling()
+            ),
+            true,
+        )),
     }
 }
 

@@ -42,6 +42,10 @@ pub struct Root<'a> {
 /// cut), the observed sentence is cut to fit the rest.
 pub const LINE: usize = 220;
 
+/// How many rules a line names before the rest are counted (a state machine's check judges
+/// many; the report lists them all).
+pub const RULES: usize = 2;
+
 /// How many characters the check names of one line take before the rest are counted.
 pub const NAMES: usize = 70;
 
@@ -116,7 +120,8 @@ pub fn grouped(r: &ExperimentResult) -> Vec<Root<'_>> {
     attribute(merged(lines))
 }
 
-/// A line whose rules all appear on a line that names a commit joins that line: one line per
+/// A line whose rules all appear on a line that names a commit (and at most [`RULES`] rules, so
+/// a state machine's check judging many absorbs no specific check) joins that line: one line per
 /// broken rule, whichever check broke it first.
 fn merged(mut lines: Vec<(RuleLine<'_>, Option<i64>)>) -> Vec<(RuleLine<'_>, Option<i64>)> {
     let mut i = 0;
@@ -124,6 +129,7 @@ fn merged(mut lines: Vec<(RuleLine<'_>, Option<i64>)>) -> Vec<(RuleLine<'_>, Opt
         let covering = (0..lines.len()).find(|&j| {
             j != i
                 && lines[j].0.first_commit.is_some()
+                && lines[j].0.rules.len() <= RULES
                 && !lines[i].0.rules.is_empty()
                 && lines[i].0.rules.iter().all(|r| lines[j].0.rules.iter().any(|x| x.id == r.id))
         });
@@ -184,7 +190,10 @@ pub fn lines(r: &ExperimentResult) -> Vec<String> {
 
 /// One rule's line: `head`, the rules, the check names, then the observed sentence cut to fit.
 fn line(head: &str, l: &RuleLine<'_>) -> String {
-    let rules: Vec<String> = l.rules.iter().map(|r| format!("§{} {}", r.section, r.id)).collect();
+    let mut rules: Vec<String> = l.rules.iter().take(RULES).map(|r| format!("§{} {}", r.section, r.id)).collect();
+    if l.rules.len() > RULES {
+        rules.push(format!("(+{} rules)", l.rules.len() - RULES));
+    }
     let names: Vec<&str> = l.checks.iter().map(|c| c.name.as_str()).collect();
     let mut s = head.to_string();
     if !rules.is_empty() {
@@ -402,6 +411,25 @@ mod tests {
             printed[0].contains(
                 "§01 holder.only; §01 commit.live only the holder commits; the run is unchanged: commit #9 by a"
             ),
+            "{printed:#?}"
+        );
+    }
+
+    /// A state machine's check judging many rules names two and counts the rest, and absorbs no
+    /// specific check of one of them.
+    #[test]
+    fn a_check_of_many_rules_absorbs_no_specific_check() {
+        let mut machine = failed("the ledger's state machine", Some("r1"), "commit #4 by d");
+        for r in ["r2", "r3", "claim.live", "r5"] {
+            machine.rules.push(rule(r));
+        }
+        let specific =
+            failed("a prepared operation of a finished run is not claimed", Some("claim.live"), "commit #4 by d");
+        let printed = lines(&row("W", Outcome::Fail, vec![machine, specific], None));
+        assert_eq!(printed.len(), 2, "{printed:#?}");
+        assert!(printed[0].contains("§01 r1; §01 r2; (+3 rules) the ledger's state machine"), "{printed:#?}");
+        assert!(
+            printed[1].contains("§01 claim.live a prepared operation of a finished run is not claimed"),
             "{printed:#?}"
         );
     }

@@ -31,9 +31,17 @@ verify *ARGS: build
 build-mutants:
     cargo build --quiet --workspace --features fenceproof-worker/mutants --bin fenceproof-worker-mutant
 
-# The precision set: legal variants of the Python example through the whole matrix (a FAIL is the suite's).
-precision: build
-    cargo test -q -p fenceproof-cli --test precision_set -- --include-ignored --test-threads 1
+# The precision set: legal variants of the Python example through the whole matrix (a FAIL is the
+# suite's), N times in a row (e.g. `just precision 10`); stops at the first run that fails.
+# The precision set: legal variants of the Python example through the whole matrix, N times.
+precision N="1": build
+    for i in $(seq 1 {{N}}); do echo "precision set: run $i of {{N}}"; cargo test -q -p fenceproof-cli --test precision_set -- --include-ignored --test-threads 1; done
+
+# The loaded-machine test: the whole matrix with the Python example unloaded, then 3 times under
+# stress-ng --cpu 4×cores (busy shells without stress-ng), every verdict unchanged, no ERROR; ~10 min.
+# The loaded-machine test: the matrix 3 times under 4×cores of CPU load, verdicts unchanged.
+loaded: build
+    cargo test -q -p fenceproof-cli --test loaded_machine -- --include-ignored --nocapture
 
 # Run every experiment against every mutant and print the kill matrix (non-zero if one survives).
 mutants *ARGS: build build-mutants

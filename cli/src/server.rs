@@ -72,6 +72,7 @@ impl ServerArgs {
             database_url: deployment.database_url,
             reports_dir: self.reports_dir,
             worker_bin,
+            worker_dir: None,
             tools_bin: runner::default_tools_bin(),
             skip_conformance: false,
             conformance_report: None,

@@ -8,6 +8,15 @@
 //! - `save-stall`: 2 s pass between settling the previous write and opening a save's protected
 //!   transaction, on leases of 5 s or more, whose heartbeat (another connection) keeps them live
 //!   meanwhile: a slow save that keeps its lease is legal.
+//! - `explicit-transaction`: every fenced write runs inside its own `BEGIN … COMMIT` (the barrier
+//!   points `after_begin` and `before_commit` inside that transaction, where the contract puts
+//!   them), not only when the harness arms a barrier.
+//! - `more-retries`: a budget of 20 attempts for a write answered 40001 instead of 5 (still far
+//!   below the endless failures S injects).
+//! - `operation-id-format`: the operation_id is a SHA-256 of tenant, run, step and version (`op-`
+//!   and 40 hex digits) instead of `tenant/run/step/vN`: stable per intent, naming no executor.
+//! - `statement-order` (the direct path): the intent's INSERT comes before the run's CAS UPDATE
+//!   in the same transaction, after the lease row is locked and validated.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,9 +42,72 @@ pub fn variant(name: &str) -> Vec<(&'static str, &'static str)> {
             "            self.settle_unknown(conn, lease)\n",
             "            self.settle_unknown(conn, lease)\n            if name == \"save\" and (getattr(self, \"ttl_ms\", 0) or 0) >= 5000:\n                __import__(\"time\").sleep(2)\n",
         )],
+        "explicit-transaction" => vec![(
+            "        with_barriers = bool((faults or {}).get(\"barriers\"))\n",
+            "        with_barriers = True\n",
+        )],
+        "more-retries" => vec![("RETRY_BUDGET = 5\n", "RETRY_BUDGET = 20\n")],
+        "operation-id-format" => vec![(
+            "        operation_id = \"%s/%s/%s/v%d\" % (tenant, lease[0], step, version)\n",
+            "        operation_id = \"op-\" + __import__(\"hashlib\").sha256((\"%s|%s|%s|%d\" % (tenant, lease[0], step, version)).encode()).hexdigest()[:40]\n",
+        )],
+        "statement-order" => vec![(UPDATE_LINE, INTENT_FIRST), (INTENT_AFTER, "            revision, detail = row[0], intent_detail\n")],
         other => panic!("no variant {other}"),
     }
 }
+
+/// The flags a variant runs with (the statement order is the worker's own only on the direct path).
+fn flags(name: &str) -> &'static [&'static str] {
+    match name {
+        "statement-order" => &["--write-path", "direct", "--skip-conformance"],
+        _ => &[],
+    }
+}
+
+/// The direct path's CAS UPDATE of the run (the first line of its statement).
+const UPDATE_LINE: &str =
+    "            row = conn.execute(\"UPDATE agent_runs SET checkpoint = COALESCE(%s::jsonb, checkpoint), status = %s,\"\n";
+
+/// The intent registered first, then the same UPDATE.
+const INTENT_FIRST: &str = "            intent_detail = None
+            if intent is not None:
+                new = conn.execute(\"INSERT INTO tool_operations (operation_id, run_id, step_id, effect_version,\"
+                                   \" tool_name, request_digest, request_body, status)\"
+                                   \" VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, 'prepared')\"
+                                   \" ON CONFLICT (operation_id) DO NOTHING\",
+                                   (intent[\"operation_id\"], lease[0], intent[\"step_id\"], intent[\"effect_version\"],
+                                    intent[\"tool\"], intent[\"digest\"], json.dumps(intent[\"request\"]))).rowcount
+                intent_detail = \"new\"
+                if new == 0:
+                    had = conn.execute(\"SELECT run_id, tool_name, request_digest FROM tool_operations\"
+                                       \" WHERE operation_id = %s\", (intent[\"operation_id\"],)).fetchone()
+                    if (str(had[0]), had[1], had[2]) != (str(lease[0]), intent[\"tool\"], intent[\"digest\"]):
+                        conn.execute(\"ROLLBACK\")
+                        raise Refused(\"intent_mismatch\", \"%s is registered with another request\"
+                                      % intent[\"operation_id\"])
+                    intent_detail = \"already_registered\"
+            row = conn.execute(\"UPDATE agent_runs SET checkpoint = COALESCE(%s::jsonb, checkpoint), status = %s,\"
+";
+
+/// The intent's registration after the UPDATE, as the example has it (removed by the variant).
+const INTENT_AFTER: &str = "            revision, detail = row[0], None
+            if intent is not None:
+                new = conn.execute(\"INSERT INTO tool_operations (operation_id, run_id, step_id, effect_version,\"
+                                   \" tool_name, request_digest, request_body, status)\"
+                                   \" VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, 'prepared')\"
+                                   \" ON CONFLICT (operation_id) DO NOTHING\",
+                                   (intent[\"operation_id\"], lease[0], intent[\"step_id\"], intent[\"effect_version\"],
+                                    intent[\"tool\"], intent[\"digest\"], json.dumps(intent[\"request\"]))).rowcount
+                detail = \"new\"
+                if new == 0:
+                    had = conn.execute(\"SELECT run_id, tool_name, request_digest FROM tool_operations\"
+                                       \" WHERE operation_id = %s\", (intent[\"operation_id\"],)).fetchone()
+                    if (str(had[0]), had[1], had[2]) != (str(lease[0]), intent[\"tool\"], intent[\"digest\"]):
+                        conn.execute(\"ROLLBACK\")
+                        raise Refused(\"intent_mismatch\", \"%s is registered with another request\"
+                                      % intent[\"operation_id\"])
+                    detail = \"already_registered\"
+";
 
 /// `fenceproof verify --quiet [--only ROWS]` on the variant `name`: it must pass every row.
 fn passes_every_row(name: &str, only: Option<&str>) {
@@ -45,6 +117,7 @@ fn passes_every_row(name: &str, only: Option<&str>) {
     fenceproof_harness::testkit::example_copy(name, &worker, &variant(name));
     let mut cmd = Command::new(FENCEPROOF);
     cmd.args(["verify", "--quiet", "--worker-bin"]).arg(&worker).arg("--reports-dir").arg(dir.join("reports"));
+    cmd.args(flags(name));
     if let Some(rows) = only {
         cmd.args(["--only", rows]);
     }
@@ -73,3 +146,50 @@ fn a_worker_that_starts_slowly_passes_every_row() {
 fn a_worker_whose_save_stalls_2_s_within_its_lease_passes_every_row() {
     passes_every_row("save-stall", None);
 }
+
+#[test]
+#[ignore = "the whole matrix: just precision"]
+fn a_worker_that_writes_in_explicit_transactions_passes_every_row() {
+    passes_every_row("explicit-transaction", None);
+}
+
+#[test]
+#[ignore = "the whole matrix: just precision"]
+fn a_worker_with_a_larger_retry_budget_passes_every_row() {
+    passes_every_row("more-retries", None);
+}
+
+#[test]
+#[ignore = "the whole matrix: just precision"]
+fn a_worker_with_hashed_operation_ids_passes_every_row() {
+    passes_every_row("operation-id-format", None);
+}
+
+#[test]
+#[ignore = "the whole matrix: just precision"]
+fn a_worker_that_registers_its_intent_before_the_cas_passes_every_row() {
+    passes_every_row("statement-order", None);
+}
+
+/// Each variant's edits apply to the example as it is (an edit that no longer matches would
+/// test the unchanged example).
+#[test]
+fn every_variant_applies_to_the_example() {
+    for name in VARIANTS {
+        let dir = tmp(&format!("apply-{name}"));
+        let worker = dir.join("worker.py");
+        fenceproof_harness::testkit::example_copy(name, &worker, &variant(name));
+        let text: String = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+            .collect();
+        for (_, new) in variant(name) {
+            assert!(text.contains(new.trim_end()), "{name}: {new:?} not in the copy");
+        }
+    }
+}
+
+/// Every variant, for the test above.
+const VARIANTS: &[&str] =
+    &["slow-start", "save-stall", "explicit-transaction", "more-retries", "operation-id-format", "statement-order"];

@@ -15,6 +15,7 @@ fn options(dir: &str) -> VerifyOptions {
         database_url: None,
         reports_dir: std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir),
         worker_bin: runner::default_worker_bin(),
+        worker_dir: None,
         tools_bin: runner::default_tools_bin(),
         skip_conformance: false,
         conformance_report: None,

@@ -37,7 +37,7 @@ pub const EXPERIMENT: Experiment = Experiment {
 pub const A_STOPS: &str = "A stops its task without completing it once the loss is confirmed";
 pub const HOLDER_COMPLETES: &str = "B, the holder, completes and releases";
 pub const NO_TRANSACTION_DURING_WORK: &str =
-    "no transaction of the worker stays open across a step's work (seen twice, a second apart, inside its pacing)";
+    "no transaction of the worker stays open across a step's work (watched through its pacing)";
 
 /// A's pacing between checkpoints: its work, long beside the lease's expiry and B's takeover, so
 /// A is inside it when the loss is confirmed even on a loaded machine. A worker that stops costs
@@ -59,15 +59,18 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     ctx.check(Check::from_violations(
         NO_TRANSACTION_DURING_WORK,
         held_open,
-        "A's sessions held no transaction open across a second of its step's work",
+        "A's sessions held no transaction idle for 3 s or more in 4 s of its step's work (every 100 ms)",
     ));
 
+    // B starts before the fault, so that its takeover is one request, not an interpreter's start
+    // on a loaded machine while A's pacing runs out.
+    let mut b = ctx.spawn_worker("b", vec![]).await?;
+    b.wait_event("B's ready event", STEP, |e| e["event"] == "ready").await?;
     // Fault: A's next renewal is held while its lease expires and B takes over.
     let hold = proxy.hold(patterns::LEASE_RENEW, STEP)?;
     let held = inject(hold, &ctx.timeline).await?;
     held.held(STEP).await?;
     ctx.wait_lease_expired(run_id).await?;
-    let mut b = ctx.spawn_worker("b", vec![]).await?;
     let acq =
         json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 60_000, "heartbeat_ms": 20_000, "renew_timeout_ms": 2000});
     require_ok(&b.request(acq, STEP).await?, "B takeover")?;
@@ -76,6 +79,13 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     // Heal: the renewal reaches the server after the takeover and matches zero rows.
     held.heal().await?;
     let code = a.wait_exit(STEP + STEP).await;
+    if !after_loss::loss_confirmed(&proxy.statements(), from) {
+        // A learned the loss otherwise (its next step, refused) before the held renewal went on:
+        // the moment of a zero-row renewal was not made, and nothing is judged of it.
+        return Err(HarnessError::Inconclusive(format!(
+            "no renewal of A reached the server after B's takeover (A's exit: {code:?}): the zero-row renewal was not made"
+        )));
+    }
     ctx.check(after_loss::no_write_after_loss(&proxy.statements(), from));
     ctx.check(Check::expect(A_STOPS, matches!(code, Ok(Some(c)) if c != 0), format!("A's exit: {code:?}")));
 
@@ -102,24 +112,37 @@ async fn first_checkpoint(ctx: &Ctx, owner: &str, run_id: Uuid) -> Result<(), Ha
     .await
 }
 
-/// A's sessions idle inside one and the same transaction at two looks a second apart, while A is
-/// inside its pacing (a transaction spanning the step's work: spec §06, no waits inside).
+/// How long the harness watches A's sessions inside its pacing, and how long a transaction must
+/// sit idle (waiting on the worker, not the server) to span the step's work. A legal protected
+/// write is a few statements; a worker starved between two of them on a loaded machine may sit
+/// idle for a moment, never for seconds on end.
+const WATCH_MS: u64 = 4_000;
+const IDLE_SPAN_MS: i64 = 3_000;
+
+/// A's sessions idle inside a transaction open for [`IDLE_SPAN_MS`] or more (on the database's
+/// clock), looked for every 100 ms through the first [`WATCH_MS`] of A's pacing: the whole window
+/// is watched, not one moment of it, so a transaction spanning the work is seen in every run.
 async fn open_across_work(ctx: &Ctx, owner: &str) -> Result<Vec<String>, HarnessError> {
-    const IDLE_IN_TX: &str = "SELECT pid, xact_start::text FROM pg_stat_activity
-         WHERE application_name = $1 AND state LIKE 'idle in transaction%' AND xact_start IS NOT NULL";
-    let first: Vec<(i32, String)> = sqlx::query_as(IDLE_IN_TX).bind(owner).fetch_all(&ctx.pool).await?;
-    if first.is_empty() {
-        return Ok(Vec::new());
+    const IDLE_IN_TX: &str = "SELECT pid, xact_start::text,
+                (extract(epoch FROM clock_timestamp() - xact_start) * 1000)::bigint
+           FROM pg_stat_activity
+          WHERE application_name = $1 AND state LIKE 'idle in transaction%' AND xact_start IS NOT NULL";
+    let mut seen: Vec<String> = Vec::new();
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < std::time::Duration::from_millis(WATCH_MS) {
+        tick.tick().await;
+        let rows: Vec<(i32, String, i64)> = sqlx::query_as(IDLE_IN_TX).bind(owner).fetch_all(&ctx.pool).await?;
+        for (pid, since, age_ms) in rows.into_iter().filter(|r| r.2 >= IDLE_SPAN_MS) {
+            let what =
+                format!("backend {pid} idle in a transaction open since {since} ({age_ms} ms), across the step's work");
+            if !seen.iter().any(|s| s.starts_with(&format!("backend {pid} idle in a transaction open since {since} ")))
+            {
+                seen.push(what);
+            }
+        }
     }
-    // The second look is the observation, not a synchronization: a transaction still open a
-    // second later, unchanged, spans the work.
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    let second: Vec<(i32, String)> = sqlx::query_as(IDLE_IN_TX).bind(owner).fetch_all(&ctx.pool).await?;
-    Ok(first
-        .iter()
-        .filter(|s| second.contains(s))
-        .map(|(pid, since)| format!("backend {pid} idle in a transaction open since {since}, across the step's work"))
-        .collect())
+    Ok(seen)
 }
 
 /// A's scripted task: paced checkpoints, a short lease and heartbeat, a long renewal timeout.

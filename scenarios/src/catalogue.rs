@@ -120,7 +120,7 @@ pub const LEASE_RENEW_OWNER_EPOCH: Rule = Rule {
     checkers: &[
         crate::tags::ANY_LEASE_RENEW_OWNER_EPOCH,
         LEASE_MACHINE,
-        crate::b_old_owner_resumes::STALE_LEAVES_ROWS,
+        crate::b_old_owner_resumes::STALE_LEAVES_LEASE,
         crate::p_role_boundary::RENEW_REFUSES_STALE_EPOCH,
         QUIET,
     ],
@@ -154,7 +154,7 @@ pub const COMMIT_LEASE_OWNER_EPOCH_LIVE: Rule = Rule {
     id: "commit.lease-owner-epoch-live",
     section: "06",
     statement: "a protected write locks the lease row and validates owner, epoch and expiry (database clock, at the check) in the writing transaction",
-    checkers: &[crate::tags::ANY_COMMIT_LEASE_OWNER_EPOCH_LIVE, HOLDER, crate::d_race_after_validation::A_FENCED, crate::p_role_boundary::TRANSITION_REFUSES_FORGED_OWNER, crate::p_role_boundary::TRANSITION_REFUSES_STALE_EPOCH],
+    checkers: &[crate::tags::ANY_COMMIT_LEASE_OWNER_EPOCH_LIVE, HOLDER, crate::b_old_owner_resumes::STALE_LEAVES_RUN, crate::d_race_after_validation::A_FENCED, crate::p_role_boundary::TRANSITION_REFUSES_FORGED_OWNER, crate::p_role_boundary::TRANSITION_REFUSES_STALE_EPOCH],
 };
 pub const COMMIT_VALID_AT_CHECK: Rule = Rule {
     id: "commit.valid-at-check",

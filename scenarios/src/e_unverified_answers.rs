@@ -324,6 +324,12 @@ async fn judge_own_creation(
     let ev = d.request(dispatch_one(), STEP).await?;
     let row = ctx.operation(&own_op).await?;
     let entries = ledger::entries(&tools.ledger)?;
+    if row["status"] == "unknown" && answered_too_late(&entries, &own_op) {
+        return Err(HarnessError::Inconclusive(format!(
+            "the tools' 409 for {own_op} came after the dispatcher's {CALL_TIMEOUT_MS} ms call timeout (its caller had gone): \
+             `unknown` is the right answer to no answer, and the moment of a received 409 was not made"
+        )));
+    }
     ctx.check(Check::expect(
         OWN_409_IS_OWN_CREATION,
         row["status"] == "succeeded" && row["remote_id"] == own_name.as_str(),
@@ -336,6 +342,19 @@ async fn judge_own_creation(
     ));
     ctx.check(Check::equal(STILL_ONE_RESOURCE, created(&entries, &own_op), 1));
     Ok(())
+}
+
+/// Whether the tools answered `operation_id`'s call only after its caller stopped waiting (the
+/// tools found no process holding the call's socket, or their observation alone took the call
+/// timeout or longer): a
+/// dispatcher that never received the answer rightly leaves the operation unknown.
+fn answered_too_late(entries: &[Value], operation_id: &str) -> bool {
+    entries.iter().any(|e| {
+        e["operation_id"] == operation_id
+            && e["kind"] == "answered"
+            && (e["observed"]["caller"]["error"].as_str().is_some_and(|x| x.starts_with("no process holds"))
+                || e["observed"]["took_ms"].as_i64().is_some_and(|t| t >= CALL_TIMEOUT_MS))
+    })
 }
 
 /// The name is taken by another intent before the dispatch: its 409 is not this operation's.

@@ -56,9 +56,15 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let r2 = cancel_and_retry(ctx, &mut cp, r1).await?;
     let mut p2 = plan_operation(ctx, "w2", r2, "idem", true).await?;
     let op2 = p2.operation_id.clone();
-    ctx.check(Check::expect(NEW_OPERATION_ID, op2 != op1 && op2.contains(&r2.to_string()), format!("{op1} vs {op2}")));
-    let r2_before = oracle::run_state(&ctx.pool, r2).await?;
+    // The operation_id's format is the worker's own: what must hold is that it is new and that
+    // its intent was registered for the new run (the ledger row), not that it spells the run_id.
     let op2_before = ctx.operation(&op2).await?;
+    ctx.check(Check::expect(
+        NEW_OPERATION_ID,
+        op2 != op1 && op2_before["run_id"] == r2.to_string().as_str(),
+        format!("{op1} vs {op2}, registered for run {}", op2_before["run_id"]),
+    ));
+    let r2_before = oracle::run_state(&ctx.pool, r2).await?;
     let mark = ctx.oracle_mark().await?;
 
     // The late result of the old run arrives.

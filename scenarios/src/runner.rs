@@ -71,6 +71,9 @@ pub struct VerifyOptions {
     pub contract_path: Option<PathBuf>,
     pub reports_dir: PathBuf,
     pub worker_bin: PathBuf,
+    /// The folder the worker's fingerprint covers (`verify --worker-dir`); `None`: the worker's
+    /// own file, or a script's folder.
+    pub worker_dir: Option<PathBuf>,
     pub tools_bin: PathBuf,
     /// `--skip-conformance` was given (said again in every reproduce line).
     pub skip_conformance: bool,
@@ -168,7 +171,11 @@ impl Session {
         let reproduce = Reproduce::of(&ran_on(opts, &server));
         Ok(Session {
             reproduce,
-            worker: WorkerUnderTest::of(&opts.worker_bin, opts.worker_bin == default_worker_bin()),
+            worker: WorkerUnderTest::of_in(
+                &opts.worker_bin,
+                opts.worker_bin == default_worker_bin(),
+                opts.worker_dir.as_deref(),
+            ),
             conformance_report: gate_report_into(opts.conformance_report.as_deref(), &run.path),
             server,
             pg_bin,
@@ -340,6 +347,7 @@ impl RowEnd {
             Some((e, waited)) => (Some(e), waited),
             None => (None, false),
         };
+        stamp_refusal(&mut ctx).await;
         // Evidence, whatever happened.
         ctx.timeline.save(&dir.join("timeline.jsonl"))?;
         // An experiment that judged another database (H: its own promoted standby) saved that
@@ -620,7 +628,26 @@ fn ended(
             None
         }
         Ok(Err(e)) => Some((e.to_string(), e.is_wait())),
-        Err(_) => Some((format!("experiment did not finish within {:?}", exp.ceiling()), true)),
+        Err(_) => Some((
+            format!(
+                "experiment did not finish within its ceiling of {:?} and the harness's measured delay (at most twice the ceiling)",
+                exp.ceiling()
+            ),
+            true,
+        )),
+    }
+}
+
+/// A refused legal step carries the oracle's last commit when the runner records it (the
+/// experiment's processes have stopped): what committed before the refusal is at or below it, so
+/// the report can tell a refusal that follows a broken commit from one before it.
+async fn stamp_refusal(ctx: &mut Ctx) {
+    let refused = |c: &Check| c.name == crate::ctx::LEGAL_STEP_CHECK && !c.passed();
+    if ctx.checks.iter().any(refused) {
+        let mark = ctx.oracle_mark().await.ok();
+        for c in ctx.checks.iter_mut().filter(|c| refused(c)) {
+            c.seen_at_seq = mark;
+        }
     }
 }
 
@@ -875,6 +902,7 @@ pub async fn verify_versions(
             contract_path: opts.contract_path.clone(),
             reports_dir: combined.path.clone(),
             worker_bin: opts.worker_bin.clone(),
+            worker_dir: opts.worker_dir.clone(),
             tools_bin: opts.tools_bin.clone(),
             skip_conformance: opts.skip_conformance,
             conformance_report: opts.conformance_report.clone(),

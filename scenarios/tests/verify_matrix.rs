@@ -17,6 +17,7 @@ async fn every_experiment_passes_and_leaves_a_report() {
         database_url: None,
         reports_dir: reports.clone(),
         worker_bin: runner::default_worker_bin(),
+        worker_dir: None,
         tools_bin: runner::default_tools_bin(),
         skip_conformance: false,
         conformance_report: None,

@@ -29,6 +29,10 @@ pub struct Args {
     /// The worker binary to test (defaults to fenceproof-worker beside this program).
     #[arg(long)]
     worker_bin: Option<PathBuf>,
+    /// The folder the worker's fingerprint covers (every file under it; default: the worker's
+    /// own file, or for a script every file of its folder).
+    #[arg(long)]
+    worker_dir: Option<PathBuf>,
     /// Run the rows inside this existing database instead of a throwaway cluster (which rows:
     /// generated from their declarations, see docs/external-database.md).
     #[arg(long, help = crate::cmd::docs::database_url_help())]
@@ -96,6 +100,9 @@ pub async fn run(a: Args) -> u8 {
     {
         return usage(msg);
     }
+    if let Some(dir) = a.worker_dir.as_deref().filter(|d| !d.is_dir()) {
+        return usage(format!("--worker-dir {}: not a folder", dir.display()));
+    }
     let print = crate::cmd::Print::new(a.json, a.quiet);
     let contract = match crate::server::load_contract(a.contract.as_deref()) {
         Ok(c) => c.map(Arc::new),
@@ -125,6 +132,7 @@ pub async fn run(a: Args) -> u8 {
     let worker_bin = a.worker_bin.unwrap_or_else(runner::default_worker_bin);
     let mut opts = a.server.options(worker_bin, deployment, a.jobs.jobs);
     opts.skip_conformance = a.skip_conformance;
+    opts.worker_dir = a.worker_dir;
     opts.write_path = write_path;
     opts.judging = fenceproof_scenarios::trace_check::Judging::parse(&a.judge).unwrap_or_default();
     opts.program = crate::invoked::program();
@@ -205,7 +213,11 @@ fn stopped(report: &fenceproof_conformance::Report, dir: &std::path::Path, opts:
             server_version: report.server.clone(),
             started_at: chrono::Utc::now() - chrono::Duration::milliseconds(report.duration_ms as i64),
             duration_ms: report.duration_ms,
-            worker: fenceproof_harness::report::WorkerUnderTest::of(&opts.worker_bin, false),
+            worker: fenceproof_harness::report::WorkerUnderTest::of_in(
+                &opts.worker_bin,
+                false,
+                opts.worker_dir.as_deref(),
+            ),
             conformance_report: Some(dir.join("conformance.txt").display().to_string()),
             results: Vec::new(),
             interrupted: None,

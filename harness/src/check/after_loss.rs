@@ -26,6 +26,13 @@ pub const NO_WRITE_AFTER_LOSS: &str =
 /// heartbeat has stopped, and a new acquire would resurrect the lost execution under a new epoch.
 const LEASE_WRITE: &str = r"\bfp_lease_(acquire|release)\b";
 
+/// Whether a renewal reached the server after `from` in `log`: the moment
+/// [`no_write_after_loss`] judges was made.
+pub fn loss_confirmed(log: &[WireStatement], from: usize) -> bool {
+    let renew = Regex::new(patterns::LEASE_RENEW).expect("pattern");
+    log.iter().any(|s| s.n > from && renew.is_match(&frame::normalize(&s.sql)))
+}
+
 /// `log` is the worker's statements in order; `from` the log's length when the loss was made
 /// certain (the lease taken over). The first renewal after `from` is the confirmed loss; any
 /// protected write begun after it is a violation. ERROR-free by construction: no such renewal means the worker

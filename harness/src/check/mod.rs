@@ -51,15 +51,32 @@ pub struct Check {
     /// The rules of the spec this check judges (filled in from the catalogue when the row ends).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<rule::RuleRef>,
+    /// The oracle's last commit sequence number when this was observed, for a check recorded in
+    /// the middle of a row (a refused legal step); `None` for a check judged when the row ended.
+    /// The report groups consequences under the commit they follow ([`crate::report::broken`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seen_at_seq: Option<i64>,
 }
 
 impl Check {
     pub fn pass(name: impl Into<String>, evidence: impl Into<String>) -> Check {
-        Check { name: name.into(), verdict: Verdict::Pass, evidence: evidence.into(), rules: Vec::new() }
+        Check {
+            name: name.into(),
+            verdict: Verdict::Pass,
+            evidence: evidence.into(),
+            rules: Vec::new(),
+            seen_at_seq: None,
+        }
     }
 
     pub fn fail(name: impl Into<String>, evidence: impl Into<String>) -> Check {
-        Check { name: name.into(), verdict: Verdict::Fail, evidence: evidence.into(), rules: Vec::new() }
+        Check {
+            name: name.into(),
+            verdict: Verdict::Fail,
+            evidence: evidence.into(),
+            rules: Vec::new(),
+            seen_at_seq: None,
+        }
     }
 
     /// Pass when `ok`, with the same evidence either way.

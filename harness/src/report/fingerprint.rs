@@ -21,18 +21,29 @@ pub fn of(path: &Path) -> (String, usize) {
     if !bytes.starts_with(b"#!") {
         return (hex(&Sha256::digest(&bytes)), 1);
     }
+    of_dir(folder)
+}
+
+/// The SHA-256 (hex) of every file under `dir` (as for a script's folder) and how many files it
+/// covers: the folder a user names as the worker's (`verify --worker-dir`), whatever its entry is.
+pub fn of_dir(dir: &Path) -> (String, usize) {
     let mut files = Vec::new();
-    collect(folder, &mut files);
+    collect(dir, &mut files);
     files.sort();
+    (digest(dir, &files), files.len())
+}
+
+/// The digest of `files` (each named by its path under `folder`, then its own SHA-256).
+fn digest(folder: &Path, files: &[PathBuf]) -> String {
     let mut all = Sha256::new();
-    for f in &files {
+    for f in files {
         let Ok(b) = std::fs::read(f) else { continue };
         let name = f.strip_prefix(folder).unwrap_or(f);
         all.update(name.to_string_lossy().as_bytes());
         all.update([0]);
         all.update(Sha256::digest(&b));
     }
-    (hex(&all.finalize()), files.len())
+    hex(&all.finalize())
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -83,6 +94,18 @@ mod tests {
         assert_eq!(of(&d.join("worker.py")).0, a, "a cache is no part of the worker");
         std::fs::write(d.join("protocol.py"), "def renew(): return 1\n").unwrap();
         assert_ne!(of(&d.join("worker.py")).0, a, "a changed module changes the fingerprint");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_named_folder_covers_a_binary_and_its_files() {
+        let d = folder("named");
+        std::fs::write(d.join("worker"), b"\x7fELF...").unwrap();
+        std::fs::write(d.join("lib").join("config.toml"), "x = 1\n").unwrap();
+        let (a, n) = of_dir(&d);
+        assert_eq!(n, 2);
+        std::fs::write(d.join("lib").join("config.toml"), "x = 2\n").unwrap();
+        assert_ne!(of_dir(&d).0, a, "a changed file of the folder changes it");
         std::fs::remove_dir_all(&d).unwrap();
     }
 

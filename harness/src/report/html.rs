@@ -118,13 +118,15 @@ fn event_sentence(e: &Value, workers: &BTreeSet<String>) -> String {
     super::one_line(&sentence, 300)
 }
 
-fn timeline_svg(dir: &Path) -> Option<String> {
+/// The timeline of the row whose evidence is in `dir`; the commits its failed checks name
+/// (`failing`) are drawn red.
+fn timeline_svg(dir: &Path, failing: &BTreeSet<i64>) -> Option<String> {
     let timeline = lines(&dir.join("timeline.jsonl"));
     let first = timeline.first()?;
     let origin = wall_ms(&first["wall"])? - first["at_ms"].as_f64().unwrap_or(0.0);
     let (mut marks, bands, owner_lane) = harness_marks(&timeline);
     marks.extend(worker_marks(dir, origin));
-    marks.extend(commit_marks(dir, origin, &owner_lane));
+    marks.extend(commit_marks(dir, origin, &owner_lane, failing));
     marks.extend(tool_marks(dir, origin));
     Some(draw(&marks, &bands))
 }
@@ -218,8 +220,9 @@ fn answer_sentence(worker: &str, ev: &Value) -> String {
     s
 }
 
-/// What the database committed (the oracle), on the writer's lane; a takeover labelled with its epoch.
-fn commit_marks(dir: &Path, origin: f64, owner_lane: &BTreeMap<String, String>) -> Vec<Mark> {
+/// What the database committed (the oracle), on the writer's lane; a takeover labelled with its
+/// epoch, a commit a failed check names (`failing`) red and labelled with its number.
+fn commit_marks(dir: &Path, origin: f64, owner_lane: &BTreeMap<String, String>, failing: &BTreeSet<i64>) -> Vec<Mark> {
     let oracle: Vec<Value> = std::fs::read_to_string(dir.join("oracle.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
@@ -237,20 +240,27 @@ fn commit_marks(dir: &Path, origin: f64, owner_lane: &BTreeMap<String, String>) 
         });
         let (old, new) = (&c["old_row"], &c["new_row"]);
         let takeover = c["table_name"] == "worker_leases" && c["op"] == "UPDATE" && old["epoch"] != new["epoch"];
-        let label = takeover.then(|| format!("e{}", new["epoch"]));
+        let broke = c["seq"].as_i64().is_some_and(|n| failing.contains(&n));
+        let label = match (broke, takeover) {
+            (true, _) => Some(format!("FAIL #{}", c["seq"])),
+            (false, true) => Some(format!("e{}", new["epoch"])),
+            (false, false) => None,
+        };
         let state: Vec<String> = ["revision", "epoch", "status"]
             .iter()
             .filter(|k| !new[**k].is_null())
             .map(|k| format!("{k} {}", plain(&new[*k])))
             .collect();
         let title = format!(
-            "database committed #{} by {writer}: {} {}{}",
+            "{}database committed #{} by {writer}: {} {}{}",
+            if broke { "FAILING COMMIT: " } else { "" },
             c["seq"],
             c["op"].as_str().unwrap_or(""),
             c["table_name"].as_str().unwrap_or(""),
             if state.is_empty() { String::new() } else { format!(" ({})", state.join(", ")) }
         );
-        marks.push(Mark { lane, at: t - origin, kind: "commit", title, label });
+        let kind = if broke { "failing" } else { "commit" };
+        marks.push(Mark { lane, at: t - origin, kind, title, label });
     }
     marks
 }
@@ -333,6 +343,12 @@ fn draw_mark(s: &mut String, m: &Mark, cx: f64, cy: f64) {
             cx - 4.0,
             cy - 4.0
         ),
+        "failing" => write!(
+            s,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"12\" height=\"12\" class=\"commit failing\">{title}</rect>",
+            cx - 6.0,
+            cy - 6.0
+        ),
         "kill" => write!(s, "<text x=\"{:.1}\" y=\"{:.1}\" class=\"kill\">✕{title}</text>", cx - 5.0, cy + 5.0),
         "effect" => write!(
             s,
@@ -351,7 +367,8 @@ fn draw_mark(s: &mut String, m: &Mark, cx: f64, cy: f64) {
         ),
     };
     if let Some(l) = &m.label {
-        let _ = write!(s, "<text x=\"{:.1}\" y=\"{:.1}\" class=\"epoch\">{}</text>", cx - 6.0, cy - 8.0, esc(l));
+        let class = if m.kind == "failing" { "epoch failing" } else { "epoch" };
+        let _ = write!(s, "<text x=\"{:.1}\" y=\"{:.1}\" class=\"{class}\">{}</text>", cx - 6.0, cy - 8.0, esc(l));
     }
 }
 
@@ -360,8 +377,18 @@ fn rule_link(r: &RuleRef) -> String {
     format!("<a class=\"rule\" href=\"#rule-{0}\">{0} (§{1})</a>", esc(&r.id), esc(&r.section))
 }
 
-/// One check as a list item, with the rules it judges.
+/// One check as a list item, with the rules it judges; a failed one as its short sentence, its
+/// whole evidence folded under it.
 fn check_item(c: &Check) -> String {
+    if !c.passed() {
+        return format!(
+            "<li class=\"fail\"><details><summary><b>{}</b> {} {}</summary><pre class=\"evidence\">{}</pre></details></li>",
+            esc(&c.name),
+            esc(&super::broken::observed(&c.evidence, 200)),
+            c.rules.iter().map(rule_link).collect::<Vec<_>>().join(" "),
+            esc(&c.evidence)
+        );
+    }
     format!(
         "<li class=\"{}\"><b>{}</b> {} {}</li>",
         if c.passed() { "pass" } else { "fail" },
@@ -408,7 +435,7 @@ fn files_html(r: &ExperimentResult, dir: &Path) -> String {
     )
 }
 
-const LEGEND: &str = "<p class=\"legend\"><span class=\"k commit\">■</span> commit seen by the oracle (eN: new epoch) <span class=\"k ok\">●</span> answer ok <span class=\"k rejected\">●</span> rejected / unknown <span class=\"k command\">●</span> harness command <span class=\"k pause\">▬</span> paused or partitioned <span class=\"k network\">●</span> network fault (the worker's proxy) <span class=\"k kill\">✕</span> killed / fenced <span class=\"k effect\">▲</span> real side effect (tools' ledger) · hover a mark for what happened</p>";
+const LEGEND: &str = "<p class=\"legend\"><span class=\"k commit\">■</span> commit seen by the oracle (eN: new epoch) <span class=\"k failing\">■</span> a commit a failed check names <span class=\"k ok\">●</span> answer ok <span class=\"k rejected\">●</span> rejected / unknown <span class=\"k command\">●</span> harness command <span class=\"k pause\">▬</span> paused or partitioned <span class=\"k network\">●</span> network fault (the worker's proxy) <span class=\"k kill\">✕</span> killed / fenced <span class=\"k effect\">▲</span> real side effect (tools' ledger) · hover a mark for what happened</p>";
 
 /// One row's section: verdict, what went wrong (error, broken checks), the timeline, the passing
 /// checks folded, the evidence files and the reproduce line.
@@ -426,7 +453,8 @@ fn section(r: &ExperimentResult, run_dir: &Path) -> String {
         let _ = write!(s, "<p class=\"error\">error: {}</p>", esc(e));
     }
     s.push_str(&checks_html(r));
-    if let Some(svg) = timeline_svg(&dir) {
+    let failing: BTreeSet<i64> = r.broken_checks().flat_map(|c| super::broken::commits_named(&c.evidence)).collect();
+    if let Some(svg) = timeline_svg(&dir, &failing) {
         s.push_str(&svg);
         s.push_str(LEGEND);
     }
@@ -482,16 +510,16 @@ fn broke_entry(r: &ExperimentResult) -> String {
             st = esc(&rule.statement)
         );
     }
-    let what = match r.broken_checks().next() {
+    let what = match super::broken::root_check(r) {
         Some(c) => format!("<b>{}</b>: ", esc(&c.name)),
         None => "no verdict: ".into(),
     };
-    let _ = write!(
-        s,
-        "<div class=\"evidence\">{what}{}</div><div class=\"repro\">reproduce: <code class=\"copy\">{}</code></div></li>",
-        esc(&r.evidence_sentence()),
-        esc(&r.reproduce)
-    );
+    let _ = write!(s, "<div class=\"evidence\">{what}{}</div>", esc(&r.evidence_sentence()));
+    let grouped = super::broken::lines(r);
+    if grouped.len() > 1 {
+        let _ = write!(s, "<pre class=\"grouped\">{}</pre>", esc(&grouped.join("\n")));
+    }
+    let _ = write!(s, "<div class=\"repro\">reproduce: <code class=\"copy\">{}</code></div></li>", esc(&r.reproduce));
     s
 }
 
@@ -571,9 +599,9 @@ table.matrix{border-collapse:collapse;margin:12px 0}table.matrix td,table.matrix
 .v.pass{color:#0a0;font-weight:bold}.v.fail{color:#c00;font-weight:bold}.v.error{color:#c60;font-weight:bold}\
 section{border-top:1px solid #ddd;margin-top:18px;padding-top:6px}.title{color:#555;margin:0}\
 svg.timeline{background:#fafafa;border:1px solid #eee}line.lane{stroke:#ddd}text.lane{font-size:11px;fill:#333}text.axis{font-size:10px;fill:#888}\
-rect.commit{fill:#1a7f37}circle.ok{fill:#2da44e}circle.rejected{fill:#cf222e}circle.command{fill:#0969da}circle.spawn{fill:#999}circle.harness{fill:#8250df}circle.network{fill:#e16f24}\
+rect.commit{fill:#1a7f37}rect.commit.failing{fill:#d00;stroke:#600;stroke-width:2}text.epoch.failing{fill:#d00;font-weight:bold}pre.grouped{font-size:12px;white-space:pre-wrap;margin:2px 0}pre.evidence{white-space:pre-wrap;font-size:12px;background:#fff5f5;padding:4px}circle.ok{fill:#2da44e}circle.rejected{fill:#cf222e}circle.command{fill:#0969da}circle.spawn{fill:#999}circle.harness{fill:#8250df}circle.network{fill:#e16f24}\
 rect.pause{fill:#bbb;opacity:.6}text.kill{fill:#cf222e;font-size:14px;font-weight:bold}polygon.effect{fill:#d4a72c}text.epoch{font-size:10px;fill:#1a7f37}\
-.legend{font-size:12px;color:#555}.k.commit{color:#1a7f37}.k.ok{color:#2da44e}.k.rejected{color:#cf222e}.k.command{color:#0969da}.k.pause{color:#999}.k.kill{color:#cf222e}.k.effect{color:#d4a72c}.k.network{color:#e16f24}\
+.legend{font-size:12px;color:#555}.k.commit{color:#1a7f37}.k.failing{color:#d00}.k.ok{color:#2da44e}.k.rejected{color:#cf222e}.k.command{color:#0969da}.k.pause{color:#999}.k.kill{color:#cf222e}.k.effect{color:#d4a72c}.k.network{color:#e16f24}\
 header h1{margin-bottom:4px}p.worker{font-size:15px;margin:4px 0}.ref{background:#ddf4ff;border-radius:3px;padding:0 4px}\
 #what-broke{border:2px solid #cf222e;border-radius:6px;background:#fff5f5;padding:4px 16px 8px;margin:12px 0}#what-broke h2{color:#cf222e;margin:8px 0}\
 ol.broke>li{margin:8px 0 12px}ol.broke .head{font-size:15px}.broke-rule{font-size:13px;margin:2px 0}.broke-rule code{color:#36c}\
@@ -623,6 +651,7 @@ mod tests {
                 sha256: "ab".into(),
                 files: 1,
                 reference: false,
+                folder: None,
             },
             conformance_report: None,
             results: vec![ExperimentResult {
@@ -677,6 +706,9 @@ mod tests {
         std::fs::write(run.join("X-stop/timeline.jsonl"), lines).unwrap();
         let answer = json!({"time": "2026-01-01T00:00:00.030Z", "event": "save", "id": 3, "outcome": "lease_lost", "epoch": null, "revision": 3});
         std::fs::write(run.join("X-stop/worker-a.events.jsonl"), answer.to_string() + "\n").unwrap();
+        let commit = |seq: i64, at: &str| json!({"seq": seq, "writer": "worker-a-1", "committed_at": at, "table_name": "agent_runs", "op": "UPDATE", "old_row": {}, "new_row": {"revision": seq}});
+        let oracle = json!([commit(6, "2026-01-01T00:00:00.006Z"), commit(7, "2026-01-01T00:00:00.040Z")]);
+        std::fs::write(run.join("X-stop/oracle.json"), oracle.to_string()).unwrap();
         let mut m = crate::report::tests::failing_matrix();
         let html = render(&m, &run);
         let at = |needle: &str| html.find(needle).unwrap_or_else(|| panic!("{needle:?} missing:\n{html}"));
@@ -697,8 +729,20 @@ mod tests {
         // Failing sections before passing ones; broken checks above the (folded) passing ones.
         assert!(at("id=\"exp-X-stop\"") < at("id=\"exp-C\"") && at("id=\"exp-C\"") < at("id=\"exp-A\""));
         let b = &html[at("id=\"exp-X-stop\"")..at("id=\"exp-C\"")];
-        assert!(b.find("old owner writes nothing").unwrap() < b.find("<details").unwrap());
-        assert!(b.find("<details").unwrap() < b.find("epochs only grow").unwrap());
+        assert!(b.find("old owner writes nothing").unwrap() < b.find("<details class=\"passing").unwrap());
+        assert!(b.find("<details class=\"passing").unwrap() < b.find("epochs only grow").unwrap());
+        // The failed check's whole evidence is folded under its sentence.
+        at("<summary><b>old owner writes nothing</b> worker a committed #7 after the takeover <a class=\"rule\"");
+        at("<pre class=\"evidence\">  worker a committed #7 after the takeover\nmore</pre></details>");
+        // The commit the failed check names is red on the timeline; the others are not.
+        let red = &html[at("class=\"commit failing\"")..];
+        assert!(
+            red.starts_with("class=\"commit failing\"><title>")
+                && red.contains("FAILING COMMIT: database committed #7 by worker-a-1"),
+            "{red}"
+        );
+        assert_eq!(html.matches("class=\"commit failing\"").count(), 1, "{html}");
+        at("class=\"epoch failing\">FAIL #7</text>");
         // Tooltips are sentences, never JSON.
         let tips = tooltips(&html);
         assert!(tips.len() >= 4, "{tips:?}");

@@ -1,6 +1,7 @@
 //! The matrix: one row per experiment, printed as a terminal table and saved as `matrix.json`,
 //! `matrix.md` and `junit.xml` in the run folder. Also the exit-code rule.
 
+pub mod broken;
 pub mod fingerprint;
 pub mod html;
 pub mod junit;
@@ -91,13 +92,25 @@ pub struct WorkerUnderTest {
     pub files: usize,
     /// Whether it is the reference worker built with fenceproof.
     pub reference: bool,
+    /// The folder the fingerprint covers when the user named one (`verify --worker-dir`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
 }
 
 impl WorkerUnderTest {
     /// Identify the program at `path` (its fingerprint, see [`fingerprint`]).
     pub fn of(path: &Path, reference: bool) -> WorkerUnderTest {
         let (sha256, files) = fingerprint::of(path);
-        WorkerUnderTest { path: path.display().to_string(), sha256, files, reference }
+        WorkerUnderTest { path: path.display().to_string(), sha256, files, reference, folder: None }
+    }
+
+    /// Identify the program at `path` by every file of `folder` when one is named
+    /// ([`fingerprint::of_dir`]), else as [`WorkerUnderTest::of`].
+    pub fn of_in(path: &Path, reference: bool, folder: Option<&Path>) -> WorkerUnderTest {
+        let Some(dir) = folder else { return WorkerUnderTest::of(path, reference) };
+        let (sha256, files) = fingerprint::of_dir(dir);
+        let folder = Some(dir.display().to_string());
+        WorkerUnderTest { path: path.display().to_string(), sha256, files, reference, folder }
     }
 
     /// "the reference worker" or "PATH (sha256 0123456789ab)".
@@ -105,6 +118,8 @@ impl WorkerUnderTest {
         let short: String = self.sha256.chars().take(12).collect();
         if self.reference {
             format!("the reference worker {} (sha256 {short})", self.path)
+        } else if let Some(dir) = &self.folder {
+            format!("{} (sha256 {short} over the {} files of {dir})", self.path, self.files)
         } else {
             match self.files {
                 0 | 1 => format!("{} (sha256 {short})", self.path),
@@ -114,20 +129,24 @@ impl WorkerUnderTest {
     }
 }
 
-/// The error, the failed checks and the reproduce line of a row that did not pass.
+/// The error, what broke (one line per broken rule, its consequences indented under it:
+/// [`broken::lines`]) and the reproduce line of a row that did not pass. The whole evidence of
+/// each check is in the report (`checks.json`, `matrix.md`, `index.html`).
 fn failure_lines(r: &ExperimentResult, indent: &str) -> String {
     let mut s = String::new();
     if let Some(e) = &r.error {
         let _ = writeln!(s, "{indent}error: {e}");
     }
-    for c in r.checks.iter().filter(|c| !c.passed()) {
-        let rules: Vec<String> = c.rules.iter().map(|r| format!("§{} {}", r.section, r.id)).collect();
-        let broke = if rules.is_empty() { String::new() } else { format!(" [breaks {}]", rules.join("; ")) };
-        let _ = writeln!(s, "{indent}FAILED {}{broke}: {}", c.name, c.evidence);
+    for line in broken::lines(r) {
+        let _ = writeln!(s, "{indent}{line}");
     }
     let _ = writeln!(s, "{indent}reproduce: {}", r.reproduce);
     if !r.evidence.is_empty() {
-        let _ = writeln!(s, "{indent}evidence: {}/ in the report folder", r.evidence);
+        let _ = writeln!(
+            s,
+            "{indent}evidence: {}/ in the report folder (every check's whole evidence: index.html)",
+            r.evidence
+        );
     }
     s
 }
@@ -154,10 +173,12 @@ impl ExperimentResult {
         self.checks.iter().filter(|c| !c.passed())
     }
 
-    /// The rules the failed checks judge, each once, in the order they first appear.
+    /// The rules the failed checks judge, each once, root causes first ([`broken::grouped`]).
     pub fn broken_rules(&self) -> Vec<&RuleRef> {
         let mut rules: Vec<&RuleRef> = Vec::new();
-        for r in self.broken_checks().flat_map(|c| &c.rules) {
+        let roots = broken::grouped(self);
+        let lines = roots.iter().flat_map(|r| std::iter::once(&r.line).chain(&r.same_commit).chain(&r.follows));
+        for r in lines.flat_map(|l| l.rules.iter().copied()) {
             if !rules.iter().any(|x| x.id == r.id) {
                 rules.push(r);
             }
@@ -165,11 +186,11 @@ impl ExperimentResult {
         rules
     }
 
-    /// What broke in one sentence: the first failed check's evidence (its first line, trimmed and
-    /// capped), else the error's.
+    /// What broke in one sentence: the root cause's evidence ([`broken::root_check`]; its first
+    /// line, without raw JSON, capped), else the error's.
     pub fn evidence_sentence(&self) -> String {
-        match (self.broken_checks().next(), &self.error) {
-            (Some(c), _) => one_line(&c.evidence, EVIDENCE_SENTENCE),
+        match (broken::root_check(self), &self.error) {
+            (Some(c), _) => broken::observed(&c.evidence, EVIDENCE_SENTENCE),
             (None, Some(e)) => one_line(e, EVIDENCE_SENTENCE),
             (None, None) => String::new(),
         }
@@ -263,7 +284,7 @@ impl Matrix {
                 r.observations
             );
             if r.outcome != Outcome::Pass {
-                s.push_str(&failure_lines(r, &" ".repeat(33)));
+                s.push_str(&failure_lines(r, "  "));
             }
         }
         s.push_str(&self.count_line());
@@ -359,13 +380,16 @@ impl Matrix {
         let mut s = String::from("## What broke\n\n");
         for r in broken {
             let _ = writeln!(s, "### {} — {}: {}\n", r.id, r.outcome.label(), r.title);
-            if let Some(c) = r.broken_checks().next() {
+            if let Some(c) = broken::root_check(r) {
                 let _ = writeln!(s, "- check: {}", c.name);
             }
             for rule in r.broken_rules() {
                 let _ = writeln!(s, "- rule: `{}` (§{}): {}", rule.id, rule.section, rule.statement);
             }
             let _ = writeln!(s, "- evidence: {}", r.evidence_sentence());
+            for line in broken::lines(r).iter().skip(1) {
+                let _ = writeln!(s, "- {}", line.trim_start());
+            }
             let _ = writeln!(s, "- reproduce: `{}`\n", r.reproduce);
         }
         s
@@ -386,7 +410,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::check::rule::RuleRef;
 
-    fn row(id: &str, outcome: Outcome, checks: Vec<Check>, error: Option<&str>) -> ExperimentResult {
+    pub(crate) fn row(id: &str, outcome: Outcome, checks: Vec<Check>, error: Option<&str>) -> ExperimentResult {
         ExperimentResult {
             id: id.into(),
             title: format!("title of {id}"),
@@ -422,6 +446,7 @@ pub(crate) mod tests {
                 sha256: "0123456789abcdef".repeat(4),
                 files: 1,
                 reference: false,
+                folder: None,
             },
             conformance_report: Some("/elsewhere/conformance.txt".into()),
             interrupted: None,

@@ -296,6 +296,7 @@ where
         contract_path: opts.contract_path.clone(),
         reports_dir: dir.to_path_buf(),
         worker_bin: opts.worker_bin.clone(),
+        worker_dir: opts.worker_dir.clone(),
         tools_bin: opts.tools_bin.clone(),
         skip_conformance: opts.skip_conformance,
         conformance_report: opts.conformance_report.clone(),

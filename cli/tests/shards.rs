@@ -88,7 +88,7 @@ fn cases(summary: &Value) -> Vec<(u64, u64, bool)> {
 fn two_schedule_shards_merge_into_the_unsharded_cases_and_verdicts() {
     let tmp = scratch("shards_schedules");
     let args = ["schedules", "--cases", "4", "--seed", "0x2a", "--quiet", "--reports-dir", "{place}"];
-    let (all, shards) = three_runs(&args, &tmp, 240, |p| latest(p));
+    let (all, shards) = three_runs(&args, &tmp, 240, latest);
     let one = json_file(&all.join("schedules.json"));
     assert_eq!(cases(&one).iter().map(|c| c.0).collect::<Vec<_>>(), vec![1, 2, 3, 4], "{one:#}");
     let s1 = json_file(&shards[0].join("schedules.json"));
@@ -124,7 +124,7 @@ fn two_audit_shards_merge_into_the_unsharded_cells_and_verdicts() {
         "--reports-dir",
         "{place}",
     ];
-    let (all, shards) = three_runs(&args, &tmp, 240, |p| latest(p));
+    let (all, shards) = three_runs(&args, &tmp, 240, latest);
     let verdicts = |cells: &Value| -> Vec<(String, String, Vec<String>)> {
         let cells = cells.as_array().expect("cells");
         let checks = |c: &Value| c["checks"].as_array().unwrap().iter().map(|k| k["verdict"].to_string()).collect();

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use fenceproof_harness::check::audit::{self, AuditHistory, Execution, Hold, JobWrite};
@@ -36,7 +36,7 @@ const SETTLE: Duration = Duration::from_secs(3);
 
 /// The verdict of one cell: the matrix's three, and one for an experiment the library's design
 /// does not allow (its reason is the cell's `error` text).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
     #[serde(rename = "PASS")]
     Pass,
@@ -74,7 +74,7 @@ pub struct Env<'a> {
 }
 
 /// The outcome of one cell, with its evidence.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CellResult {
     pub library: String,
     pub version: String,

@@ -39,7 +39,7 @@ pub fn codes(path: &str) -> &'static [u8] {
         "mutants" | "mutants-sql" | "schedules" | "schedules-mutants" | "audit" | "writers" => SEARCH,
         "model" | "model check" => JUDGE,
         "model weak-spots" => &[0, 1, 2],
-        "mutants-sql-merge" | "docs" => JUDGE,
+        "mutants-sql-merge" | "schedules-merge" | "audit-merge" | "model merge" | "docs" => JUDGE,
         "bench" => MEASURE,
         "bench plan" | "bench merge" | "cleanup" => WRITE,
         "list" | "rules" => LISTING,

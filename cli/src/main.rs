@@ -49,6 +49,8 @@ enum Cmd {
     Writers(cmd::writers::Args),
     Audit(cmd::audit::Args),
     MutantsSqlMerge(cmd::merge::Args),
+    SchedulesMerge(cmd::schedules_merge::Args),
+    AuditMerge(cmd::audit_merge::Args),
     Docs(cmd::docs::Args),
     Model(cmd::model::Args),
 }
@@ -108,6 +110,8 @@ async fn run(cmd: Cmd) -> u8 {
         Cmd::Writers(a) => cmd::writers::run(a).await,
         Cmd::Audit(a) => cmd::audit::run(a).await,
         Cmd::MutantsSqlMerge(a) => cmd::merge::run(a),
+        Cmd::SchedulesMerge(a) => cmd::schedules_merge::run(a),
+        Cmd::AuditMerge(a) => cmd::audit_merge::run(a),
         Cmd::Docs(a) => cmd::docs::run(&a),
         Cmd::Model(a) => cmd::model::run(a),
     }

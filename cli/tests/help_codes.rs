@@ -16,6 +16,8 @@ const TABLE: &[(&str, &[u8], bool)] = &[
     ("mutants", &[0, 1, 2, 3, 130], true),
     ("mutants-sql", &[0, 1, 2, 3, 130], true),
     ("mutants-sql-merge", &[0, 1, 2, 3], true),
+    ("schedules-merge", &[0, 1, 2, 3], true),
+    ("audit-merge", &[0, 1, 2, 3], true),
     ("schedules-mutants", &[0, 1, 2, 3, 130], true),
     ("schedules", &[0, 1, 2, 3, 130], true),
     ("verify-versions", &[0, 1, 2, 3, 5, 130], true),
@@ -31,6 +33,7 @@ const TABLE: &[(&str, &[u8], bool)] = &[
     ("model", &[0, 1, 2, 3], true),
     ("model check", &[0, 1, 2, 3], true),
     ("model weak-spots", &[0, 1, 2], true),
+    ("model merge", &[0, 1, 2, 3], true),
 ];
 
 fn help(path: &str) -> String {

@@ -3,12 +3,12 @@
 //! that writes a row is one commit the oracle records; the clock's ticks and a process's local
 //! decisions are the hidden steps.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::state::Write;
 
 /// One step of the modelled system; `u8` fields name a process slot or an operation.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Action {
     /// The takeover UPDATE (§05.1), applied on the committed row once the lease row is free.
     Acquire(u8),

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use stateright::{Checker, HasDiscoveries, Model};
 
 use crate::action::Action;
@@ -13,7 +13,7 @@ use crate::properties::{Invariant, INVARIANTS, SITUATIONS};
 use crate::ProtocolModel;
 
 /// What one exhaustive exploration found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Outcome {
     pub states: usize,
     pub unique_states: usize,

@@ -3,7 +3,7 @@
 //! the tools' remote resources, the faults still allowed, and the ghost facts the properties read
 //! (what has happened in this behaviour, which no row remembers).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How many operations the ledger can hold (the configuration gives each a tool capability).
 pub const OPS: usize = 2;
@@ -136,7 +136,7 @@ pub enum Cond {
 }
 
 /// What a protected transaction writes once its lease is validated (§06, §07, §09.1).
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Write {
     /// pending → running.
     Start,

@@ -8,5 +8,6 @@ pub mod kill_order;
 pub mod named;
 pub mod reach;
 pub mod schedules;
+pub mod shard;
 pub mod sql;
 pub mod sqlmut;

@@ -55,6 +55,10 @@ pub struct Args {
     /// How many cells run side by side (each in its own database, with its own workers).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=8))]
     jobs: u16,
+    /// Run only the K-th of N deterministic shares of the cells (library × experiment, cell i
+    /// when i % N == K - 1), e.g. 2/3; `audit-merge` joins the shards' run folders into one report.
+    #[arg(long)]
+    shard: Option<String>,
 }
 
 /// Where the audit's Python is by default: the project-local environment `scripts/setup.sh` makes.
@@ -85,6 +89,11 @@ async fn checked(a: Args) -> u8 {
         (Ok(l), Ok(e)) => (l, e),
         (Err(m), _) | (_, Err(m)) => return usage(m),
     };
+    let shard = match a.shard.as_deref().map(fenceproof_mutants::sql::parse_shard) {
+        None => (1, 1),
+        Some(Ok(s)) => s,
+        Some(Err(m)) => return usage(m),
+    };
     if let Err(m) = check_inputs(&a) {
         return usage(m);
     }
@@ -93,18 +102,53 @@ async fn checked(a: Args) -> u8 {
             return usage(format!("adapter {} of {} not found", a.adapters.join(l.adapter).display(), l.name));
         }
     }
-    match audit(&a, &libs, &exps).await {
+    match audit(&a, &Plan::new(&libs, &exps, shard)).await {
         Ok(code) => code,
         Err(e) => crate::fail::harness_failed(e),
     }
 }
 
-async fn audit(
-    a: &Args,
-    libs: &[libraries::Library],
-    exps: &[experiments::AuditExperiment],
-) -> Result<u8, fenceproof_harness::HarnessError> {
+/// The cells of an audit: every library against every experiment, numbered in that order, and
+/// which of them this shard runs.
+pub struct Plan {
+    /// Every cell, as (number from 1, library, experiment).
+    pub all: Vec<(usize, libraries::Library, experiments::AuditExperiment)>,
+    pub shard: (usize, usize),
+}
+
+impl Plan {
+    fn new(libs: &[libraries::Library], exps: &[experiments::AuditExperiment], shard: (usize, usize)) -> Plan {
+        let all = libs.iter().flat_map(|l| exps.iter().map(move |e| (*l, *e))).enumerate();
+        Plan { all: all.map(|(i, (l, e))| (i + 1, l, e)).collect(), shard }
+    }
+
+    /// The cells of this shard.
+    fn mine(&self) -> Vec<(usize, libraries::Library, experiments::AuditExperiment)> {
+        let (k, n) = self.shard;
+        self.all.iter().filter(|c| fenceproof_mutants::shard::takes(k, n, c.0 - 1)).copied().collect()
+    }
+
+    /// The libraries this shard's cells audit, in order, each once.
+    fn libs(&self) -> Vec<libraries::Library> {
+        let mut libs: Vec<libraries::Library> = Vec::new();
+        for (_, l, _) in self.mine() {
+            if !libs.iter().any(|x| x.name == l.name) {
+                libs.push(l);
+            }
+        }
+        libs
+    }
+
+    /// What `audit-shard.json` holds: this shard, and every cell of the whole audit by name.
+    fn describe(&self) -> serde_json::Value {
+        let cells: Vec<String> = self.all.iter().map(|(_, l, e)| format!("{}/{}", l.name, e.id)).collect();
+        serde_json::json!({"shard": format!("{}/{}", self.shard.0, self.shard.1), "cells": cells})
+    }
+}
+
+async fn audit(a: &Args, plan: &Plan) -> Result<u8, fenceproof_harness::HarnessError> {
     let started = std::time::Instant::now();
+    let libs = plan.libs();
     let run = RunDir::create(&a.reports_dir)?;
     let bin = PgBin::locate(a.pg_bin.as_deref())?;
     let mut cluster = NativeCluster::start(bin, &run.path.join("postgres.log")).await?;
@@ -119,7 +163,7 @@ async fn audit(
     if libs.iter().any(|l| l.runtime == libraries::Runtime::Rust) && !a.json && !a.quiet {
         eprintln!("audit: building the Rust adapters (audit/adapters/rust; the first build takes minutes)");
     }
-    let rust_bin = rust_build::build(&adapters, libs, rust_build::BUILD_BOUND).await;
+    let rust_bin = rust_build::build(&adapters, &libs, rust_build::BUILD_BOUND).await;
     let env = Env {
         backend: &cluster as &dyn Backend,
         python: &python,
@@ -127,52 +171,57 @@ async fn audit(
         tools_bin: &tools_bin,
         rust_bin: &rust_bin,
     };
-    let results = cells(&env, &run, libs, exps, a.json || a.quiet, a.jobs.into()).await?;
+    let results = cells(&env, &run, &plan.mine(), a.json || a.quiet, a.jobs.into()).await?;
     cluster.stop();
     let names: Vec<&str> = libs.iter().map(|l| l.name).collect();
-    write(&run, &results, &names)?;
-    if a.json {
-        outln!("{}", serde_json::to_string_pretty(&results).unwrap_or_default());
-    } else {
-        let f = report::findings(&results);
-        let text = format!(
-            "{}{}audit: {} cell(s) in {:.1} s; report: {}\n",
-            report::markdown(&results),
-            if f.is_empty() { String::new() } else { format!("\n{f}\n") },
-            results.len(),
-            started.elapsed().as_secs_f64(),
-            show(&run.path)
-        );
-        out!("{}", print.text(&text));
-    }
+    write(&run.path, &results, &names, &format!("fenceproof audit {}", run.run_id))?;
+    run.mark_latest()?;
+    std::fs::write(run.path.join("audit-shard.json"), serde_json::to_string_pretty(&plan.describe()).expect("json"))?;
+    print_results(&results, &run.path, started.elapsed().as_secs_f64(), print);
     Ok(verdict(&results, a.strict))
 }
 
-/// Every library against every experiment. Cells run `jobs` at a time (default 3), each in its own
-/// database with its own tools and workers: most of a cell is waiting (a library's stall recovery,
-/// the settle windows), so a few side by side fit two cores. Each cell's verdict is said on stderr as it ends (not when `silent`).
+/// The audit's table and findings (or its cells as JSON).
+pub fn print_results(results: &[cell::CellResult], folder: &Path, seconds: f64, print: crate::cmd::Print) {
+    if print.json {
+        outln!("{}", serde_json::to_string_pretty(results).unwrap_or_default());
+    } else {
+        let f = report::findings(results);
+        let text = format!(
+            "{}{}audit: {} cell(s) in {:.1} s; report: {}\n",
+            report::markdown(results),
+            if f.is_empty() { String::new() } else { format!("\n{f}\n") },
+            results.len(),
+            seconds,
+            show(folder)
+        );
+        out!("{}", print.text(&text));
+    }
+}
+
+/// The cells of `plan`, `jobs` at a time (default 3), each in its own database with its own tools
+/// and workers: most of a cell is waiting (a library's stall recovery, the settle windows), so a
+/// few side by side fit two cores. Each cell's verdict is said on stderr as it ends (not when `silent`).
 async fn cells(
     env: &Env<'_>,
     run: &RunDir,
-    libs: &[libraries::Library],
-    exps: &[experiments::AuditExperiment],
+    plan: &[(usize, libraries::Library, experiments::AuditExperiment)],
     silent: bool,
     jobs: usize,
 ) -> Result<Vec<cell::CellResult>, fenceproof_harness::HarnessError> {
-    let mut plan = Vec::new();
-    for l in libs {
-        for e in exps {
-            plan.push((plan.len() + 1, *l, *e, run.experiment(&format!("{}-{}", l.name, e.id))?));
-        }
+    let mut dirs = Vec::new();
+    for (_, l, e) in plan {
+        dirs.push(run.experiment(&format!("{}-{}", l.name, e.id))?);
     }
     // A pool of `jobs` permits: a cell starts as soon as one ends (not in batches waiting for the
     // slowest); the results keep the plan's order.
     let permits = tokio::sync::Semaphore::new(jobs.max(1));
     let results = join_all(
         plan.iter()
-            .map(|x| async {
+            .zip(&dirs)
+            .map(|(x, dir)| async {
                 let _permit = permits.acquire().await;
-                let r = cell::run(env, &x.1, &x.2, &x.3, x.0).await;
+                let r = cell::run(env, &x.1, &x.2, dir, x.0).await;
                 if !silent {
                     eprintln!(
                         "audit: {:<15} {:<24} {:<11} ({:.1} s)",
@@ -212,28 +261,32 @@ async fn join_all<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
     out.into_iter().flatten().collect()
 }
 
-/// `audit.md`, `audit.json` and `index.html` into the run folder, which becomes `latest`.
-fn write(run: &RunDir, results: &[cell::CellResult], names: &[&str]) -> Result<(), fenceproof_harness::HarnessError> {
+/// `audit.md`, `audit.json`, `summary.json` and `index.html` (titled `title`) into `dir`.
+pub fn write(
+    dir: &Path,
+    results: &[cell::CellResult],
+    names: &[&str],
+    title: &str,
+) -> Result<(), fenceproof_harness::HarnessError> {
     let md = format!(
         "# fenceproof audit\n\n{}\n{}\n## Findings\n\n```\n{}```\n",
         report::markdown(results),
         report::settings_markdown(names),
         report::findings(results)
     );
-    std::fs::write(run.path.join("audit.md"), &md)?;
-    std::fs::write(run.path.join("audit.json"), serde_json::to_string_pretty(results).unwrap_or_default())?;
+    std::fs::write(dir.join("audit.md"), &md)?;
+    std::fs::write(dir.join("audit.json"), serde_json::to_string_pretty(results).unwrap_or_default())?;
     // The compact results: copied to docs/audit/results.json, they make the docs' results matrix.
     std::fs::write(
-        run.path.join("summary.json"),
+        dir.join("summary.json"),
         serde_json::to_string_pretty(&report::summary(results)).unwrap_or_default() + "\n",
     )?;
-    std::fs::write(run.path.join("index.html"), report::html(results, &format!("fenceproof audit {}", run.run_id)))?;
-    run.mark_latest()?;
+    std::fs::write(dir.join("index.html"), report::html(results, title))?;
     Ok(())
 }
 
 /// An ERROR is the harness's; a failed control (or, with `strict`, any FAIL) is a FAIL.
-fn verdict(results: &[cell::CellResult], strict: bool) -> u8 {
+pub fn verdict(results: &[cell::CellResult], strict: bool) -> u8 {
     let errored = results.iter().any(|r| r.verdict == Outcome::Error);
     let control_failed = results.iter().any(|r| r.control && r.verdict == Outcome::Fail);
     let any_failed = results.iter().any(|r| r.verdict == Outcome::Fail);

@@ -2,6 +2,7 @@
 //! only parses and dispatches.
 
 pub mod audit;
+pub mod audit_merge;
 pub mod bench;
 pub mod bench_plan;
 pub mod cleanup;
@@ -12,10 +13,12 @@ pub mod input;
 pub mod list;
 pub mod merge;
 pub mod model;
+pub mod model_merge;
 pub mod mutants;
 pub mod mutants_sql;
 pub mod rules;
 pub mod schedules;
+pub mod schedules_merge;
 pub mod schedules_mutants;
 pub mod verify;
 pub mod verify_versions;

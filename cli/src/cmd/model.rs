@@ -8,6 +8,7 @@ use fenceproof_harness::report::exit;
 use fenceproof_model::check::{self, Outcome};
 use fenceproof_model::config::{Ablation, Config, Replication};
 use fenceproof_model::weak_spots::WEAK_SPOTS;
+use serde::{Deserialize, Serialize};
 
 /// Explore the protocol's model: every interleaving of a bounded configuration (docs/model.md).
 #[derive(clap::Args, Debug)]
@@ -29,6 +30,10 @@ enum What {
     Check(CheckArgs),
     /// Run each documented weak spot. Exit 0: each broke the rule it names; 1: one did not.
     WeakSpots(Common),
+    /// Join the folders of `model check --shard K/N --out DIR` runs into one result (the bounds
+    /// in order, their states summed). Exit 0: every invariant held; 1: one broke; 3: a bound
+    /// was not exhausted.
+    Merge(crate::cmd::model_merge::Args),
 }
 
 #[derive(clap::Args, Debug)]
@@ -62,6 +67,14 @@ struct CheckArgs {
     /// Remove one thing the protocol relies on (repeatable): no-row-lock, no-recheck, ...
     #[arg(long, value_parser = parse_ablation)]
     without: Vec<Ablation>,
+    /// Explore only the K-th of N deterministic shares of the bounds (bound i when i % N ==
+    /// K - 1, in the order database, processes), e.g. 2/2; `model merge` joins the shards' --out
+    /// folders.
+    #[arg(long, requires = "out")]
+    shard: Option<String>,
+    /// Also write the result (the --json document) to model-check.json in this folder.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
 }
 
 fn parse_ablation(s: &str) -> Result<Ablation, String> {
@@ -79,9 +92,9 @@ fn ablation_names() -> Vec<&'static str> {
 
 /// How the result is printed.
 #[derive(Clone, Copy)]
-struct Print {
-    json: bool,
-    quiet: bool,
+pub struct Print {
+    pub json: bool,
+    pub quiet: bool,
 }
 
 pub fn run(a: Args) -> u8 {
@@ -89,6 +102,7 @@ pub fn run(a: Args) -> u8 {
     match a.what {
         What::Check(c) => run_check(c, p),
         What::WeakSpots(c) => run_weak_spots(c, p),
+        What::Merge(m) => crate::cmd::model_merge::run(m, p.json, p.quiet),
     }
 }
 
@@ -96,17 +110,34 @@ fn threads(c: &Common) -> usize {
     c.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
 }
 
-/// The bounds `--bound` names, each with the flags' changes.
-fn bounds(c: &CheckArgs) -> Vec<(&'static str, Config)> {
+/// The bounds `--bound` names (of `--shard`'s share), each with the flags' changes.
+fn bounds(c: &CheckArgs, (k, n): (usize, usize)) -> Vec<(&'static str, Config)> {
     let all = [("database", Config::default_bound()), ("processes", Config::process_faults())];
     all.into_iter()
         .filter(|(name, _)| c.bound == "all" || c.bound == *name)
-        .map(|(n, cfg)| (n, with_flags(c, cfg)))
+        .enumerate()
+        .filter(|(i, _)| fenceproof_mutants::shard::takes(k, n, *i))
+        .map(|(_, (name, cfg))| (name, with_flags(c, cfg)))
         .collect()
 }
 
+/// The order `model merge` puts bounds in: `--bound all`'s.
+pub const BOUND_ORDER: &[&str] = &["database", "processes"];
+
+/// The flags that shape the bounds, as one line: shards merge only when theirs are the same.
+fn flags(c: &CheckArgs) -> String {
+    let mut s = format!("--bound {} --replication {}", c.bound, c.replication);
+    if c.owner_reuse {
+        s.push_str(" --owner-reuse");
+    }
+    for w in &c.without {
+        s.push_str(&format!(" --without {w:?}"));
+    }
+    s
+}
+
 fn cfg_for(c: &CheckArgs, name: &str) -> Config {
-    bounds(c).into_iter().find(|(n, _)| *n == name).map(|(_, cfg)| cfg).expect("a bound of --bound")
+    bounds(c, (1, 1)).into_iter().find(|(n, _)| *n == name).map(|(_, cfg)| cfg).expect("a bound of --bound")
 }
 
 fn print_transitions(cfg: &Config) {
@@ -136,34 +167,108 @@ fn with_flags(c: &CheckArgs, mut cfg: Config) -> Config {
 }
 
 fn run_check(c: CheckArgs, p: Print) -> u8 {
-    let mut results = Vec::new();
-    for (name, cfg) in bounds(&c) {
-        let header = cfg.describe();
-        let o = check::run(cfg, threads(&c.common), Duration::from_secs(c.common.timeout_s));
+    let shard = match c.shard.as_deref().map(fenceproof_mutants::sql::parse_shard) {
+        None => (1, 1),
+        Some(Ok(s)) => s,
+        Some(Err(msg)) => return crate::fail::usage(msg),
+    };
+    if let Some(out) = &c.out {
+        if let Err(msg) = std::fs::create_dir_all(out).map_err(|e| e.to_string()).and_then(|_| writable(out)) {
+            return crate::fail::usage(format!("cannot write to {}: {msg}", out.display()));
+        }
+    }
+    let mut bounds_done = Vec::new();
+    for (name, cfg) in bounds(&c, shard) {
+        let describes = cfg.describe();
+        let outcome = check::run(cfg, threads(&c.common), Duration::from_secs(c.common.timeout_s));
         if !p.json {
-            print_outcome(name, &header, &o, p.quiet);
+            print_outcome(name, &describes, &outcome, p.quiet);
         }
         if c.transitions && !p.json {
             print_transitions(&cfg_for(&c, name));
         }
-        results.push((name, header, o));
+        bounds_done.push(Bound { bound: name.to_string(), describes, outcome });
     }
-    let outcomes: Vec<&Outcome> = results.iter().map(|r| &r.2).collect();
-    let unreached = unreached_by_all(&outcomes);
-    if p.json {
-        let bounds: Vec<_> =
-            results.iter().map(|(n, h, o)| serde_json::json!({"bound": n, "describes": h, "outcome": o})).collect();
-        outln!("{}", serde_json::json!({"bounds": bounds, "unreached": unreached}));
-    } else if results.len() > 1 {
-        let n = fenceproof_model::properties::SITUATIONS.len();
-        outln!("situations reached by the bounds together: {} of {n}", n - unreached.len());
-        for s in &unreached {
-            outln!("  never reached: {s}");
+    let report = Report::of(bounds_done, vec![format!("{}/{}", shard.0, shard.1)], flags(&c));
+    if let Some(out) = &c.out {
+        let path = out.join("model-check.json");
+        if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&report).expect("json")) {
+            return crate::fail::harness_failed(format!("cannot write {}: {e}", path.display()));
         }
     }
-    if outcomes.iter().any(|o| !o.broken.is_empty()) {
+    finish(&report, p, false)
+}
+
+/// Whether a file can be made in `dir`.
+fn writable(dir: &std::path::Path) -> Result<(), String> {
+    let probe = dir.join(".fenceproof-write-probe");
+    std::fs::write(&probe, b"").and_then(|_| std::fs::remove_file(&probe)).map_err(|e| e.to_string())
+}
+
+/// One bound's exploration, as `--json` and model-check.json list it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Bound {
+    pub bound: String,
+    pub describes: String,
+    pub outcome: Outcome,
+}
+
+/// What `model check --json` prints (and `--out` writes): each bound, the situations no bound
+/// reached, the states of all bounds summed, the shards and the flags that shaped the bounds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    pub bounds: Vec<Bound>,
+    pub unreached: Vec<String>,
+    pub states: usize,
+    pub unique_states: usize,
+    pub shards: Vec<String>,
+    pub flags: String,
+}
+
+impl Report {
+    pub fn of(bounds: Vec<Bound>, shards: Vec<String>, flags: String) -> Report {
+        let outcomes: Vec<&Outcome> = bounds.iter().map(|b| &b.outcome).collect();
+        Report {
+            unreached: unreached_by_all(&outcomes),
+            states: outcomes.iter().map(|o| o.states).sum(),
+            unique_states: outcomes.iter().map(|o| o.unique_states).sum(),
+            bounds,
+            shards,
+            flags,
+        }
+    }
+}
+
+/// Print the closing lines (all of a merged report, when `merged`) and return the exit code.
+pub fn finish(r: &Report, p: Print, merged: bool) -> u8 {
+    if p.json {
+        outln!("{}", serde_json::to_string(r).expect("json"));
+    } else {
+        if merged {
+            for b in &r.bounds {
+                print_outcome(&b.bound, &b.describes, &b.outcome, p.quiet);
+            }
+        }
+        if r.bounds.len() > 1 || merged {
+            let n = fenceproof_model::properties::SITUATIONS.len();
+            outln!("situations reached by the bounds together: {} of {n}", n - r.unreached.len());
+            for s in &r.unreached {
+                outln!("  never reached: {s}");
+            }
+        }
+        if merged || r.shards.iter().any(|s| s != "1/1") {
+            outln!(
+                "{} bounds, {} states ({} unique) in all; shards {}",
+                r.bounds.len(),
+                r.states,
+                r.unique_states,
+                r.shards.join(", ")
+            );
+        }
+    }
+    if r.bounds.iter().any(|b| !b.outcome.broken.is_empty()) {
         exit::FAILED
-    } else if outcomes.iter().any(|o| !o.complete) {
+    } else if r.bounds.iter().any(|b| !b.outcome.complete) {
         exit::HARNESS
     } else {
         exit::OK

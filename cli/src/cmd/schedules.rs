@@ -29,6 +29,11 @@ pub struct Args {
     /// Seed (decimal or 0x-hex); random when absent. Printed either way.
     #[arg(long)]
     seed: Option<String>,
+    /// Play only the K-th of N deterministic shares of the cases (case c when (c - 1) % N ==
+    /// K - 1), e.g. 2/4: the shards of one --seed and --cases, run anywhere, join into the
+    /// unsharded run's report with `schedules-merge`.
+    #[arg(long, requires = "seed", conflicts_with = "replay")]
+    shard: Option<String>,
     /// Play this saved schedule (JSON) once instead of generating.
     #[arg(long)]
     replay: Option<PathBuf>,
@@ -152,10 +157,16 @@ fn plan(a: Args) -> Result<(VerifyOptions, Plan), u8> {
         replay_args.push_str(&format!(" --mutant {m}"));
     }
     let worker_args: Vec<String> = a.mutant.map(|m| vec!["--mutant".into(), m]).unwrap_or_default();
+    let (k, n) = match a.shard.as_deref().map(fenceproof_mutants::sql::parse_shard) {
+        None => (1, 1),
+        Some(Ok(s)) => s,
+        Some(Err(msg)) => return Err(crate::fail::usage(msg)),
+    };
     let budget = match a.budget_s {
         Some(s) => Budget::time(Duration::from_secs(s)),
         None => Budget::cases(a.cases),
-    };
+    }
+    .sharded(k as u32, n as u32);
     a.server.check()?;
     let print = Print::new(a.json, a.quiet);
     let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), Deployment::default(), None);
@@ -199,13 +210,18 @@ async fn play(opts: VerifyOptions, a: Plan) -> u8 {
 }
 
 /// The generated schedules as text: the coverage, and the verdict or the shrunk failure.
-fn summary_text(summary: &schedules::Summary) -> String {
+pub fn summary_text(summary: &schedules::Summary) -> String {
     use std::fmt::Write;
     let mut s = summary.coverage.report();
+    let shards = if summary.shards.iter().any(|x| x != "1/1") {
+        format!(", shards {}", summary.shards.join(", "))
+    } else {
+        String::new()
+    };
     match &summary.failure {
         None => writeln!(
             s,
-            "{} schedules, {} operations in {:.1}s: every check holds (seed {})",
+            "{} schedules, {} operations in {:.1}s: every check holds (seed {}{shards})",
             summary.cases,
             summary.operations,
             summary.duration_ms as f64 / 1000.0,

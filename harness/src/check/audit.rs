@@ -8,7 +8,7 @@
 //! not). The checks say what the library let through.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::Check;
 
@@ -22,7 +22,7 @@ pub const CURRENT_OUTCOME: &str =
     "the current worker's own outcome commits and stands: nobody else's write replaces it (commit triggers)";
 
 /// One execution of the job body, from the tools' ledger.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Execution {
     pub worker: String,
     pub start: DateTime<Utc>,
@@ -30,7 +30,7 @@ pub struct Execution {
 }
 
 /// One committed change of the job's row.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JobWrite {
     pub seq: i64,
     /// The worker whose process committed it, or the session's application_name for anyone else.
@@ -62,7 +62,7 @@ impl JobWrite {
 
 /// A window in which the harness held a worker: paused (SIGSTOP or a frozen cgroup) until `to`, or
 /// killed (`to` = `None`: it never came back).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Hold {
     pub worker: String,
     pub from: DateTime<Utc>,
@@ -78,8 +78,24 @@ pub enum Success {
     Deleted,
 }
 
+/// Read back from a saved report (`audit-merge`): the status's text is kept for the rest of the
+/// process, which reads each report once.
+impl<'de> Deserialize<'de> for Success {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        enum Saved {
+            Status(String),
+            Deleted,
+        }
+        Ok(match Saved::deserialize(d)? {
+            Saved::Status(s) => Success::Status(Box::leak(s.into_boxed_str())),
+            Saved::Deleted => Success::Deleted,
+        })
+    }
+}
+
 /// Everything one audit experiment observed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AuditHistory {
     pub stalled: String,
     pub taker: String,

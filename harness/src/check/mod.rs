@@ -32,9 +32,9 @@ pub mod rule;
 pub mod serialization;
 pub mod transitions;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Verdict {
     Pass,
@@ -42,14 +42,14 @@ pub enum Verdict {
 }
 
 /// One checked property.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Check {
     pub name: String,
     pub verdict: Verdict,
     /// What was observed, in a line or two: the numbers behind the verdict.
     pub evidence: String,
     /// The rules of the spec this check judges (filled in from the catalogue when the row ends).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<rule::RuleRef>,
     /// The oracle's last commit sequence number when this was observed, for a check recorded in
     /// the middle of a row (a refused legal step); `None` for a check judged when the row ended.

@@ -19,7 +19,7 @@ pub struct Rule {
 }
 
 /// A rule as a report shows it beside a check.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct RuleRef {
     pub id: String,
     pub section: String,

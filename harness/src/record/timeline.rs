@@ -8,10 +8,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Entry {
     /// Milliseconds since the experiment's timeline started (monotonic).
     pub at_ms: f64,
@@ -26,7 +26,7 @@ pub struct Entry {
 }
 
 /// Which step of a fault an entry records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultStep {
     /// The fault is in effect (recorded once it is confirmed).
@@ -44,7 +44,7 @@ pub enum FaultStep {
 }
 
 /// The `fault` field of a fault's entry.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FaultMark {
     /// The fault's name (`sigstop`, `server-freeze`, `db-barrier`, ...).
     pub name: String,

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use fenceproof_scenarios::catalogue;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub struct Situation {
     pub id: &'static str,
@@ -149,7 +149,7 @@ pub const SITUATIONS: &[Situation] = &[
 ];
 
 /// Which situations each schedule reached.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Coverage {
     pub schedules: u32,
     /// situation id -> schedules that reached it.
@@ -158,10 +158,24 @@ pub struct Coverage {
 
 impl Coverage {
     pub fn add(&mut self, reached: &BTreeSet<&'static str>) {
+        self.add_names(reached.iter().copied());
+    }
+
+    /// Count one schedule that reached the situations `reached`.
+    pub fn add_names<'a>(&mut self, reached: impl IntoIterator<Item = &'a str>) {
         self.schedules += 1;
         for s in reached {
-            *self.situations.entry((*s).to_string()).or_default() += 1;
+            *self.situations.entry(s.to_string()).or_default() += 1;
         }
+    }
+
+    /// The coverage of the played schedules `runs`.
+    pub fn of(runs: &[super::CaseRun]) -> Coverage {
+        let mut c = Coverage::default();
+        for r in runs {
+            c.add_names(r.reached.iter().map(String::as_str));
+        }
+        c
     }
 
     /// Per rule of the catalogue: how many schedules reached one of its situations, counted as the

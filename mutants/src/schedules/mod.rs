@@ -13,6 +13,7 @@ pub mod exec;
 pub mod gen;
 mod lease_terms;
 mod masking;
+pub mod merge;
 pub mod mutants;
 pub mod ops;
 mod retry_40001;
@@ -25,13 +26,13 @@ use std::time::{Duration, Instant};
 
 use fenceproof_harness::check::Check;
 use fenceproof_harness::HarnessError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use coverage::Coverage;
 use fenceproof_scenarios::runner::Session;
 use ops::Op;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Failure {
     pub seed: String,
     pub case: u32,
@@ -44,14 +45,30 @@ pub struct Failure {
     pub replay: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     pub seed: String,
+    /// How many schedules were played (by this shard).
     pub cases: u32,
     pub operations: usize,
     pub duration_ms: u128,
     pub coverage: Coverage,
     pub failure: Option<Failure>,
+    /// `K/N` of each shard this summary holds (`1/1`: an unsharded run).
+    pub shards: Vec<String>,
+    /// Each played schedule, in case order: what a merge of shards rebuilds the summary from.
+    pub played: Vec<CaseRun>,
+}
+
+/// One played schedule, as the summary lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaseRun {
+    pub case: u32,
+    pub operations: usize,
+    /// Every check held.
+    pub held: bool,
+    /// The coverage situations it reached.
+    pub reached: Vec<String>,
 }
 
 /// One played schedule.
@@ -62,24 +79,37 @@ pub struct Played {
     pub reached: BTreeSet<&'static str>,
 }
 
-/// How much searching a run may do: at most `cases` schedules, and none started after `until`.
+/// How much searching a run may do: at most `cases` schedules, and none started after `until`;
+/// of those, only the cases of its shard `K/N` (case c when (c - 1) % N == K - 1).
 #[derive(Debug, Clone, Copy)]
 pub struct Budget {
     pub cases: u32,
     pub until: Option<Instant>,
+    pub shard: (u32, u32),
 }
 
 impl Budget {
     pub fn cases(cases: u32) -> Budget {
-        Budget { cases, until: None }
+        Budget { cases, until: None, shard: (1, 1) }
     }
 
     pub fn time(limit: Duration) -> Budget {
-        Budget { cases: u32::MAX, until: Some(Instant::now() + limit) }
+        Budget { cases: u32::MAX, until: Some(Instant::now() + limit), shard: (1, 1) }
+    }
+
+    /// This budget's cases, only those of shard `k` of `n` (1-based).
+    pub fn sharded(self, k: u32, n: u32) -> Budget {
+        Budget { shard: (k, n), ..self }
     }
 
     fn spent(&self, case: u32) -> bool {
         case > self.cases || self.until.is_some_and(|u| Instant::now() >= u)
+    }
+
+    /// Whether case `case` (1-based) is this shard's.
+    pub fn takes(&self, case: u32) -> bool {
+        let (k, n) = self.shard;
+        n > 0 && (case - 1) % n == k - 1
     }
 }
 
@@ -139,8 +169,8 @@ pub async fn play(
     Ok(Played { failed: checks.into_iter().filter(|c| !c.passed()).collect(), log, reached })
 }
 
-/// Generate and play schedules from `seed` within `budget`; save the first failure, shrunk when
-/// `shrink_failure`.
+/// Generate and play schedules from `seed` within `budget` (its shard's cases only); save the
+/// first failure, shrunk when `shrink_failure`.
 /// `replay_args` are the extra command-line arguments a replay needs (worker binary, mutant).
 pub async fn run(
     session: &mut Session,
@@ -159,21 +189,27 @@ pub async fn run(
     } else {
         format!("{label}-")
     };
-    let mut operations = 0;
-    let mut coverage = Coverage::default();
+    let mut runs = Vec::new();
     let mut case = 0;
     while !budget.spent(case + 1) {
         case += 1;
+        if !budget.takes(case) {
+            continue;
+        }
         let (schedule, swarm) = gen::schedule(seed, case);
-        operations += schedule.len();
         let played = play(session, &format!("{prefix}case-{case}"), &schedule, worker_args).await?;
-        coverage.add(&played.reached);
         eprintln!(
             "schedule {case}: {} operations of {} kinds, {}",
             schedule.len(),
             swarm.enabled().len(),
             if played.failed.is_empty() { "every check holds".to_string() } else { "A CHECK FAILED".to_string() }
         );
+        runs.push(CaseRun {
+            case,
+            operations: schedule.len(),
+            held: played.failed.is_empty(),
+            reached: played.reached.iter().map(|s| s.to_string()).collect(),
+        });
         if played.failed.is_empty() {
             continue;
         }
@@ -195,21 +231,23 @@ pub async fn run(
             log: best.1.log,
             saved_to,
         };
-        return Ok(Summary {
-            seed: format!("{seed:#x}"),
-            cases: case,
-            operations,
-            duration_ms: started.elapsed().as_millis(),
-            coverage,
-            failure: Some(failure),
-        });
+        return Ok(Summary::of(seed, budget, runs, started.elapsed().as_millis(), Some(failure)));
     }
-    Ok(Summary {
-        seed: format!("{seed:#x}"),
-        cases: case,
-        operations,
-        duration_ms: started.elapsed().as_millis(),
-        coverage,
-        failure: None,
-    })
+    Ok(Summary::of(seed, budget, runs, started.elapsed().as_millis(), None))
+}
+
+impl Summary {
+    /// The summary of the schedules `runs` played from `seed` within `budget`.
+    fn of(seed: u64, budget: Budget, runs: Vec<CaseRun>, duration_ms: u128, failure: Option<Failure>) -> Summary {
+        Summary {
+            seed: format!("{seed:#x}"),
+            cases: runs.len() as u32,
+            operations: runs.iter().map(|r| r.operations).sum(),
+            duration_ms,
+            coverage: Coverage::of(&runs),
+            failure,
+            shards: vec![format!("{}/{}", budget.shard.0, budget.shard.1)],
+            played: runs,
+        }
+    }
 }

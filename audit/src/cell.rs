@@ -26,6 +26,7 @@ use fenceproof_harness::{wait, HarnessError};
 use super::experiments::{AuditExperiment, HoldKind, Resume};
 use super::hold::{self, Held};
 use super::libraries::{HeldAt, Library, Runtime, CHECKPOINT_EXPERIMENT};
+use super::takeover;
 
 /// How long a step that needs no recovery may take (a START, an END after the gate opened).
 const STEP: Duration = Duration::from_secs(30);
@@ -96,6 +97,10 @@ pub struct CellResult {
     pub worker_events: Vec<Value>,
     /// Why the experiment does not apply to this library (verdict N/A).
     pub not_applicable: Option<String>,
+    /// How long A was held (paused or frozen, from the first pause to its resume): the pause that
+    /// produced the verdict. `None` when A was killed or never held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_ms: Option<i64>,
     /// What the harness saw of its own fault (the held statement; pauses repeated outside a
     /// library's recovery lock), when worth a line.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -173,6 +178,7 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
         timeline: timeline.entries(),
         worker_events,
         not_applicable: None,
+        paused_ms: state.holds.first().and_then(|h| h.to.map(|to| (to - h.from).num_milliseconds())),
         observed: (!state.observed.is_empty()).then(|| state.observed.join("; ")),
     };
     let _ = std::fs::write(dir.join("cell.json"), serde_json::to_string_pretty(&result).unwrap_or_default());
@@ -198,6 +204,7 @@ fn not_applicable(lib: &Library, exp: &AuditExperiment, dir: &Path, why: &str) -
         timeline: Vec::new(),
         worker_events: Vec::new(),
         not_applicable: Some(why.to_string()),
+        paused_ms: None,
         observed: None,
     };
     let _ = std::fs::write(dir.join("cell.json"), serde_json::to_string_pretty(&result).unwrap_or_default());
@@ -358,7 +365,7 @@ async fn schedule(
             bring_back(exp, cell, timeline).await?;
             wait_end_a(ledger_path, &cell.workers[0].events).await?;
             settle(pool, lib.status_column, "A", mark).await?;
-            finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?;
+            finish_b(pool, lib, gates, ledger_path, timeline).await?;
         }
         Resume::Early => {
             let mark = last_seq(pool).await?;
@@ -373,17 +380,17 @@ async fn schedule(
             }
             wait_end_a(ledger_path, &cell.workers[0].events).await?;
             settle(pool, lib.status_column, "A", mark).await?;
-            finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?;
+            finish_b(pool, lib, gates, ledger_path, timeline).await?;
         }
         Resume::Late => {
-            finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?;
+            finish_b(pool, lib, gates, ledger_path, timeline).await?;
             bring_back(exp, cell, timeline).await?;
             let mark = last_seq(pool).await?;
             open_gate(gates, "A", timeline)?;
             wait_end_a(ledger_path, &cell.workers[0].events).await?;
             settle(pool, lib.status_column, "A", mark).await?;
         }
-        Resume::Never => finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?,
+        Resume::Never => finish_b(pool, lib, gates, ledger_path, timeline).await?,
     }
     Ok(())
 }
@@ -466,7 +473,7 @@ async fn prepare(
     let ledger_path: PathBuf = tools.ledger.clone();
     cell.tools = Some(tools);
     let enq = adapter
-        .once("enqueue", &url, &["--outcome", exp.outcome], &app_name("enqueue"), Duration::from_secs(60))
+        .once("enqueue", &url, &["--outcome", exp.enqueue_outcome()], &app_name("enqueue"), Duration::from_secs(60))
         .await?;
     let job = enq.iter().find(|e| e["event"] == "enqueued").map(|e| e["job"].clone()).unwrap_or(Value::Null);
     timeline.record("harness", "enqueue", lib.name, json!({"job": job}));
@@ -504,7 +511,7 @@ async fn hold_and_take_over(
 
     // B, with the library's stall recovery, takes the job over.
     cell.workers.push(stage.adapter.spawn_worker(
-        &stage.worker(lib, "B", if exp.same_name { "A" } else { "B" }, "success", true),
+        &stage.worker(lib, "B", if exp.same_name { "A" } else { "B" }, exp.taker, true),
         dir,
         timeline,
     )?);
@@ -514,15 +521,15 @@ async fn hold_and_take_over(
         // release: the takeover is B's committed claim of that row, and B's START follows it.
         (HoldKind::HeldWrite, HeldAt::KeyShare(table, _)) => wait_commit(&stage.pool, "B", table, bound).await,
         _ => {
-            wait_mark(
-                &stage.ledger_path,
-                "B",
-                "start",
-                1,
-                bound,
-                "the library's recovery to hand the job to B (B's START)",
-            )
-            .await
+            let started = || Ok(count(&ledger_marks(&stage.ledger_path)?, "B", "start") >= 1);
+            match takeover::wait(&stage.pool, lib, started, bound, SETTLE, timeline).await {
+                Ok(takeover::Seen::Record(d)) => {
+                    cell.observed.push(format!("takeover seen in the system's own record, not by B's START: {d}"));
+                    Ok(())
+                }
+                Ok(takeover::Seen::Start) => Ok(()),
+                Err(e) => Err(e),
+            }
         }
     };
     if let Err(e) = taken {
@@ -530,9 +537,8 @@ async fn hold_and_take_over(
         // with the worker it believes alive), not a harness failure; with A killed it is an error.
         cell.no_takeover = exp.hold != HoldKind::Kill && cell.workers[1].exited().is_none();
         if cell.no_takeover && cell.held_pid != 0 {
-            if let Some(why) = hold::blocked_takeover(&stage.pool, cell.held_pid, lib).await {
-                return Err(HarnessError::Other(why));
-            }
+            let why = hold::blocked_takeover(&stage.pool, cell.held_pid, lib).await;
+            return Err(HarnessError::Other(format!("{e}; {why}")));
         }
         return Err(with_last_words(e, &cell.workers[1]));
     }
@@ -549,11 +555,12 @@ async fn hold_a(
     cell: &mut Cell,
 ) -> Result<(), HarnessError> {
     let a_pid = cell.workers[0].pid;
-    let tries = match exp.hold {
+    let except = cell.held_pid;
+    let at = match exp.hold {
         HoldKind::Sigstop | HoldKind::HeldWrite => {
             signals::pause(a_pid).await?;
             let (p, r) = (|| signals::pause(a_pid), || signals::resume(a_pid));
-            hold::outside_recovery_lock(pool, lib, &app_name("A"), timeline, p, r).await?
+            hold::outside_library_locks(pool, lib, &app_name("A"), except, timeline, p, r).await?
         }
         HoldKind::Freeze => {
             let frozen = std::sync::Arc::new(tokio::sync::Mutex::new(Some(Frozen::freeze(a_pid).await?)));
@@ -575,18 +582,22 @@ async fn hold_a(
                     Ok(())
                 }
             };
-            let tries = hold::outside_recovery_lock(pool, lib, &app_name("A"), timeline, freeze, thaw).await?;
+            let at = hold::outside_library_locks(pool, lib, &app_name("A"), except, timeline, freeze, thaw).await?;
             cell.frozen = frozen.lock().await.take();
-            tries
+            at
         }
         HoldKind::Kill => {
             cell.workers[0].kill().await;
-            0
+            hold::PausedAt::default()
         }
     };
-    if let (true, Some(lock)) = (tries > 0, lib.recovery_lock) {
-        timeline.record("harness", "observed", "repaused", json!({"tries": tries}));
-        cell.observed.push(format!("A paused again {tries} time(s): it held {}", lock.what));
+    if at.tries > 0 {
+        timeline.record("harness", "observed", "repaused", json!({"tries": at.tries, "why": at.why}));
+        let last = at.why.last().map(String::as_str).unwrap_or("");
+        cell.observed.push(format!("A paused again {} time(s) (last: {last})", at.tries));
+    }
+    if !at.inside.is_empty() {
+        cell.observed.push(format!("A paused inside its library's transaction: {}", at.inside.join("; ")));
     }
     Ok(())
 }
@@ -603,8 +614,8 @@ async fn hold_write(stage: &Stage, lib: &Library, timeline: &Timeline, cell: &mu
     let (pid, query) =
         held.wait_held(&stage.pool, &app, STEP).await.map_err(|e| with_last_words(e, &cell.workers[0]))?;
     cell.held_pid = pid;
-    let locks = hold::held_locks(&stage.pool, pid, lib).await;
-    let detail = json!({"pid": pid, "query": hold::one_line(&query, 300), "locked_before": locks});
+    let rows = hold::held_rows(&stage.pool, pid).await;
+    let detail = json!({"pid": pid, "query": hold::one_line(&query, 300), "rows_held_before": rows});
     timeline.record("harness", "observed", "write_held", detail);
     cell.observed.push(format!("A's write held: `{}`", hold::one_line(&query, 120).replace('`', "'")));
     Ok(())
@@ -656,22 +667,55 @@ async fn collect(
     let commits = audit_commits::read(&pool).await?;
     pool.close().await;
     std::fs::write(dir.join("commits.json"), serde_json::to_string_pretty(&commits).unwrap_or_default())?;
-    Ok(history(lib, checkpoint_table(lib, exp), &ledger_marks(&stage.ledger_path)?, &commits, &cell.holds))
+    let mut h = history(lib, checkpoint_table(lib, exp), &ledger_marks(&stage.ledger_path)?, &commits, &cell.holds);
+    h.taker_outcome = exp.taker.into();
+    Ok(h)
 }
 
 /// B's gate opens; wait for its END and (at most the settle window) for its outcome to commit.
+/// A B that never started the body (a takeover seen in the system's own record) ends when it
+/// commits the job's outcome without running it (a workflow finished from its recorded steps).
 async fn finish_b(
     pool: &sqlx::PgPool,
-    status: &str,
+    lib: &Library,
     gates: &Path,
     ledger_path: &Path,
     timeline: &Timeline,
 ) -> Result<(), HarnessError> {
     let mark = last_seq(pool).await?;
     open_gate(gates, "B", timeline)?;
-    wait_mark(ledger_path, "B", "end", 1, STEP, "B's execution to end after its gate opened").await?;
-    settle(pool, status, "B", mark).await?;
+    let what =
+        "B's execution to end after its gate opened (its END, or the job's outcome committed by B without a START)";
+    let ended = wait::until(what, STEP, || async move {
+        let marks = ledger_marks(ledger_path)?;
+        if count(&marks, "B", "end") >= 1 {
+            return Ok(Some(true));
+        }
+        Ok((count(&marks, "B", "start") == 0 && outcome_without_start(pool, lib).await?).then_some(false))
+    })
+    .await?;
+    if !ended {
+        timeline.record("harness", "observed", "outcome_without_start", json!({"worker": "B"}));
+    }
+    settle(pool, lib.status_column, "B", mark).await?;
     Ok(())
+}
+
+/// Whether B committed an outcome of the job (a state change out of the claimed states, or a
+/// delete) though its body never started.
+async fn outcome_without_start(pool: &sqlx::PgPool, lib: &Library) -> Result<bool, HarnessError> {
+    let claimed: Vec<String> = lib.claimed.iter().map(|s| s.to_string()).collect();
+    let n: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM fenceproof_audit.commits WHERE writer = 'fp-audit-B'
+            AND (table_name = $1 OR table_name = 'public.' || $1)
+            AND (op = 'DELETE' OR (old_row->>$2 IS DISTINCT FROM new_row->>$2 AND NOT (new_row->>$2 = ANY($3))))",
+    )
+    .bind(lib.table.trim_start_matches("public."))
+    .bind(lib.status_column)
+    .bind(&claimed)
+    .fetch_one(pool)
+    .await?;
+    Ok(n > 0)
 }
 
 /// Resume or thaw A, and close its hold window.
@@ -757,6 +801,7 @@ pub fn history(
         holds: holds.to_vec(),
         claimed: lib.claimed.iter().map(|s| s.to_string()).collect(),
         success: lib.success,
+        taker_outcome: "success".into(),
         checkpoints,
     }
 }

@@ -111,6 +111,7 @@ pub fn summary(results: &[CellResult]) -> serde_json::Value {
                 "failed": failed,
                 "note": r.not_applicable.clone().or_else(|| r.error.clone()).or_else(|| r.observed.clone()),
                 "evidence": r.evidence,
+                "paused_s": r.paused_ms.map(|ms| (ms as f64 / 100.0).round() / 10.0),
             })
         })
         .collect();
@@ -126,6 +127,10 @@ fn summary_cell(c: &serde_json::Value) -> String {
     let n = c["executions"].as_u64().unwrap_or(0);
     if n > 1 && matches!(verdict, "PASS" | "FAIL") {
         let _ = write!(s, " (x{n})");
+    }
+    // A FAIL says the pause that produced it (A held from its first pause to its resume).
+    if let (true, Some(p)) = (verdict == "FAIL", c["paused_s"].as_f64()) {
+        let _ = write!(s, " after a {p:.1} s pause");
     }
     s
 }
@@ -167,18 +172,19 @@ pub fn summary_markdown(summary: &serde_json::Value) -> String {
 /// many times the body ran, and the note (why N/A, or what was observed instead of a verdict).
 pub fn summary_library_markdown(summary: &serde_json::Value, library: &str) -> String {
     let mut s = String::from(
-        "| experiment | verdict | body ran | failed checks | note | evidence folder |\n|---|---|---|---|---|---|\n",
+        "| experiment | verdict | body ran | failed checks | A held (s) | note | evidence folder |\n|---|---|---|---|---|---|---|\n",
     );
     for c in summary.as_array().into_iter().flatten().filter(|c| c["library"] == library) {
         let failed: Vec<&str> =
             c["failed"].as_array().map(|a| a.iter().filter_map(|f| f.as_str()).collect()).unwrap_or_default();
         let _ = writeln!(
             s,
-            "| `{}` | {} | {} | {} | {} | `{}/` |",
+            "| `{}` | {} | {} | {} | {} | {} | `{}/` |",
             c["experiment"].as_str().unwrap_or(""),
             c["verdict"].as_str().unwrap_or(""),
             c["executions"].as_u64().unwrap_or(0),
             if failed.is_empty() { "-".to_string() } else { failed.join(", ") },
+            c["paused_s"].as_f64().map(|p| format!("{p:.1}")).unwrap_or_else(|| "-".into()),
             c["note"].as_str().unwrap_or("").replace('|', "\\|").replace('\n', " "),
             c["evidence"].as_str().unwrap_or("")
         );
@@ -365,7 +371,7 @@ mod tests {
     fn summary_of_two() -> serde_json::Value {
         json!([
             {"library": "q", "version": "1.0", "experiment": "e1", "verdict": "FAIL", "executions": 2,
-             "failed": ["stale write", "outcome lost"], "note": null, "evidence": "q-e1"},
+             "failed": ["stale write", "outcome lost"], "note": null, "evidence": "q-e1", "paused_s": 3.4},
             {"library": "q", "version": "1.0", "experiment": "e2", "verdict": "N/A", "executions": 0,
              "failed": [], "note": "no such thing | here", "evidence": "q-e2"},
             {"library": "r", "version": "2", "experiment": "e1", "verdict": "PASS", "executions": 1,
@@ -378,7 +384,7 @@ mod tests {
         let m = summary_markdown(&summary_of_two());
         let lines: Vec<&str> = m.lines().collect();
         assert_eq!(lines[0], "| library | `e1` | `e2` |");
-        assert_eq!(lines[2], "| q 1.0 | FAIL: stale write, outcome lost (x2) | N/A |");
+        assert_eq!(lines[2], "| q 1.0 | FAIL: stale write, outcome lost (x2) after a 3.4 s pause | N/A |");
         assert_eq!(lines[3], "| r 2 | PASS | - |", "a cell the run did not have is a dash");
     }
 

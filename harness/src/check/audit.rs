@@ -89,6 +89,9 @@ pub struct AuditHistory {
     /// Status values that mean "a worker has claimed the job and runs it".
     pub claimed: Vec<String>,
     pub success: Success,
+    /// How the taker's execution ends: "success" (its success must stand), "fail" or "retry" (its
+    /// failure or retry request, the first change of the job it commits after its END, must stand).
+    pub taker_outcome: String,
     /// The committed writes of the library's checkpoint/progress table, when the experiment
     /// watched one (a stale checkpoint is then judged).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -110,6 +113,33 @@ impl AuditHistory {
         self.holds.iter().any(|h| h.worker == worker && h.from <= t && h.to.map(|to| t < to).unwrap_or(true))
     }
 
+    /// When the taker asked for a retry, the first fresh claim of the job by `worker` after `t`:
+    /// the retry run again, so that worker's later writes belong to its new execution.
+    fn retried_by(&self, worker: &str, t: DateTime<Utc>) -> Option<i64> {
+        (self.taker_outcome == "retry")
+            .then(|| self.writes.iter().find(|w| w.writer == worker && w.at > t && self.is_fresh_claim(w)))
+            .flatten()
+            .map(|w| w.seq)
+    }
+
+    /// The taker's own outcome write: its success, or (when it failed or asked for a retry) the
+    /// first change of the job it committed after its execution's END.
+    fn taker_outcome_write(&self) -> Option<&JobWrite> {
+        if self.taker_outcome == "success" {
+            return self.writes.iter().rev().find(|w| {
+                w.writer == self.taker
+                    && match self.success {
+                        Success::Status(s) => {
+                            w.status_after.as_deref() == Some(s) && w.status_before.as_deref() != Some(s)
+                        }
+                        Success::Deleted => w.op == "DELETE",
+                    }
+            });
+        }
+        let end = self.executions.iter().filter(|e| e.worker == self.taker).find_map(|e| e.end)?;
+        self.writes.iter().find(|w| w.writer == self.taker && w.at >= end && w.changes_state())
+    }
+
     fn is_fresh_claim(&self, w: &JobWrite) -> bool {
         let claimed = |s: &Option<String>| s.as_ref().map(|s| self.claimed.contains(s)).unwrap_or(false);
         !claimed(&w.status_before) && claimed(&w.status_after)
@@ -126,7 +156,9 @@ pub fn stale_write(h: &AuditHistory) -> Check {
             format!("{} never committed a change of the job: no takeover to judge", h.taker),
         );
     };
-    let late: Vec<&JobWrite> = h.writes.iter().filter(|w| w.writer == h.stalled && w.at > takeover).collect();
+    let own_run = h.retried_by(&h.stalled, takeover).unwrap_or(i64::MAX);
+    let late: Vec<&JobWrite> =
+        h.writes.iter().filter(|w| w.writer == h.stalled && w.at > takeover && w.seq < own_run).collect();
     let (state, touch): (Vec<&JobWrite>, Vec<&JobWrite>) =
         late.into_iter().filter(|w| !h.is_fresh_claim(w)).partition(|w| w.changes_state());
     let touches = if touch.is_empty() {
@@ -195,24 +227,21 @@ pub fn concurrent_executions(h: &AuditHistory) -> Check {
 /// The taker's own outcome write (its success) committed, and no later write by anyone else
 /// changed the job's state.
 pub fn current_outcome(h: &AuditHistory) -> Check {
-    let own = h.writes.iter().rev().find(|w| {
-        w.writer == h.taker
-            && match h.success {
-                Success::Status(s) => w.status_after.as_deref() == Some(s) && w.status_before.as_deref() != Some(s),
-                Success::Deleted => w.op == "DELETE",
-            }
-    });
-    let Some(own) = own else {
+    let Some(own) = h.taker_outcome_write() else {
         let last = h.writes.iter().rev().find(|w| w.changes_state()).map(|w| w.describe()).unwrap_or("none".into());
         return Check::fail(
             CURRENT_OUTCOME,
-            format!("{}'s success never committed; the job's last state change: {last}", h.taker),
+            format!("{}'s {} never committed; the job's last state change: {last}", h.taker, h.taker_outcome),
         );
     };
+    // After a retry request, a fresh claim is the retry running, and the claimer's later writes are
+    // its new execution's.
+    let new_run = |w: &JobWrite| h.is_fresh_claim(w) || h.retried_by(&w.writer, own.at).is_some_and(|s| s <= w.seq);
     let after: Vec<String> = h
         .writes
         .iter()
         .filter(|w| w.seq > own.seq && w.writer != h.taker && w.changes_state())
+        .filter(|w| h.taker_outcome != "retry" || !new_run(w))
         .map(|w| w.describe())
         .collect();
     if after.is_empty() {
@@ -302,6 +331,7 @@ mod tests {
             holds: vec![Hold { worker: "A".into(), from: t(1), to: Some(t(5)) }],
             claimed: vec!["doing".into()],
             success: Success::Status("succeeded"),
+            taker_outcome: "success".into(),
             checkpoints: None,
         }
     }
@@ -392,5 +422,40 @@ mod tests {
         h.writes.retain(|x| x.writer != "B");
         let c = stale_write(&h);
         assert!(!c.passed() && c.evidence.contains("no takeover"), "{c:?}");
+    }
+
+    /// B fails the job for good at 8 (its END at 7); A comes back at 9.
+    fn taker_failed() -> AuditHistory {
+        let mut h = fenced();
+        h.taker_outcome = "fail".into();
+        h.executions[1].end = Some(t(7));
+        h.writes.retain(|x| x.seq != 4);
+        h.writes.push(w(4, "B", 8, Some("doing"), Some("failed")));
+        h.holds[0].to = Some(t(9));
+        h
+    }
+
+    #[test]
+    fn a_stale_success_over_the_takers_failure_loses_it_and_the_failure_alone_stands() {
+        let mut h = taker_failed();
+        assert!(judge(&h).iter().all(|c| c.passed()), "{:?}", judge(&h));
+        h.writes.push(w(5, "A", 10, Some("failed"), Some("succeeded")));
+        let c = current_outcome(&h);
+        assert!(!c.passed() && c.evidence.contains("replaced by #5"), "{c:?}");
+        assert!(!stale_write(&h).passed());
+    }
+
+    #[test]
+    fn after_a_retry_request_a_new_claim_and_its_run_are_not_stale_but_a_stale_success_is() {
+        let mut h = taker_failed();
+        h.taker_outcome = "retry".into();
+        h.writes.retain(|x| x.seq != 4);
+        h.writes.push(w(4, "B", 8, Some("doing"), Some("todo")));
+        h.writes.push(w(5, "A", 10, Some("todo"), Some("doing")));
+        h.writes.push(w(6, "A", 11, Some("doing"), Some("succeeded")));
+        assert!(stale_write(&h).passed() && current_outcome(&h).passed(), "{:?}", judge(&h));
+        h.writes.retain(|x| x.seq < 5);
+        h.writes.push(w(5, "A", 10, Some("todo"), Some("succeeded")));
+        assert!(!stale_write(&h).passed() && !current_outcome(&h).passed(), "{:?}", judge(&h));
     }
 }

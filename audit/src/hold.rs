@@ -175,8 +175,10 @@ async fn holds_recovery_lock(pool: &sqlx::PgPool, sql: &str, app: &str) -> Resul
     Ok(sqlx::query_scalar(sql).bind(app).fetch_one(pool).await?)
 }
 
-/// The sessions of `app` (but `except`, the held write's) left inside a transaction: state "idle in
-/// transaction", with the last statement each sent. A statement still running (state "active") is
+/// The sessions of `app` (but `except`, the held write's) left inside a transaction that wrote or
+/// locked rows: state "idle in transaction" with a transaction id (one is assigned by the first
+/// row write or row lock; a transaction holding only advisory locks or a snapshot has none and
+/// blocks no row), with the last statement each sent. A statement still running (state "active") is
 /// let finish first, for at most a second: a paused client's last statement completes on the server.
 pub async fn in_transaction(pool: &sqlx::PgPool, app: &str, except: i32) -> Result<Vec<String>, HarnessError> {
     let active = "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND pid <> $2 AND state = 'active'";
@@ -187,7 +189,8 @@ pub async fn in_transaction(pool: &sqlx::PgPool, app: &str, except: i32) -> Resu
     .await;
     Ok(sqlx::query_scalar(
         "SELECT state || ': ' || query FROM pg_stat_activity
-          WHERE application_name = $1 AND pid <> $2 AND state LIKE 'idle in transaction%' ORDER BY pid",
+          WHERE application_name = $1 AND pid <> $2 AND state LIKE 'idle in transaction%'
+            AND backend_xid IS NOT NULL ORDER BY pid",
     )
     .bind(app)
     .bind(except)

@@ -131,6 +131,7 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
         frozen: None,
         tools: None,
         no_takeover: false,
+        kept: false,
         held: None,
         held_pid: 0,
         observed: Vec::new(),
@@ -215,6 +216,8 @@ fn not_applicable(lib: &Library, exp: &AuditExperiment, dir: &Path, why: &str) -
 struct Cell {
     /// The library did not hand the job to B while A was held (paused or frozen, not killed).
     no_takeover: bool,
+    /// A long job (A not held) that nobody took over: A stays the current worker.
+    kept: bool,
     workers: Vec<AdapterWorker>,
     holds: Vec<Hold>,
     /// A's outcome write held inside the database (the held-write experiment), until released.
@@ -380,7 +383,9 @@ async fn schedule(
             }
             wait_end_a(ledger_path, &cell.workers[0].events).await?;
             settle(pool, lib.status_column, "A", mark).await?;
-            finish_b(pool, lib, gates, ledger_path, timeline).await?;
+            if !cell.kept {
+                finish_b(pool, lib, gates, ledger_path, timeline).await?;
+            }
         }
         Resume::Late => {
             finish_b(pool, lib, gates, ledger_path, timeline).await?;
@@ -500,13 +505,15 @@ async fn hold_and_take_over(
         .await
         .map_err(|e| with_last_words(e, &cell.workers[0]))?;
 
-    // The fault: A held past the stall threshold.
+    // The fault: A held past the stall threshold (or, a long job, not held at all).
     if exp.hold == HoldKind::HeldWrite {
         hold_write(stage, lib, timeline, cell).await?;
     }
-    let held_from = Utc::now();
-    hold_a(&stage.pool, lib, exp, timeline, cell).await?;
-    cell.holds.push(Hold { worker: "A".into(), from: held_from, to: None });
+    if exp.hold != HoldKind::Running {
+        let held_from = Utc::now();
+        hold_a(&stage.pool, lib, exp, timeline, cell).await?;
+        cell.holds.push(Hold { worker: "A".into(), from: held_from, to: None });
+    }
     timeline.record("harness", "hold", "A", json!({"how": format!("{:?}", exp.hold)}));
 
     // B, with the library's stall recovery, takes the job over.
@@ -515,7 +522,24 @@ async fn hold_and_take_over(
         dir,
         timeline,
     )?);
-    let bound = Duration::from_secs(lib.takeover_s);
+    wait_b(stage, lib, exp, timeline, cell).await
+}
+
+/// B's takeover, as the library's own record or B's START shows it. A long job (A not held) that
+/// nobody takes over within five stall thresholds (at least 10 s) stays A's: the cell goes on with
+/// A as the current worker.
+async fn wait_b(
+    stage: &Stage,
+    lib: &Library,
+    exp: &AuditExperiment,
+    timeline: &Timeline,
+    cell: &mut Cell,
+) -> Result<(), HarnessError> {
+    let running = exp.hold == HoldKind::Running;
+    let bound = match running {
+        true => Duration::from_secs_f64((lib.stall_s * 5.0).max(10.0)),
+        false => Duration::from_secs(lib.takeover_s),
+    };
     let taken = match (exp.hold, lib.held_at) {
         // The row hold also keeps B's own first protected write (it locks the same row) until the
         // release: the takeover is B's committed claim of that row, and B's START follows it.
@@ -532,6 +556,13 @@ async fn hold_and_take_over(
             }
         }
     };
+    if let (true, Err(_), None) = (running, &taken, cell.workers[1].exited()) {
+        cell.kept = true;
+        let what = format!("no takeover: the library kept the job with A, alive, for {} s", bound.as_secs());
+        timeline.record("harness", "observed", "kept", json!({"bound_s": bound.as_secs()}));
+        cell.observed.push(format!("{what}; A is the current worker"));
+        return Ok(());
+    }
     if let Err(e) = taken {
         // With A held but alive, no takeover is an observation about the library (it keeps the job
         // with the worker it believes alive), not a harness failure; with A killed it is an error.
@@ -590,6 +621,7 @@ async fn hold_a(
             cell.workers[0].kill().await;
             hold::PausedAt::default()
         }
+        HoldKind::Running => hold::PausedAt::default(),
     };
     if at.tries > 0 {
         timeline.record("harness", "observed", "repaused", json!({"tries": at.tries, "why": at.why}));
@@ -669,6 +701,10 @@ async fn collect(
     std::fs::write(dir.join("commits.json"), serde_json::to_string_pretty(&commits).unwrap_or_default())?;
     let mut h = history(lib, checkpoint_table(lib, exp), &ledger_marks(&stage.ledger_path)?, &commits, &cell.holds);
     h.taker_outcome = exp.taker.into();
+    if cell.kept {
+        // Nobody took the job from A: A is the current worker, and B must not have touched it.
+        (h.stalled, h.taker, h.taker_outcome) = ("B".into(), "A".into(), exp.outcome.into());
+    }
     Ok(h)
 }
 
@@ -727,7 +763,7 @@ async fn bring_back(exp: &AuditExperiment, cell: &mut Cell, timeline: &Timeline)
                 f.thaw().await?;
             }
         }
-        HoldKind::Kill => return Ok(()),
+        HoldKind::Kill | HoldKind::Running => return Ok(()),
     }
     if let Some(h) = cell.holds.last_mut() {
         h.to = Some(Utc::now());

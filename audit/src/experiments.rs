@@ -15,6 +15,9 @@ pub enum HoldKind {
     Freeze,
     /// SIGKILL: it never comes back.
     Kill,
+    /// Nothing: A stays alive and its job runs on past the stall threshold (a long job, not a
+    /// paused worker). A takeover, if any, is a second live execution.
+    Running,
     /// A's gate opens and its outcome write is held inside the database (a statement trigger or
     /// the harness's row hold: `Library::held_at`) before it touches a row; then A is paused
     /// (SIGSTOP) so its claim expires. The write is released after B took over, then A resumes.
@@ -145,6 +148,24 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         taker: "success",
         same_name: false,
         title: "A's completion held inside the database while A is paused, its claim expires and B takes over; then released (§05: valid at check, expired at commit)",
+    },
+    AuditExperiment {
+        id: "long-job-success",
+        hold: HoldKind::Running,
+        resume: Resume::Early,
+        outcome: "success",
+        taker: "success",
+        same_name: false,
+        title: "A is not paused: its job runs past five stall thresholds while B's recovery runs; a takeover is a second live execution, and with none A's success must stand",
+    },
+    AuditExperiment {
+        id: "restart-live-same-name",
+        hold: HoldKind::Running,
+        resume: Resume::Early,
+        outcome: "success",
+        taker: "success",
+        same_name: true,
+        title: "A keeps running its job; B starts under A's own worker name (a restarted pod keeping its name) and its startup recovery races A, the live executor",
     },
     AuditExperiment {
         id: "kill-control",

@@ -219,6 +219,7 @@ pub const LIBRARIES: &[Library] = &[
         recovery_lock: None,
         not_applicable: &[
             ("pause-early-retry", "DBOS has no job-level retry request: a step's retries run inside the same execution"),
+            ("long-job-success", "DBOS has no heartbeat: a live executor's workflows are recovered only when it is declared dead (Conductor, 60 s without its heartbeat to Conductor, or an operator); the adapter's recovery declares every other executor dead at once"),
         ],
     },
     Library {

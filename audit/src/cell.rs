@@ -132,6 +132,7 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
         tools: None,
         no_takeover: false,
         kept: false,
+        sigterm_at: None,
         held: None,
         held_pid: 0,
         observed: Vec::new(),
@@ -218,6 +219,8 @@ struct Cell {
     no_takeover: bool,
     /// A long job (A not held) that nobody took over: A stays the current worker.
     kept: bool,
+    /// When A was sent SIGTERM (the graceful-shutdown experiment).
+    sigterm_at: Option<DateTime<Utc>>,
     workers: Vec<AdapterWorker>,
     holds: Vec<Hold>,
     /// A's outcome write held inside the database (the held-write experiment), until released.
@@ -381,7 +384,10 @@ async fn schedule(
                 bring_back(exp, cell, timeline).await?;
                 open_gate(gates, "A", timeline)?;
             }
-            wait_end_a(ledger_path, &cell.workers[0].events).await?;
+            // A that exited on SIGTERM has no END to wait for.
+            if cell.sigterm_at.is_none() || cell.workers[0].exited().is_none() {
+                wait_end_a(ledger_path, &cell.workers[0].events).await?;
+            }
             settle(pool, lib.status_column, "A", mark).await?;
             if !cell.kept {
                 finish_b(pool, lib, gates, ledger_path, timeline).await?;
@@ -509,7 +515,11 @@ async fn hold_and_take_over(
     if exp.hold == HoldKind::HeldWrite {
         hold_write(stage, lib, timeline, cell).await?;
     }
-    if exp.hold != HoldKind::Running {
+    if exp.hold == HoldKind::Sigterm {
+        signals::send(cell.workers[0].pid, nix::sys::signal::Signal::SIGTERM)?;
+        cell.sigterm_at = Some(Utc::now());
+    }
+    if !matches!(exp.hold, HoldKind::Running | HoldKind::Sigterm) {
         let held_from = Utc::now();
         hold_a(&stage.pool, lib, exp, timeline, cell).await?;
         cell.holds.push(Hold { worker: "A".into(), from: held_from, to: None });
@@ -522,7 +532,13 @@ async fn hold_and_take_over(
         dir,
         timeline,
     )?);
-    wait_b(stage, lib, exp, timeline, cell).await
+    wait_b(stage, lib, exp, timeline, cell).await?;
+    if let (Some(from), Some(how)) = (cell.sigterm_at, cell.workers[0].exited()) {
+        // A exited on SIGTERM without finishing its job: judged as killed from then on.
+        cell.holds.push(Hold { worker: "A".into(), from, to: None });
+        cell.observed.push(format!("A exited on SIGTERM ({how}) without waiting for its job"));
+    }
+    Ok(())
 }
 
 /// B's takeover, as the library's own record or B's START shows it. A long job (A not held) that
@@ -535,28 +551,18 @@ async fn wait_b(
     timeline: &Timeline,
     cell: &mut Cell,
 ) -> Result<(), HarnessError> {
-    let running = exp.hold == HoldKind::Running;
+    let running = matches!(exp.hold, HoldKind::Running | HoldKind::Sigterm);
     let bound = match running {
         true => Duration::from_secs_f64((lib.stall_s * 5.0).max(10.0)),
         false => Duration::from_secs(lib.takeover_s),
     };
-    let taken = match (exp.hold, lib.held_at) {
-        // The row hold also keeps B's own first protected write (it locks the same row) until the
-        // release: the takeover is B's committed claim of that row, and B's START follows it.
-        (HoldKind::HeldWrite, HeldAt::KeyShare(table, _)) => wait_commit(&stage.pool, "B", table, bound).await,
-        _ => {
-            let started = || Ok(count(&ledger_marks(&stage.ledger_path)?, "B", "start") >= 1);
-            match takeover::wait(&stage.pool, lib, started, bound, SETTLE, timeline).await {
-                Ok(takeover::Seen::Record(d)) => {
-                    cell.observed.push(format!("takeover seen in the system's own record, not by B's START: {d}"));
-                    Ok(())
-                }
-                Ok(takeover::Seen::Start) => Ok(()),
-                Err(e) => Err(e),
-            }
-        }
-    };
-    if let (true, Err(_), None) = (running, &taken, cell.workers[1].exited()) {
+    let mut taken = seen_takeover(stage, lib, exp, bound, timeline, cell).await;
+    let a_alive = cell.workers[0].exited().is_none();
+    if let (true, Err(_), false) = (exp.hold == HoldKind::Sigterm, &taken, a_alive) {
+        // A exited on SIGTERM: the library's recovery of a gone worker, within its own bound.
+        taken = seen_takeover(stage, lib, exp, Duration::from_secs(lib.takeover_s), timeline, cell).await;
+    }
+    if let (true, Err(_), true, None) = (running, &taken, a_alive, cell.workers[1].exited()) {
         cell.kept = true;
         let what = format!("no takeover: the library kept the job with A, alive, for {} s", bound.as_secs());
         timeline.record("harness", "observed", "kept", json!({"bound_s": bound.as_secs()}));
@@ -575,6 +581,31 @@ async fn wait_b(
     }
     timeline.record("harness", "observed", "takeover", json!({"by": "B"}));
     Ok(())
+}
+
+/// Wait (at most `bound`) for B's takeover: its committed claim under a row hold, else its START
+/// or the system's own ownership record.
+async fn seen_takeover(
+    stage: &Stage,
+    lib: &Library,
+    exp: &AuditExperiment,
+    bound: Duration,
+    timeline: &Timeline,
+    cell: &mut Cell,
+) -> Result<(), HarnessError> {
+    match (exp.hold, lib.held_at) {
+        // The row hold also keeps B's own first protected write (it locks the same row) until the
+        // release: the takeover is B's committed claim of that row, and B's START follows it.
+        (HoldKind::HeldWrite, HeldAt::KeyShare(table, _)) => wait_commit(&stage.pool, "B", table, bound).await,
+        _ => {
+            let started = || Ok(count(&ledger_marks(&stage.ledger_path)?, "B", "start") >= 1);
+            let seen = takeover::wait(&stage.pool, lib, started, bound, SETTLE, timeline).await?;
+            if let takeover::Seen::Record(d) = seen {
+                cell.observed.push(format!("takeover seen in the system's own record, not by B's START: {d}"));
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Pause (or freeze, or kill) A; a pause lands outside the library's recovery lock.
@@ -621,7 +652,7 @@ async fn hold_a(
             cell.workers[0].kill().await;
             hold::PausedAt::default()
         }
-        HoldKind::Running => hold::PausedAt::default(),
+        HoldKind::Running | HoldKind::Sigterm => hold::PausedAt::default(),
     };
     if at.tries > 0 {
         timeline.record("harness", "observed", "repaused", json!({"tries": at.tries, "why": at.why}));
@@ -763,7 +794,7 @@ async fn bring_back(exp: &AuditExperiment, cell: &mut Cell, timeline: &Timeline)
                 f.thaw().await?;
             }
         }
-        HoldKind::Kill | HoldKind::Running => return Ok(()),
+        HoldKind::Kill | HoldKind::Running | HoldKind::Sigterm => return Ok(()),
     }
     if let Some(h) = cell.holds.last_mut() {
         h.to = Some(Utc::now());

@@ -15,6 +15,10 @@ pub enum HoldKind {
     Freeze,
     /// SIGKILL: it never comes back.
     Kill,
+    /// SIGTERM mid-job (a deploy's graceful shutdown), not paused: A's job goes on past the stall
+    /// threshold while A shuts down; a library that waits for running jobs keeps A alive until
+    /// its gate opens, one that does not lets A exit (then it is judged as killed).
+    Sigterm,
     /// Nothing: A stays alive and its job runs on past the stall threshold (a long job, not a
     /// paused worker). A takeover, if any, is a second live execution.
     Running,
@@ -157,6 +161,15 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         taker: "success",
         same_name: false,
         title: "A is not paused: its job runs past five stall thresholds while B's recovery runs; a takeover is a second live execution, and with none A's success must stand",
+    },
+    AuditExperiment {
+        id: "sigterm-mid-job",
+        hold: HoldKind::Sigterm,
+        resume: Resume::Early,
+        outcome: "success",
+        taker: "success",
+        same_name: false,
+        title: "A gets SIGTERM mid-job (a deploy's graceful shutdown) while its job goes on past the stall threshold; a takeover while A still runs is a second live execution",
     },
     AuditExperiment {
         id: "restart-live-same-name",

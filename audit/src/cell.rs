@@ -155,15 +155,7 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
     drop(state.tools.take());
     let reproduce = format!("fenceproof audit --library {} --only {}", lib.name, exp.id);
     let evidence = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    let (verdict, checks, error, history) = match outcome {
-        Ok(history) => {
-            let checks = audit::judge(&history);
-            let verdict = if checks.iter().all(Check::passed) { Outcome::Pass } else { Outcome::Fail };
-            (verdict, checks, None, Some(history))
-        }
-        Err(e) if state.no_takeover => (Outcome::NoTakeover, Vec::new(), Some(e.to_string()), None),
-        Err(e) => (Outcome::Error, Vec::new(), Some(e.to_string()), None),
-    };
+    let (verdict, checks, error, history) = verdict_of(outcome, &mut state);
     let result = CellResult {
         library: lib.name.into(),
         version: lib.version.into(),
@@ -186,6 +178,28 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
     let _ = std::fs::write(dir.join("cell.json"), serde_json::to_string_pretty(&result).unwrap_or_default());
     let _ = timeline.save(&dir.join("timeline.json"));
     result
+}
+
+/// The cell's verdict, checks, error and history from how its schedule ended.
+fn verdict_of(
+    outcome: Result<AuditHistory, HarnessError>,
+    state: &mut Cell,
+) -> (Outcome, Vec<Check>, Option<String>, Option<AuditHistory>) {
+    match outcome {
+        Ok(history) => {
+            let mut checks = audit::judge(&history);
+            if state.kept && !history.executions.iter().any(|e| e.worker == "A" && e.end.is_some()) {
+                // A, the current worker, never ended its body (its library stopped it at shutdown):
+                // it has no outcome to lose, and the job is left to the library's recovery.
+                checks.retain(|c| c.name != audit::CURRENT_OUTCOME);
+                state.observed.push("A's execution never ended: no outcome of the current worker to judge".into());
+            }
+            let verdict = if checks.iter().all(Check::passed) { Outcome::Pass } else { Outcome::Fail };
+            (verdict, checks, None, Some(history))
+        }
+        Err(e) if state.no_takeover => (Outcome::NoTakeover, Vec::new(), Some(e.to_string()), None),
+        Err(e) => (Outcome::Error, Vec::new(), Some(e.to_string()), None),
+    }
 }
 
 /// The cell of an experiment the library's design does not allow: its reason, no verdict.
@@ -564,7 +578,7 @@ async fn wait_b(
     }
     if let (true, Err(_), true, None) = (running, &taken, a_alive, cell.workers[1].exited()) {
         cell.kept = true;
-        let what = format!("no takeover: the library kept the job with A, alive, for {} s", bound.as_secs());
+        let what = format!("B did not start the job within {} s while A, alive, ran it", bound.as_secs());
         timeline.record("harness", "observed", "kept", json!({"bound_s": bound.as_secs()}));
         cell.observed.push(format!("{what}; A is the current worker"));
         return Ok(());

@@ -227,27 +227,38 @@ pub fn concurrent_executions(h: &AuditHistory) -> Check {
 /// The taker's own outcome write (its success) committed, and no later write by anyone else
 /// changed the job's state.
 pub fn current_outcome(h: &AuditHistory) -> Check {
-    let Some(own) = h.taker_outcome_write() else {
-        let last = h.writes.iter().rev().find(|w| w.changes_state()).map(|w| w.describe()).unwrap_or("none".into());
-        return Check::fail(
-            CURRENT_OUTCOME,
-            format!("{}'s {} never committed; the job's last state change: {last}", h.taker, h.taker_outcome),
-        );
+    let taker_end = h.executions.iter().filter(|e| e.worker == h.taker).find_map(|e| e.end);
+    // A retry request may change nothing of the job's row (the reference releases its lease):
+    // then what must stand is that nobody else changes the job's state after the taker's END.
+    let (own, since_seq, since_at) = match (h.taker_outcome_write(), taker_end) {
+        (Some(w), _) => (w.describe(), w.seq, w.at),
+        (None, Some(end)) if h.taker_outcome == "retry" => (
+            format!("{}'s retry request (no change of the job's row; END at {})", h.taker, end.format("%H:%M:%S%.3f")),
+            0,
+            end,
+        ),
+        (None, _) => {
+            let last = h.writes.iter().rev().find(|w| w.changes_state()).map(|w| w.describe()).unwrap_or("none".into());
+            return Check::fail(
+                CURRENT_OUTCOME,
+                format!("{}'s {} never committed; the job's last state change: {last}", h.taker, h.taker_outcome),
+            );
+        }
     };
     // After a retry request, a fresh claim is the retry running, and the claimer's later writes are
     // its new execution's.
-    let new_run = |w: &JobWrite| h.is_fresh_claim(w) || h.retried_by(&w.writer, own.at).is_some_and(|s| s <= w.seq);
+    let new_run = |w: &JobWrite| h.is_fresh_claim(w) || h.retried_by(&w.writer, since_at).is_some_and(|s| s <= w.seq);
     let after: Vec<String> = h
         .writes
         .iter()
-        .filter(|w| w.seq > own.seq && w.writer != h.taker && w.changes_state())
+        .filter(|w| w.seq > since_seq && (since_seq > 0 || w.at > since_at) && w.writer != h.taker && w.changes_state())
         .filter(|w| h.taker_outcome != "retry" || !new_run(w))
         .map(|w| w.describe())
         .collect();
     if after.is_empty() {
-        Check::pass(CURRENT_OUTCOME, format!("{} stands", own.describe()))
+        Check::pass(CURRENT_OUTCOME, format!("{} stands", own))
     } else {
-        Check::fail(CURRENT_OUTCOME, format!("{} replaced by {}", own.describe(), after.join("; ")))
+        Check::fail(CURRENT_OUTCOME, format!("{} replaced by {}", own, after.join("; ")))
     }
 }
 
@@ -457,5 +468,16 @@ mod tests {
         h.writes.retain(|x| x.seq < 5);
         h.writes.push(w(5, "A", 10, Some("todo"), Some("succeeded")));
         assert!(!stale_write(&h).passed() && !current_outcome(&h).passed(), "{:?}", judge(&h));
+    }
+
+    #[test]
+    fn a_retry_request_that_changes_no_row_stands_until_someone_else_changes_the_job() {
+        let mut h = taker_failed();
+        h.taker_outcome = "retry".into();
+        h.writes.retain(|x| x.seq != 4);
+        let c = current_outcome(&h);
+        assert!(c.passed() && c.evidence.contains("retry request"), "{c:?}");
+        h.writes.push(w(5, "A", 10, Some("doing"), Some("succeeded")));
+        assert!(!current_outcome(&h).passed());
     }
 }

@@ -113,13 +113,22 @@ impl AuditHistory {
         self.holds.iter().any(|h| h.worker == worker && h.from <= t && h.to.map(|to| t < to).unwrap_or(true))
     }
 
-    /// When the taker asked for a retry, the first fresh claim of the job by `worker` after `t`:
-    /// the retry run again, so that worker's later writes belong to its new execution.
-    fn retried_by(&self, worker: &str, t: DateTime<Utc>) -> Option<i64> {
-        (self.taker_outcome == "retry")
-            .then(|| self.writes.iter().find(|w| w.writer == worker && w.at > t && self.is_fresh_claim(w)))
-            .flatten()
-            .map(|w| w.seq)
+    /// When the taker asked for a retry, when `worker` ran the retry after `t`: its first fresh
+    /// claim of the job, or its first new START (a claim that keeps the status, as the reference's
+    /// lease acquire does), whichever comes first. Its later writes belong to its new execution.
+    fn retried_by(&self, worker: &str, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        if self.taker_outcome != "retry" {
+            return None;
+        }
+        let claim = self.writes.iter().find(|w| w.writer == worker && w.at > t && self.is_fresh_claim(w)).map(|w| w.at);
+        let start = self.executions.iter().filter(|e| e.worker == worker && e.start > t).map(|e| e.start).min();
+        claim.into_iter().chain(start).min()
+    }
+
+    /// Whether `worker` was held at some moment from `from` to `to` (its execution then was
+    /// superseded by the takeover: a stale one, whatever runs beside it later).
+    fn held_during(&self, worker: &str, from: DateTime<Utc>, to: DateTime<Utc>) -> bool {
+        self.holds.iter().any(|h| h.worker == worker && h.from <= to && h.to.map(|x| x > from).unwrap_or(true))
     }
 
     /// The taker's own outcome write: its success, or (when it failed or asked for a retry) the
@@ -156,9 +165,12 @@ pub fn stale_write(h: &AuditHistory) -> Check {
             format!("{} never committed a change of the job: no takeover to judge", h.taker),
         );
     };
-    let own_run = h.retried_by(&h.stalled, takeover).unwrap_or(i64::MAX);
-    let late: Vec<&JobWrite> =
-        h.writes.iter().filter(|w| w.writer == h.stalled && w.at > takeover && w.seq < own_run).collect();
+    let own_run = h.retried_by(&h.stalled, takeover);
+    let late: Vec<&JobWrite> = h
+        .writes
+        .iter()
+        .filter(|w| w.writer == h.stalled && w.at > takeover && own_run.is_none_or(|r| w.at < r))
+        .collect();
     let (state, touch): (Vec<&JobWrite>, Vec<&JobWrite>) =
         late.into_iter().filter(|w| !h.is_fresh_claim(w)).partition(|w| w.changes_state());
     let touches = if touch.is_empty() {
@@ -200,7 +212,9 @@ pub fn concurrent_executions(h: &AuditHistory) -> Check {
     for (i, e) in h.executions.iter().enumerate() {
         for o in &h.executions[..i] {
             let running = o.start <= e.start && o.end.map(|end| end > e.start).unwrap_or(true);
-            if running && !h.held_at(&o.worker, e.start) {
+            // An execution whose worker was held after it started was superseded by the takeover:
+            // a stale one, judged by the stale-write check, not a live owner's.
+            if running && !h.held_during(&o.worker, o.start, e.start) {
                 bad.push(format!(
                     "{}'s execution started at {} while {}'s (started {}) ran unpaused",
                     e.worker,
@@ -247,7 +261,7 @@ pub fn current_outcome(h: &AuditHistory) -> Check {
     };
     // After a retry request, a fresh claim is the retry running, and the claimer's later writes are
     // its new execution's.
-    let new_run = |w: &JobWrite| h.is_fresh_claim(w) || h.retried_by(&w.writer, since_at).is_some_and(|s| s <= w.seq);
+    let new_run = |w: &JobWrite| h.is_fresh_claim(w) || h.retried_by(&w.writer, since_at).is_some_and(|r| r <= w.at);
     let after: Vec<String> = h
         .writes
         .iter()
@@ -479,5 +493,19 @@ mod tests {
         assert!(c.passed() && c.evidence.contains("retry request"), "{c:?}");
         h.writes.push(w(5, "A", 10, Some("doing"), Some("succeeded")));
         assert!(!current_outcome(&h).passed());
+    }
+
+    #[test]
+    fn a_new_run_beside_a_resumed_stale_execution_is_not_concurrent_and_a_new_start_opens_a_new_run() {
+        let mut h = taker_failed();
+        h.taker_outcome = "retry".into();
+        h.writes.retain(|x| x.seq != 4);
+        // B's retry run starts at 9, as A (held 1..9, its execution since 0) comes back.
+        h.executions.push(ex("B", 9, Some(9)));
+        assert!(concurrent_executions(&h).passed(), "A's execution was superseded at the takeover");
+        // A starts a new run at 10 (a claim that keeps the status) and succeeds at 11.
+        h.executions.push(ex("A", 10, Some(11)));
+        h.writes.push(w(5, "A", 11, Some("doing"), Some("succeeded")));
+        assert!(stale_write(&h).passed() && current_outcome(&h).passed(), "{:?}", judge(&h));
     }
 }

@@ -113,16 +113,14 @@ impl AuditHistory {
         self.holds.iter().any(|h| h.worker == worker && h.from <= t && h.to.map(|to| t < to).unwrap_or(true))
     }
 
-    /// When the taker asked for a retry, when `worker` ran the retry after `t`: its first fresh
-    /// claim of the job, or its first new START (a claim that keeps the status, as the reference's
-    /// lease acquire does), whichever comes first. Its later writes belong to its new execution.
+    /// When the taker asked for a retry, when `worker` ran the retry after `t`: its first new START
+    /// (the ledger's, not a claim: a claim may be followed by a stale write of the worker's old
+    /// execution, as pgqueuer's buffered completion shows). Its later writes belong to that run.
     fn retried_by(&self, worker: &str, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         if self.taker_outcome != "retry" {
             return None;
         }
-        let claim = self.writes.iter().find(|w| w.writer == worker && w.at > t && self.is_fresh_claim(w)).map(|w| w.at);
-        let start = self.executions.iter().filter(|e| e.worker == worker && e.start > t).map(|e| e.start).min();
-        claim.into_iter().chain(start).min()
+        self.executions.iter().filter(|e| e.worker == worker && e.start > t).map(|e| e.start).min()
     }
 
     /// Whether `worker` was held at some moment from `from` to `to` (its execution then was
@@ -471,14 +469,17 @@ mod tests {
     }
 
     #[test]
-    fn after_a_retry_request_a_new_claim_and_its_run_are_not_stale_but_a_stale_success_is() {
+    fn after_a_retry_request_a_new_start_opens_a_new_run_and_a_claim_alone_does_not() {
         let mut h = taker_failed();
         h.taker_outcome = "retry".into();
         h.writes.retain(|x| x.seq != 4);
         h.writes.push(w(4, "B", 8, Some("doing"), Some("todo")));
         h.writes.push(w(5, "A", 10, Some("todo"), Some("doing")));
         h.writes.push(w(6, "A", 11, Some("doing"), Some("succeeded")));
+        assert!(!stale_write(&h).passed(), "a claim alone is no new run: the success may be the stale one's");
+        h.executions.push(ex("A", 10, Some(11)));
         assert!(stale_write(&h).passed() && current_outcome(&h).passed(), "{:?}", judge(&h));
+        h.executions.pop();
         h.writes.retain(|x| x.seq < 5);
         h.writes.push(w(5, "A", 10, Some("todo"), Some("succeeded")));
         assert!(!stale_write(&h).passed() && !current_outcome(&h).passed(), "{:?}", judge(&h));

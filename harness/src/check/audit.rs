@@ -109,10 +109,6 @@ impl AuditHistory {
         self.executions.len()
     }
 
-    fn held_at(&self, worker: &str, t: DateTime<Utc>) -> bool {
-        self.holds.iter().any(|h| h.worker == worker && h.from <= t && h.to.map(|to| t < to).unwrap_or(true))
-    }
-
     /// When the taker asked for a retry, when `worker` ran the retry after `t`: its first new START
     /// (the ledger's, not a claim: a claim may be followed by a stale write of the worker's old
     /// execution, as pgqueuer's buffered completion shows). Its later writes belong to that run.

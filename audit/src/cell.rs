@@ -188,11 +188,14 @@ fn verdict_of(
     match outcome {
         Ok(history) => {
             let mut checks = audit::judge(&history);
-            if state.kept && !history.executions.iter().any(|e| e.worker == "A" && e.end.is_some()) {
-                // A, the current worker, never ended its body (its library stopped it at shutdown):
-                // it has no outcome to lose, and the job is left to the library's recovery.
+            let b_wrote = checks.iter().any(|c| c.name == audit::STALE_WRITE && !c.passed());
+            let a_lost = checks.iter().any(|c| c.name == audit::CURRENT_OUTCOME && !c.passed());
+            if state.kept && a_lost && !b_wrote {
+                // A, the current worker, never committed its success and nobody else changed the
+                // job: its library let the job go (graphile_worker releases it at shutdown), which
+                // is at-least-once, not an outcome another worker replaced.
                 checks.retain(|c| c.name != audit::CURRENT_OUTCOME);
-                state.observed.push("A's execution never ended: no outcome of the current worker to judge".into());
+                state.observed.push("A's success never committed and nobody else changed the job: not judged".into());
             }
             let verdict = if checks.iter().all(Check::passed) { Outcome::Pass } else { Outcome::Fail };
             (verdict, checks, None, Some(history))

@@ -26,6 +26,7 @@ use fenceproof_harness::{wait, HarnessError};
 use super::experiments::{AuditExperiment, HoldKind, Resume};
 use super::hold::{self, Held};
 use super::libraries::{HeldAt, Library, Runtime, CHECKPOINT_EXPERIMENT};
+use super::takeover;
 
 /// How long a step that needs no recovery may take (a START, an END after the gate opened).
 const STEP: Duration = Duration::from_secs(30);
@@ -96,6 +97,10 @@ pub struct CellResult {
     pub worker_events: Vec<Value>,
     /// Why the experiment does not apply to this library (verdict N/A).
     pub not_applicable: Option<String>,
+    /// How long A was held (paused or frozen, from the first pause to its resume): the pause that
+    /// produced the verdict. `None` when A was killed or never held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_ms: Option<i64>,
     /// What the harness saw of its own fault (the held statement; pauses repeated outside a
     /// library's recovery lock), when worth a line.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -126,6 +131,8 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
         frozen: None,
         tools: None,
         no_takeover: false,
+        kept: false,
+        sigterm_at: None,
         held: None,
         held_pid: 0,
         observed: Vec::new(),
@@ -148,15 +155,7 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
     drop(state.tools.take());
     let reproduce = format!("fenceproof audit --library {} --only {}", lib.name, exp.id);
     let evidence = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    let (verdict, checks, error, history) = match outcome {
-        Ok(history) => {
-            let checks = audit::judge(&history);
-            let verdict = if checks.iter().all(Check::passed) { Outcome::Pass } else { Outcome::Fail };
-            (verdict, checks, None, Some(history))
-        }
-        Err(e) if state.no_takeover => (Outcome::NoTakeover, Vec::new(), Some(e.to_string()), None),
-        Err(e) => (Outcome::Error, Vec::new(), Some(e.to_string()), None),
-    };
+    let (verdict, checks, error, history) = verdict_of(outcome, &mut state);
     let result = CellResult {
         library: lib.name.into(),
         version: lib.version.into(),
@@ -173,11 +172,37 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
         timeline: timeline.entries(),
         worker_events,
         not_applicable: None,
+        paused_ms: state.holds.first().and_then(|h| h.to.map(|to| (to - h.from).num_milliseconds())),
         observed: (!state.observed.is_empty()).then(|| state.observed.join("; ")),
     };
     let _ = std::fs::write(dir.join("cell.json"), serde_json::to_string_pretty(&result).unwrap_or_default());
     let _ = timeline.save(&dir.join("timeline.json"));
     result
+}
+
+/// The cell's verdict, checks, error and history from how its schedule ended.
+fn verdict_of(
+    outcome: Result<AuditHistory, HarnessError>,
+    state: &mut Cell,
+) -> (Outcome, Vec<Check>, Option<String>, Option<AuditHistory>) {
+    match outcome {
+        Ok(history) => {
+            let mut checks = audit::judge(&history);
+            let b_wrote = checks.iter().any(|c| c.name == audit::STALE_WRITE && !c.passed());
+            let a_lost = checks.iter().any(|c| c.name == audit::CURRENT_OUTCOME && !c.passed());
+            if state.kept && a_lost && !b_wrote {
+                // A, the current worker, never committed its success and nobody else changed the
+                // job: its library let the job go (graphile_worker releases it at shutdown), which
+                // is at-least-once, not an outcome another worker replaced.
+                checks.retain(|c| c.name != audit::CURRENT_OUTCOME);
+                state.observed.push("A's success never committed and nobody else changed the job: not judged".into());
+            }
+            let verdict = if checks.iter().all(Check::passed) { Outcome::Pass } else { Outcome::Fail };
+            (verdict, checks, None, Some(history))
+        }
+        Err(e) if state.no_takeover => (Outcome::NoTakeover, Vec::new(), Some(e.to_string()), None),
+        Err(e) => (Outcome::Error, Vec::new(), Some(e.to_string()), None),
+    }
 }
 
 /// The cell of an experiment the library's design does not allow: its reason, no verdict.
@@ -198,6 +223,7 @@ fn not_applicable(lib: &Library, exp: &AuditExperiment, dir: &Path, why: &str) -
         timeline: Vec::new(),
         worker_events: Vec::new(),
         not_applicable: Some(why.to_string()),
+        paused_ms: None,
         observed: None,
     };
     let _ = std::fs::write(dir.join("cell.json"), serde_json::to_string_pretty(&result).unwrap_or_default());
@@ -208,6 +234,10 @@ fn not_applicable(lib: &Library, exp: &AuditExperiment, dir: &Path, why: &str) -
 struct Cell {
     /// The library did not hand the job to B while A was held (paused or frozen, not killed).
     no_takeover: bool,
+    /// A long job (A not held) that nobody took over: A stays the current worker.
+    kept: bool,
+    /// When A was sent SIGTERM (the graceful-shutdown experiment).
+    sigterm_at: Option<DateTime<Utc>>,
     workers: Vec<AdapterWorker>,
     holds: Vec<Hold>,
     /// A's outcome write held inside the database (the held-write experiment), until released.
@@ -358,7 +388,7 @@ async fn schedule(
             bring_back(exp, cell, timeline).await?;
             wait_end_a(ledger_path, &cell.workers[0].events).await?;
             settle(pool, lib.status_column, "A", mark).await?;
-            finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?;
+            finish_b(pool, lib, gates, ledger_path, timeline).await?;
         }
         Resume::Early => {
             let mark = last_seq(pool).await?;
@@ -371,19 +401,24 @@ async fn schedule(
                 bring_back(exp, cell, timeline).await?;
                 open_gate(gates, "A", timeline)?;
             }
-            wait_end_a(ledger_path, &cell.workers[0].events).await?;
+            // A that exited on SIGTERM has no END to wait for.
+            if cell.sigterm_at.is_none() || cell.workers[0].exited().is_none() {
+                wait_end_a(ledger_path, &cell.workers[0].events).await?;
+            }
             settle(pool, lib.status_column, "A", mark).await?;
-            finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?;
+            if !cell.kept {
+                finish_b(pool, lib, gates, ledger_path, timeline).await?;
+            }
         }
         Resume::Late => {
-            finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?;
+            finish_b(pool, lib, gates, ledger_path, timeline).await?;
             bring_back(exp, cell, timeline).await?;
             let mark = last_seq(pool).await?;
             open_gate(gates, "A", timeline)?;
             wait_end_a(ledger_path, &cell.workers[0].events).await?;
             settle(pool, lib.status_column, "A", mark).await?;
         }
-        Resume::Never => finish_b(pool, lib.status_column, gates, ledger_path, timeline).await?,
+        Resume::Never => finish_b(pool, lib, gates, ledger_path, timeline).await?,
     }
     Ok(())
 }
@@ -466,7 +501,7 @@ async fn prepare(
     let ledger_path: PathBuf = tools.ledger.clone();
     cell.tools = Some(tools);
     let enq = adapter
-        .once("enqueue", &url, &["--outcome", exp.outcome], &app_name("enqueue"), Duration::from_secs(60))
+        .once("enqueue", &url, &["--outcome", exp.enqueue_outcome()], &app_name("enqueue"), Duration::from_secs(60))
         .await?;
     let job = enq.iter().find(|e| e["event"] == "enqueued").map(|e| e["job"].clone()).unwrap_or(Value::Null);
     timeline.record("harness", "enqueue", lib.name, json!({"job": job}));
@@ -493,51 +528,101 @@ async fn hold_and_take_over(
         .await
         .map_err(|e| with_last_words(e, &cell.workers[0]))?;
 
-    // The fault: A held past the stall threshold.
+    // The fault: A held past the stall threshold (or, a long job, not held at all).
     if exp.hold == HoldKind::HeldWrite {
         hold_write(stage, lib, timeline, cell).await?;
     }
-    let held_from = Utc::now();
-    hold_a(&stage.pool, lib, exp, timeline, cell).await?;
-    cell.holds.push(Hold { worker: "A".into(), from: held_from, to: None });
+    if exp.hold == HoldKind::Sigterm {
+        signals::send(cell.workers[0].pid, nix::sys::signal::Signal::SIGTERM)?;
+        cell.sigterm_at = Some(Utc::now());
+    }
+    if !matches!(exp.hold, HoldKind::Running | HoldKind::Sigterm) {
+        let held_from = Utc::now();
+        hold_a(&stage.pool, lib, exp, timeline, cell).await?;
+        cell.holds.push(Hold { worker: "A".into(), from: held_from, to: None });
+    }
     timeline.record("harness", "hold", "A", json!({"how": format!("{:?}", exp.hold)}));
 
     // B, with the library's stall recovery, takes the job over.
     cell.workers.push(stage.adapter.spawn_worker(
-        &stage.worker(lib, "B", if exp.same_name { "A" } else { "B" }, "success", true),
+        &stage.worker(lib, "B", if exp.same_name { "A" } else { "B" }, exp.taker, true),
         dir,
         timeline,
     )?);
-    let bound = Duration::from_secs(lib.takeover_s);
-    let taken = match (exp.hold, lib.held_at) {
-        // The row hold also keeps B's own first protected write (it locks the same row) until the
-        // release: the takeover is B's committed claim of that row, and B's START follows it.
-        (HoldKind::HeldWrite, HeldAt::KeyShare(table, _)) => wait_commit(&stage.pool, "B", table, bound).await,
-        _ => {
-            wait_mark(
-                &stage.ledger_path,
-                "B",
-                "start",
-                1,
-                bound,
-                "the library's recovery to hand the job to B (B's START)",
-            )
-            .await
-        }
+    wait_b(stage, lib, exp, timeline, cell).await?;
+    if let (Some(from), Some(how)) = (cell.sigterm_at, cell.workers[0].exited()) {
+        // A exited on SIGTERM without finishing its job: judged as killed from then on.
+        cell.holds.push(Hold { worker: "A".into(), from, to: None });
+        cell.observed.push(format!("A exited on SIGTERM ({how}) without waiting for its job"));
+    }
+    Ok(())
+}
+
+/// B's takeover, as the library's own record or B's START shows it. A long job (A not held) that
+/// nobody takes over within five stall thresholds (at least 10 s) stays A's: the cell goes on with
+/// A as the current worker.
+async fn wait_b(
+    stage: &Stage,
+    lib: &Library,
+    exp: &AuditExperiment,
+    timeline: &Timeline,
+    cell: &mut Cell,
+) -> Result<(), HarnessError> {
+    let running = matches!(exp.hold, HoldKind::Running | HoldKind::Sigterm);
+    let bound = match running {
+        true => Duration::from_secs_f64((lib.stall_s * 5.0).max(10.0)),
+        false => Duration::from_secs(lib.takeover_s),
     };
+    let mut taken = seen_takeover(stage, lib, exp, bound, timeline, cell).await;
+    let a_alive = cell.workers[0].exited().is_none();
+    if let (true, Err(_), false) = (exp.hold == HoldKind::Sigterm, &taken, a_alive) {
+        // A exited on SIGTERM: the library's recovery of a gone worker, within its own bound.
+        taken = seen_takeover(stage, lib, exp, Duration::from_secs(lib.takeover_s), timeline, cell).await;
+    }
+    if let (true, Err(_), true, None) = (running, &taken, a_alive, cell.workers[1].exited()) {
+        cell.kept = true;
+        let what = format!("B did not start the job within {} s while A, alive, ran it", bound.as_secs());
+        timeline.record("harness", "observed", "kept", json!({"bound_s": bound.as_secs()}));
+        cell.observed.push(format!("{what}; A is the current worker"));
+        return Ok(());
+    }
     if let Err(e) = taken {
         // With A held but alive, no takeover is an observation about the library (it keeps the job
         // with the worker it believes alive), not a harness failure; with A killed it is an error.
         cell.no_takeover = exp.hold != HoldKind::Kill && cell.workers[1].exited().is_none();
         if cell.no_takeover && cell.held_pid != 0 {
-            if let Some(why) = hold::blocked_takeover(&stage.pool, cell.held_pid, lib).await {
-                return Err(HarnessError::Other(why));
-            }
+            let why = hold::blocked_takeover(&stage.pool, cell.held_pid, lib).await;
+            return Err(HarnessError::Other(format!("{e}; {why}")));
         }
         return Err(with_last_words(e, &cell.workers[1]));
     }
     timeline.record("harness", "observed", "takeover", json!({"by": "B"}));
     Ok(())
+}
+
+/// Wait (at most `bound`) for B's takeover: its committed claim under a row hold, else its START
+/// or the system's own ownership record.
+async fn seen_takeover(
+    stage: &Stage,
+    lib: &Library,
+    exp: &AuditExperiment,
+    bound: Duration,
+    timeline: &Timeline,
+    cell: &mut Cell,
+) -> Result<(), HarnessError> {
+    match (exp.hold, lib.held_at) {
+        // The row hold also keeps B's own first protected write (it locks the same row) until the
+        // release: the takeover is B's committed claim of that row, and B's START follows it.
+        (HoldKind::HeldWrite, HeldAt::KeyShare(table, _)) => wait_commit(&stage.pool, "B", table, bound).await,
+        _ => {
+            let started = || Ok(count(&ledger_marks(&stage.ledger_path)?, "B", "start") >= 1);
+            let seen = takeover::wait(&stage.pool, lib, started, bound, SETTLE, timeline).await?;
+            if let takeover::Seen::Record(d) = seen {
+                cell.observed.push(format!("takeover seen in the system's own record, not by B's START: {d}"));
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Pause (or freeze, or kill) A; a pause lands outside the library's recovery lock.
@@ -549,11 +634,12 @@ async fn hold_a(
     cell: &mut Cell,
 ) -> Result<(), HarnessError> {
     let a_pid = cell.workers[0].pid;
-    let tries = match exp.hold {
+    let except = cell.held_pid;
+    let at = match exp.hold {
         HoldKind::Sigstop | HoldKind::HeldWrite => {
             signals::pause(a_pid).await?;
             let (p, r) = (|| signals::pause(a_pid), || signals::resume(a_pid));
-            hold::outside_recovery_lock(pool, lib, &app_name("A"), timeline, p, r).await?
+            hold::outside_library_locks(pool, lib, &app_name("A"), except, timeline, p, r).await?
         }
         HoldKind::Freeze => {
             let frozen = std::sync::Arc::new(tokio::sync::Mutex::new(Some(Frozen::freeze(a_pid).await?)));
@@ -575,18 +661,23 @@ async fn hold_a(
                     Ok(())
                 }
             };
-            let tries = hold::outside_recovery_lock(pool, lib, &app_name("A"), timeline, freeze, thaw).await?;
+            let at = hold::outside_library_locks(pool, lib, &app_name("A"), except, timeline, freeze, thaw).await?;
             cell.frozen = frozen.lock().await.take();
-            tries
+            at
         }
         HoldKind::Kill => {
             cell.workers[0].kill().await;
-            0
+            hold::PausedAt::default()
         }
+        HoldKind::Running | HoldKind::Sigterm => hold::PausedAt::default(),
     };
-    if let (true, Some(lock)) = (tries > 0, lib.recovery_lock) {
-        timeline.record("harness", "observed", "repaused", json!({"tries": tries}));
-        cell.observed.push(format!("A paused again {tries} time(s): it held {}", lock.what));
+    if at.tries > 0 {
+        timeline.record("harness", "observed", "repaused", json!({"tries": at.tries, "why": at.why}));
+        let last = at.why.last().map(String::as_str).unwrap_or("");
+        cell.observed.push(format!("A paused again {} time(s) (last: {last})", at.tries));
+    }
+    if !at.inside.is_empty() {
+        cell.observed.push(format!("A paused inside its library's transaction: {}", at.inside.join("; ")));
     }
     Ok(())
 }
@@ -603,8 +694,8 @@ async fn hold_write(stage: &Stage, lib: &Library, timeline: &Timeline, cell: &mu
     let (pid, query) =
         held.wait_held(&stage.pool, &app, STEP).await.map_err(|e| with_last_words(e, &cell.workers[0]))?;
     cell.held_pid = pid;
-    let locks = hold::held_locks(&stage.pool, pid, lib).await;
-    let detail = json!({"pid": pid, "query": hold::one_line(&query, 300), "locked_before": locks});
+    let rows = hold::held_rows(&stage.pool, pid).await;
+    let detail = json!({"pid": pid, "query": hold::one_line(&query, 300), "rows_held_before": rows});
     timeline.record("harness", "observed", "write_held", detail);
     cell.observed.push(format!("A's write held: `{}`", hold::one_line(&query, 120).replace('`', "'")));
     Ok(())
@@ -656,22 +747,59 @@ async fn collect(
     let commits = audit_commits::read(&pool).await?;
     pool.close().await;
     std::fs::write(dir.join("commits.json"), serde_json::to_string_pretty(&commits).unwrap_or_default())?;
-    Ok(history(lib, checkpoint_table(lib, exp), &ledger_marks(&stage.ledger_path)?, &commits, &cell.holds))
+    let mut h = history(lib, checkpoint_table(lib, exp), &ledger_marks(&stage.ledger_path)?, &commits, &cell.holds);
+    h.taker_outcome = exp.taker.into();
+    if cell.kept {
+        // Nobody took the job from A: A is the current worker, and B must not have touched it.
+        (h.stalled, h.taker, h.taker_outcome) = ("B".into(), "A".into(), exp.outcome.into());
+    }
+    Ok(h)
 }
 
 /// B's gate opens; wait for its END and (at most the settle window) for its outcome to commit.
+/// A B that never started the body (a takeover seen in the system's own record) ends when it
+/// commits the job's outcome without running it (a workflow finished from its recorded steps).
 async fn finish_b(
     pool: &sqlx::PgPool,
-    status: &str,
+    lib: &Library,
     gates: &Path,
     ledger_path: &Path,
     timeline: &Timeline,
 ) -> Result<(), HarnessError> {
     let mark = last_seq(pool).await?;
     open_gate(gates, "B", timeline)?;
-    wait_mark(ledger_path, "B", "end", 1, STEP, "B's execution to end after its gate opened").await?;
-    settle(pool, status, "B", mark).await?;
+    let what =
+        "B's execution to end after its gate opened (its END, or the job's outcome committed by B without a START)";
+    let ended = wait::until(what, STEP, || async move {
+        let marks = ledger_marks(ledger_path)?;
+        if count(&marks, "B", "end") >= 1 {
+            return Ok(Some(true));
+        }
+        Ok((count(&marks, "B", "start") == 0 && outcome_without_start(pool, lib).await?).then_some(false))
+    })
+    .await?;
+    if !ended {
+        timeline.record("harness", "observed", "outcome_without_start", json!({"worker": "B"}));
+    }
+    settle(pool, lib.status_column, "B", mark).await?;
     Ok(())
+}
+
+/// Whether B committed an outcome of the job (a state change out of the claimed states, or a
+/// delete) though its body never started.
+async fn outcome_without_start(pool: &sqlx::PgPool, lib: &Library) -> Result<bool, HarnessError> {
+    let claimed: Vec<String> = lib.claimed.iter().map(|s| s.to_string()).collect();
+    let n: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM fenceproof_audit.commits WHERE writer = 'fp-audit-B'
+            AND (table_name = $1 OR table_name = 'public.' || $1)
+            AND (op = 'DELETE' OR (old_row->>$2 IS DISTINCT FROM new_row->>$2 AND NOT (new_row->>$2 = ANY($3))))",
+    )
+    .bind(lib.table.trim_start_matches("public."))
+    .bind(lib.status_column)
+    .bind(&claimed)
+    .fetch_one(pool)
+    .await?;
+    Ok(n > 0)
 }
 
 /// Resume or thaw A, and close its hold window.
@@ -683,7 +811,7 @@ async fn bring_back(exp: &AuditExperiment, cell: &mut Cell, timeline: &Timeline)
                 f.thaw().await?;
             }
         }
-        HoldKind::Kill => return Ok(()),
+        HoldKind::Kill | HoldKind::Running | HoldKind::Sigterm => return Ok(()),
     }
     if let Some(h) = cell.holds.last_mut() {
         h.to = Some(Utc::now());
@@ -757,6 +885,7 @@ pub fn history(
         holds: holds.to_vec(),
         claimed: lib.claimed.iter().map(|s| s.to_string()).collect(),
         success: lib.success,
+        taker_outcome: "success".into(),
         checkpoints,
     }
 }

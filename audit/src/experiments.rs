@@ -15,6 +15,13 @@ pub enum HoldKind {
     Freeze,
     /// SIGKILL: it never comes back.
     Kill,
+    /// SIGTERM mid-job (a deploy's graceful shutdown), not paused: A's job goes on past the stall
+    /// threshold while A shuts down; a library that waits for running jobs keeps A alive until
+    /// its gate opens, one that does not lets A exit (then it is judged as killed).
+    Sigterm,
+    /// Nothing: A stays alive and its job runs on past the stall threshold (a long job, not a
+    /// paused worker). A takeover, if any, is a second live execution.
+    Running,
     /// A's gate opens and its outcome write is held inside the database (a statement trigger or
     /// the harness's row hold: `Library::held_at`) before it touches a row; then A is paused
     /// (SIGSTOP) so its claim expires. The write is released after B took over, then A resumes.
@@ -38,6 +45,9 @@ pub struct AuditExperiment {
     pub resume: Resume,
     /// How A's execution ends when it comes back: success, fail or retry.
     pub outcome: &'static str,
+    /// How B's execution ends: success, or (the cells where a stale success would erase it) a
+    /// final failure or a retry request.
+    pub taker: &'static str,
     /// B starts under A's own worker name (a restarted pod keeps its name: §02).
     pub same_name: bool,
     pub title: &'static str,
@@ -49,6 +59,7 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         hold: HoldKind::Sigstop,
         resume: Resume::Early,
         outcome: "success",
+        taker: "success",
         same_name: false,
         title: "A paused (SIGSTOP), B takes over, A resumes while B runs and completes",
     },
@@ -57,6 +68,7 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         hold: HoldKind::Sigstop,
         resume: Resume::Early,
         outcome: "fail",
+        taker: "success",
         same_name: false,
         title: "A paused, B takes over, A resumes while B runs and fails the job",
     },
@@ -65,6 +77,7 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         hold: HoldKind::Sigstop,
         resume: Resume::Early,
         outcome: "retry",
+        taker: "success",
         same_name: false,
         title: "A paused, B takes over, A resumes while B runs and asks for a retry",
     },
@@ -73,6 +86,7 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         hold: HoldKind::Sigstop,
         resume: Resume::Late,
         outcome: "success",
+        taker: "success",
         same_name: false,
         title: "A paused, B takes over and completes, then A resumes and completes",
     },
@@ -81,14 +95,34 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         hold: HoldKind::Sigstop,
         resume: Resume::Late,
         outcome: "fail",
+        taker: "success",
         same_name: false,
         title: "A paused, B takes over and completes, then A resumes and fails the job",
+    },
+    AuditExperiment {
+        id: "late-success-over-fail",
+        hold: HoldKind::Sigstop,
+        resume: Resume::Late,
+        outcome: "success",
+        taker: "fail",
+        same_name: false,
+        title: "A paused, B takes over and fails the job for good, then A resumes and completes (a stale success over the current worker's failure)",
+    },
+    AuditExperiment {
+        id: "late-success-over-retry",
+        hold: HoldKind::Sigstop,
+        resume: Resume::Late,
+        outcome: "success",
+        taker: "retry",
+        same_name: false,
+        title: "A paused, B takes over and asks for a retry, then A resumes and completes (a stale success over the current worker's retry request)",
     },
     AuditExperiment {
         id: "freeze-early-success",
         hold: HoldKind::Freeze,
         resume: Resume::Early,
         outcome: "success",
+        taker: "success",
         same_name: false,
         title: "A frozen (cgroup freezer), B takes over, A thawed while B runs and completes",
     },
@@ -97,6 +131,7 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         hold: HoldKind::Sigstop,
         resume: Resume::Early,
         outcome: "success",
+        taker: "success",
         same_name: true,
         title: "A paused; B, started under A's own worker name (a restart), takes over; A resumes while B runs and completes",
     },
@@ -105,6 +140,7 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         hold: HoldKind::Sigstop,
         resume: Resume::Early,
         outcome: "checkpoint",
+        taker: "success",
         same_name: false,
         title: "A paused, B takes over, A resumes while B runs, writes the library's checkpoint/progress record, and completes",
     },
@@ -113,18 +149,66 @@ pub const EXPERIMENTS: &[AuditExperiment] = &[
         hold: HoldKind::HeldWrite,
         resume: Resume::Early,
         outcome: "success",
+        taker: "success",
         same_name: false,
         title: "A's completion held inside the database while A is paused, its claim expires and B takes over; then released (§05: valid at check, expired at commit)",
+    },
+    AuditExperiment {
+        id: "long-job-success",
+        hold: HoldKind::Running,
+        resume: Resume::Early,
+        outcome: "success",
+        taker: "success",
+        same_name: false,
+        title: "A is not paused: its job runs past five stall thresholds while B's recovery runs; a takeover is a second live execution, and with none A's success must stand",
+    },
+    AuditExperiment {
+        id: "sigterm-mid-job",
+        hold: HoldKind::Sigterm,
+        resume: Resume::Early,
+        outcome: "success",
+        taker: "success",
+        same_name: false,
+        title: "A gets SIGTERM mid-job (a deploy's graceful shutdown) while its job goes on past the stall threshold; a takeover while A still runs is a second live execution",
+    },
+    AuditExperiment {
+        id: "restart-live-same-name",
+        hold: HoldKind::Running,
+        resume: Resume::Early,
+        outcome: "success",
+        taker: "success",
+        same_name: true,
+        title: "A keeps running its job; B starts under A's own worker name (a restarted pod keeping its name) and its startup recovery races A, the live executor",
     },
     AuditExperiment {
         id: "kill-control",
         hold: HoldKind::Kill,
         resume: Resume::Never,
         outcome: "success",
+        taker: "success",
         same_name: false,
         title: "A killed (SIGKILL) instead of paused, B takes over and completes: the fault's control",
     },
 ];
+
+impl AuditExperiment {
+    /// The outcome the job is enqueued for (a library may shape the job for it: more attempts
+    /// when a retry is asked for, by either worker).
+    pub fn enqueue_outcome(&self) -> &'static str {
+        if self.taker == "retry" {
+            "retry"
+        } else if self.taker == "fail" {
+            "fail"
+        } else {
+            self.outcome
+        }
+    }
+
+    /// Whether either worker asks its library for a retry.
+    pub fn asks_retry(&self) -> bool {
+        self.outcome == "retry" || self.taker == "retry"
+    }
+}
 
 /// The experiments named in `ids` (all when `None`), or the unknown id.
 pub fn select(ids: Option<&[String]>) -> Result<Vec<AuditExperiment>, String> {

@@ -9,6 +9,7 @@
 //!   back, how its execution ends);
 //! - [`cell`]: one library under one experiment, from a fresh database to its checks;
 //! - [`hold`]: a write of A held inside the database, and a pause placed outside a library's recovery lock;
+//! - [`takeover`]: how a cell knows B took the job: its START, or the system's own ownership record;
 //! - [`report`]: the audit table in the terminal, JSON, Markdown and HTML;
 //! - [`rust_build`]: the Rust libraries' adapters, built (in a workspace of their own) when the audit runs.
 
@@ -18,3 +19,4 @@ pub mod hold;
 pub mod libraries;
 pub mod report;
 pub mod rust_build;
+pub mod takeover;

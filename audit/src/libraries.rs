@@ -8,6 +8,9 @@ use fenceproof_harness::check::audit::Success;
 /// The experiment that needs a checkpoint table.
 pub const CHECKPOINT_EXPERIMENT: &str = "checkpoint-early";
 
+/// The experiment whose reason, when a library gives one, covers every experiment asking for a retry.
+pub const RETRY_EXPERIMENT: &str = "pause-early-retry";
+
 /// Where the held-write experiment holds the stale worker's outcome write inside the database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeldAt {
@@ -88,8 +91,11 @@ pub struct Library {
 impl Library {
     /// Why `experiment` does not apply to this library, when it does not.
     pub fn not_applicable(&self, experiment: &str) -> Option<&'static str> {
-        let listed = self.not_applicable.iter().find(|(e, _)| *e == experiment).map(|(_, why)| *why);
-        listed.or_else(|| {
+        let find = |id: &str| self.not_applicable.iter().find(|(e, _)| *e == id).map(|(_, why)| *why);
+        // A library without a retry request (its `pause-early-retry` reason) cannot take part in
+        // any experiment where a worker asks for one.
+        let asks_retry = crate::experiments::EXPERIMENTS.iter().any(|e| e.id == experiment && e.asks_retry());
+        find(experiment).or_else(|| asks_retry.then(|| find(RETRY_EXPERIMENT)).flatten()).or_else(|| {
             (experiment == CHECKPOINT_EXPERIMENT && self.checkpoint_table.is_none())
                 .then_some("the library keeps no checkpoint or progress record of a running job")
         })
@@ -213,6 +219,7 @@ pub const LIBRARIES: &[Library] = &[
         recovery_lock: None,
         not_applicable: &[
             ("pause-early-retry", "DBOS has no job-level retry request: a step's retries run inside the same execution"),
+            ("long-job-success", "DBOS has no heartbeat: a live executor's workflows are recovered only when it is declared dead (Conductor, 60 s without its heartbeat to Conductor, or an operator); the adapter's recovery declares every other executor dead at once"),
         ],
     },
     Library {

@@ -111,6 +111,7 @@ pub fn summary(results: &[CellResult]) -> serde_json::Value {
                 "failed": failed,
                 "note": r.not_applicable.clone().or_else(|| r.error.clone()).or_else(|| r.observed.clone()),
                 "evidence": r.evidence,
+                "paused_s": r.paused_ms.map(|ms| (ms as f64 / 100.0).round() / 10.0),
             })
         })
         .collect();
@@ -126,6 +127,10 @@ fn summary_cell(c: &serde_json::Value) -> String {
     let n = c["executions"].as_u64().unwrap_or(0);
     if n > 1 && matches!(verdict, "PASS" | "FAIL") {
         let _ = write!(s, " (x{n})");
+    }
+    // A FAIL says the pause that produced it (A held from its first pause to its resume).
+    if let (true, Some(p)) = (verdict == "FAIL", c["paused_s"].as_f64()) {
+        let _ = write!(s, " after a {p:.1} s pause");
     }
     s
 }
@@ -167,18 +172,19 @@ pub fn summary_markdown(summary: &serde_json::Value) -> String {
 /// many times the body ran, and the note (why N/A, or what was observed instead of a verdict).
 pub fn summary_library_markdown(summary: &serde_json::Value, library: &str) -> String {
     let mut s = String::from(
-        "| experiment | verdict | body ran | failed checks | note | evidence folder |\n|---|---|---|---|---|---|\n",
+        "| experiment | verdict | body ran | failed checks | A held (s) | note | evidence folder |\n|---|---|---|---|---|---|---|\n",
     );
     for c in summary.as_array().into_iter().flatten().filter(|c| c["library"] == library) {
         let failed: Vec<&str> =
             c["failed"].as_array().map(|a| a.iter().filter_map(|f| f.as_str()).collect()).unwrap_or_default();
         let _ = writeln!(
             s,
-            "| `{}` | {} | {} | {} | {} | `{}/` |",
+            "| `{}` | {} | {} | {} | {} | {} | `{}/` |",
             c["experiment"].as_str().unwrap_or(""),
             c["verdict"].as_str().unwrap_or(""),
             c["executions"].as_u64().unwrap_or(0),
             if failed.is_empty() { "-".to_string() } else { failed.join(", ") },
+            c["paused_s"].as_f64().map(|p| format!("{p:.1}")).unwrap_or_else(|| "-".into()),
             c["note"].as_str().unwrap_or("").replace('|', "\\|").replace('\n', " "),
             c["evidence"].as_str().unwrap_or("")
         );
@@ -241,11 +247,55 @@ pub fn html(results: &[CellResult], title: &str) -> String {
          pre{{background:#f6f6f6;padding:6px;white-space:pre-wrap}}</style><h1>{t}</h1>",
         t = esc(title)
     );
+    html_matrix(&mut s, results);
     html_table(&mut s, results);
     for (i, r) in results.iter().enumerate() {
         html_cell(&mut s, i, r);
     }
     s
+}
+
+/// The matrix: one row per system, one column per experiment; each cell its verdict, what failed,
+/// the pause behind it, and links to its section, its evidence folder and its timeline.
+fn html_matrix(s: &mut String, results: &[CellResult]) {
+    let mut libs: Vec<&str> = Vec::new();
+    let mut exps: Vec<&str> = Vec::new();
+    for r in results {
+        if !libs.contains(&r.library.as_str()) {
+            libs.push(&r.library);
+        }
+        if !exps.contains(&r.experiment.as_str()) {
+            exps.push(&r.experiment);
+        }
+    }
+    s.push_str("<h2>Systems × experiments</h2><table><tr><th>system</th>");
+    for e in &exps {
+        let _ = write!(s, "<th>{}</th>", esc(e));
+    }
+    s.push_str("</tr>");
+    for lib in &libs {
+        let _ = write!(s, "<tr><th>{}</th>", esc(lib));
+        for e in &exps {
+            let Some((i, r)) = results.iter().enumerate().find(|(_, r)| r.library == *lib && r.experiment == *e) else {
+                s.push_str("<td>-</td>");
+                continue;
+            };
+            let failed: Vec<&str> = r.checks.iter().filter(|c| !c.passed()).map(|c| short(&c.name)).collect();
+            let pause = r.paused_ms.map(|ms| format!(" · A held {:.1} s", ms as f64 / 1000.0)).unwrap_or_default();
+            let _ = write!(
+                s,
+                "<td class=\"{c}\"><a href=\"#c{i}\">{v}</a>{f}<br><small>ran {n}{pause} · <a href=\"{ev}/\">evidence</a> · \
+                 <a href=\"{ev}/timeline.json\">timeline</a></small></td>",
+                c = css_class(r.verdict),
+                v = r.verdict.label(),
+                f = if failed.is_empty() { String::new() } else { format!(": {}", esc(&failed.join(", "))) },
+                n = r.executions,
+                ev = esc(&r.evidence)
+            );
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</table><h2>Cells</h2>");
 }
 
 /// The table: one row per cell, its verdict and a mark per judged column.
@@ -365,7 +415,7 @@ mod tests {
     fn summary_of_two() -> serde_json::Value {
         json!([
             {"library": "q", "version": "1.0", "experiment": "e1", "verdict": "FAIL", "executions": 2,
-             "failed": ["stale write", "outcome lost"], "note": null, "evidence": "q-e1"},
+             "failed": ["stale write", "outcome lost"], "note": null, "evidence": "q-e1", "paused_s": 3.4},
             {"library": "q", "version": "1.0", "experiment": "e2", "verdict": "N/A", "executions": 0,
              "failed": [], "note": "no such thing | here", "evidence": "q-e2"},
             {"library": "r", "version": "2", "experiment": "e1", "verdict": "PASS", "executions": 1,
@@ -378,7 +428,7 @@ mod tests {
         let m = summary_markdown(&summary_of_two());
         let lines: Vec<&str> = m.lines().collect();
         assert_eq!(lines[0], "| library | `e1` | `e2` |");
-        assert_eq!(lines[2], "| q 1.0 | FAIL: stale write, outcome lost (x2) | N/A |");
+        assert_eq!(lines[2], "| q 1.0 | FAIL: stale write, outcome lost (x2) after a 3.4 s pause | N/A |");
         assert_eq!(lines[3], "| r 2 | PASS | - |", "a cell the run did not have is a dash");
     }
 
@@ -391,5 +441,37 @@ mod tests {
         let t = summary_library_markdown(&s, "q");
         assert!(t.contains("no such thing \\| here"), "{t}");
         assert_eq!(t.lines().count(), 4, "{t}");
+    }
+
+    fn cell(library: &str, experiment: &str, verdict: Outcome) -> CellResult {
+        CellResult {
+            library: library.into(),
+            version: "1".into(),
+            experiment: experiment.into(),
+            control: false,
+            verdict,
+            executions: 2,
+            checks: Vec::new(),
+            error: None,
+            duration_ms: 0,
+            evidence: format!("{library}-{experiment}"),
+            reproduce: String::new(),
+            history: None,
+            timeline: Vec::new(),
+            worker_events: Vec::new(),
+            not_applicable: None,
+            paused_ms: Some(3400),
+            observed: None,
+        }
+    }
+
+    #[test]
+    fn the_html_matrix_has_a_cell_per_system_and_experiment_linking_its_evidence_and_timeline() {
+        let rs = [cell("q", "e1", Outcome::Fail), cell("q", "e2", Outcome::Pass), cell("r", "e2", Outcome::Pass)];
+        let page = html(&rs, "t");
+        let matrix = &page[page.find("<h2>Systems").unwrap()..page.find("<h2>Cells").unwrap()];
+        assert_eq!(matrix.matches("<tr><th>").count(), 3, "the header and a row per system: {matrix}");
+        assert!(matrix.contains("<a href=\"q-e1/timeline.json\">timeline</a>"), "{matrix}");
+        assert!(matrix.contains("A held 3.4 s") && matrix.contains("<td>-</td>"), "r has no e1: {matrix}");
     }
 }

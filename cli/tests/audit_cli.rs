@@ -130,6 +130,11 @@ fn dbos_refuses_the_stale_executor_runs_its_step_twice_and_says_why_retry_does_n
     let retry = cell(&cells, "dbos", "pause-early-retry");
     assert_eq!(retry["verdict"], "N/A", "{retry:#}");
     assert!(retry["not_applicable"].as_str().unwrap().contains("no job-level retry"), "{retry:#}");
+    // B finishes the recovered workflow from A's recorded step output without running the body:
+    // the takeover is read from DBOS's own record, and A's released write is refused.
+    let held = cell(&cells, "dbos", "held-write-early");
+    assert_eq!(held["verdict"], "PASS", "{held:#}");
+    assert!(held["observed"].as_str().unwrap_or("").contains("system's own record"), "{held:#}");
     let dir = std::fs::read_link(reports.join("latest")).map(|l| reports.join(l)).unwrap();
     let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
     assert!(summary.contains("\"verdict\": \"N/A\""), "{summary}");

@@ -105,6 +105,9 @@ pub struct AuditHistory {
     /// Status values that mean "a worker has claimed the job and runs it".
     pub claimed: Vec<String>,
     pub success: Success,
+    /// How the taker's execution ends: "success" (its success must stand), "fail" or "retry" (its
+    /// failure or retry request, the first change of the job it commits after its END, must stand).
+    pub taker_outcome: String,
     /// The committed writes of the library's checkpoint/progress table, when the experiment
     /// watched one (a stale checkpoint is then judged).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -122,8 +125,38 @@ impl AuditHistory {
         self.executions.len()
     }
 
-    fn held_at(&self, worker: &str, t: DateTime<Utc>) -> bool {
-        self.holds.iter().any(|h| h.worker == worker && h.from <= t && h.to.map(|to| t < to).unwrap_or(true))
+    /// When the taker asked for a retry, when `worker` ran the retry after `t`: its first new START
+    /// (the ledger's, not a claim: a claim may be followed by a stale write of the worker's old
+    /// execution, as pgqueuer's buffered completion shows). Its later writes belong to that run.
+    fn retried_by(&self, worker: &str, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        if self.taker_outcome != "retry" {
+            return None;
+        }
+        self.executions.iter().filter(|e| e.worker == worker && e.start > t).map(|e| e.start).min()
+    }
+
+    /// Whether `worker` was held at some moment from `from` to `to` (its execution then was
+    /// superseded by the takeover: a stale one, whatever runs beside it later).
+    fn held_during(&self, worker: &str, from: DateTime<Utc>, to: DateTime<Utc>) -> bool {
+        self.holds.iter().any(|h| h.worker == worker && h.from <= to && h.to.map(|x| x > from).unwrap_or(true))
+    }
+
+    /// The taker's own outcome write: its success, or (when it failed or asked for a retry) the
+    /// first change of the job it committed after its execution's END.
+    fn taker_outcome_write(&self) -> Option<&JobWrite> {
+        if self.taker_outcome == "success" {
+            return self.writes.iter().rev().find(|w| {
+                w.writer == self.taker
+                    && match self.success {
+                        Success::Status(s) => {
+                            w.status_after.as_deref() == Some(s) && w.status_before.as_deref() != Some(s)
+                        }
+                        Success::Deleted => w.op == "DELETE",
+                    }
+            });
+        }
+        let end = self.executions.iter().filter(|e| e.worker == self.taker).find_map(|e| e.end)?;
+        self.writes.iter().find(|w| w.writer == self.taker && w.at >= end && w.changes_state())
     }
 
     fn is_fresh_claim(&self, w: &JobWrite) -> bool {
@@ -142,7 +175,12 @@ pub fn stale_write(h: &AuditHistory) -> Check {
             format!("{} never committed a change of the job: no takeover to judge", h.taker),
         );
     };
-    let late: Vec<&JobWrite> = h.writes.iter().filter(|w| w.writer == h.stalled && w.at > takeover).collect();
+    let own_run = h.retried_by(&h.stalled, takeover);
+    let late: Vec<&JobWrite> = h
+        .writes
+        .iter()
+        .filter(|w| w.writer == h.stalled && w.at > takeover && own_run.is_none_or(|r| w.at < r))
+        .collect();
     let (state, touch): (Vec<&JobWrite>, Vec<&JobWrite>) =
         late.into_iter().filter(|w| !h.is_fresh_claim(w)).partition(|w| w.changes_state());
     let touches = if touch.is_empty() {
@@ -184,7 +222,9 @@ pub fn concurrent_executions(h: &AuditHistory) -> Check {
     for (i, e) in h.executions.iter().enumerate() {
         for o in &h.executions[..i] {
             let running = o.start <= e.start && o.end.map(|end| end > e.start).unwrap_or(true);
-            if running && !h.held_at(&o.worker, e.start) {
+            // An execution whose worker was held after it started was superseded by the takeover:
+            // a stale one, judged by the stale-write check, not a live owner's.
+            if running && !h.held_during(&o.worker, o.start, e.start) {
                 bad.push(format!(
                     "{}'s execution started at {} while {}'s (started {}) ran unpaused",
                     e.worker,
@@ -211,30 +251,38 @@ pub fn concurrent_executions(h: &AuditHistory) -> Check {
 /// The taker's own outcome write (its success) committed, and no later write by anyone else
 /// changed the job's state.
 pub fn current_outcome(h: &AuditHistory) -> Check {
-    let own = h.writes.iter().rev().find(|w| {
-        w.writer == h.taker
-            && match h.success {
-                Success::Status(s) => w.status_after.as_deref() == Some(s) && w.status_before.as_deref() != Some(s),
-                Success::Deleted => w.op == "DELETE",
-            }
-    });
-    let Some(own) = own else {
-        let last = h.writes.iter().rev().find(|w| w.changes_state()).map(|w| w.describe()).unwrap_or("none".into());
-        return Check::fail(
-            CURRENT_OUTCOME,
-            format!("{}'s success never committed; the job's last state change: {last}", h.taker),
-        );
+    let taker_end = h.executions.iter().filter(|e| e.worker == h.taker).find_map(|e| e.end);
+    // A retry request may change nothing of the job's row (the reference releases its lease):
+    // then what must stand is that nobody else changes the job's state after the taker's END.
+    let (own, since_seq, since_at) = match (h.taker_outcome_write(), taker_end) {
+        (Some(w), _) => (w.describe(), w.seq, w.at),
+        (None, Some(end)) if h.taker_outcome == "retry" => (
+            format!("{}'s retry request (no change of the job's row; END at {})", h.taker, end.format("%H:%M:%S%.3f")),
+            0,
+            end,
+        ),
+        (None, _) => {
+            let last = h.writes.iter().rev().find(|w| w.changes_state()).map(|w| w.describe()).unwrap_or("none".into());
+            return Check::fail(
+                CURRENT_OUTCOME,
+                format!("{}'s {} never committed; the job's last state change: {last}", h.taker, h.taker_outcome),
+            );
+        }
     };
+    // After a retry request, a fresh claim is the retry running, and the claimer's later writes are
+    // its new execution's.
+    let new_run = |w: &JobWrite| h.is_fresh_claim(w) || h.retried_by(&w.writer, since_at).is_some_and(|r| r <= w.at);
     let after: Vec<String> = h
         .writes
         .iter()
-        .filter(|w| w.seq > own.seq && w.writer != h.taker && w.changes_state())
+        .filter(|w| w.seq > since_seq && (since_seq > 0 || w.at > since_at) && w.writer != h.taker && w.changes_state())
+        .filter(|w| h.taker_outcome != "retry" || !new_run(w))
         .map(|w| w.describe())
         .collect();
     if after.is_empty() {
-        Check::pass(CURRENT_OUTCOME, format!("{} stands", own.describe()))
+        Check::pass(CURRENT_OUTCOME, format!("{} stands", own))
     } else {
-        Check::fail(CURRENT_OUTCOME, format!("{} replaced by {}", own.describe(), after.join("; ")))
+        Check::fail(CURRENT_OUTCOME, format!("{} replaced by {}", own, after.join("; ")))
     }
 }
 
@@ -318,6 +366,7 @@ mod tests {
             holds: vec![Hold { worker: "A".into(), from: t(1), to: Some(t(5)) }],
             claimed: vec!["doing".into()],
             success: Success::Status("succeeded"),
+            taker_outcome: "success".into(),
             checkpoints: None,
         }
     }
@@ -408,5 +457,68 @@ mod tests {
         h.writes.retain(|x| x.writer != "B");
         let c = stale_write(&h);
         assert!(!c.passed() && c.evidence.contains("no takeover"), "{c:?}");
+    }
+
+    /// B fails the job for good at 8 (its END at 7); A comes back at 9.
+    fn taker_failed() -> AuditHistory {
+        let mut h = fenced();
+        h.taker_outcome = "fail".into();
+        h.executions[1].end = Some(t(7));
+        h.writes.retain(|x| x.seq != 4);
+        h.writes.push(w(4, "B", 8, Some("doing"), Some("failed")));
+        h.holds[0].to = Some(t(9));
+        h
+    }
+
+    #[test]
+    fn a_stale_success_over_the_takers_failure_loses_it_and_the_failure_alone_stands() {
+        let mut h = taker_failed();
+        assert!(judge(&h).iter().all(|c| c.passed()), "{:?}", judge(&h));
+        h.writes.push(w(5, "A", 10, Some("failed"), Some("succeeded")));
+        let c = current_outcome(&h);
+        assert!(!c.passed() && c.evidence.contains("replaced by #5"), "{c:?}");
+        assert!(!stale_write(&h).passed());
+    }
+
+    #[test]
+    fn after_a_retry_request_a_new_start_opens_a_new_run_and_a_claim_alone_does_not() {
+        let mut h = taker_failed();
+        h.taker_outcome = "retry".into();
+        h.writes.retain(|x| x.seq != 4);
+        h.writes.push(w(4, "B", 8, Some("doing"), Some("todo")));
+        h.writes.push(w(5, "A", 10, Some("todo"), Some("doing")));
+        h.writes.push(w(6, "A", 11, Some("doing"), Some("succeeded")));
+        assert!(!stale_write(&h).passed(), "a claim alone is no new run: the success may be the stale one's");
+        h.executions.push(ex("A", 10, Some(11)));
+        assert!(stale_write(&h).passed() && current_outcome(&h).passed(), "{:?}", judge(&h));
+        h.executions.pop();
+        h.writes.retain(|x| x.seq < 5);
+        h.writes.push(w(5, "A", 10, Some("todo"), Some("succeeded")));
+        assert!(!stale_write(&h).passed() && !current_outcome(&h).passed(), "{:?}", judge(&h));
+    }
+
+    #[test]
+    fn a_retry_request_that_changes_no_row_stands_until_someone_else_changes_the_job() {
+        let mut h = taker_failed();
+        h.taker_outcome = "retry".into();
+        h.writes.retain(|x| x.seq != 4);
+        let c = current_outcome(&h);
+        assert!(c.passed() && c.evidence.contains("retry request"), "{c:?}");
+        h.writes.push(w(5, "A", 10, Some("doing"), Some("succeeded")));
+        assert!(!current_outcome(&h).passed());
+    }
+
+    #[test]
+    fn a_new_run_beside_a_resumed_stale_execution_is_not_concurrent_and_a_new_start_opens_a_new_run() {
+        let mut h = taker_failed();
+        h.taker_outcome = "retry".into();
+        h.writes.retain(|x| x.seq != 4);
+        // B's retry run starts at 9, as A (held 1..9, its execution since 0) comes back.
+        h.executions.push(ex("B", 9, Some(9)));
+        assert!(concurrent_executions(&h).passed(), "A's execution was superseded at the takeover");
+        // A starts a new run at 10 (a claim that keeps the status) and succeeds at 11.
+        h.executions.push(ex("A", 10, Some(11)));
+        h.writes.push(w(5, "A", 11, Some("doing"), Some("succeeded")));
+        assert!(stale_write(&h).passed() && current_outcome(&h).passed(), "{:?}", judge(&h));
     }
 }

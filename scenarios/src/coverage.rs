@@ -35,9 +35,32 @@ const RULES_OF_KIND: &[(&str, &str)] = &[
 
 /// The transitions the rows of `matrix` (in `run`) exercised, against the model's.
 pub fn of(run: &Path, matrix: &Matrix) -> Coverage {
+    let dirs: Vec<std::path::PathBuf> = matrix.results.iter().map(|r| run.join(&r.evidence)).collect();
+    from_dirs(run, &dirs)
+}
+
+/// The transitions every `trace.json` under `run` (a schedules run: one per case) exercised.
+pub fn of_folder(run: &Path) -> Coverage {
+    let mut dirs = Vec::new();
+    let mut todo = vec![run.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p.clone());
+                if p.join("trace.json").is_file() {
+                    dirs.push(p);
+                }
+            }
+        }
+    }
+    from_dirs(run, &dirs)
+}
+
+fn from_dirs(run: &Path, dirs: &[std::path::PathBuf]) -> Coverage {
     let mut seen: BTreeSet<String> = BTreeSet::new();
-    for r in &matrix.results {
-        let Ok(text) = std::fs::read_to_string(run.join(&r.evidence).join("trace.json")) else { continue };
+    for d in dirs {
+        let Ok(text) = std::fs::read_to_string(d.join("trace.json")) else { continue };
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
         seen.extend(v["transitions"].as_array().into_iter().flatten().filter_map(|t| t.as_str().map(str::to_string)));
     }

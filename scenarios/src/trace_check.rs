@@ -95,9 +95,21 @@ pub fn judge(
     environment: &[String],
     shared_clock: bool,
 ) -> std::io::Result<Check> {
-    let mut env = env(timeline, environment);
     let ledger = fenceproof_harness::record::ledger::entries(&dir.join("tools-ledger.jsonl")).unwrap_or_default();
-    env.calls = calls(&ledger, &Callers::from_timeline(timeline));
+    judge_with_ledger(dir, rows, timeline, environment, shared_clock, &ledger)
+}
+
+/// [`judge`], with the tools' ledger entries given (a schedule keeps its ledger elsewhere).
+pub fn judge_with_ledger(
+    dir: &Path,
+    rows: &[CommitRow],
+    timeline: &[Entry],
+    environment: &[String],
+    shared_clock: bool,
+    ledger: &[serde_json::Value],
+) -> std::io::Result<Check> {
+    let mut env = env(timeline, environment);
+    env.calls = calls(ledger, &Callers::from_timeline(timeline));
     env.shared_clock = shared_clock;
     let report = trace::validate(&changes(rows), &env);
     std::fs::write(dir.join("trace.json"), serde_json::to_string_pretty(&saved(&report)).expect("json"))?;

@@ -198,7 +198,9 @@ async fn play(opts: VerifyOptions, a: Plan) -> u8 {
         Ok(summary) => {
             let path = session.run.path.join("schedules.json");
             let _ = std::fs::write(&path, serde_json::to_string_pretty(&summary).expect("json"));
-            crate::cmd::print_result(&summary, &summary_text(&summary), &session.run.path, a.print);
+            let coverage = fenceproof_scenarios::coverage::of_folder(&session.run.path);
+            let text = format!("{}{}\n", summary_text(&summary), fenceproof_scenarios::coverage::line(&coverage));
+            crate::cmd::print_result(&summary, &text, &session.run.path, a.print);
             if summary.failure.is_none() {
                 exit::OK
             } else {

@@ -647,6 +647,14 @@ impl<'a> Exec<'a> {
                 .await?;
         checks.extend(super::crash_judge::judge(&self.crash_planned, &steps, &entries));
         checks.extend(super::lease_terms::judge(&rows, &[TTL_MS, LONG_TTL_MS]));
+        checks.push(fenceproof_scenarios::trace_check::judge_with_ledger(
+            &self.ctx.dir,
+            &rows,
+            &self.ctx.timeline.entries(),
+            &[],
+            self.ctx.server.is_some(),
+            &entries,
+        )?);
         Ok((checks, self.log))
     }
 }

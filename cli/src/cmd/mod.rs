@@ -14,6 +14,7 @@ pub mod list;
 pub mod merge;
 pub mod model;
 pub mod model_merge;
+pub mod model_report;
 pub mod mutants;
 pub mod mutants_sql;
 pub mod rules;

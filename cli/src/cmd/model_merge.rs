@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cmd::model::{finish, Bound, Print, Report, BOUND_ORDER};
+use crate::cmd::model_report::{finish, Bound, Print, Report, BOUND_ORDER};
 
 /// The folders of `model check --shard K/N --out DIR` runs, joined into one result.
 #[derive(clap::Args, Debug)]

@@ -199,6 +199,7 @@ fn document(
     v["flakes"] = serde_json::json!(flakes);
     v["conformance"] = serde_json::json!(gate);
     v["stopped"] = serde_json::json!(stopped);
+    v["model_coverage"] = serde_json::Value::Null;
     v
 }
 

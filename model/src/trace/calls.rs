@@ -5,7 +5,7 @@
 //! transaction does not span the call).
 
 use super::history::Env;
-use super::judge::{Report, Unexplained};
+use super::report::{Report, Unexplained};
 use super::rows::Rows;
 
 /// Slack for the tools' and the database's readings of one clock (rounding of their text).

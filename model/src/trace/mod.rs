@@ -15,7 +15,9 @@ pub mod calls;
 pub mod classify;
 pub mod history;
 pub mod judge;
+pub mod report;
 pub mod rows;
 
 pub use history::{transactions, Call, Change, Env, Table, Txn};
-pub use judge::{validate, Report, Step, Unexplained};
+pub use judge::validate;
+pub use report::{Report, Step, Unexplained};

@@ -1,0 +1,49 @@
+//! What trace validation reports: the steps it explained (with the class of rows each was taken
+//! from, the coverage numerator) and the changes the model cannot explain.
+
+use serde::Serialize;
+
+use crate::coverage::Class;
+
+/// One explained step: the model action's kind, the class of the rows it was taken from (the
+/// coverage numerator) and the commit it explains.
+#[derive(Clone, Debug, Serialize)]
+pub struct Step {
+    pub seq: i64,
+    pub kind: &'static str,
+    pub class: Class,
+}
+
+/// A committed change the model cannot explain.
+#[derive(Clone, Debug, Serialize)]
+pub struct Unexplained {
+    pub seq: i64,
+    pub writer: String,
+    /// What was committed.
+    pub observed: String,
+    /// Why no model action has this effect here, and what the model allows at this point.
+    pub allowed: String,
+}
+
+/// The outcome of validating one history.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Report {
+    pub transactions: usize,
+    /// Changes explained by a model action of a worker, dispatcher or reconciler.
+    pub explained: usize,
+    /// Changes of the control plane or the harness (the environment's steps).
+    pub environment: usize,
+    /// Hidden restores or promotions the history needed (rows that lost committed changes).
+    pub rollbacks: usize,
+    pub steps: Vec<Step>,
+    pub unexplained: Vec<Unexplained>,
+    /// False when the server's clock moved back: time guards were not judged.
+    pub time_judged: bool,
+}
+
+impl Report {
+    /// The history is a behaviour of the model.
+    pub fn holds(&self) -> bool {
+        self.unexplained.is_empty()
+    }
+}

@@ -24,7 +24,7 @@ fn promote_hook(dir: &Path, psql: &Path) -> String {
     format!(
         "#!/bin/sh\n{psql} \"$FENCEPROOF_STANDBY_URL\" -Atc 'select pg_sleep(1), pg_promote()' &\n\
          i=0\nuntil tr '\\0' ' ' < /proc/$!/cmdline | grep -q pg_promote || [ $i -gt 1000 ]; do i=$((i+1)); sleep 0.01; done\n\
-         for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < \"$f\"; echo; done > {d}/cmdlines.txt 2>/dev/null\n\
+         {{ tr '\\0' ' ' < /proc/$!/cmdline; echo; for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < \"$f\"; echo; done; }} > {d}/cmdlines.txt 2>/dev/null\n\
          echo \"$FENCEPROOF_STANDBY_URL\" > {d}/hook-env.txt\nstat -c %a \"$PGPASSFILE\" >> {d}/hook-env.txt\n\
          wc -l < \"$PGPASSFILE\" >> {d}/hook-env.txt\nwait\n",
         psql = psql.display(),

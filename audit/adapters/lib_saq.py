@@ -18,7 +18,7 @@ import asyncio
 import logging
 import sys
 
-from saq import Queue, Worker
+from saq import Worker
 from saq.queue.postgres import PostgresQueue
 
 import common

@@ -168,7 +168,7 @@ async fn matrix(mut opts: VerifyOptions, experiments: Vec<Experiment>, barriers:
                 } else if out.repeat > 1 {
                     outln!("{} repetitions: FLAKY {}", out.repeat, flakes.join("; "));
                 }
-                if let Some(c) = &coverage {
+                if let (Some(c), false) = (&coverage, out.print.quiet) {
                     outln!("{}", fenceproof_scenarios::coverage::line(c));
                 }
                 outln!("report: {}", dir.display());

@@ -377,7 +377,7 @@ mod tests {
             refused,
             Check::pass("a passing check", "fine"),
         ];
-        let r = row("B-sigstop", Outcome::Fail, checks, None);
+        let r = row("X-row", Outcome::Fail, checks, None);
         let roots = grouped(&r);
         assert_eq!(roots.len(), 1, "{roots:#?}");
         assert_eq!(roots[0].line.rules[0].id, "holder.only");

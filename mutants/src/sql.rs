@@ -587,7 +587,11 @@ mod tests {
         for (name, fp, _) in FENCED_TWIN {
             let text = fenceproof_protocol::sql::DIRECT.iter().find(|(d, _)| d == name).expect("a direct statement").1;
             let w = twin_wrapper(name, text).expect("a wrapper");
-            assert!(w.starts_with(&format!("CREATE OR REPLACE FUNCTION {fp}(")), "{w}");
+            let body = w.split_once('\n').map(|(path, rest)| {
+                assert!(path.starts_with("SELECT set_config('search_path'"), "{w}");
+                rest
+            });
+            assert!(body.is_some_and(|b| b.starts_with(&format!("CREATE OR REPLACE FUNCTION {fp}("))), "{w}");
             assert!(w.contains("EXECUTE $stmt$") && w.contains(" USING p_"), "{w}");
         }
         let w = twin_wrapper("record_result", fenceproof_protocol::sql::RECORD_RESULT).unwrap();

@@ -54,21 +54,29 @@ pub type Transition = (Class, &'static str);
 /// Every abstract transition reachable in `model`, by a breadth-first walk of its states (at most
 /// `max_states` of them; `None` when the walk had to stop there).
 pub fn reachable(model: &ProtocolModel, max_states: usize) -> Option<BTreeSet<Transition>> {
-    let mut seen: HashSet<State> = HashSet::new();
-    let mut queue = VecDeque::new();
     let mut found = BTreeSet::new();
-    for s in model.init_states() {
-        seen.insert(s.clone());
-        queue.push_back(s);
-    }
+    walk(model, max_states, |s, a, _| {
+        found.insert((class(s), a.kind()));
+    })?;
+    Some(found)
+}
+
+/// A breadth-first walk of `model`'s states (at most `max_states`; `None` when it had to stop
+/// there), calling `visit` with every state, enabled action and successor.
+fn walk(
+    model: &ProtocolModel,
+    max_states: usize,
+    mut visit: impl FnMut(&State, crate::action::Action, &State),
+) -> Option<()> {
+    let mut seen: HashSet<State> = model.init_states().into_iter().collect();
+    let mut queue: VecDeque<State> = seen.iter().cloned().collect();
     let mut actions = Vec::new();
     while let Some(s) = queue.pop_front() {
-        let c = class(&s);
         actions.clear();
         model.actions(&s, &mut actions);
         for a in actions.drain(..) {
             let Some(n) = model.next_state(&s, a) else { continue };
-            found.insert((c, a.kind()));
+            visit(&s, a, &n);
             if seen.len() >= max_states && !seen.contains(&n) {
                 return None;
             }
@@ -77,7 +85,7 @@ pub fn reachable(model: &ProtocolModel, max_states: usize) -> Option<BTreeSet<Tr
             }
         }
     }
-    Some(found)
+    Some(())
 }
 
 /// The action kinds a recorded history shows (each is a commit); the others are hidden steps.
@@ -119,28 +127,12 @@ pub fn denominator() -> BTreeSet<&'static str> {
 pub fn observable_reachable(model: &ProtocolModel, max_states: usize) -> Option<BTreeSet<String>> {
     let mut raw = model.cfg.clone();
     raw.symmetry = false;
-    let mut seen: HashSet<State> = model.init_states().into_iter().collect();
-    let mut queue: VecDeque<State> = seen.iter().cloned().collect();
     let mut found = BTreeSet::new();
-    let mut actions = Vec::new();
-    while let Some(s) = queue.pop_front() {
-        let c = class(&s);
-        actions.clear();
-        model.actions(&s, &mut actions);
-        for a in actions.drain(..) {
-            let Some(n) = model.next_state(&s, a) else { continue };
-            if let Some(k) = observable(a.kind()) {
-                if crate::step::next(&raw, &s, a).is_some_and(|r| r.primary != s.primary) {
-                    found.insert(key(&c, k));
-                }
-            }
-            if seen.len() >= max_states && !seen.contains(&n) {
-                return None;
-            }
-            if seen.insert(n.clone()) {
-                queue.push_back(n);
-            }
+    walk(model, max_states, |s, a, _| {
+        let Some(k) = observable(a.kind()) else { return };
+        if crate::step::next(&raw, s, a).is_some_and(|r| r.primary != s.primary) {
+            found.insert(key(&class(s), k));
         }
-    }
+    })?;
     Some(found)
 }

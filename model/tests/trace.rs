@@ -225,3 +225,22 @@ fn the_claim_holder_may_give_its_claim_up_as_unknown_before_it_expires() {
     h.op_to("R", 6, 6, "op-1", ("succeeded", None, None));
     assert_eq!(h.first_unexplained(&env()), None);
 }
+
+#[test]
+fn a_retry_that_leaves_an_operation_unknown_may_keep_its_revision_but_never_lower_it() {
+    let mut h = H::new();
+    h.lease_to("A", 1, 1, Some("A"), 1, 11);
+    h.run_to("A", 2, 2, "running", 1);
+    h.plan("A", 3, 3, "op-1");
+    h.op_to("D", 4, 4, "op-1", ("dispatching", Some("D"), Some(30)));
+    h.op_to("D", 5, 5, "op-1", ("unknown", None, None));
+    let old = h.ops["op-1"].clone();
+    let mut same = old.clone();
+    same["revision"] = json!(2);
+    h.txn("R", 6, 6, vec![(Table::Operations, Some(old.clone()), Some(same))]);
+    assert_eq!(h.first_unexplained(&env()), None);
+    let mut lower = old.clone();
+    lower["revision"] = json!(1);
+    h.txn("R", 7, 7, vec![(Table::Operations, Some(old), Some(lower))]);
+    assert!(h.first_unexplained(&env()).is_some_and(|(_, w)| w.contains("raises the operation's revision")));
+}

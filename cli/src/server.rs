@@ -79,6 +79,7 @@ impl ServerArgs {
             jobs: jobs.map(|j| j as usize).unwrap_or_else(|| runner::default_jobs(external)),
             write_path: fenceproof_protocol::write_path::WritePath::Api,
             judging: fenceproof_scenarios::trace_check::Judging::Both,
+            starved_reruns: 1,
             program: "fenceproof verify".into(),
         }
     }

@@ -22,6 +22,7 @@ fn options(dir: &str) -> VerifyOptions {
         jobs: 1,
         write_path: fenceproof_protocol::write_path::WritePath::Api,
         judging: fenceproof_scenarios::trace_check::Judging::Both,
+        starved_reruns: 1,
         program: "fenceproof verify".into(),
     }
 }

@@ -157,16 +157,54 @@ impl Session {
         let reports = self.run.path.parent().map(Path::to_path_buf).unwrap_or_default();
         let order = start_order(experiments, self.jobs.max(1), &crate::row_times::load(&reports));
         let (slots, died) = self.units(&units, &order, |_| false).await?;
-        let results = experiments
+        let mut results: Vec<ExperimentResult> = experiments
             .iter()
             .zip(slots)
             .map(|(exp, slot)| {
                 slot.unwrap_or_else(|| self.not_run(exp, &format!("not run: {}", died.as_deref().unwrap_or("?"))))
             })
             .collect();
+        if died.is_none() {
+            self.rerun_starved(label, &units, &mut results).await?;
+        }
         let matrix = self.matrix_of(results, t0);
         crate::row_times::record(&reports, &matrix.results);
         Ok(matrix)
+    }
+
+    /// Run the STARVED rows of `results` (one per unit of `units`) again, one at a time, up to
+    /// [`Session::starved_reruns`] rounds: a starved row has no verdict, and alone on the machine it
+    /// may reach one. A rerun's result replaces the row's, its observations saying so and where the
+    /// starved attempt's evidence is; a row still starved after the last round stays STARVED.
+    async fn rerun_starved(
+        &mut self,
+        label: &str,
+        units: &[Unit],
+        results: &mut [ExperimentResult],
+    ) -> Result<(), HarnessError> {
+        for round in 1..=self.starved_reruns {
+            let again: Vec<usize> = (0..results.len()).filter(|&i| results[i].outcome == Outcome::Starved).collect();
+            if again.is_empty() {
+                break;
+            }
+            let rerun = if label.is_empty() { format!("rerun{round}") } else { format!("{label}/rerun{round}") };
+            let todo: Vec<Unit> = again.iter().map(|&i| Unit { label: rerun.clone(), ..units[i].clone() }).collect();
+            eprintln!(
+                "fenceproof: {} row(s) STARVED; running them again one at a time ({rerun}): {}",
+                todo.len(),
+                todo.iter().map(|u| u.exp.id).collect::<Vec<_>>().join(", ")
+            );
+            let jobs = std::mem::replace(&mut self.jobs, 1);
+            let order: Vec<usize> = (0..todo.len()).collect();
+            let ran = self.units(&todo, &order, |_| false).await;
+            self.jobs = jobs;
+            let (slots, died) = ran?;
+            adopt_reruns(results, &again, slots);
+            if died.is_some() {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Run `units`, up to [`Session::jobs`] at once, starting them in `order` (indices into
@@ -303,8 +341,66 @@ async fn watch_stalls(file: std::path::PathBuf) {
     .await
 }
 
+/// Each rerun's result in place of the starved row it ran again (`again[k]` is the row of
+/// `slots[k]`), its observations saying it ran alone after STARVED, why, and where that attempt's
+/// evidence is. A rerun that did not run (`None`) leaves the row as it was.
+fn adopt_reruns(results: &mut [ExperimentResult], again: &[usize], slots: Vec<Option<ExperimentResult>>) {
+    for (&i, slot) in again.iter().zip(slots) {
+        let Some(mut r) = slot else { continue };
+        let first = &results[i];
+        r.observations = format!(
+            "run again alone after STARVED ({}; evidence {}); {}",
+            first.error.as_deref().map(first_line).unwrap_or_default(),
+            first.evidence,
+            r.observations
+        );
+        results[i] = r;
+    }
+}
+
+/// The first line of a starved row's error, at most 160 characters (its whole text stays in the
+/// starved attempt's evidence).
+fn first_line(e: &str) -> String {
+    let line = e.lines().next().unwrap_or_default();
+    let mut out: String = line.chars().take(160).collect();
+    if line.chars().count() > 160 {
+        out.push('…');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    /// A starved row's rerun takes its place and says what happened to the first attempt; a row
+    /// whose rerun did not run keeps its STARVED; the other rows are untouched.
+    #[test]
+    fn a_rerun_replaces_the_starved_row_and_says_so() {
+        let row = |id: &str, outcome: Outcome, error: Option<&str>, evidence: &str| ExperimentResult {
+            id: id.into(),
+            title: String::new(),
+            outcome,
+            duration_ms: 1,
+            observations: "seen".into(),
+            checks: Vec::new(),
+            error: error.map(str::to_string),
+            reproduce: String::new(),
+            evidence: evidence.into(),
+        };
+        let mut results = vec![
+            row("A", Outcome::Pass, None, "A"),
+            row("B", Outcome::Starved, Some("a wait timed out\nsecond line"), "B"),
+            row("C", Outcome::Starved, Some("ceiling"), "C"),
+        ];
+        let slots = vec![Some(row("B", Outcome::Pass, None, "rerun1/B")), None];
+        adopt_reruns(&mut results, &[1, 2], slots);
+        assert_eq!(results[0].observations, "seen");
+        assert_eq!(results[1].outcome, Outcome::Pass);
+        assert_eq!(results[1].evidence, "rerun1/B");
+        assert_eq!(results[1].observations, "run again alone after STARVED (a wait timed out; evidence B); seen");
+        assert_eq!(results[2].outcome, Outcome::Starved, "a rerun that did not run leaves the row");
+        assert_eq!(first_line(&"x".repeat(200)).chars().count(), 161);
+    }
+
     use super::*;
 
     /// A story slower than its ceiling ends at the ceiling on a quiet harness, and finishes when

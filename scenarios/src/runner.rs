@@ -88,6 +88,9 @@ pub struct VerifyOptions {
     pub write_path: WritePath,
     /// Which judges decide the verdicts (`--judge`): the rule checks, trace validation, or both.
     pub judging: crate::trace_check::Judging,
+    /// How many times a matrix runs its STARVED rows again, one at a time, once the others ended
+    /// (`--starved-reruns`; 0: a starved row stays STARVED).
+    pub starved_reruns: u32,
 }
 
 /// The server the experiments run against.
@@ -145,6 +148,8 @@ pub struct Session {
     pub write_path: WritePath,
     /// Which judges decide the verdicts.
     pub judging: crate::trace_check::Judging,
+    /// How many times [`Session::matrix`] runs its STARVED rows again, alone.
+    pub starved_reruns: u32,
     /// Keep the rows finished so far for an interrupt to save ([`fenceproof_harness::report::partial`]):
     /// set by `verify`, whose run folder is a matrix.
     pub keep_partial: bool,
@@ -191,6 +196,7 @@ impl Session {
             jobs: opts.jobs.max(1),
             write_path: opts.write_path,
             judging: opts.judging,
+            starved_reruns: opts.starved_reruns,
             keep_partial: false,
         })
     }
@@ -909,6 +915,7 @@ pub async fn verify_versions(
             jobs: opts.jobs,
             write_path: opts.write_path,
             judging: opts.judging,
+            starved_reruns: opts.starved_reruns,
             program: opts.program.clone(),
         };
         let mut session = Session::start(&o).await?;

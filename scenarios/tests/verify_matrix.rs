@@ -24,6 +24,7 @@ async fn every_experiment_passes_and_leaves_a_report() {
         jobs: runner::default_jobs(false),
         write_path: fenceproof_protocol::write_path::WritePath::Api,
         judging: fenceproof_scenarios::trace_check::Judging::Both,
+        starved_reruns: 1,
         program: "fenceproof verify".into(),
     };
     let (matrix, flakes, dir) =

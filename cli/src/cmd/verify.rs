@@ -76,6 +76,10 @@ pub struct Args {
     /// (trace validation alone, to see what it catches by itself).
     #[arg(long, default_value = "both", value_parser = ["both", "rules", "trace"])]
     judge: String,
+    /// How many times the rows that ended STARVED (the machine too busy for a verdict) run again,
+    /// one at a time, once the others ended; 0 leaves them STARVED.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=5))]
+    starved_reruns: u32,
 }
 
 /// How the matrix is printed.
@@ -136,6 +140,7 @@ pub async fn run(a: Args) -> u8 {
     opts.write_path = write_path;
     opts.judging = fenceproof_scenarios::trace_check::Judging::parse(&a.judge).unwrap_or_default();
     opts.program = crate::invoked::program();
+    opts.starved_reruns = a.starved_reruns;
     let out = Output { print, repeat: a.repeat };
     crate::interrupt::interruptible(matrix(opts, experiments, barriers, out)).await
 }

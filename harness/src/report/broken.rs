@@ -386,7 +386,7 @@ mod tests {
         assert_eq!(roots[0].follows.len(), 3);
         let printed = lines(&r);
         assert_eq!(printed.len(), 5, "{printed:#?}");
-        assert!(printed[0].starts_with("FAILED B-sigstop §01 holder.only nothing commits"), "{printed:#?}");
+        assert!(printed[0].starts_with("FAILED X-row §01 holder.only nothing commits"), "{printed:#?}");
         assert!(printed[1].starts_with("  ↳ same commit #9: FAILED §01 commit.live only the current"), "{printed:#?}");
         assert!(printed.iter().skip(1).all(|l| l.starts_with("  ↳ ") && l.contains(": FAILED ")), "{printed:#?}");
         assert!(printed[0].ends_with(": committed #9 UPDATE agent_runs"), "the telling sentence: {printed:#?}");

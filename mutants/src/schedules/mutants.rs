@@ -303,6 +303,7 @@ where
         jobs: opts.jobs,
         write_path: opts.write_path,
         judging: opts.judging,
+        starved_reruns: opts.starved_reruns,
         program: opts.program.clone(),
     };
     let session = Session::start(&o).await?;

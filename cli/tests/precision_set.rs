@@ -15,6 +15,9 @@
 //!   below the endless failures S injects).
 //! - `operation-id-format`: the operation_id is a SHA-256 of tenant, run, step and version (`op-`
 //!   and 40 hex digits) instead of `tenant/run/step/vN`: stable per intent, naming no executor.
+//! - `connection-pool`: connections are kept and reused (at most 4 idle) instead of one per
+//!   operation: a session outlives the command that opened it, so no check may tie one database
+//!   session to one command.
 //! - `statement-order` (the direct path): the intent's INSERT comes before the run's CAS UPDATE
 //!   in the same transaction, after the lease row is locked and validated.
 
@@ -52,6 +55,7 @@ pub fn variant(name: &str) -> Vec<(&'static str, &'static str)> {
             "        operation_id = \"op-\" + __import__(\"hashlib\").sha256((\"%s|%s|%s|%d\" % (tenant, lease[0], step, version)).encode()).hexdigest()[:40]\n",
         )],
         "statement-order" => vec![(UPDATE_LINE, INTENT_FIRST), (INTENT_AFTER, "            revision, detail = row[0], intent_detail\n")],
+        "connection-pool" => vec![("    def connect(self):\n        try:\n", POOLED_CONNECT)],
         other => panic!("no variant {other}"),
     }
 }
@@ -63,6 +67,40 @@ fn flags(name: &str) -> &'static [&'static str] {
         _ => &[],
     }
 }
+
+/// Connections kept and reused, at most 4 idle (a pool, as most drivers' pools do): one that is
+/// no longer usable (a restarted or promoted server) is found by a ping on reuse and replaced.
+const POOLED_CONNECT: &str = r#"    def connect(self):
+        idle = self.__dict__.setdefault("_idle", [])
+        guard = self.__dict__.setdefault("_idle_lock", __import__("threading").Lock())
+        while True:
+            with guard:
+                conn = idle.pop() if idle else None
+            if conn is None:
+                break
+            try:
+                conn.execute("SELECT 1")
+            except psycopg.Error:
+                type(conn).close(conn)
+                continue
+            conn.warnings = []
+            return conn
+        conn = self.fresh_connection()
+
+        def back(conn=conn):
+            idle_now = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            with guard:
+                keep = not conn.closed and not conn.broken and idle_now and len(idle) < 4 and conn not in idle
+                if keep:
+                    idle.append(conn)
+            if not keep:
+                type(conn).close(conn)
+        conn.close = back
+        return conn
+
+    def fresh_connection(self):
+        try:
+"#;
 
 /// The direct path's CAS UPDATE of the run (the first line of its statement).
 const UPDATE_LINE: &str =
@@ -171,6 +209,12 @@ fn a_worker_that_registers_its_intent_before_the_cas_passes_every_row() {
     passes_every_row("statement-order", None);
 }
 
+#[test]
+#[ignore = "the whole matrix: just precision"]
+fn a_worker_that_reuses_its_connections_passes_every_row() {
+    passes_every_row("connection-pool", None);
+}
+
 /// Each variant's edits apply to the example as it is (an edit that no longer matches would
 /// test the unchanged example).
 #[test]
@@ -191,5 +235,12 @@ fn every_variant_applies_to_the_example() {
 }
 
 /// Every variant, for the test above.
-const VARIANTS: &[&str] =
-    &["slow-start", "save-stall", "explicit-transaction", "more-retries", "operation-id-format", "statement-order"];
+const VARIANTS: &[&str] = &[
+    "slow-start",
+    "save-stall",
+    "explicit-transaction",
+    "more-retries",
+    "operation-id-format",
+    "statement-order",
+    "connection-pool",
+];

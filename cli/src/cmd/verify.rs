@@ -78,7 +78,7 @@ pub struct Args {
     judge: String,
     /// How many times the rows that ended STARVED (the machine too busy for a verdict) run again,
     /// one at a time, once the others ended; 0 leaves them STARVED.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=5))]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=5))]
     starved_reruns: u32,
 }
 

@@ -11,12 +11,14 @@
 //! - [`hold`]: a write of A held inside the database, and a pause placed outside a library's recovery lock;
 //! - [`takeover`]: how a cell knows B took the job: its START, or the system's own ownership record;
 //! - [`report`]: the audit table in the terminal, JSON, Markdown and HTML;
+//! - [`pages`]: the published pages (`docs/audit/*.md`) checked against the published results;
 //! - [`rust_build`]: the Rust libraries' adapters, built (in a workspace of their own) when the audit runs.
 
 pub mod cell;
 pub mod experiments;
 pub mod hold;
 pub mod libraries;
+pub mod pages;
 pub mod report;
 pub mod rust_build;
 pub mod takeover;

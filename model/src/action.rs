@@ -34,6 +34,9 @@ pub enum Action {
     Call(u8),
     /// The result write (§09.3).
     WriteResult(u8),
+    /// The claim session gives its own claim up as unknown: its call timed out or answered no
+    /// fact (§07's "remote timeout", §09.3). Without the call, the request was lost on its way.
+    GiveUp(u8),
     /// The reconciler marks an expired claim unknown (§09.2).
     MarkUnknown(u8),
     /// The reconciler converges an unknown operation by what its tool allows (§09.3).
@@ -79,6 +82,7 @@ impl Action {
             Action::Claim(_, _) => "claim",
             Action::Call(_) => "call",
             Action::WriteResult(_) => "write-result",
+            Action::GiveUp(_) => "give-up-unknown",
             Action::MarkUnknown(_) => "mark-unknown",
             Action::Reconcile(_) => "reconcile",
             Action::Cancel => "cancel",

@@ -89,8 +89,18 @@ fn walk(
 }
 
 /// The action kinds a recorded history shows (each is a commit); the others are hidden steps.
-pub const OBSERVABLE: &[&str] =
-    &["acquire", "renew", "release", "commit", "claim", "write-result", "mark-unknown", "reconcile", "cancel"];
+pub const OBSERVABLE: &[&str] = &[
+    "acquire",
+    "renew",
+    "release",
+    "commit",
+    "claim",
+    "write-result",
+    "give-up-unknown",
+    "mark-unknown",
+    "reconcile",
+    "cancel",
+];
 
 /// The observable kind an action kind is recorded as (a commit whose reply was lost is a commit).
 pub fn observable(kind: &str) -> Option<&'static str> {

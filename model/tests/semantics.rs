@@ -1,11 +1,12 @@
 //! PostgreSQL's behaviour as the model states it, step by step: a takeover waits while a protected
 //! commit holds the lease row and then re-evaluates its condition; a commit validated before the
-//! lease expired still commits; a stale owner's validation fails after a takeover.
+//! lease expired still commits; a stale owner's validation fails after a takeover; a claim's
+//! holder gives its own claim up as unknown, live or expired, and moves nothing once it moved on.
 
 use fenceproof_model::action::Action;
 use fenceproof_model::config::Config;
 use fenceproof_model::enabled::enabled;
-use fenceproof_model::state::{State, Txn, Write};
+use fenceproof_model::state::{OpStatus, State, Txn, Write};
 use fenceproof_model::step::next;
 use fenceproof_model::ProtocolModel;
 
@@ -80,4 +81,43 @@ fn the_reachable_transitions_of_a_small_bound_are_counted() {
     assert!(!t.iter().any(|(_, k)| *k == "promote"), "no promotion in a bound without one");
     assert_eq!(t.len(), reachable(&ProtocolModel::new(c), 5_000_000).unwrap().len(), "the walk is deterministic");
     eprintln!("{} transitions", t.len());
+}
+
+/// Acquire, start and plan operation 0, so a dispatcher can claim it.
+const PLANNED: [Action; 7] = [
+    Action::Acquire(0),
+    Action::Lock(0),
+    Action::Validate(0),
+    Action::Commit(0, Write::Start),
+    Action::Lock(0),
+    Action::Validate(0),
+    Action::Commit(0, Write::Plan(0)),
+];
+
+#[test]
+fn the_claim_holder_gives_its_own_claim_up_as_unknown() {
+    let c = cfg();
+    let claimed: Vec<Action> = PLANNED.iter().copied().chain([Action::Claim(1, 0), Action::Call(1)]).collect();
+    let s = walk(&c, &claimed);
+    assert!(s.primary.ops[0].until > 0, "the claim is live");
+    assert!(!is_enabled(&c, &s, Action::MarkUnknown(0)), "a live claim is not the reconciler's");
+    let lease = s.primary.lease;
+    let s = walk(&c, &[claimed.as_slice(), &[Action::GiveUp(1)]].concat());
+    let op = s.primary.ops[0];
+    assert_eq!((op.status, op.dispatch_owner, op.was_unknown), (OpStatus::Unknown, None, true));
+    assert!(s.procs[1].claim.is_none(), "the session's claim ended");
+    assert_eq!(s.primary.lease, lease, "the lease is not the dispatcher's and did not move");
+}
+
+#[test]
+fn giving_up_a_claim_that_moved_on_changes_no_row() {
+    let c = cfg();
+    let expired: Vec<Action> =
+        PLANNED.iter().copied().chain([Action::Claim(1, 0), Action::Call(1), Action::Tick]).collect();
+    let s = walk(&c, &expired);
+    assert!(is_enabled(&c, &s, Action::GiveUp(1)), "an expired claim may still be given up by its holder");
+    let s = walk(&c, &[expired.as_slice(), &[Action::MarkUnknown(0)]].concat());
+    let t = next(&c, &s, Action::GiveUp(1)).expect("the session's claim ends");
+    assert_eq!(t.primary, s.primary, "the reconciler moved the claim on: no row matches");
+    assert!(t.procs[1].claim.is_none());
 }

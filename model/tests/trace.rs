@@ -224,6 +224,8 @@ fn the_claim_holder_may_give_its_claim_up_as_unknown_before_it_expires() {
     h.op_to("D", 5, 5, "op-1", ("unknown", None, None));
     h.op_to("R", 6, 6, "op-1", ("succeeded", None, None));
     assert_eq!(h.first_unexplained(&env()), None);
+    let kinds: Vec<&str> = validate(&h.out, &env()).steps.iter().map(|s| s.kind).collect();
+    assert_eq!(kinds[kinds.len() - 3..], ["claim", "give-up-unknown", "reconcile"], "the holder's own step");
 }
 
 #[test]

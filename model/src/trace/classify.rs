@@ -215,7 +215,7 @@ fn op_update(c: &Change, clock: &Clock, rows: &Rows) -> Explained {
     match (o.status.as_str(), n.status.as_str()) {
         ("prepared", "dispatching") => claim(&o, &n, clock, rows, moved),
         ("dispatching", s) if settled(s) && s != "cancelled" => Explained::Step("write-result"),
-        ("dispatching", "unknown") if holder(rows, c, &o) => Explained::Step("mark-unknown"),
+        ("dispatching", "unknown") if holder(rows, c, &o) => Explained::Step("give-up-unknown"),
         ("dispatching", "unknown") => match o.until {
             Some(u) if clock.surely_ahead(u) => {
                 no(moved, format!("only an expired claim becomes unknown; the claim was live until {}", ts(u)))
@@ -229,7 +229,7 @@ fn op_update(c: &Change, clock: &Clock, rows: &Rows) -> Explained {
         },
         _ => no(
             moved,
-            "prepared → dispatching (claim), dispatching → succeeded/failed_final (result) or unknown (expired claim), \
+            "prepared → dispatching (claim), dispatching → succeeded/failed_final (result) or unknown (its holder gives it up, or it expired), \
              unknown → succeeded/failed_final (reconciliation), prepared → cancelled (run cancelled); \
              never back to prepared, never from a settled status",
         ),
@@ -238,7 +238,8 @@ fn op_update(c: &Change, clock: &Clock, rows: &Rows) -> Explained {
 
 /// Whether `c`'s writer holds the operation's claim: the session that claimed it, or the dispatch
 /// owner it named. The holder may give its own claim up as unknown at any time (a remote timeout,
-/// §07); only another session must wait for the claim to expire.
+/// §07: the model's `give-up-unknown`); only another session must wait for the claim to expire
+/// (`mark-unknown`).
 fn holder(rows: &Rows, c: &Change, o: &Op) -> bool {
     rows.claimer.get(&c.key()) == Some(&c.writer) || o.dispatch_owner.as_deref() == Some(c.writer.as_str())
 }

@@ -67,6 +67,31 @@ pub enum Action {
 }
 
 impl Action {
+    /// The process slot that takes this step; `None` for the reconciler's, the control plane's,
+    /// the clock's and the database's.
+    pub fn process(&self) -> Option<u8> {
+        match *self {
+            Action::Acquire(i)
+            | Action::AcquireCheck(i)
+            | Action::Renew(i)
+            | Action::Release(i)
+            | Action::Lock(i)
+            | Action::Validate(i)
+            | Action::Commit(i, _)
+            | Action::CommitLostReply(i, _)
+            | Action::ReadBack(i)
+            | Action::Claim(i, _)
+            | Action::Call(i)
+            | Action::WriteResult(i)
+            | Action::GiveUp(i)
+            | Action::Pause(i)
+            | Action::Resume(i)
+            | Action::Kill(i)
+            | Action::Abort(i) => Some(i),
+            _ => None,
+        }
+    }
+
     /// A short name of the action's kind, without its arguments (coverage groups by it).
     pub fn kind(&self) -> &'static str {
         match self {

@@ -68,19 +68,27 @@ fn a_40001_aborts_the_whole_transaction_and_frees_the_row() {
 
 #[test]
 fn the_reachable_transitions_of_a_small_bound_are_counted() {
-    use fenceproof_model::coverage::reachable;
+    use fenceproof_model::coverage::{reachable, LeaseClass};
     let c = Config { ops: 1, restores: 0, promotes: 0, jumps: 0, ..Config::default_bound() };
-    let t = reachable(&ProtocolModel::new(c.clone()), 5_000_000).expect("the small bound is exhausted");
-    assert!(t.iter().any(|(_, k)| *k == "claim"), "claims are reachable");
+    let r = reachable(&ProtocolModel::new(c.clone()), 5_000_000).expect("the small bound is exhausted");
+    let t = &r.rules;
+    assert!(t.iter().any(|(cl, k)| *k == "claim" && cl.op == Some(OpStatus::Prepared)), "claims of prepared ops");
+    assert!(t.iter().all(|(cl, k)| *k != "claim" || cl.op == Some(OpStatus::Prepared)), "a claim takes only prepared");
+    assert!(t.iter().all(|(cl, k)| *k != "commit" || cl.op.is_none()), "a commit acts on no operation");
     assert!(
-        t.iter().any(|(cl, k)| *k == "commit"
-            && cl.validated_open
-            && cl.lease == fenceproof_model::coverage::LeaseClass::Expired),
+        t.iter().any(|(cl, k)| *k == "commit" && cl.lease == LeaseClass::Expired),
         "a commit validated before expiry is reachable"
     );
+    assert!(
+        t.iter().all(|(cl, k)| *k != "commit" || !cl.validated_open),
+        "the row lock lets one commit validate at a time: no other is open at a commit"
+    );
     assert!(!t.iter().any(|(_, k)| *k == "promote"), "no promotion in a bound without one");
-    assert_eq!(t.len(), reachable(&ProtocolModel::new(c), 5_000_000).unwrap().len(), "the walk is deterministic");
-    eprintln!("{} transitions", t.len());
+    assert!(t.iter().all(|(cl, _)| cl.op.is_none() || !cl.other_in_flight), "one operation has no other");
+    assert!(t.iter().any(|(cl, k)| *k == "cancel" && cl.other_in_flight), "a run action sees every operation");
+    let again = reachable(&ProtocolModel::new(c), 5_000_000).unwrap();
+    assert_eq!((t.len(), r.fine.len()), (again.rules.len(), again.fine.len()), "the walk is deterministic");
+    eprintln!("{} transitions ({} fine)", t.len(), r.fine.len());
 }
 
 /// Acquire, start and plan operation 0, so a dispatcher can claim it.

@@ -1,6 +1,8 @@
 //! Trace validation on histories written by hand: a legal run is explained step by step, and each
 //! one-place bug of the spec's warnings leaves a commit the model cannot explain, named by its seq.
 
+use fenceproof_model::coverage::{denominator, key, observable};
+use fenceproof_model::state::OpStatus;
 use fenceproof_model::trace::{validate, Change, Env, Table};
 use serde_json::{json, Value};
 
@@ -122,6 +124,22 @@ fn a_legal_history_is_explained_step_by_step() {
     let kinds: Vec<&str> = r.steps.iter().map(|s| s.kind).collect();
     assert_eq!(kinds, ["acquire", "commit", "commit", "plan", "claim", "write-result", "renew", "commit", "release"]);
     assert_eq!(r.environment, 2);
+}
+
+#[test]
+fn a_legal_history_exercises_transitions_of_the_denominator() {
+    let r = validate(&legal().out, &env());
+    let claim = r.steps.iter().find(|s| s.kind == "claim").expect("a claim step");
+    assert_eq!(claim.class.op, Some(OpStatus::Prepared), "the claim acts on its prepared operation");
+    let renew = r.steps.iter().find(|s| s.kind == "renew").expect("a renewal step");
+    assert_eq!(renew.class.op, None, "a renewal acts on no operation");
+    let all = denominator();
+    let keys: Vec<String> =
+        r.steps.iter().filter(|s| observable(s.kind).is_some()).map(|s| key(&s.class, s.kind)).collect();
+    assert_eq!(keys.len(), 8, "every step but the intent's insert is observable");
+    for k in keys {
+        assert!(all.contains(k.as_str()), "{k} is not a transition of model/transitions.txt");
+    }
 }
 
 #[test]

@@ -6,8 +6,8 @@
 
 use super::history::{Change, Env, Table, Txn};
 use super::rows::{settled, short, terminal, Lease, Op, Rows, Run};
-use crate::coverage::{Class, LeaseClass};
-use crate::state::{OpStatus, RunStatus, OPS};
+use crate::coverage::{Class, Facts, LeaseClass};
+use crate::state::{OpStatus, RunStatus};
 
 /// How a change is explained.
 pub enum Explained {
@@ -375,25 +375,29 @@ fn run_of(c: &Change) -> String {
     c.new.as_ref().or(c.old.as_ref()).map(Op::from).map(|o| o.run).unwrap_or_default()
 }
 
-/// The model's class of the rows `c` was committed over (the run's first two operations stand
-/// for the model's two).
+/// The model's class of the rows `c` was committed over: the facts the model's walk classifies,
+/// read from the rows (the operation `c` writes is the one acted on; every operation of the run
+/// counts, not only the model's two).
 pub fn class(rows: &Rows, c: &Change, t: &Txn, overlaps: &Overlaps) -> Class {
     let run = run_of(c);
     let lease = match rows.leases.get(&run) {
         None => LeaseClass::Free,
-        Some(l) if l.owner.is_none() => LeaseClass::Free,
-        Some(l) if l.expires > t.at() => LeaseClass::Live,
-        Some(_) => LeaseClass::Expired,
+        Some(l) => LeaseClass::of(l.owner.is_some(), l.expires <= t.at()),
     };
-    let mut ops = [OpStatus::Absent; OPS];
-    for (slot, id) in ops.iter_mut().zip(rows.run_ops.get(&run).into_iter().flatten()) {
-        *slot = rows.ops.get(id).map(|o| op_status(&o.status)).unwrap_or(OpStatus::Absent);
+    let mut ids: Vec<&String> = rows.run_ops.get(&run).into_iter().flatten().collect();
+    let key = c.key();
+    if c.table == Table::Operations && !ids.contains(&&key) {
+        ids.push(&key);
     }
-    Class {
+    let ops: Vec<OpStatus> =
+        ids.iter().map(|id| rows.ops.get(*id).map(|o| op_status(&o.status)).unwrap_or(OpStatus::Absent)).collect();
+    Facts {
         lease,
         run: rows.runs.get(&run).map(|r| run_status(&r.status)).unwrap_or(RunStatus::Pending),
-        ops,
+        ops: &ops,
+        target: (c.table == Table::Operations).then(|| ids.iter().position(|id| **id == key)).flatten(),
         validated_open: overlaps.open(&run, t.at(), &c.xid),
         stale_believer: rows.stale_believer(&run),
     }
+    .class()
 }

@@ -134,9 +134,10 @@ fn a_legal_history_exercises_transitions_of_the_denominator() {
     let renew = r.steps.iter().find(|s| s.kind == "renew").expect("a renewal step");
     assert_eq!(renew.class.op, None, "a renewal acts on no operation");
     let all = denominator();
-    let keys: Vec<String> =
-        r.steps.iter().filter(|s| observable(s.kind).is_some()).map(|s| key(&s.class, s.kind)).collect();
-    assert_eq!(keys.len(), 8, "every step but the intent's insert is observable");
+    let keys: Vec<String> = r.steps.iter().filter_map(|s| s.transition()).collect();
+    assert_eq!(keys.len(), 8, "every step but the intent's insert is a transition");
+    assert_eq!(keys[0], key(&r.steps[0].class, "acquire"), "a transition is its class's line");
+    assert!(r.steps.iter().any(|s| s.kind == "plan" && observable(s.kind).is_none()));
     for k in keys {
         assert!(all.contains(k.as_str()), "{k} is not a transition of model/transitions.txt");
     }
@@ -263,4 +264,27 @@ fn a_retry_that_leaves_an_operation_unknown_may_keep_its_revision_but_never_lowe
     lower["revision"] = json!(1);
     h.txn("R", 7, 7, vec![(Table::Operations, Some(old), Some(lower))]);
     assert!(h.first_unexplained(&env()).is_some_and(|(_, w)| w.contains("raises the operation's revision")));
+}
+
+#[test]
+fn a_cancel_is_one_transition_though_it_cancels_operations_too() {
+    let mut h = H::new();
+    h.lease_to("A", 1, 1, Some("A"), 1, 11);
+    h.run_to("A", 2, 2, "running", 1);
+    h.plan("A", 3, 3, "op-1");
+    let (run, op) = (h.run.clone(), h.ops["op-1"].clone());
+    let (mut run2, mut op2) = (run.clone(), op.clone());
+    run2["status"] = json!("cancelled");
+    run2["revision"] = json!(3);
+    op2["status"] = json!("cancelled");
+    op2["revision"] = json!(1);
+    let rows = vec![(Table::Runs, Some(run), Some(run2)), (Table::Operations, Some(op), Some(op2))];
+    h.txn("control-api", 4, 4, rows);
+    let env = Env { control_prefixes: vec!["control-".into()], ..env() };
+    let r = validate(&h.out, &env);
+    assert!(r.holds(), "{:?}", r.unexplained);
+    let cancels: Vec<String> = r.steps.iter().filter(|s| s.kind == "cancel").filter_map(|s| s.transition()).collect();
+    assert_eq!(cancels.len(), 1, "the run's cancel is the transition: {cancels:?}");
+    assert!(cancels[0].contains("run=running op=-"), "{}", cancels[0]);
+    assert_eq!(r.steps.iter().filter(|s| s.kind == "cancel").count(), 2, "both changes are explained");
 }

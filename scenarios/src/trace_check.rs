@@ -117,10 +117,7 @@ pub fn judge_with_ledger(
 }
 
 fn saved(r: &Report) -> serde_json::Value {
-    use fenceproof_model::coverage::{key, observable};
-    // An intent's insert is a step of its run's commit, not a transition of its own.
-    let transitions: std::collections::BTreeSet<String> =
-        r.steps.iter().filter(|s| observable(s.kind).is_some()).map(|s| key(&s.class, s.kind)).collect();
+    let transitions: std::collections::BTreeSet<String> = r.steps.iter().filter_map(|s| s.transition()).collect();
     serde_json::json!({
         "holds": r.holds(),
         "transactions": r.transactions,

@@ -34,6 +34,9 @@ pub enum Action {
     Call(u8),
     /// The result write (§09.3).
     WriteResult(u8),
+    /// The claim session gives its own claim up as unknown: its call timed out or answered no
+    /// fact (§07's "remote timeout", §09.3). Without the call, the request was lost on its way.
+    GiveUp(u8),
     /// The reconciler marks an expired claim unknown (§09.2).
     MarkUnknown(u8),
     /// The reconciler converges an unknown operation by what its tool allows (§09.3).
@@ -64,6 +67,31 @@ pub enum Action {
 }
 
 impl Action {
+    /// The process slot that takes this step; `None` for the reconciler's, the control plane's,
+    /// the clock's and the database's.
+    pub fn process(&self) -> Option<u8> {
+        match *self {
+            Action::Acquire(i)
+            | Action::AcquireCheck(i)
+            | Action::Renew(i)
+            | Action::Release(i)
+            | Action::Lock(i)
+            | Action::Validate(i)
+            | Action::Commit(i, _)
+            | Action::CommitLostReply(i, _)
+            | Action::ReadBack(i)
+            | Action::Claim(i, _)
+            | Action::Call(i)
+            | Action::WriteResult(i)
+            | Action::GiveUp(i)
+            | Action::Pause(i)
+            | Action::Resume(i)
+            | Action::Kill(i)
+            | Action::Abort(i) => Some(i),
+            _ => None,
+        }
+    }
+
     /// A short name of the action's kind, without its arguments (coverage groups by it).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -79,6 +107,7 @@ impl Action {
             Action::Claim(_, _) => "claim",
             Action::Call(_) => "call",
             Action::WriteResult(_) => "write-result",
+            Action::GiveUp(_) => "give-up-unknown",
             Action::MarkUnknown(_) => "mark-unknown",
             Action::Reconcile(_) => "reconcile",
             Action::Cancel => "cancel",

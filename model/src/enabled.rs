@@ -110,8 +110,10 @@ fn dispatch_steps(cfg: &Config, s: &State, i: u8, p: &Proc, out: &mut Vec<Action
                 }
             }
         }
-        Some(c) if !c.called => out.push(Action::Call(i)),
-        Some(_) => out.push(Action::WriteResult(i)),
+        Some(c) => {
+            out.push(if c.called { Action::WriteResult(i) } else { Action::Call(i) });
+            out.push(Action::GiveUp(i));
+        }
     }
 }
 

@@ -1,11 +1,12 @@
 //! PostgreSQL's behaviour as the model states it, step by step: a takeover waits while a protected
 //! commit holds the lease row and then re-evaluates its condition; a commit validated before the
-//! lease expired still commits; a stale owner's validation fails after a takeover.
+//! lease expired still commits; a stale owner's validation fails after a takeover; a claim's
+//! holder gives its own claim up as unknown, live or expired, and moves nothing once it moved on.
 
 use fenceproof_model::action::Action;
 use fenceproof_model::config::Config;
 use fenceproof_model::enabled::enabled;
-use fenceproof_model::state::{State, Txn, Write};
+use fenceproof_model::state::{OpStatus, State, Txn, Write};
 use fenceproof_model::step::next;
 use fenceproof_model::ProtocolModel;
 
@@ -67,17 +68,64 @@ fn a_40001_aborts_the_whole_transaction_and_frees_the_row() {
 
 #[test]
 fn the_reachable_transitions_of_a_small_bound_are_counted() {
-    use fenceproof_model::coverage::reachable;
+    use fenceproof_model::coverage::{reachable, LeaseClass};
     let c = Config { ops: 1, restores: 0, promotes: 0, jumps: 0, ..Config::default_bound() };
-    let t = reachable(&ProtocolModel::new(c.clone()), 5_000_000).expect("the small bound is exhausted");
-    assert!(t.iter().any(|(_, k)| *k == "claim"), "claims are reachable");
+    let r = reachable(&ProtocolModel::new(c.clone()), 5_000_000).expect("the small bound is exhausted");
+    let t = &r.rules;
+    assert!(t.iter().any(|(cl, k)| *k == "claim" && cl.op == Some(OpStatus::Prepared)), "claims of prepared ops");
+    assert!(t.iter().all(|(cl, k)| *k != "claim" || cl.op == Some(OpStatus::Prepared)), "a claim takes only prepared");
+    assert!(t.iter().all(|(cl, k)| *k != "commit" || cl.op.is_none()), "a commit acts on no operation");
     assert!(
-        t.iter().any(|(cl, k)| *k == "commit"
-            && cl.validated_open
-            && cl.lease == fenceproof_model::coverage::LeaseClass::Expired),
+        t.iter().any(|(cl, k)| *k == "commit" && cl.lease == LeaseClass::Expired),
         "a commit validated before expiry is reachable"
     );
+    assert!(
+        t.iter().all(|(cl, k)| *k != "commit" || !cl.validated_open),
+        "the row lock lets one commit validate at a time: no other is open at a commit"
+    );
     assert!(!t.iter().any(|(_, k)| *k == "promote"), "no promotion in a bound without one");
-    assert_eq!(t.len(), reachable(&ProtocolModel::new(c), 5_000_000).unwrap().len(), "the walk is deterministic");
-    eprintln!("{} transitions", t.len());
+    assert!(t.iter().all(|(cl, _)| cl.op.is_none() || !cl.other_in_flight), "one operation has no other");
+    assert!(t.iter().any(|(cl, k)| *k == "cancel" && cl.other_in_flight), "a run action sees every operation");
+    let again = reachable(&ProtocolModel::new(c), 5_000_000).unwrap();
+    assert_eq!((t.len(), r.fine.len()), (again.rules.len(), again.fine.len()), "the walk is deterministic");
+    eprintln!("{} transitions ({} fine)", t.len(), r.fine.len());
+}
+
+/// Acquire, start and plan operation 0, so a dispatcher can claim it.
+const PLANNED: [Action; 7] = [
+    Action::Acquire(0),
+    Action::Lock(0),
+    Action::Validate(0),
+    Action::Commit(0, Write::Start),
+    Action::Lock(0),
+    Action::Validate(0),
+    Action::Commit(0, Write::Plan(0)),
+];
+
+#[test]
+fn the_claim_holder_gives_its_own_claim_up_as_unknown() {
+    let c = cfg();
+    let claimed: Vec<Action> = PLANNED.iter().copied().chain([Action::Claim(1, 0), Action::Call(1)]).collect();
+    let s = walk(&c, &claimed);
+    assert!(s.primary.ops[0].until > 0, "the claim is live");
+    assert!(!is_enabled(&c, &s, Action::MarkUnknown(0)), "a live claim is not the reconciler's");
+    let lease = s.primary.lease;
+    let s = walk(&c, &[claimed.as_slice(), &[Action::GiveUp(1)]].concat());
+    let op = s.primary.ops[0];
+    assert_eq!((op.status, op.dispatch_owner, op.was_unknown), (OpStatus::Unknown, None, true));
+    assert!(s.procs[1].claim.is_none(), "the session's claim ended");
+    assert_eq!(s.primary.lease, lease, "the lease is not the dispatcher's and did not move");
+}
+
+#[test]
+fn giving_up_a_claim_that_moved_on_changes_no_row() {
+    let c = cfg();
+    let expired: Vec<Action> =
+        PLANNED.iter().copied().chain([Action::Claim(1, 0), Action::Call(1), Action::Tick]).collect();
+    let s = walk(&c, &expired);
+    assert!(is_enabled(&c, &s, Action::GiveUp(1)), "an expired claim may still be given up by its holder");
+    let s = walk(&c, &[expired.as_slice(), &[Action::MarkUnknown(0)]].concat());
+    let t = next(&c, &s, Action::GiveUp(1)).expect("the session's claim ends");
+    assert_eq!(t.primary, s.primary, "the reconciler moved the claim on: no row matches");
+    assert!(t.procs[1].claim.is_none());
 }

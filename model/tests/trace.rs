@@ -1,6 +1,8 @@
 //! Trace validation on histories written by hand: a legal run is explained step by step, and each
 //! one-place bug of the spec's warnings leaves a commit the model cannot explain, named by its seq.
 
+use fenceproof_model::coverage::{denominator, key, observable};
+use fenceproof_model::state::OpStatus;
 use fenceproof_model::trace::{validate, Change, Env, Table};
 use serde_json::{json, Value};
 
@@ -125,6 +127,23 @@ fn a_legal_history_is_explained_step_by_step() {
 }
 
 #[test]
+fn a_legal_history_exercises_transitions_of_the_denominator() {
+    let r = validate(&legal().out, &env());
+    let claim = r.steps.iter().find(|s| s.kind == "claim").expect("a claim step");
+    assert_eq!(claim.class.op, Some(OpStatus::Prepared), "the claim acts on its prepared operation");
+    let renew = r.steps.iter().find(|s| s.kind == "renew").expect("a renewal step");
+    assert_eq!(renew.class.op, None, "a renewal acts on no operation");
+    let all = denominator();
+    let keys: Vec<String> = r.steps.iter().filter_map(|s| s.transition()).collect();
+    assert_eq!(keys.len(), 8, "every step but the intent's insert is a transition");
+    assert_eq!(keys[0], key(&r.steps[0].class, "acquire"), "a transition is its class's line");
+    assert!(r.steps.iter().any(|s| s.kind == "plan" && observable(s.kind).is_none()));
+    for k in keys {
+        assert!(all.contains(k.as_str()), "{k} is not a transition of model/transitions.txt");
+    }
+}
+
+#[test]
 fn a_takeover_after_expiry_is_explained_and_the_old_owner_is_then_refused() {
     let mut h = H::new();
     h.lease_to("A", 2, 2, Some("A"), 1, 5);
@@ -224,6 +243,8 @@ fn the_claim_holder_may_give_its_claim_up_as_unknown_before_it_expires() {
     h.op_to("D", 5, 5, "op-1", ("unknown", None, None));
     h.op_to("R", 6, 6, "op-1", ("succeeded", None, None));
     assert_eq!(h.first_unexplained(&env()), None);
+    let kinds: Vec<&str> = validate(&h.out, &env()).steps.iter().map(|s| s.kind).collect();
+    assert_eq!(kinds[kinds.len() - 3..], ["claim", "give-up-unknown", "reconcile"], "the holder's own step");
 }
 
 #[test]
@@ -243,4 +264,27 @@ fn a_retry_that_leaves_an_operation_unknown_may_keep_its_revision_but_never_lowe
     lower["revision"] = json!(1);
     h.txn("R", 7, 7, vec![(Table::Operations, Some(old), Some(lower))]);
     assert!(h.first_unexplained(&env()).is_some_and(|(_, w)| w.contains("raises the operation's revision")));
+}
+
+#[test]
+fn a_cancel_is_one_transition_though_it_cancels_operations_too() {
+    let mut h = H::new();
+    h.lease_to("A", 1, 1, Some("A"), 1, 11);
+    h.run_to("A", 2, 2, "running", 1);
+    h.plan("A", 3, 3, "op-1");
+    let (run, op) = (h.run.clone(), h.ops["op-1"].clone());
+    let (mut run2, mut op2) = (run.clone(), op.clone());
+    run2["status"] = json!("cancelled");
+    run2["revision"] = json!(3);
+    op2["status"] = json!("cancelled");
+    op2["revision"] = json!(1);
+    let rows = vec![(Table::Runs, Some(run), Some(run2)), (Table::Operations, Some(op), Some(op2))];
+    h.txn("control-api", 4, 4, rows);
+    let env = Env { control_prefixes: vec!["control-".into()], ..env() };
+    let r = validate(&h.out, &env);
+    assert!(r.holds(), "{:?}", r.unexplained);
+    let cancels: Vec<String> = r.steps.iter().filter(|s| s.kind == "cancel").filter_map(|s| s.transition()).collect();
+    assert_eq!(cancels.len(), 1, "the run's cancel is the transition: {cancels:?}");
+    assert!(cancels[0].contains("run=running op=-"), "{}", cancels[0]);
+    assert_eq!(r.steps.iter().filter(|s| s.kind == "cancel").count(), 2, "both changes are explained");
 }

@@ -28,7 +28,8 @@ const RULES_OF_KIND: &[(&str, &str)] = &[
     ("commit", "commit.lease-owner-epoch-live, commit.revision-cas, runs.transition-from-state, runs.terminal-final"),
     ("claim", "claim.prepared-of-live-runs, claim.no-transaction-across-call"),
     ("write-result", "result.claim-owner-revision-digest, result.settled-statuses-only"),
-    ("mark-unknown", "unknown.own-claim-only, unknown.expired-claim-as-seen"),
+    ("give-up-unknown", "unknown.own-claim-only, unknown.never-failure"),
+    ("mark-unknown", "unknown.expired-claim-as-seen"),
     ("reconcile", "converge.unknown-at-revision, unknown.never-failure"),
     ("cancel", "cancel.prepared-to-cancelled, cancel.in-flight-kept"),
 ];

@@ -117,8 +117,7 @@ pub fn judge_with_ledger(
 }
 
 fn saved(r: &Report) -> serde_json::Value {
-    let transitions: std::collections::BTreeSet<String> =
-        r.steps.iter().map(|s| fenceproof_model::coverage::key(&s.class, s.kind)).collect();
+    let transitions: std::collections::BTreeSet<String> = r.steps.iter().filter_map(|s| s.transition()).collect();
     serde_json::json!({
         "holds": r.holds(),
         "transactions": r.transactions,

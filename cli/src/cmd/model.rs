@@ -134,10 +134,12 @@ fn print_transitions(cfg: &Config) {
     let model = fenceproof_model::ProtocolModel::new(cfg.clone());
     match fenceproof_model::coverage::reachable(&model, 20_000_000) {
         Some(t) => {
-            let kinds: std::collections::BTreeSet<&str> = t.iter().map(|(_, k)| *k).collect();
+            let kinds: std::collections::BTreeSet<&str> = t.rules.iter().map(|(_, k)| *k).collect();
             outln!(
-                "reachable abstract transitions: {} (state class × action, {} kinds of action)",
-                t.len(),
+                "reachable abstract transitions: {} by what the rules read, {} by both operations' statuses \
+                 (state class × action, {} kinds of action)",
+                t.rules.len(),
+                t.fine.len(),
                 kinds.len()
             );
         }

@@ -1,5 +1,5 @@
-//! The outbox (§09): the dispatcher's claim, its remote call and result write, the reconciler's
-//! unknown marking and its convergence by what the tool allows.
+//! The outbox (§09): the dispatcher's claim, its remote call, its result write or its giving the
+//! claim up as unknown, the reconciler's unknown marking and its convergence by what the tool allows.
 
 use crate::config::{Ablation, Capability, Config};
 use crate::state::{Claim, OpStatus, State};
@@ -49,6 +49,19 @@ pub fn write_result(cfg: &Config, s: &mut State, i: u8) -> bool {
         op.status = OpStatus::Succeeded;
         op.until = 0;
         op.dispatch_owner = None;
+    }
+    true
+}
+
+/// The claim session gives its own claim up as unknown (`fp_mark_unknown_own`): the row moves only
+/// while it is still dispatching under this session's claim, expired or not (the statement reads
+/// no deadline, no lease and no run); otherwise it matches no row. Either way the session's claim
+/// ends.
+pub fn give_up(s: &mut State, i: u8) -> bool {
+    let Some(c) = s.procs[i as usize].claim.take() else { return false };
+    let op = s.primary.ops[c.op as usize];
+    if op.status == OpStatus::Dispatching && op.dispatch_owner == Some(i) {
+        mark_unknown(s, c.op);
     }
     true
 }

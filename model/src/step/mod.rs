@@ -28,6 +28,7 @@ pub fn next(cfg: &Config, s: &State, a: Action) -> Option<State> {
         Action::Claim(i, op) => ledger::claim(cfg, &mut n, i, op),
         Action::Call(i) => ledger::call(cfg, &mut n, i),
         Action::WriteResult(i) => ledger::write_result(cfg, &mut n, i),
+        Action::GiveUp(i) => ledger::give_up(&mut n, i),
         Action::MarkUnknown(op) => ledger::mark_unknown(&mut n, op),
         Action::Reconcile(op) => ledger::reconcile(cfg, &mut n, op),
         other => control::apply(cfg, &mut n, other),

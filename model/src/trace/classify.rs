@@ -6,8 +6,8 @@
 
 use super::history::{Change, Env, Table, Txn};
 use super::rows::{settled, short, terminal, Lease, Op, Rows, Run};
-use crate::coverage::{Class, LeaseClass};
-use crate::state::{OpStatus, RunStatus, OPS};
+use crate::coverage::{Class, Facts, LeaseClass};
+use crate::state::{OpStatus, RunStatus};
 
 /// How a change is explained.
 pub enum Explained {
@@ -215,7 +215,7 @@ fn op_update(c: &Change, clock: &Clock, rows: &Rows) -> Explained {
     match (o.status.as_str(), n.status.as_str()) {
         ("prepared", "dispatching") => claim(&o, &n, clock, rows, moved),
         ("dispatching", s) if settled(s) && s != "cancelled" => Explained::Step("write-result"),
-        ("dispatching", "unknown") if holder(rows, c, &o) => Explained::Step("mark-unknown"),
+        ("dispatching", "unknown") if holder(rows, c, &o) => Explained::Step("give-up-unknown"),
         ("dispatching", "unknown") => match o.until {
             Some(u) if clock.surely_ahead(u) => {
                 no(moved, format!("only an expired claim becomes unknown; the claim was live until {}", ts(u)))
@@ -229,7 +229,7 @@ fn op_update(c: &Change, clock: &Clock, rows: &Rows) -> Explained {
         },
         _ => no(
             moved,
-            "prepared → dispatching (claim), dispatching → succeeded/failed_final (result) or unknown (expired claim), \
+            "prepared → dispatching (claim), dispatching → succeeded/failed_final (result) or unknown (its holder gives it up, or it expired), \
              unknown → succeeded/failed_final (reconciliation), prepared → cancelled (run cancelled); \
              never back to prepared, never from a settled status",
         ),
@@ -238,7 +238,8 @@ fn op_update(c: &Change, clock: &Clock, rows: &Rows) -> Explained {
 
 /// Whether `c`'s writer holds the operation's claim: the session that claimed it, or the dispatch
 /// owner it named. The holder may give its own claim up as unknown at any time (a remote timeout,
-/// §07); only another session must wait for the claim to expire.
+/// §07: the model's `give-up-unknown`); only another session must wait for the claim to expire
+/// (`mark-unknown`).
 fn holder(rows: &Rows, c: &Change, o: &Op) -> bool {
     rows.claimer.get(&c.key()) == Some(&c.writer) || o.dispatch_owner.as_deref() == Some(c.writer.as_str())
 }
@@ -374,25 +375,29 @@ fn run_of(c: &Change) -> String {
     c.new.as_ref().or(c.old.as_ref()).map(Op::from).map(|o| o.run).unwrap_or_default()
 }
 
-/// The model's class of the rows `c` was committed over (the run's first two operations stand
-/// for the model's two).
+/// The model's class of the rows `c` was committed over: the facts the model's walk classifies,
+/// read from the rows (the operation `c` writes is the one acted on; every operation of the run
+/// counts, not only the model's two).
 pub fn class(rows: &Rows, c: &Change, t: &Txn, overlaps: &Overlaps) -> Class {
     let run = run_of(c);
     let lease = match rows.leases.get(&run) {
         None => LeaseClass::Free,
-        Some(l) if l.owner.is_none() => LeaseClass::Free,
-        Some(l) if l.expires > t.at() => LeaseClass::Live,
-        Some(_) => LeaseClass::Expired,
+        Some(l) => LeaseClass::of(l.owner.is_some(), l.expires <= t.at()),
     };
-    let mut ops = [OpStatus::Absent; OPS];
-    for (slot, id) in ops.iter_mut().zip(rows.run_ops.get(&run).into_iter().flatten()) {
-        *slot = rows.ops.get(id).map(|o| op_status(&o.status)).unwrap_or(OpStatus::Absent);
+    let mut ids: Vec<&String> = rows.run_ops.get(&run).into_iter().flatten().collect();
+    let key = c.key();
+    if c.table == Table::Operations && !ids.contains(&&key) {
+        ids.push(&key);
     }
-    Class {
+    let ops: Vec<OpStatus> =
+        ids.iter().map(|id| rows.ops.get(*id).map(|o| op_status(&o.status)).unwrap_or(OpStatus::Absent)).collect();
+    Facts {
         lease,
         run: rows.runs.get(&run).map(|r| run_status(&r.status)).unwrap_or(RunStatus::Pending),
-        ops,
+        ops: &ops,
+        target: (c.table == Table::Operations).then(|| ids.iter().position(|id| **id == key)).flatten(),
         validated_open: overlaps.open(&run, t.at(), &c.xid),
         stale_believer: rows.stale_believer(&run),
     }
+    .class()
 }

@@ -14,6 +14,19 @@ pub struct Step {
     pub class: Class,
 }
 
+impl Step {
+    /// The model transition this step exercises (a line of `transitions.txt`), if it is one: an
+    /// observable action's own change. An intent's insert is part of its run's commit, and the
+    /// prepared operations a cancel carries along are part of the run's cancel.
+    pub fn transition(&self) -> Option<String> {
+        let kind = crate::coverage::observable(self.kind)?;
+        if kind == "cancel" && self.class.op.is_some() {
+            return None;
+        }
+        Some(crate::coverage::key(&self.class, kind))
+    }
+}
+
 /// A committed change the model cannot explain.
 #[derive(Clone, Debug, Serialize)]
 pub struct Unexplained {

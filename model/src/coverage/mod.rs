@@ -1,0 +1,43 @@
+//! The denominator of a PASS: the abstract transitions (state class × action) the bounded model can
+//! take. A transition's class keeps what the action's guard and the rules read and drops the rest
+//! (`class.rs`): a run that takes a transition of the same class and kind exercises it; the ones no
+//! run takes are what the suite never creates.
+
+mod class;
+mod of_state;
+mod walk;
+
+use std::collections::BTreeSet;
+
+pub use class::{fine_key, in_flight, key, Class, Facts, Fine, LeaseClass};
+pub use of_state::{classes, target};
+pub use walk::{observable_reachable, reachable, Reachable};
+
+/// The action kinds a recorded history shows (each is a commit); the others are hidden steps.
+pub const OBSERVABLE: &[&str] = &[
+    "acquire",
+    "renew",
+    "release",
+    "commit",
+    "claim",
+    "write-result",
+    "give-up-unknown",
+    "mark-unknown",
+    "reconcile",
+    "cancel",
+];
+
+/// The observable kind an action kind is recorded as (a commit whose reply was lost is a commit).
+pub fn observable(kind: &str) -> Option<&'static str> {
+    let kind = if kind == "commit-lost-reply" { "commit" } else { kind };
+    OBSERVABLE.iter().copied().find(|k| *k == kind)
+}
+
+/// The observable transitions of both default bounds, as generated into `transitions.txt` (the
+/// denominator `verify` reports coverage against; a test keeps the file current).
+pub const DENOMINATOR: &str = include_str!("../../transitions.txt");
+
+/// The denominator's transitions.
+pub fn denominator() -> BTreeSet<&'static str> {
+    DENOMINATOR.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).collect()
+}

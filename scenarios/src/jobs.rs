@@ -165,7 +165,7 @@ impl Session {
             })
             .collect();
         if died.is_none() {
-            self.rerun_starved(label, &units, &mut results).await?;
+            self.rerun_starved(&units, &mut results).await?;
         }
         let matrix = self.matrix_of(results, t0);
         crate::row_times::record(&reports, &matrix.results);
@@ -176,35 +176,42 @@ impl Session {
     /// [`Session::starved_reruns`] rounds: a starved row has no verdict, and alone on the machine it
     /// may reach one. A rerun's result replaces the row's, its observations saying so and where the
     /// starved attempt's evidence is; a row still starved after the last round stays STARVED.
-    async fn rerun_starved(
-        &mut self,
-        label: &str,
-        units: &[Unit],
-        results: &mut [ExperimentResult],
-    ) -> Result<(), HarnessError> {
+    async fn rerun_starved(&mut self, units: &[Unit], results: &mut [ExperimentResult]) -> Result<(), HarnessError> {
         for round in 1..=self.starved_reruns {
             let again: Vec<usize> = (0..results.len()).filter(|&i| results[i].outcome == Outcome::Starved).collect();
             if again.is_empty() {
                 break;
             }
-            let rerun = if label.is_empty() { format!("rerun{round}") } else { format!("{label}/rerun{round}") };
-            let todo: Vec<Unit> = again.iter().map(|&i| Unit { label: rerun.clone(), ..units[i].clone() }).collect();
-            eprintln!(
-                "fenceproof: {} row(s) STARVED; running them again one at a time ({rerun}): {}",
-                todo.len(),
-                todo.iter().map(|u| u.exp.id).collect::<Vec<_>>().join(", ")
-            );
-            let jobs = std::mem::replace(&mut self.jobs, 1);
-            let order: Vec<usize> = (0..todo.len()).collect();
-            let ran = self.units(&todo, &order, |_| false).await;
-            self.jobs = jobs;
-            let (slots, died) = ran?;
+            let (slots, died) = self.rerun_alone(units, &again, &format!("rerun{round}")).await?;
             adopt_reruns(results, &again, slots);
             if died.is_some() {
                 break;
             }
         }
         Ok(())
+    }
+
+    /// The units `which` (indices into `units`) run again one at a time, each one's evidence under
+    /// `<its label>/<again>/<row>/`: each one's result (`None`: not run) and the server's death, if
+    /// it died.
+    pub async fn rerun_alone(
+        &mut self,
+        units: &[Unit],
+        which: &[usize],
+        again: &str,
+    ) -> Result<(Vec<Option<ExperimentResult>>, Option<String>), HarnessError> {
+        let relabel = |u: &Unit| if u.label.is_empty() { again.to_string() } else { format!("{}/{again}", u.label) };
+        let todo: Vec<Unit> = which.iter().map(|&i| Unit { label: relabel(&units[i]), ..units[i].clone() }).collect();
+        eprintln!(
+            "fenceproof: {} row(s) STARVED; running them again one at a time ({again}): {}",
+            todo.len(),
+            todo.iter().map(|u| u.exp.id).collect::<Vec<_>>().join(", ")
+        );
+        let jobs = std::mem::replace(&mut self.jobs, 1);
+        let order: Vec<usize> = (0..todo.len()).collect();
+        let ran = self.units(&todo, &order, |_| false).await;
+        self.jobs = jobs;
+        ran
     }
 
     /// Run `units`, up to [`Session::jobs`] at once, starting them in `order` (indices into
@@ -344,7 +351,7 @@ async fn watch_stalls(file: std::path::PathBuf) {
 /// Each rerun's result in place of the starved row it ran again (`again[k]` is the row of
 /// `slots[k]`), its observations saying it ran alone after STARVED, why, and where that attempt's
 /// evidence is. A rerun that did not run (`None`) leaves the row as it was.
-fn adopt_reruns(results: &mut [ExperimentResult], again: &[usize], slots: Vec<Option<ExperimentResult>>) {
+pub fn adopt_reruns(results: &mut [ExperimentResult], again: &[usize], slots: Vec<Option<ExperimentResult>>) {
     for (&i, slot) in again.iter().zip(slots) {
         let Some(mut r) = slot else { continue };
         let first = &results[i];

@@ -177,7 +177,10 @@ async fn mutant_rows(
     }
     let mut start: Vec<usize> = (0..units.len()).collect();
     start.sort_by_key(|&i| order_key[i]);
-    let (slots, _) = session.units(&units, &start, |r| first_kill && kills(r.outcome)).await?;
+    let (mut slots, died) = session.units(&units, &start, |r| first_kill && kills(r.outcome)).await?;
+    if died.is_none() {
+        session.rerun_starved_unkilled(&units, &mut slots, kills).await?;
+    }
     let mut rows = Vec::new();
     for (group, (name, rule)) in mutants.iter().enumerate() {
         let verdicts: Vec<(String, Outcome)> = units

@@ -455,7 +455,7 @@ async fn mutant_rows<'e>(
     let first_kill = sel.first_kill;
     let (mut slots, died) = session.units(&units, &start, |r| first_kill && r.outcome == Outcome::Fail).await?;
     if died.is_none() {
-        rerun_starved_survivors(session, &units, &mut slots).await?;
+        session.rerun_starved_unkilled(&units, &mut slots, |o| o == Outcome::Fail).await?;
     }
     let mut rows = Vec::new();
     for (group, m) in mutants.iter().enumerate() {
@@ -466,36 +466,6 @@ async fn mutant_rows<'e>(
         rows.push(row);
     }
     Ok(rows)
-}
-
-/// A mutant no FAIL killed whose rows include a STARVED one: those rows again, one at a time (the
-/// busy machine, not the mutant, decided them; a starved killer would make a false survivor, a
-/// starved listed equivalent an unfinished check of its listing).
-async fn rerun_starved_survivors(
-    session: &mut Session,
-    units: &[Unit],
-    slots: &mut [Option<ExperimentResult>],
-) -> Result<(), HarnessError> {
-    let killed = |g: usize| {
-        units
-            .iter()
-            .zip(slots.iter())
-            .any(|(u, r)| u.group == g && r.as_ref().is_some_and(|r| r.outcome == Outcome::Fail))
-    };
-    let again: Vec<usize> = (0..units.len())
-        .filter(|&i| slots[i].as_ref().is_some_and(|r| r.outcome == Outcome::Starved) && !killed(units[i].group))
-        .collect();
-    if again.is_empty() || session.starved_reruns == 0 {
-        return Ok(());
-    }
-    let (ran, _) = session.rerun_alone(units, &again, "rerun1").await?;
-    let mut results: Vec<ExperimentResult> = again.iter().filter_map(|&i| slots[i].clone()).collect();
-    let firsts: Vec<usize> = (0..results.len()).collect();
-    fenceproof_scenarios::jobs::adopt_reruns(&mut results, &firsts, ran);
-    for (&i, r) in again.iter().zip(results) {
-        slots[i] = Some(r);
-    }
-    Ok(())
 }
 
 /// The row of mutant `m`: its verdicts, what killed it, and its fate given the equivalents list.

@@ -191,6 +191,42 @@ impl Session {
         Ok(())
     }
 
+    /// The STARVED units of the groups (mutants) none of whose units `kills`, run again one at a
+    /// time (up to [`Session::starved_reruns`] rounds), each rerun's result in its slot: a starved
+    /// killer would make a false survivor, a starved row of a listed equivalent an unfinished check
+    /// of its listing.
+    pub async fn rerun_starved_unkilled(
+        &mut self,
+        units: &[Unit],
+        slots: &mut [Option<ExperimentResult>],
+        kills: impl Fn(Outcome) -> bool,
+    ) -> Result<(), HarnessError> {
+        for round in 1..=self.starved_reruns {
+            let killed = |g: usize| {
+                units
+                    .iter()
+                    .zip(slots.iter())
+                    .any(|(u, r)| u.group == g && r.as_ref().is_some_and(|r| kills(r.outcome)))
+            };
+            let starved = |i: usize| slots[i].as_ref().is_some_and(|r| r.outcome == Outcome::Starved);
+            let again: Vec<usize> = (0..units.len()).filter(|&i| starved(i) && !killed(units[i].group)).collect();
+            if again.is_empty() {
+                break;
+            }
+            let (ran, died) = self.rerun_alone(units, &again, &format!("rerun{round}")).await?;
+            let mut results: Vec<ExperimentResult> = again.iter().filter_map(|&i| slots[i].clone()).collect();
+            let all: Vec<usize> = (0..results.len()).collect();
+            adopt_reruns(&mut results, &all, ran);
+            for (&i, r) in again.iter().zip(results) {
+                slots[i] = Some(r);
+            }
+            if died.is_some() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// The units `which` (indices into `units`) run again one at a time, each one's evidence under
     /// `<its label>/<again>/<row>/`: each one's result (`None`: not run) and the server's death, if
     /// it died.
@@ -351,7 +387,7 @@ async fn watch_stalls(file: std::path::PathBuf) {
 /// Each rerun's result in place of the starved row it ran again (`again[k]` is the row of
 /// `slots[k]`), its observations saying it ran alone after STARVED, why, and where that attempt's
 /// evidence is. A rerun that did not run (`None`) leaves the row as it was.
-pub fn adopt_reruns(results: &mut [ExperimentResult], again: &[usize], slots: Vec<Option<ExperimentResult>>) {
+fn adopt_reruns(results: &mut [ExperimentResult], again: &[usize], slots: Vec<Option<ExperimentResult>>) {
     for (&i, slot) in again.iter().zip(slots) {
         let Some(mut r) = slot else { continue };
         let first = &results[i];

@@ -827,6 +827,9 @@ async fn collect(
     if exp.outcome == "retry" {
         cell.observed.extend(requeue::note(&h));
     }
+    if let (Resume::Late, "retry", Some(back)) = (exp.resume, exp.taker, cell.holds.first().and_then(|h| h.to)) {
+        cell.observed.extend(requeue::at_return(&h, back));
+    }
     if cell.kept {
         // Nobody took the job from A: A is the current worker, and B must not have touched it.
         (h.stalled, h.taker, h.taker_outcome) = ("B".into(), "A".into(), exp.outcome.into());

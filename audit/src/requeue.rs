@@ -2,7 +2,11 @@
 //! worker still ran it. With both workers' polls free to take it, which comes first is the
 //! library's race (pgqueuer's two dequeue loops), not the harness's: A's claim runs the job again
 //! beside B (a concurrent execution), B's does not. The cell's note names which happened and the
-//! other outcome, so a verdict that differs between runs says why.
+//! other outcome, so a verdict that differs between runs says why. When B asked for the retry and A
+//! comes back late, B's retried job runs again at once (its gate is open) until the library stops
+//! retrying it, and A's stale success meets whichever state that reached: the note names it.
+
+use chrono::{DateTime, Utc};
 
 use fenceproof_harness::check::audit::{AuditHistory, JobWrite};
 
@@ -58,10 +62,25 @@ pub fn note(h: &AuditHistory) -> Option<String> {
     })
 }
 
+/// The job's state when the stalled worker came back at `resumed` after the taker's retry request:
+/// the last change of its state committed before then.
+pub fn at_return(h: &AuditHistory, resumed: DateTime<Utc>) -> Option<String> {
+    let last = h.writes.iter().rfind(|w| w.at <= resumed && (w.op == "DELETE" || w.status_before != w.status_after))?;
+    Some(format!(
+        "when {} came back ({}) the job was `{}` ({} by {}): {}'s retried job runs again at once until the library stops retrying it, and which of those states {}'s stale success meets decides this cell, a timing the harness does not fix",
+        h.stalled,
+        resumed.format("%H:%M:%S%.3f"),
+        last.status_after.as_deref().unwrap_or("(deleted)"),
+        describe(last),
+        last.writer,
+        h.taker,
+        h.stalled
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::{DateTime, Utc};
     use fenceproof_harness::check::audit::Success;
 
     fn at(s: i64) -> DateTime<Utc> {
@@ -105,6 +124,15 @@ mod tests {
         let note = super::note(&history(by_b)).expect("a requeue");
         assert!(note.contains("B claimed it first") && note.contains("a claim by A would run it again"), "{note}");
         assert!(super::note(&history(base)).expect("a requeue").ends_with("nobody claimed it again"));
+    }
+
+    #[test]
+    fn the_state_a_late_worker_meets_is_the_last_change_before_it_came_back() {
+        let chain = vec![w(1, "A", "queued", "picked"), w(2, "B", "picked", "queued"), w(3, "B", "queued", "failed")];
+        let mid = at_return(&history(chain.clone()), at(2)).expect("a state");
+        assert!(mid.contains("the job was `queued` (#2 picked -> queued by B)"), "{mid}");
+        let end = at_return(&history(chain), at(5)).expect("a state");
+        assert!(end.contains("the job was `failed`"), "{end}");
     }
 
     #[test]

@@ -5,6 +5,12 @@ documented recipe for stalled jobs is a periodic task that calls `job_manager.ge
 and `job_manager.retry_job()` for each. The recipe runs here as a loop in the recovering worker's
 process every 0.25 s with `seconds_since_heartbeat` = the audit's stall threshold (a cron periodic
 task has one-second granularity at best; the calls are the same).
+A starting worker also prunes the workers whose heartbeat is older than its `stalled_worker_timeout`,
+and a pruned worker can claim no job again (a job's `worker_id` references its worker's row). That
+timeout keeps procrastinate's default (30 s): the recovering worker starts just after the harness
+pauses A, and with the stall threshold there it pruned A or not by whether its own start took longer
+than A's heartbeat age (under load it did), which decided whether A could run its own stale retry
+again. With the default it never prunes A, as a worker already running when A stalled would not.
 Outcomes: success returns; fail raises an exception the task's retry strategy does not retry;
 retry raises one it does (`RetryStrategy(retry_exceptions=...)`).
 """
@@ -17,6 +23,8 @@ import procrastinate
 import common
 
 QUEUE = "audit"
+# The startup prune of stalled workers (procrastinate's default): see the module's docstring.
+PRUNE_AFTER_S = 30.0
 
 
 def make_app(dsn):
@@ -54,7 +62,7 @@ async def main(args):
             recovery = asyncio.create_task(recover(app, args.stall_s)) if args.recover else None
             common.emit("ready", worker=args.name)
             await app.run_worker_async(queues=[QUEUE], concurrency=1, name=args.owner,
-                                       update_heartbeat_interval=0.5, stalled_worker_timeout=args.stall_s,
+                                       update_heartbeat_interval=0.5, stalled_worker_timeout=PRUNE_AFTER_S,
                                        fetch_job_polling_interval=0.2)
             if recovery:
                 recovery.cancel()

@@ -27,6 +27,7 @@ use super::experiments::{AuditExperiment, HoldKind, Resume};
 use super::hold::{self, Held};
 use super::libraries::{HeldAt, Library, Runtime, CHECKPOINT_EXPERIMENT};
 use super::takeover;
+use super::{registry, requeue};
 
 /// How long a step that needs no recovery may take (a START, an END after the gate opened).
 const STEP: Duration = Duration::from_secs(30);
@@ -301,18 +302,21 @@ async fn wait_end_a(ledger: &Path, events: &Path) -> Result<(), HarnessError> {
 }
 
 /// Watch (at most `SETTLE`) for a commit by `worker` after commit `after_seq` that changes the
-/// job's state (a status change or a delete: a heartbeat is not what the harness waits for).
-async fn settle(pool: &sqlx::PgPool, status: &str, worker: &str, after_seq: i64) -> Result<bool, HarnessError> {
+/// job's state (a status change or a delete: a heartbeat is not what the harness waits for, nor a
+/// change of the library's registry of workers).
+async fn settle(pool: &sqlx::PgPool, lib: &Library, worker: &str, after_seq: i64) -> Result<bool, HarnessError> {
     let app = app_name(worker);
+    let registry = lib.registry.map(|r| r.table).unwrap_or("");
     let deadline = Instant::now() + SETTLE;
     loop {
         let n: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM fenceproof_audit.commits WHERE writer = $1 AND seq > $2
-                AND (op = 'DELETE' OR old_row->>$3 IS DISTINCT FROM new_row->>$3)",
+                AND (op = 'DELETE' OR old_row->>$3 IS DISTINCT FROM new_row->>$3) AND table_name <> $4",
         )
         .bind(&app)
         .bind(after_seq)
-        .bind(status)
+        .bind(lib.status_column)
+        .bind(registry)
         .fetch_one(pool)
         .await?;
         if n > 0 {
@@ -323,6 +327,52 @@ async fn settle(pool: &sqlx::PgPool, status: &str, worker: &str, after_seq: i64)
         }
         tokio::time::sleep(wait::POLL_EVERY * 5).await;
     }
+}
+
+/// How long A must go without committing a change of the job's state for the harness to take what
+/// its retry request set going as played out.
+const QUIET: Duration = Duration::from_secs(2);
+/// At most how long the harness waits for that.
+const QUIET_BOUND: Duration = Duration::from_secs(10);
+
+/// After A's retry request, with B's execution still running: what the request sets going in A
+/// plays out before B's gate opens (a job the stale retry put back in the queue is claimed and run
+/// again by A, the free worker, as often as the library lets it), so whether a second execution
+/// starts beside B, and what state A leaves the job in, is the library's doing, not a race with B's
+/// END. Waits until A has committed no change of the job's state (a status change, an insert or a
+/// delete: not a heartbeat) for [`QUIET`], at most [`QUIET_BOUND`]; the timeline says where it
+/// stopped, and the cell's note says so when A was still changing the job.
+async fn quiet_after_retry(
+    pool: &sqlx::PgPool,
+    lib: &Library,
+    timeline: &Timeline,
+    cell: &mut Cell,
+) -> Result<(), HarnessError> {
+    let last = || async {
+        let q = "SELECT coalesce(max(seq), 0) FROM fenceproof_audit.commits WHERE table_name = $1 AND writer = $2
+                   AND (op <> 'UPDATE' OR old_row->>$3 IS DISTINCT FROM new_row->>$3)";
+        let q = sqlx::query_scalar(q).bind(lib.table).bind(app_name("A")).bind(lib.status_column);
+        Ok::<i64, HarnessError>(q.fetch_one(pool).await?)
+    };
+    let (mut seen, started) = (last().await?, Instant::now());
+    let mut since = Instant::now();
+    while since.elapsed() < QUIET && started.elapsed() < QUIET_BOUND {
+        tokio::time::sleep(wait::POLL_EVERY * 5).await;
+        let now = last().await?;
+        if now != seen {
+            (seen, since) = (now, Instant::now());
+        }
+    }
+    let still = since.elapsed() < QUIET;
+    let detail = json!({"quiet_ms": QUIET.as_millis(), "last_state_change_by_a": seen, "still_changing": still});
+    timeline.record("harness", "observed", "quiet_after_retry", detail);
+    if still {
+        cell.observed.push(format!(
+            "A still changed the job's state {} s after its retry request (last: commit #{seen}); B's gate opened then",
+            QUIET_BOUND.as_secs()
+        ));
+    }
+    Ok(())
 }
 
 async fn last_seq(pool: &sqlx::PgPool) -> Result<i64, HarnessError> {
@@ -387,7 +437,7 @@ async fn schedule(
             }
             bring_back(exp, cell, timeline).await?;
             wait_end_a(ledger_path, &cell.workers[0].events).await?;
-            settle(pool, lib.status_column, "A", mark).await?;
+            settle(pool, lib, "A", mark).await?;
             finish_b(pool, lib, gates, ledger_path, timeline).await?;
         }
         Resume::Early => {
@@ -405,7 +455,10 @@ async fn schedule(
             if cell.sigterm_at.is_none() || cell.workers[0].exited().is_none() {
                 wait_end_a(ledger_path, &cell.workers[0].events).await?;
             }
-            settle(pool, lib.status_column, "A", mark).await?;
+            settle(pool, lib, "A", mark).await?;
+            if exp.outcome == "retry" {
+                quiet_after_retry(pool, lib, timeline, cell).await?;
+            }
             if !cell.kept {
                 finish_b(pool, lib, gates, ledger_path, timeline).await?;
             }
@@ -416,7 +469,7 @@ async fn schedule(
             let mark = last_seq(pool).await?;
             open_gate(gates, "A", timeline)?;
             wait_end_a(ledger_path, &cell.workers[0].events).await?;
-            settle(pool, lib.status_column, "A", mark).await?;
+            settle(pool, lib, "A", mark).await?;
         }
         Resume::Never => finish_b(pool, lib, gates, ledger_path, timeline).await?,
     }
@@ -493,6 +546,9 @@ async fn prepare(
         if t != lib.table {
             audit_commits::watch(&pool, t).await?;
         }
+    }
+    if let Some(r) = lib.registry {
+        audit_commits::watch(&pool, r.table).await?;
     }
     timeline.record("harness", "setup", lib.name, json!({"database": db, "table": lib.table}));
 
@@ -594,10 +650,27 @@ async fn wait_b(
             let why = hold::blocked_takeover(&stage.pool, cell.held_pid, lib).await;
             return Err(HarnessError::Other(format!("{e}; {why}")));
         }
+        let e = with_registry_notes(&stage.pool, lib, exp, cell, e).await;
         return Err(with_last_words(e, &cell.workers[1]));
     }
     timeline.record("harness", "observed", "takeover", json!({"by": "B"}));
     Ok(())
+}
+
+/// `e` with what the library's registry of workers says of it (why the job stayed with A).
+async fn with_registry_notes(
+    pool: &sqlx::PgPool,
+    lib: &Library,
+    exp: &AuditExperiment,
+    cell: &Cell,
+    e: HarnessError,
+) -> HarnessError {
+    let Ok(commits) = audit_commits::read(pool).await else { return e };
+    let paused = cell.holds.first().map(|h| h.from);
+    match registry::notes(lib, exp, &commits, paused, None, Utc::now()) {
+        notes if notes.is_empty() => e,
+        notes => HarnessError::Other(format!("{e}; {}", notes.join("; "))),
+    }
 }
 
 /// Wait (at most `bound`) for B's takeover: its committed claim under a row hold, else its START
@@ -739,7 +812,7 @@ async fn collect(
     // A last look: anything the libraries do on their own after the outcomes (a retried job
     // picked up again) lands now; it is judged like everything else.
     let mark = last_seq(&pool).await?;
-    settle(&pool, lib.status_column, "A", mark).await?;
+    settle(&pool, lib, "A", mark).await?;
     timeline.record("harness", "stop", "workers", json!({}));
     for w in &mut cell.workers {
         w.stop(Duration::from_secs(5)).await;
@@ -749,6 +822,14 @@ async fn collect(
     std::fs::write(dir.join("commits.json"), serde_json::to_string_pretty(&commits).unwrap_or_default())?;
     let mut h = history(lib, checkpoint_table(lib, exp), &ledger_marks(&stage.ledger_path)?, &commits, &cell.holds);
     h.taker_outcome = exp.taker.into();
+    let paused = cell.holds.first().map(|h| h.from);
+    cell.observed.extend(registry::notes(lib, exp, &commits, paused, h.takeover_at(), Utc::now()));
+    if exp.outcome == "retry" {
+        cell.observed.extend(requeue::note(&h));
+    }
+    if let (Resume::Late, "retry", Some(back)) = (exp.resume, exp.taker, cell.holds.first().and_then(|h| h.to)) {
+        cell.observed.extend(requeue::at_return(&h, back));
+    }
     if cell.kept {
         // Nobody took the job from A: A is the current worker, and B must not have touched it.
         (h.stalled, h.taker, h.taker_outcome) = ("B".into(), "A".into(), exp.outcome.into());
@@ -781,7 +862,7 @@ async fn finish_b(
     if !ended {
         timeline.record("harness", "observed", "outcome_without_start", json!({"worker": "B"}));
     }
-    settle(pool, lib.status_column, "B", mark).await?;
+    settle(pool, lib, "B", mark).await?;
     Ok(())
 }
 

@@ -9,6 +9,8 @@
 //!   back, how its execution ends);
 //! - [`cell`]: one library under one experiment, from a fresh database to its checks;
 //! - [`hold`]: a write of A held inside the database, and a pause placed outside a library's recovery lock;
+//! - [`registry`]: a library's registry of live workers, and what a cell's note says from it;
+//! - [`requeue`]: who claimed a job the stale worker's retry put back in the queue;
 //! - [`takeover`]: how a cell knows B took the job: its START, or the system's own ownership record;
 //! - [`report`]: the audit table in the terminal, JSON, Markdown and HTML;
 //! - [`pages`]: the published pages (`docs/audit/*.md`) checked against the published results;
@@ -19,6 +21,8 @@ pub mod experiments;
 pub mod hold;
 pub mod libraries;
 pub mod pages;
+pub mod registry;
 pub mod report;
+pub mod requeue;
 pub mod rust_build;
 pub mod takeover;

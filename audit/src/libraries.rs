@@ -36,6 +36,21 @@ pub struct RecoveryLock {
     pub held_by: &'static str,
 }
 
+/// A library's table of live workers and their heartbeats.
+#[derive(Debug, Clone, Copy)]
+pub struct Registry {
+    /// The table (schema-qualified).
+    pub table: &'static str,
+    /// The column naming the worker in a row.
+    pub key: &'static str,
+    /// The key is the worker's name as the adapter gives it (`--owner`): a worker restarted under
+    /// the same name shares the registration (and its heartbeat) with the one it replaces; else the
+    /// library numbers its workers itself.
+    pub named: bool,
+    /// What the library does with the registry that a cell's outcome hangs on, for the pages.
+    pub why: &'static str,
+}
+
 /// How the adapter runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Runtime {
@@ -83,6 +98,9 @@ pub struct Library {
     pub takeover_touches: &'static str,
     /// A lock of its recovery a paused worker can keep from everyone (A is paused outside it).
     pub recovery_lock: Option<RecoveryLock>,
+    /// Its registry of live workers, when a cell's outcome hangs on it: watched by the commit
+    /// triggers in every cell, read back for the cell's note (`crate::registry`).
+    pub registry: Option<Registry>,
     /// Experiments the library's design does not allow, each with the reason (reported instead of
     /// a verdict).
     pub not_applicable: &'static [(&'static str, &'static str)],
@@ -131,6 +149,7 @@ pub const LIBRARIES: &[Library] = &[
         held_at: HeldAt::KeyShare("public.worker_leases", "run_id"),
         takeover_touches: "the lease row (fp_lease_acquire: owner, epoch, expiry) and the run row (B's running -> running transition)",
         recovery_lock: None,
+        registry: None,
         not_applicable: &[],
     },
     Library {
@@ -152,6 +171,12 @@ pub const LIBRARIES: &[Library] = &[
         held_at: HeldAt::Trigger("procrastinate_finish_job"),
         takeover_touches: "the job row (retry_job: doing -> todo; B's fetch: todo -> doing)",
         recovery_lock: None,
+        registry: Some(Registry {
+            table: "public.procrastinate_workers",
+            key: "id",
+            named: false,
+            why: "a worker starting prunes the workers whose heartbeat is older than its stalled_worker_timeout (procrastinate's default 30 s here); a job's worker_id references its worker's row, so a pruned worker cannot claim a job again",
+        }),
         not_applicable: &[],
     },
     Library {
@@ -173,6 +198,7 @@ pub const LIBRARIES: &[Library] = &[
         held_at: HeldAt::Trigger("delete\\s+from\\s+pgqueuer"),
         takeover_touches: "the job row (dequeue re-picks it: status, heartbeat)",
         recovery_lock: None,
+        registry: None,
         not_applicable: &[],
     },
     Library {
@@ -196,6 +222,12 @@ pub const LIBRARIES: &[Library] = &[
         held_at: HeldAt::Trigger("completed_at"),
         takeover_touches: "the job row (recovery: running -> pending; B's claim with a new claim_id)",
         recovery_lock: None,
+        registry: Some(Registry {
+            table: "public.chancy_workers",
+            key: "worker_id",
+            named: true,
+            why: "the Recovery plugin takes back only the running jobs of a worker id whose last_seen is older than heartbeat_timeout; a worker started under the same worker_id refreshes that id's last_seen",
+        }),
         not_applicable: &[],
     },
     Library {
@@ -217,6 +249,7 @@ pub const LIBRARIES: &[Library] = &[
         held_at: HeldAt::Trigger("workflow_status\\s+set\\s+status"),
         takeover_touches: "the workflow_status row (recovery: a new owner_xid and executor id)",
         recovery_lock: None,
+        registry: None,
         not_applicable: &[
             ("pause-early-retry", "DBOS has no job-level retry request: a step's retries run inside the same execution"),
             ("long-job-success", "DBOS has no heartbeat: a live executor's workflows are recovered only when it is declared dead (Conductor, 60 s without its heartbeat to Conductor, or an operator); the adapter's recovery declares every other executor dead at once"),
@@ -241,6 +274,7 @@ pub const LIBRARIES: &[Library] = &[
         held_at: HeldAt::Trigger("complete_run"),
         takeover_touches: "the task row and the run rows (the expired run fails, a new run is claimed)",
         recovery_lock: None,
+        registry: None,
         not_applicable: &[],
     },
     Library {
@@ -262,6 +296,7 @@ pub const LIBRARIES: &[Library] = &[
         held_at: HeldAt::Trigger("expire_at\\s*="),
         takeover_touches: "the job row (the sweep: active -> aborting -> queued; B's dequeue: active)",
         recovery_lock: None,
+        registry: None,
         not_applicable: &[],
     },
     Library {
@@ -283,6 +318,7 @@ pub const LIBRARIES: &[Library] = &[
         held_at: HeldAt::Trigger("delete\\s+from\\s+\"django_q_ormq\""),
         takeover_touches: "the queue row (B's dequeue: lock)",
         recovery_lock: None,
+        registry: None,
         not_applicable: &[],
     },
     Library {
@@ -304,6 +340,7 @@ pub const LIBRARIES: &[Library] = &[
         held_at: HeldAt::Trigger("mq_delete"),
         takeover_touches: "the message row (B's poll: attempt_at, attempts)",
         recovery_lock: None,
+        registry: None,
         not_applicable: &[],
     },
     Library {
@@ -327,6 +364,7 @@ pub const LIBRARIES: &[Library] = &[
         held_at: HeldAt::Trigger("completed_at"),
         takeover_touches: "the task row (B's dequeue: state, heartbeat) and its advisory lock",
         recovery_lock: None,
+        registry: None,
         not_applicable: &[],
     },
     Library {
@@ -350,6 +388,7 @@ pub const LIBRARIES: &[Library] = &[
         held_at: HeldAt::Trigger("last_result"),
         takeover_touches: "the job row (reenqueue_orphaned: status, lock_by; B's fetch)",
         recovery_lock: None,
+        registry: None,
         not_applicable: &[],
     },
     Library {
@@ -371,6 +410,7 @@ pub const LIBRARIES: &[Library] = &[
         held_at: HeldAt::Trigger("delete\\s+from\\s+graphile_worker\\._private_jobs"),
         takeover_touches: "the job row (the sweep clears locked_by, locked_at; B's claim) and the workers row",
         recovery_lock: Some(GRAPHILE_SWEEP_LOCK),
+        registry: None,
         not_applicable: &[(
             "same-name-early-success",
             "the worker id is random per worker instance (graphile_worker_<hex>); the library offers no way to reuse one",
@@ -395,6 +435,7 @@ pub const LIBRARIES: &[Library] = &[
         held_at: HeldAt::Trigger("pgmq\\.(delete|archive)"),
         takeover_touches: "the message row (B's read: vt, read_ct)",
         recovery_lock: None,
+        registry: None,
         not_applicable: &[],
     },
     Library {
@@ -418,6 +459,7 @@ pub const LIBRARIES: &[Library] = &[
         held_at: HeldAt::Trigger("update\\s+\"fang_tasks\"\\s+set\\s+\"state\""),
         takeover_touches: "the task row (a fetch: new or retried -> in_progress)",
         recovery_lock: None,
+        registry: None,
         not_applicable: &[(
             "kill-control",
             "fang recovers no task of a dead worker: a fetch takes only new and retried tasks (fetch_task_type.sql), so a killed worker's in_progress task is never run again",

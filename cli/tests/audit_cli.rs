@@ -193,3 +193,29 @@ fn a_held_completion_released_after_the_takeover_is_refused_by_the_reference_onl
     let left = left_running(&reports);
     assert!(left.is_empty(), "nothing of this audit is left running: {left:?}");
 }
+
+#[test]
+fn procrastinates_stale_retry_plays_out_beside_the_current_worker_before_its_end() {
+    let reports = Path::new(env!("CARGO_TARGET_TMPDIR")).join("audit_cli_retry");
+    let out = audit(&["--library", "procrastinate", "--only", "pause-early-retry", "--jobs", "1"], &reports);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let cells: Vec<serde_json::Value> =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
+    let c = cell(&cells, "procrastinate", "pause-early-retry");
+    assert_eq!(c["verdict"], "FAIL", "{c:#}");
+    // A's stale retry re-queued B's run, A ran it again while B still ran, until its attempts were
+    // spent and the job failed: B's success, its gate opened only then, never commits.
+    let f = failed(c);
+    for name in ["no change of the job's state", "no execution starts", "the current worker's own outcome"] {
+        assert!(f.iter().any(|n| n.starts_with(name)), "{name}: {f:?}");
+    }
+    assert!(c["executions"].as_u64().unwrap() >= 3, "{c:#}");
+    let note = c["observed"].as_str().unwrap_or("");
+    assert!(note.contains("A claimed it first"), "{note}");
+    assert!(!note.contains("registration deleted"), "B's start pruned no registration of A: {note}");
+    let timeline = c["timeline"].as_array().unwrap();
+    let quiet = timeline.iter().position(|e| e["target"] == "quiet_after_retry").expect("the harness waited");
+    let gate_b = timeline.iter().position(|e| e["action"] == "open_gate" && e["target"] == "B").unwrap();
+    assert!(quiet < gate_b, "B's gate opened after A's retry played out");
+    assert!(left_running(&reports).is_empty());
+}

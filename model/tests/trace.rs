@@ -288,3 +288,63 @@ fn a_cancel_is_one_transition_though_it_cancels_operations_too() {
     assert!(cancels[0].contains("run=running op=-"), "{}", cancels[0]);
     assert_eq!(r.steps.iter().filter(|s| s.kind == "cancel").count(), 2, "both changes are explained");
 }
+
+/// A session writes under its own owner id; the statements that renew or release a lease, and
+/// the one that writes a claim's result, name that owner (§05.2, §09.3). Another session's
+/// renewal, release or result matches no row, so a history that shows one is not the protocol's.
+#[test]
+fn only_the_owner_renews_or_releases_and_only_the_claim_holder_writes_its_result() {
+    type Bug = fn(&mut H);
+    let bugs: &[(&str, Bug, &str)] = &[
+        ("another session renews", |h| h.lease_to("B", 3, 3, Some("A"), 1, 13), "B renewed run"),
+        ("another session releases", |h| h.lease_to("B", 3, 3, None, 1, 3), "B released run"),
+        (
+            "another dispatcher writes the result",
+            |h| h.op_to("E", 6, 6, "op-1", ("succeeded", None, None)),
+            "a result only by the claim's holder (D)",
+        ),
+    ];
+    for (name, bug, says) in bugs {
+        let mut h = H::new();
+        h.lease_to("A", 1, 1, Some("A"), 1, 11);
+        h.run_to("A", 2, 2, "running", 1);
+        if name.contains("result") {
+            h.plan("A", 4, 4, "op-1");
+            h.op_to("D", 5, 5, "op-1", ("dispatching", Some("D"), Some(20)));
+        }
+        assert_eq!(h.first_unexplained(&env()), None, "{name}: the prefix");
+        bug(&mut h);
+        let (seq, why) = h.first_unexplained(&env()).unwrap_or_else(|| panic!("{name}: explained"));
+        assert_eq!(seq, h.out.len() as i64, "{name}: {why}");
+        assert!(why.contains(says), "{name}: {why}");
+    }
+}
+
+/// The control plane's cancel of the planned run, at these new revisions of the run and its
+/// prepared operation (they were at 2 and 0); what trace validation finds.
+fn cancel_at(run_revision: i64, op_revision: i64) -> Vec<String> {
+    let mut h = H::new();
+    h.lease_to("A", 1, 1, Some("A"), 1, 11);
+    h.run_to("A", 2, 2, "running", 1);
+    h.plan("A", 3, 3, "op-1");
+    let (run, op) = (h.run.clone(), h.ops["op-1"].clone());
+    let (mut run2, mut op2) = (run.clone(), op.clone());
+    run2["status"] = json!("cancelled");
+    run2["revision"] = json!(run_revision);
+    op2["status"] = json!("cancelled");
+    op2["revision"] = json!(op_revision);
+    h.txn("control-api", 4, 4, vec![(Table::Runs, Some(run), Some(run2)), (Table::Operations, Some(op), Some(op2))]);
+    let env = Env { control_prefixes: vec!["control-".into()], ..env() };
+    validate(&h.out, &env).unexplained.iter().map(|u| u.observed.clone()).collect()
+}
+
+/// A cancel raises the run's and each cancelled operation's revision by one, like every
+/// committed write; a cancel that leaves a revision where it was is not the protocol's.
+#[test]
+fn a_cancel_raises_the_revisions_it_writes() {
+    assert!(cancel_at(3, 1).is_empty(), "{:?}", cancel_at(3, 1));
+    let run_kept = cancel_at(2, 1);
+    assert!(run_kept.len() == 1 && run_kept[0].contains("cancelled run 11111111 at revision 2 over 2"), "{run_kept:?}");
+    let op_kept = cancel_at(3, 0);
+    assert!(op_kept.len() == 1 && op_kept[0].contains("cancelled operation op-1 at revision 0 over 0"), "{op_kept:?}");
+}

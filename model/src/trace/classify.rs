@@ -88,6 +88,9 @@ fn lease_update(c: &Change, clock: &Clock, rows: &Rows) -> Explained {
     if n.owner.is_some() && (n.owner != o.owner || n.epoch != o.epoch) {
         return takeover(&o, &n, max, clock, &run);
     }
+    if o.owner.is_some() && o.owner.as_deref() != Some(c.writer.as_str()) {
+        return not_the_owner(c, &o, &n, &run);
+    }
     if n.owner.is_some() && n.epoch == o.epoch {
         if clock.surely_passed(o.expires) {
             return no(
@@ -108,6 +111,17 @@ fn lease_update(c: &Change, clock: &Clock, rows: &Rows) -> Explained {
     no(
         format!("run {run}'s lease moved {:?}/epoch {} → {:?}/epoch {}", o.owner, o.epoch, n.owner, n.epoch),
         "a takeover (new owner, epoch + 1), a renewal (same owner and epoch) or a release (owner cleared, epoch kept)",
+    )
+}
+
+/// A renewal or release by a session that is not the lease's owner: both statements name the
+/// owner and its epoch (§05.2), and a session writes under its own owner id (its application_name),
+/// so another session's renewal or release matches no row.
+fn not_the_owner(c: &Change, o: &Lease, n: &Lease, run: &str) -> Explained {
+    let what = if n.owner.is_some() { "renewed" } else { "released" };
+    no(
+        format!("{} {what} run {run}'s lease held by {:?} (epoch {})", c.writer, o.owner, o.epoch),
+        "only the lease's owner renews or releases it (the statement names its owner and epoch)",
     )
 }
 
@@ -214,7 +228,15 @@ fn op_update(c: &Change, clock: &Clock, rows: &Rows) -> Explained {
     }
     match (o.status.as_str(), n.status.as_str()) {
         ("prepared", "dispatching") => claim(&o, &n, clock, rows, moved),
-        ("dispatching", s) if settled(s) && s != "cancelled" => Explained::Step("write-result"),
+        ("dispatching", s) if settled(s) && s != "cancelled" && holder(rows, c, &o) => Explained::Step("write-result"),
+        ("dispatching", s) if settled(s) && s != "cancelled" => no(
+            moved,
+            format!(
+                "a result only by the claim's holder ({}); another session's result, or a convergence, \
+                 matches no row while the operation is dispatching",
+                rows.claimer.get(&id).or(o.dispatch_owner.as_ref()).map_or("none named", String::as_str)
+            ),
+        ),
         ("dispatching", "unknown") if holder(rows, c, &o) => Explained::Step("give-up-unknown"),
         ("dispatching", "unknown") => match o.until {
             Some(u) if clock.surely_ahead(u) => {
@@ -237,9 +259,10 @@ fn op_update(c: &Change, clock: &Clock, rows: &Rows) -> Explained {
 }
 
 /// Whether `c`'s writer holds the operation's claim: the session that claimed it, or the dispatch
-/// owner it named. The holder may give its own claim up as unknown at any time (a remote timeout,
-/// §07: the model's `give-up-unknown`); only another session must wait for the claim to expire
-/// (`mark-unknown`).
+/// owner it named. Only the holder writes the claim's result (§09.3: the statement names the
+/// claim's owner and revision). The holder may give its own claim up as unknown at any time (a
+/// remote timeout, §07: the model's `give-up-unknown`); only another session must wait for the
+/// claim to expire (`mark-unknown`).
 fn holder(rows: &Rows, c: &Change, o: &Op) -> bool {
     rows.claimer.get(&c.key()) == Some(&c.writer) || o.dispatch_owner.as_deref() == Some(c.writer.as_str())
 }
@@ -274,7 +297,7 @@ fn control_plane(rows: &Rows, c: &Change) -> Option<Explained> {
         (Table::Runs, "UPDATE") => {
             let (o, n) = pair(c, Run::from)?;
             if matches!(o.status.as_str(), "pending" | "running") && n.status == "cancelled" {
-                Explained::Step("cancel")
+                cancel_raises_revision(c, o.revision, n.revision)
             } else {
                 no(
                     format!("{} moved run {} {} → {}", c.writer, short(&c.key()), o.status, n.status),
@@ -286,13 +309,27 @@ fn control_plane(rows: &Rows, c: &Change) -> Option<Explained> {
             let (o, n) = pair(c, Op::from)?;
             let run_cancelled = rows.runs.get(&o.run).is_some_and(|r| r.status == "cancelled");
             if o.status == "prepared" && n.status == "cancelled" && run_cancelled {
-                Explained::Step("cancel")
+                cancel_raises_revision(c, o.revision, n.revision)
             } else {
                 return None;
             }
         }
         _ => return None,
     })
+}
+
+/// A cancel is a committed write like any other: the run's revision (the CAS every protected
+/// commit compares) and the operation's ledger revision rise by exactly one with it.
+fn cancel_raises_revision(c: &Change, old: i64, new: i64) -> Explained {
+    if new == old + 1 {
+        return Explained::Step("cancel");
+    }
+    let row =
+        if c.table == Table::Runs { format!("run {}", short(&c.key())) } else { format!("operation {}", c.key()) };
+    no(
+        format!("{} cancelled {row} at revision {new} over {old}", c.writer),
+        "every committed write of a run or an operation, a cancel too, raises its revision by exactly one",
+    )
 }
 
 fn unknown_settled_without_capability(c: &Change, env: &Env) -> bool {

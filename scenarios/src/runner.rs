@@ -386,8 +386,10 @@ impl RowEnd {
         for c in &mut ctx.checks {
             c.rules = crate::catalogue::rules_for(&c.name).into_iter().map(RuleRef::from).collect();
         }
-        std::fs::write(dir.join("checks.json"), serde_json::to_string_pretty(&ctx.checks).expect("json"))?;
+        // The row's database connections close first: checks.json is its last evidence, written
+        // right before the row joins the matrix (an interrupt after it finds the row there).
         pool.close().await;
+        std::fs::write(dir.join("checks.json"), serde_json::to_string_pretty(&ctx.checks).expect("json"))?;
 
         let (mut outcome, mut observations) = verdict(&ctx, error.as_deref());
         let error = match starved(outcome, waited, fenceproof_harness::lag::since(t0)) {

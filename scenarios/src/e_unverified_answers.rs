@@ -271,8 +271,7 @@ async fn reconciled(
         require_ok(&rec, "reconcile")?;
         let mut open = false;
         for (tool, fault, op) in ops {
-            let readable = !(tool == "plain" || (tool == "opquery" && !fault.creates()));
-            open |= readable && ctx.operation(op).await?["status"] == "unknown";
+            open |= !stays_unknown(tool, *fault) && ctx.operation(op).await?["status"] == "unknown";
         }
         if !open || pass == 3 {
             return Ok(rec);
@@ -291,6 +290,13 @@ async fn reconciled(
 /// The call timeout of a reconciler's second and third pass.
 const SLOW_CALL_TIMEOUT_MS: i64 = 10_000;
 
+/// Whether a case's operation must stay unknown after reconciling: nothing proves what a tool
+/// without a query did, nor what an operation query that finds nothing means (its acceptance
+/// records may have gaps).
+fn stays_unknown(tool: &str, fault: ToolFault) -> bool {
+    tool == "plain" || (tool == "opquery" && !fault.creates())
+}
+
 /// One reconciler pass over every case: what can be asked converges to the remote fact with one
 /// resource; what cannot stays unknown and is raised, with no second create.
 async fn judge_reconcile(
@@ -304,10 +310,7 @@ async fn judge_reconcile(
     for (tool, fault, op) in ops {
         let row = ctx.operation(op).await?;
         let n = created(&entries, op);
-        // Nothing proves what a tool without a query did, nor what an operation query that finds
-        // nothing means (its acceptance records may have gaps): those stay unknown.
-        let stays_unknown = tool == "plain" || (tool == "opquery" && !fault.creates());
-        if stays_unknown {
+        if stays_unknown(tool, *fault) {
             let raised = data(&rec)["raised"].as_array().is_some_and(|r| r.iter().any(|x| x[0] == op.as_str()));
             ctx.check(Check::expect(
                 call_check(tool, *fault, STILL_UNKNOWN_AFTER_RECONCILE),

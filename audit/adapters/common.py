@@ -55,6 +55,14 @@ def parse(argv=None):
         s.add_argument("--dsn", required=True)
         s.add_argument("--outcome", choices=("success", "fail", "retry", "checkpoint"), default="success",
                        help="how the first worker's execution ends (enqueue: a library may shape the job for it)")
+        # The settings the harness runs the library at (audit/src/settings.rs): their name and numbers.
+        s.add_argument("--settings", choices=("fast", "production"), default="fast")
+        s.add_argument("--stall-s", type=float, default=2.0,
+                       help="the library's stall threshold (heartbeat age, claim or visibility timeout) in seconds")
+        s.add_argument("--heartbeat-s", type=float, default=0.5,
+                       help="how often a live worker proves it is alive, in seconds (0: no heartbeat)")
+        s.add_argument("--sweep-s", type=float, default=0.25,
+                       help="how often the library's recovery looks for stalled jobs, in seconds")
         if name == "worker":
             s.add_argument("--name", required=True)
             s.add_argument("--owner", default=None,
@@ -62,13 +70,13 @@ def parse(argv=None):
                                 "gives the new worker the paused one's")
             s.add_argument("--tools", required=True, help="HOST:PORT of the fake tools")
             s.add_argument("--gates", required=True, help="folder of the gate files")
-            s.add_argument("--stall-s", type=float, default=2.0,
-                           help="the library's stall threshold (heartbeat age) in seconds")
             s.add_argument("--recover", action="store_true",
                            help="also run the library's stall recovery in this process")
     a = p.parse_args(argv)
     if a.cmd == "worker" and a.owner is None:
         a.owner = a.name
+    if min(a.stall_s, a.sweep_s) <= 0 or a.heartbeat_s < 0:
+        p.error("--stall-s and --sweep-s must be positive and --heartbeat-s not negative")
     return a
 
 
@@ -85,10 +93,17 @@ def record(tools, job, worker, phase):
             raise RuntimeError("fake tools answered %s" % r.status)
 
 
-def wait_gate(gates, worker, tick=None):
+def gate_timeout(args):
+    """How long a body waits for its gate: the fast bound, and past a production threshold the
+    harness may wait out (a pause, the library's recovery, the other worker's run) before opening it."""
+    return GATE_TIMEOUT_S + 4 * (args.stall_s + args.sweep_s)
+
+
+def wait_gate(gates, worker, tick=None, timeout_s=GATE_TIMEOUT_S, tick_s=None):
     path = os.path.join(gates, worker)
-    deadline = time.monotonic() + GATE_TIMEOUT_S
-    next_tick = time.monotonic() + TICK_S
+    deadline = time.monotonic() + timeout_s
+    tick_s = tick_s or TICK_S
+    next_tick = time.monotonic() + tick_s
     while not os.path.exists(path):
         if time.monotonic() > deadline:
             raise RuntimeError("gate %s never opened" % path)
@@ -100,7 +115,7 @@ def wait_gate(gates, worker, tick=None):
                 # harness stops waiting for an END that will not come; the library handles the rest.
                 emit("aborted", worker=worker, reason=repr(e)[:300])
                 raise
-            next_tick = time.monotonic() + TICK_S
+            next_tick = time.monotonic() + tick_s
         time.sleep(0.02)
 
 
@@ -110,12 +125,13 @@ TICK_S = 0.5
 def body(args, job, tick=None, checkpoint=None):
     """The job's work, blocking: call it from a thread in an async library. Raises FailJob or
     RetryJob when the worker was told to end that way. `tick`, when given, is called every
-    TICK_S while the job waits (a library whose documentation asks long tasks to heartbeat);
+    --heartbeat-s (TICK_S when 0) while the job waits (a library whose documentation asks long
+    tasks to heartbeat);
     `checkpoint`, when given and the outcome is `checkpoint`, writes the library's own
     checkpoint/progress record once the gate opened, and the job then succeeds."""
     emit("start", job=str(job), worker=args.name)
     record(args.tools, job, args.name, "start")
-    wait_gate(args.gates, args.name, tick)
+    wait_gate(args.gates, args.name, tick, gate_timeout(args), args.heartbeat_s)
     if args.outcome == "checkpoint" and checkpoint is not None:
         try:
             checkpoint()

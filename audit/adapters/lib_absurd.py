@@ -1,8 +1,8 @@
 """Absurd 0.5.1 (absurd-sdk, schema from absurdctl), configured as its documentation says.
 
-A task's attempt is a run; a worker claims a run for `claim_timeout` seconds (here the audit's stall
-threshold) and a long task extends its claim with `ctx.heartbeat()` (here every 0.5 s while the job
-waits). Stall recovery is built into claiming: every `claim_task` call first fails runs whose claim
+A task's attempt is a run; a worker claims a run for `claim_timeout` seconds (--stall-s: 2 s fast,
+the SDK's default 120 s at production) and a long task extends its claim with `ctx.heartbeat()`
+(every --heartbeat-s while the job waits). Stall recovery is built into claiming: every `claim_task` call first fails runs whose claim
 expired (`$ClaimTimeout`) and, attempts remaining, a new run is created, which any worker claims.
 So `--recover` changes nothing here. The schema is the SQL `absurdctl init` applies (bundled in
 absurdctl), run through psycopg. Outcomes: success returns; fail and retry raise (Absurd retries a

@@ -1,9 +1,10 @@
 """chancy 0.26.0, configured as its documentation says.
 
-Stall recovery: workers write a heartbeat (`heartbeat_poll_interval`, here 1 s) and the Recovery
-plugin, run by the leader (Leadership plugin), moves `running` jobs of workers silent longer than
-`heartbeat_timeout` (the audit's stall threshold, whole seconds) back to `pending` with a new claim.
-The recovering worker runs Leadership and Recovery with a 1 s poll; the paused worker runs no
+Stall recovery: workers write a heartbeat (`heartbeat_poll_interval`, --heartbeat-s: 1 s fast, 30 s
+at production) and the Recovery plugin, run by the leader (Leadership plugin), moves `running` jobs
+of workers silent longer than `heartbeat_timeout` (--stall-s, whole seconds: 2 s fast, 90 s at
+production) back to `pending` with a new claim. The recovering worker runs Recovery every
+--sweep-s, and Leadership with a 1 s poll fast or its defaults at production; the paused worker runs no
 plugins, so leadership never has to pass from it first. The queue uses chancy's AsyncExecutor.
 Outcomes: success returns; fail and retry raise (a job pushed with max_attempts 1 fails for good,
 with 3 it is retried: `--outcome` at enqueue picks which).
@@ -30,7 +31,8 @@ async def audit_job(*, context: QueuedJob):
 async def main(args):
     common.ARGS = args
     recover = args.cmd == "worker" and args.recover
-    plugins = [Leadership(poll_interval=1, timeout=2), Recovery(poll_interval=1)] if recover else []
+    leadership = Leadership() if args.settings == "production" else Leadership(poll_interval=1, timeout=2)
+    plugins = [leadership, Recovery(poll_interval=max(1, round(args.sweep_s)))] if recover else []
     log = logging.getLogger("chancy.audit")  # to stderr: stdout carries the adapter's events only
     log.addHandler(logging.StreamHandler(sys.stderr))
     log.setLevel(logging.INFO)
@@ -46,7 +48,7 @@ async def main(args):
             common.emit("enqueued", job=str(ref.identifier))
         else:
             stall = max(1, round(args.stall_s))
-            async with Worker(chancy, worker_id=args.owner, heartbeat_poll_interval=1,
+            async with Worker(chancy, worker_id=args.owner, heartbeat_poll_interval=max(1, round(args.heartbeat_s)),
                               heartbeat_timeout=stall) as worker:
                 common.emit("ready", worker=args.name)
                 await worker.wait_for_shutdown()

@@ -1,8 +1,8 @@
 """django-q2 1.11.1 with its ORM broker on PostgreSQL (Django 5.2, psycopg 3).
 
 A queued task is a row of `django_q_ormq` (its signed payload and a `lock` timestamp). The broker's
-`dequeue` takes rows whose `lock` passed and moves `lock` to now + `retry` (the audit's stall
-threshold): a visibility timeout with no heartbeat, so a task not acknowledged within `retry` is
+`dequeue` takes rows whose `lock` passed and moves `lock` to now + `retry` (--stall-s: 2 s fast,
+django-q2's default 60 s at production; the broker polls every --sweep-s, its default 0.2 s): a visibility timeout with no heartbeat, so a task not acknowledged within `retry` is
 delivered again to whichever cluster pulls next; stall recovery is built in and `--recover`
 changes nothing. The monitor saves the result into `django_q_task` (keyed by the task's id) and
 acknowledges by deleting the `django_q_ormq` row by its primary key.
@@ -48,8 +48,8 @@ def configure(args):
         # django-q2 signs task payloads with it; every process of a cell must share it. A throwaway
         # database's test value, not a secret.
         SECRET_KEY="fenceproof-audit-payload-signing",
-        Q_CLUSTER={"name": CLUSTER, "orm": "default", "workers": 1, "retry": max(1, round(getattr(args, "stall_s", 2.0))),
-                   "poll": 0.2, "bulk": 1, "max_attempts": 0, "catch_up": False},
+        Q_CLUSTER={"name": CLUSTER, "orm": "default", "workers": 1, "retry": max(1, round(args.stall_s)),
+                   "poll": args.sweep_s, "bulk": 1, "max_attempts": 0, "catch_up": False},
     )
     import django
 

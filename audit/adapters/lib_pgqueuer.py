@@ -2,8 +2,11 @@
 
 Stall recovery is built in: a worker's running jobs carry a heartbeat column it refreshes every
 half `heartbeat_timeout`, and every worker's dequeue also picks a `picked` job whose heartbeat is
-older than `heartbeat_timeout` (here the audit's stall threshold). So the recovering worker needs
-nothing extra; `--recover` changes nothing here.
+older than `heartbeat_timeout` (--stall-s: 2 s fast, pgqueuer's default 30 s at production). A
+dequeue waits up to `dequeue_timeout` for a notification before it looks again (--sweep-s: 0.5 s
+fast, the default 30 s at production); the heartbeat's interval is the library's own (half the
+timeout), so --heartbeat-s is not passed on. The recovering worker needs nothing extra;
+`--recover` changes nothing here.
 Outcomes: success returns; fail raises (the entrypoint's default `on_failure="delete"`); retry
 raises the library's `RetryRequested`.
 """
@@ -40,7 +43,7 @@ async def main(args):
                 raise RetryRequested(delay=timedelta(0), reason=str(e)) from e
 
         common.emit("ready", worker=args.name)
-        await pgq.run(dequeue_timeout=timedelta(seconds=0.5), batch_size=1,
+        await pgq.run(dequeue_timeout=timedelta(seconds=args.sweep_s), batch_size=1,
                       heartbeat_timeout=timedelta(seconds=args.stall_s))
     await conn.close()
 

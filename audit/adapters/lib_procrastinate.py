@@ -1,10 +1,11 @@
 """procrastinate 3.10.0, configured as its documentation says.
 
-Stall recovery: workers send heartbeats (here every 0.5 s, `update_heartbeat_interval`); the
-documented recipe for stalled jobs is a periodic task that calls `job_manager.get_stalled_jobs()`
-and `job_manager.retry_job()` for each. The recipe runs here as a loop in the recovering worker's
-process every 0.25 s with `seconds_since_heartbeat` = the audit's stall threshold (a cron periodic
-task has one-second granularity at best; the calls are the same).
+Stall recovery: workers send heartbeats (every --heartbeat-s, `update_heartbeat_interval`: 0.5 s
+fast, procrastinate's default 10 s at production); the documented recipe for stalled jobs is a
+periodic task that calls `job_manager.get_stalled_jobs()` and `job_manager.retry_job()` for each.
+The recipe runs here as a loop in the recovering worker's process every --sweep-s (0.25 s fast, 5 s
+at production, where the recipe's cron says every 10 minutes) with `seconds_since_heartbeat` =
+--stall-s (2 s fast, the default 30 s at production); the calls are the recipe's own.
 A starting worker also prunes the workers whose heartbeat is older than its `stalled_worker_timeout`,
 and a pruned worker can claim no job again (a job's `worker_id` references its worker's row). That
 timeout keeps procrastinate's default (30 s): the recovering worker starts just after the harness
@@ -41,12 +42,12 @@ def register(app, args):
     return audit_job
 
 
-async def recover(app, stall_s):
+async def recover(app, stall_s, every_s):
     while True:
         for job in await app.job_manager.get_stalled_jobs(seconds_since_heartbeat=stall_s):
             common.emit("recovered", job=str(job.id))
             await app.job_manager.retry_job(job)
-        await asyncio.sleep(0.25)
+        await asyncio.sleep(every_s)
 
 
 async def main(args):
@@ -59,10 +60,10 @@ async def main(args):
         elif args.cmd == "enqueue":
             common.emit("enqueued", job=str(await task.defer_async()))
         else:
-            recovery = asyncio.create_task(recover(app, args.stall_s)) if args.recover else None
+            recovery = asyncio.create_task(recover(app, args.stall_s, args.sweep_s)) if args.recover else None
             common.emit("ready", worker=args.name)
             await app.run_worker_async(queues=[QUEUE], concurrency=1, name=args.owner,
-                                       update_heartbeat_interval=0.5, stalled_worker_timeout=PRUNE_AFTER_S,
+                                       update_heartbeat_interval=args.heartbeat_s, stalled_worker_timeout=PRUNE_AFTER_S,
                                        fetch_job_polling_interval=0.2)
             if recovery:
                 recovery.cancel()

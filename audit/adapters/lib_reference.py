@@ -2,7 +2,7 @@
 a job queue, so it stands in the same table as the libraries.
 
 The job is a run (agent_runs) with its lease row (worker_leases). A worker takes a run whose lease
-is free or expired with fp_lease_acquire (a new epoch), renews it every TTL/4 with fp_lease_renew,
+is free or expired with fp_lease_acquire (a new epoch), renews it every --heartbeat-s (TTL/4) with fp_lease_renew,
 and writes every status change with fp_run_transition under its owner and epoch: pending -> running
 when it starts, running -> running (a checkpoint naming the new owner) when it takes over, then
 running -> succeeded or failed. Retry gives the run back with fp_lease_release. Stall recovery is
@@ -43,10 +43,10 @@ def transition(c, run, owner, epoch, expected, frm, to, checkpoint):
         (run, owner, epoch, expected, frm, to, None if checkpoint is None else json.dumps(checkpoint))).fetchone()
 
 
-def heartbeat(dsn, run, owner, epoch, ttl_ms, lost):
+def heartbeat(dsn, run, owner, epoch, ttl_ms, lost, every_s):
     with connect(dsn) as c:
         while not lost.is_set():
-            time.sleep(ttl_ms / 4000)
+            time.sleep(every_s)
             if c.execute("SELECT 1 FROM fp_lease_renew(%s::uuid, %s, %s, %s)", (run, owner, epoch, ttl_ms)).fetchone() is None:
                 common.emit("lease_lost", job=run, epoch=epoch)
                 lost.set()
@@ -69,7 +69,7 @@ def worker(args):
             continue
         run, status, revision, epoch = str(row[0]), row[1], row[2], got[0]
         lost = threading.Event()
-        threading.Thread(target=heartbeat, args=(args.dsn, run, owner, epoch, ttl_ms, lost), daemon=True).start()
+        threading.Thread(target=heartbeat, args=(args.dsn, run, owner, epoch, ttl_ms, lost, args.heartbeat_s or args.stall_s / 4), daemon=True).start()
         frm = "pending" if status == "pending" else "running"
         outcome, revision, _ = transition(c, run, owner, epoch, revision, frm, "running", {"owner": owner})
         if outcome != "ok":

@@ -1,14 +1,15 @@
 """saq 0.26.4 (its PostgresQueue), configured as its documentation says.
 
-Stall recovery: a job enqueued with `heartbeat` (here the audit's stall threshold, whole seconds)
-is "stuck" once its stored `touched` is older than that; the job body heartbeats with
-`job.update()` every 0.5 s, as saq's documentation asks of long jobs. A worker's upkeep `sweep`
-(every `timers["sweep"]`, here 1 s) aborts stuck jobs, waits up to 5 s for the owner to confirm,
+Stall recovery, fast: a job enqueued with `heartbeat` (--stall-s, whole seconds) is "stuck" once
+its stored `touched` is older than that; the job body heartbeats with `job.update()` every
+--heartbeat-s, as saq's documentation asks of long jobs, and the job timeout is off. At production
+(--heartbeat-s 0) the job keeps saq's defaults, no heartbeat and `timeout` = --stall-s (10 s), so a
+job is stuck once it has run that long. A worker's upkeep `sweep`
+(every `timers["sweep"]`, --sweep-s: 1 s fast, the default 60 s at production) aborts stuck jobs, waits up to 5 s for the owner to confirm,
 then re-queues those with retries left. Only one worker sweeps at a time: the sweep takes a
 session-level advisory lock and keeps it. The recovering worker (B) sweeps; the paused worker (A)
 runs no sweep, so it cannot be the one holding the sweep lock (a paused sweeper would stop every
-recovery: nothing here measures that). Job timeout is off (0): the audit pauses, it does not time
-out. Dequeue polls every 0.25 s (saq's re-queue does not NOTIFY).
+recovery: nothing here measures that). Dequeue polls every 0.25 s (saq's re-queue does not NOTIFY).
 Outcomes: success returns; retry raises (the job has 3 attempts); fail raises after the body set
 its own job's `retries` to the attempts made, so saq finishes it `failed` instead of retrying
 (saq retries every exception while attempts remain; it has no final-failure exception).
@@ -25,7 +26,6 @@ import common
 
 FUNCTION = "audit_job"
 ATTEMPTS = 3
-HEARTBEAT_S = 2
 
 
 class NoSweepQueue(PostgresQueue):
@@ -47,8 +47,9 @@ async def audit_job(ctx):
     def heartbeat():
         asyncio.run_coroutine_threadsafe(job.update(), loop).result(timeout=10)
 
+    tick = heartbeat if common.ARGS.heartbeat_s > 0 else None
     try:
-        await asyncio.to_thread(common.body, common.ARGS, job.key, heartbeat)
+        await asyncio.to_thread(common.body, common.ARGS, job.key, tick)
     except common.FailJob:
         job.retries = job.attempts
         raise
@@ -64,13 +65,14 @@ async def main(args):
         if args.cmd == "setup":
             common.emit("setup")
         elif args.cmd == "enqueue":
-            # `enqueue` gets no --stall-s: the heartbeat is the registry's stall threshold, 2 s.
-            job = await queue.enqueue(FUNCTION, timeout=0, heartbeat=HEARTBEAT_S,
+            stall = max(1, round(args.stall_s))
+            beats = args.heartbeat_s > 0
+            job = await queue.enqueue(FUNCTION, timeout=0 if beats else stall, heartbeat=stall if beats else 0,
                                       retries=ATTEMPTS, ttl=3600)
             common.emit("enqueued", job=job.key)
         else:
             worker = Worker(queue, functions=[(FUNCTION, audit_job)], id=args.owner, concurrency=1,
-                            timers={"sweep": 1, "abort": 1, "schedule": 1, "worker_info": 10},
+                            timers={"sweep": args.sweep_s, "abort": 1, "schedule": 1, "worker_info": 10},
                             poll_interval=0.25)
             common.emit("ready", worker=args.name)
             await worker.start()

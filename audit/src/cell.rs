@@ -26,8 +26,9 @@ use fenceproof_harness::{wait, HarnessError};
 use super::experiments::{AuditExperiment, HoldKind, Resume};
 use super::hold::{self, Held};
 use super::libraries::{HeldAt, Library, Runtime, CHECKPOINT_EXPERIMENT};
+use super::settings::{Settings, Timing};
 use super::takeover;
-use super::{registry, requeue};
+use super::{pause, registry, requeue};
 
 /// How long a step that needs no recovery may take (a START, an END after the gate opened).
 const STEP: Duration = Duration::from_secs(30);
@@ -73,6 +74,8 @@ pub struct Env<'a> {
     pub tools_bin: &'a Path,
     /// The built Rust adapters' folder, or why they could not be built.
     pub rust_bin: &'a Result<PathBuf, String>,
+    /// The stall-recovery settings every cell runs at.
+    pub settings: Settings,
 }
 
 /// The outcome of one cell, with its evidence.
@@ -81,6 +84,9 @@ pub struct CellResult {
     pub library: String,
     pub version: String,
     pub experiment: String,
+    /// The settings it ran at (`fast`, `production`).
+    #[serde(default = "fast")]
+    pub settings: String,
     pub control: bool,
     /// The same verdicts as the matrix's experiments.
     pub verdict: Outcome,
@@ -98,8 +104,9 @@ pub struct CellResult {
     pub worker_events: Vec<Value>,
     /// Why the experiment does not apply to this library (verdict N/A).
     pub not_applicable: Option<String>,
-    /// How long A was held (paused or frozen, from the first pause to its resume): the pause that
-    /// produced the verdict. `None` when A was killed or never held.
+    /// How long A was held (paused or frozen), from the timeline: its last stop to the SIGCONT (or
+    /// thaw) that let it go on, the pause that produced the verdict. `None` when A was killed or
+    /// never held.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paused_ms: Option<i64>,
     /// What the harness saw of its own fault (the held statement; pauses repeated outside a
@@ -115,6 +122,11 @@ impl CellResult {
     }
 }
 
+/// The settings of a cell saved before settings were recorded.
+fn fast() -> String {
+    Settings::Fast.name().into()
+}
+
 fn app_name(worker: &str) -> String {
     format!("fp-audit-{worker}")
 }
@@ -124,7 +136,7 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
     let started = Instant::now();
     let timeline = Timeline::new();
     if let Some(why) = lib.not_applicable(exp.id) {
-        return not_applicable(lib, exp, dir, why);
+        return not_applicable(env, lib, exp, dir, why);
     }
     let mut state = Cell {
         workers: Vec::new(),
@@ -154,13 +166,14 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
         let _ = f.thaw().await;
     }
     drop(state.tools.take());
-    let reproduce = format!("fenceproof audit --library {} --only {}", lib.name, exp.id);
+    let reproduce = reproduce(env.settings, lib, exp);
     let evidence = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
     let (verdict, checks, error, history) = verdict_of(outcome, &mut state);
     let result = CellResult {
         library: lib.name.into(),
         version: lib.version.into(),
         experiment: exp.id.into(),
+        settings: env.settings.name().into(),
         control: lib.control,
         verdict,
         executions: history.as_ref().map(AuditHistory::executions_count).unwrap_or(0),
@@ -173,7 +186,7 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
         timeline: timeline.entries(),
         worker_events,
         not_applicable: None,
-        paused_ms: state.holds.first().and_then(|h| h.to.map(|to| (to - h.from).num_milliseconds())),
+        paused_ms: pause::held_ms(&timeline.entries(), "A"),
         observed: (!state.observed.is_empty()).then(|| state.observed.join("; ")),
     };
     let _ = std::fs::write(dir.join("cell.json"), serde_json::to_string_pretty(&result).unwrap_or_default());
@@ -207,11 +220,12 @@ fn verdict_of(
 }
 
 /// The cell of an experiment the library's design does not allow: its reason, no verdict.
-fn not_applicable(lib: &Library, exp: &AuditExperiment, dir: &Path, why: &str) -> CellResult {
+fn not_applicable(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path, why: &str) -> CellResult {
     let result = CellResult {
         library: lib.name.into(),
         version: lib.version.into(),
         experiment: exp.id.into(),
+        settings: env.settings.name().into(),
         control: lib.control,
         verdict: Outcome::NotApplicable,
         executions: 0,
@@ -219,7 +233,7 @@ fn not_applicable(lib: &Library, exp: &AuditExperiment, dir: &Path, why: &str) -
         error: None,
         duration_ms: 0,
         evidence: dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(),
-        reproduce: format!("fenceproof audit --library {} --only {}", lib.name, exp.id),
+        reproduce: reproduce(env.settings, lib, exp),
         history: None,
         timeline: Vec::new(),
         worker_events: Vec::new(),
@@ -229,6 +243,14 @@ fn not_applicable(lib: &Library, exp: &AuditExperiment, dir: &Path, why: &str) -
     };
     let _ = std::fs::write(dir.join("cell.json"), serde_json::to_string_pretty(&result).unwrap_or_default());
     result
+}
+
+/// The command line that runs this cell again.
+fn reproduce(settings: Settings, lib: &Library, exp: &AuditExperiment) -> String {
+    match settings {
+        Settings::Fast => format!("fenceproof audit --library {} --only {}", lib.name, exp.id),
+        s => format!("fenceproof audit --settings {} --library {} --only {}", s.name(), lib.name, exp.id),
+    }
 }
 
 /// What has to be cleaned up whatever happens.
@@ -487,18 +509,14 @@ struct Stage {
     gates: PathBuf,
     /// The job's id as the adapter named it at enqueue.
     job: String,
+    /// The settings the cell runs at, and their numbers for this library.
+    settings: Settings,
+    timing: Timing,
 }
 
 impl Stage {
     /// How worker `name` ("A" or "B") of this cell is started.
-    fn worker<'a>(
-        &'a self,
-        lib: &Library,
-        name: &'a str,
-        owner: &'a str,
-        outcome: &'a str,
-        recover: bool,
-    ) -> WorkerSpec<'a> {
+    fn worker<'a>(&'a self, name: &'a str, owner: &'a str, outcome: &'a str, recover: bool) -> WorkerSpec<'a> {
         WorkerSpec {
             owner,
             name,
@@ -507,7 +525,10 @@ impl Stage {
             tools: &self.tools_addr,
             gates: &self.gates,
             outcome,
-            stall_s: lib.stall_s,
+            settings: self.settings.name(),
+            stall_s: self.timing.stall_s,
+            heartbeat_s: self.timing.heartbeat_s,
+            sweep_s: self.timing.sweep_s,
             recover,
         }
     }
@@ -534,7 +555,10 @@ async fn prepare(
     let db = format!("audit_{index}_{}", lib.name);
     let url = create_database(env, lib, &db).await?;
     let pool = databases::pool(&url, "fenceproof-harness", 2).await?;
-    adapter.once("setup", &url, &[], &app_name("setup"), Duration::from_secs(120)).await?;
+    let (timing, settings) = (lib.timing(env.settings), env.settings);
+    let numbers = timing.args(settings);
+    let numbers: Vec<&str> = numbers.iter().map(String::as_str).collect();
+    adapter.once("setup", &url, &numbers, &app_name("setup"), Duration::from_secs(120)).await?;
     audit_commits::install(&pool, lib.table).await?;
     if exp.hold == HoldKind::HeldWrite {
         hold::prepare(&pool, lib).await?;
@@ -556,16 +580,15 @@ async fn prepare(
     let tools_addr = tools.addr.to_string();
     let ledger_path: PathBuf = tools.ledger.clone();
     cell.tools = Some(tools);
-    let enq = adapter
-        .once("enqueue", &url, &["--outcome", exp.enqueue_outcome()], &app_name("enqueue"), Duration::from_secs(60))
-        .await?;
+    let enqueue_args = [&["--outcome", exp.enqueue_outcome()][..], &numbers].concat();
+    let enq = adapter.once("enqueue", &url, &enqueue_args, &app_name("enqueue"), Duration::from_secs(60)).await?;
     let job = enq.iter().find(|e| e["event"] == "enqueued").map(|e| e["job"].clone()).unwrap_or(Value::Null);
     timeline.record("harness", "enqueue", lib.name, json!({"job": job}));
 
     let gates = dir.join("gates");
     std::fs::create_dir_all(&gates)?;
     let job = job.as_str().map(str::to_string).unwrap_or_else(|| job.to_string());
-    Ok(Stage { adapter, url, pool, tools_addr, ledger_path, gates, job })
+    Ok(Stage { adapter, url, pool, tools_addr, ledger_path, gates, job, settings, timing })
 }
 
 /// A takes the job and starts it; A is held past the stall threshold; B, with the library's stall
@@ -579,7 +602,7 @@ async fn hold_and_take_over(
     cell: &mut Cell,
 ) -> Result<(), HarnessError> {
     // A takes the job and starts it.
-    cell.workers.push(stage.adapter.spawn_worker(&stage.worker(lib, "A", "A", exp.outcome, false), dir, timeline)?);
+    cell.workers.push(stage.adapter.spawn_worker(&stage.worker("A", "A", exp.outcome, false), dir, timeline)?);
     wait_mark(&stage.ledger_path, "A", "start", 1, STEP, "A's execution to start (its START in the tools' ledger)")
         .await
         .map_err(|e| with_last_words(e, &cell.workers[0]))?;
@@ -601,7 +624,7 @@ async fn hold_and_take_over(
 
     // B, with the library's stall recovery, takes the job over.
     cell.workers.push(stage.adapter.spawn_worker(
-        &stage.worker(lib, "B", if exp.same_name { "A" } else { "B" }, exp.taker, true),
+        &stage.worker("B", if exp.same_name { "A" } else { "B" }, exp.taker, true),
         dir,
         timeline,
     )?);
@@ -626,14 +649,14 @@ async fn wait_b(
 ) -> Result<(), HarnessError> {
     let running = matches!(exp.hold, HoldKind::Running | HoldKind::Sigterm);
     let bound = match running {
-        true => Duration::from_secs_f64((lib.stall_s * 5.0).max(10.0)),
-        false => Duration::from_secs(lib.takeover_s),
+        true => lib.long_job(stage.settings),
+        false => lib.takeover(stage.settings),
     };
     let mut taken = seen_takeover(stage, lib, exp, bound, timeline, cell).await;
     let a_alive = cell.workers[0].exited().is_none();
     if let (true, Err(_), false) = (exp.hold == HoldKind::Sigterm, &taken, a_alive) {
         // A exited on SIGTERM: the library's recovery of a gone worker, within its own bound.
-        taken = seen_takeover(stage, lib, exp, Duration::from_secs(lib.takeover_s), timeline, cell).await;
+        taken = seen_takeover(stage, lib, exp, lib.takeover(stage.settings), timeline, cell).await;
     }
     if let (true, Err(_), true, None) = (running, &taken, a_alive, cell.workers[1].exited()) {
         cell.kept = true;
@@ -650,7 +673,7 @@ async fn wait_b(
             let why = hold::blocked_takeover(&stage.pool, cell.held_pid, lib).await;
             return Err(HarnessError::Other(format!("{e}; {why}")));
         }
-        let e = with_registry_notes(&stage.pool, lib, exp, cell, e).await;
+        let e = with_registry_notes(stage, lib, exp, cell, e).await;
         return Err(with_last_words(e, &cell.workers[1]));
     }
     timeline.record("harness", "observed", "takeover", json!({"by": "B"}));
@@ -659,15 +682,15 @@ async fn wait_b(
 
 /// `e` with what the library's registry of workers says of it (why the job stayed with A).
 async fn with_registry_notes(
-    pool: &sqlx::PgPool,
+    stage: &Stage,
     lib: &Library,
     exp: &AuditExperiment,
     cell: &Cell,
     e: HarnessError,
 ) -> HarnessError {
-    let Ok(commits) = audit_commits::read(pool).await else { return e };
+    let Ok(commits) = audit_commits::read(&stage.pool).await else { return e };
     let paused = cell.holds.first().map(|h| h.from);
-    match registry::notes(lib, exp, &commits, paused, None, Utc::now()) {
+    match registry::notes(lib, exp, &commits, paused, None, Utc::now(), stage.timing.stall_s) {
         notes if notes.is_empty() => e,
         notes => HarnessError::Other(format!("{e}; {}", notes.join("; "))),
     }
@@ -710,34 +733,11 @@ async fn hold_a(
     let except = cell.held_pid;
     let at = match exp.hold {
         HoldKind::Sigstop | HoldKind::HeldWrite => {
-            signals::pause(a_pid).await?;
-            let (p, r) = (|| signals::pause(a_pid), || signals::resume(a_pid));
+            sigstop(a_pid, timeline).await?;
+            let (p, r) = (|| sigstop(a_pid, timeline), || sigcont(a_pid, timeline));
             hold::outside_library_locks(pool, lib, &app_name("A"), except, timeline, p, r).await?
         }
-        HoldKind::Freeze => {
-            let frozen = std::sync::Arc::new(tokio::sync::Mutex::new(Some(Frozen::freeze(a_pid).await?)));
-            let f = frozen.clone();
-            let thaw = move || {
-                let f = f.clone();
-                async move {
-                    match f.lock().await.take() {
-                        Some(x) => x.thaw().await,
-                        None => Ok(()),
-                    }
-                }
-            };
-            let g = frozen.clone();
-            let freeze = move || {
-                let g = g.clone();
-                async move {
-                    *g.lock().await = Some(Frozen::freeze(a_pid).await?);
-                    Ok(())
-                }
-            };
-            let at = hold::outside_library_locks(pool, lib, &app_name("A"), except, timeline, freeze, thaw).await?;
-            cell.frozen = frozen.lock().await.take();
-            at
-        }
+        HoldKind::Freeze => freeze_a(pool, lib, except, timeline, cell).await?,
         HoldKind::Kill => {
             cell.workers[0].kill().await;
             hold::PausedAt::default()
@@ -753,6 +753,54 @@ async fn hold_a(
         cell.observed.push(format!("A paused inside its library's transaction: {}", at.inside.join("; ")));
     }
     Ok(())
+}
+
+/// Stop A with SIGSTOP, the moment in the timeline (the pause behind a verdict is read from there).
+async fn sigstop(pid: nix::unistd::Pid, timeline: &Timeline) -> Result<(), HarnessError> {
+    timeline.record("harness", pause::STOP, "A", json!({"how": "SIGSTOP"}));
+    signals::pause(pid).await
+}
+
+/// Let A go on with SIGCONT, the moment in the timeline.
+async fn sigcont(pid: nix::unistd::Pid, timeline: &Timeline) -> Result<(), HarnessError> {
+    timeline.record("harness", pause::CONT, "A", json!({"how": "SIGCONT"}));
+    signals::resume(pid).await
+}
+
+/// Freeze A's cgroup, outside its library's locks; each freeze and thaw in the timeline.
+async fn freeze_a(
+    pool: &sqlx::PgPool,
+    lib: &Library,
+    except: i32,
+    timeline: &Timeline,
+    cell: &mut Cell,
+) -> Result<hold::PausedAt, HarnessError> {
+    let a_pid = cell.workers[0].pid;
+    timeline.record("harness", pause::STOP, "A", json!({"how": "freeze"}));
+    let frozen = std::sync::Arc::new(tokio::sync::Mutex::new(Some(Frozen::freeze(a_pid).await?)));
+    let (f, t1) = (frozen.clone(), timeline.clone());
+    let thaw = move || {
+        let (f, t1) = (f.clone(), t1.clone());
+        async move {
+            t1.record("harness", pause::CONT, "A", json!({"how": "thaw"}));
+            match f.lock().await.take() {
+                Some(x) => x.thaw().await,
+                None => Ok(()),
+            }
+        }
+    };
+    let (g, t2) = (frozen.clone(), timeline.clone());
+    let freeze = move || {
+        let (g, t2) = (g.clone(), t2.clone());
+        async move {
+            t2.record("harness", pause::STOP, "A", json!({"how": "freeze"}));
+            *g.lock().await = Some(Frozen::freeze(a_pid).await?);
+            Ok(())
+        }
+    };
+    let at = hold::outside_library_locks(pool, lib, &app_name("A"), except, timeline, freeze, thaw).await?;
+    cell.frozen = frozen.lock().await.take();
+    Ok(at)
 }
 
 /// The held-write experiment's first half: A's outcome write held inside the database. The hold
@@ -823,7 +871,8 @@ async fn collect(
     let mut h = history(lib, checkpoint_table(lib, exp), &ledger_marks(&stage.ledger_path)?, &commits, &cell.holds);
     h.taker_outcome = exp.taker.into();
     let paused = cell.holds.first().map(|h| h.from);
-    cell.observed.extend(registry::notes(lib, exp, &commits, paused, h.takeover_at(), Utc::now()));
+    let stall_s = stage.timing.stall_s;
+    cell.observed.extend(registry::notes(lib, exp, &commits, paused, h.takeover_at(), Utc::now(), stall_s));
     if exp.outcome == "retry" {
         cell.observed.extend(requeue::note(&h));
     }
@@ -886,9 +935,10 @@ async fn outcome_without_start(pool: &sqlx::PgPool, lib: &Library) -> Result<boo
 /// Resume or thaw A, and close its hold window.
 async fn bring_back(exp: &AuditExperiment, cell: &mut Cell, timeline: &Timeline) -> Result<(), HarnessError> {
     match exp.hold {
-        HoldKind::Sigstop | HoldKind::HeldWrite => signals::resume(cell.workers[0].pid).await?,
+        HoldKind::Sigstop | HoldKind::HeldWrite => sigcont(cell.workers[0].pid, timeline).await?,
         HoldKind::Freeze => {
             if let Some(f) = cell.frozen.take() {
+                timeline.record("harness", pause::CONT, "A", json!({"how": "thaw"}));
                 f.thaw().await?;
             }
         }

@@ -14,15 +14,19 @@
 //! - [`takeover`]: how a cell knows B took the job: its START, or the system's own ownership record;
 //! - [`report`]: the audit table in the terminal, JSON, Markdown and HTML;
 //! - [`pages`]: the published pages (`docs/audit/*.md`) checked against the published results;
-//! - [`rust_build`]: the Rust libraries' adapters, built (in a workspace of their own) when the audit runs.
+//! - [`rust_build`]: the Rust libraries' adapters, built (in a workspace of their own) when the audit runs;
+//! - [`settings`]: the stall-recovery settings a run uses (fast, or each library's production defaults);
+//! - [`pause`]: how long A was held, read from the cell's timeline.
 
 pub mod cell;
 pub mod experiments;
 pub mod hold;
 pub mod libraries;
 pub mod pages;
+pub mod pause;
 pub mod registry;
 pub mod report;
 pub mod requeue;
 pub mod rust_build;
+pub mod settings;
 pub mod takeover;

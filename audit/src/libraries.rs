@@ -3,7 +3,11 @@
 //! package of the Rust workspace `audit/adapters/rust/`, both speaking the three commands of
 //! `audit/adapters/common.py`) and a line in [`LIBRARIES`].
 
+use std::time::Duration;
+
 use fenceproof_harness::check::audit::Success;
+
+use crate::settings::{Production, Settings, Timing};
 
 /// The experiment that needs a checkpoint table.
 pub const CHECKPOINT_EXPERIMENT: &str = "checkpoint-early";
@@ -80,12 +84,16 @@ pub struct Library {
     pub success: Success,
     /// The database needs the protocol's schema (cloned from the migrated template).
     pub protocol_schema: bool,
-    /// The stall threshold the adapter configures, in seconds (a heartbeat older than this is stale).
-    pub stall_s: f64,
-    /// How long its recovery may take to hand the job to B (B's START), in seconds.
+    /// The fast settings the adapter configures (the stall threshold: a heartbeat older than
+    /// `stall_s` is stale), the tightest the library allows.
+    pub fast: Timing,
+    /// How long its recovery may take to hand the job to B (B's START) at the fast settings, in
+    /// seconds (at production settings the bound follows the timing: [`Timing::takeover`]).
     pub takeover_s: u64,
-    /// How the library recovers a stalled job, as configured here.
+    /// How the library recovers a stalled job, as configured at the fast settings.
     pub recovery: &'static str,
+    /// Its documented production defaults, with where each comes from.
+    pub production: Production,
     /// Whether the completion of a job is fenced against a worker that lost it, by the library's design.
     pub completion_guard: &'static str,
     /// The control row (the reference protocol), expected to pass everything.
@@ -107,6 +115,30 @@ pub struct Library {
 }
 
 impl Library {
+    /// The numbers of its stall recovery under `settings`.
+    pub fn timing(&self, settings: Settings) -> Timing {
+        match settings {
+            Settings::Fast => self.fast,
+            Settings::Production => self.production.timing,
+        }
+    }
+
+    /// How long its recovery may take to hand a stalled job to B under `settings`.
+    pub fn takeover(&self, settings: Settings) -> Duration {
+        match settings {
+            Settings::Fast => Duration::from_secs(self.takeover_s),
+            Settings::Production => self.production.timing.takeover(),
+        }
+    }
+
+    /// How long a live worker's long job runs before "nobody took over" is the answer.
+    pub fn long_job(&self, settings: Settings) -> Duration {
+        match settings {
+            Settings::Fast => Duration::from_secs_f64((self.fast.stall_s * 5.0).max(10.0)),
+            Settings::Production => self.production.timing.long_job(),
+        }
+    }
+
     /// Why `experiment` does not apply to this library, when it does not.
     pub fn not_applicable(&self, experiment: &str) -> Option<&'static str> {
         let find = |id: &str| self.not_applicable.iter().find(|(e, _)| *e == id).map(|(_, why)| *why);
@@ -140,9 +172,14 @@ pub const LIBRARIES: &[Library] = &[
         claimed: &["running"],
         success: Success::Status("succeeded"),
         protocol_schema: true,
-        stall_s: 2.0,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 0.5, sweep_s: 0.2, extra_s: 0.0 },
         takeover_s: 60,
         recovery: "lease expiry (TTL 2 s, renewed every 0.5 s); a new acquire raises the epoch",
+        production: Production {
+            timing: Timing { stall_s: 30.0, heartbeat_s: 7.5, sweep_s: 0.2, extra_s: 0.0 },
+            defaults: "none to state: the protocol has no default lease TTL (fp_lease_acquire and fp_lease_renew take p_ttl_ms from each call, migrations/0002); production runs use a 30 s TTL renewed every TTL/4, as the reference worker renews",
+            deviation: "",
+        },
         completion_guard: "fp_run_transition checks owner, epoch and expiry under the lease row lock",
         control: true,
         checkpoint_table: Some("public.agent_runs"),
@@ -162,9 +199,14 @@ pub const LIBRARIES: &[Library] = &[
         claimed: &["doing"],
         success: Success::Status("succeeded"),
         protocol_schema: false,
-        stall_s: 2.0,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 0.5, sweep_s: 0.25, extra_s: 0.0 },
         takeover_s: 60,
         recovery: "documented recipe: get_stalled_jobs(seconds_since_heartbeat=2) + retry_job, every 0.25 s; heartbeat every 0.5 s",
+        production: Production {
+            timing: Timing { stall_s: 30.0, heartbeat_s: 10.0, sweep_s: 5.0, extra_s: 0.0 },
+            defaults: "heartbeat every 10 s (`procrastinate/worker.py` Worker.__init__: `update_heartbeat_interval: float = 10.0`); a job is stalled once its worker's heartbeat is 30 s old (`procrastinate/manager.py` JobManager.get_stalled_jobs: `seconds_since_heartbeat: float = 30`); the documented recipe (howto/production/retry_stalled_jobs) calls get_stalled_jobs() and retry_job from a periodic task every 10 minutes (`cron=\"*/10 * * * *\"`)",
+            deviation: "the recipe's pass runs every 5 s, not every 10 minutes: the cadence only decides how long after the threshold the takeover comes (a pause that outlasts 30 s is taken over at the next pass), and cells of ten minutes each are not affordable",
+        },
         completion_guard: "status check only (the job must be doing)",
         control: false,
         checkpoint_table: None,
@@ -189,9 +231,14 @@ pub const LIBRARIES: &[Library] = &[
         claimed: &["picked"],
         success: Success::Deleted,
         protocol_schema: false,
-        stall_s: 2.0,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 1.0, sweep_s: 0.5, extra_s: 0.0 },
         takeover_s: 60,
         recovery: "built in: dequeue re-picks a picked job whose heartbeat is older than heartbeat_timeout=2 s",
+        production: Production {
+            timing: Timing { stall_s: 30.0, heartbeat_s: 15.0, sweep_s: 30.0, extra_s: 0.0 },
+            defaults: "`pgqueuer/core/applications.py` PgQueuer.run: `heartbeat_timeout: timedelta = timedelta(seconds=30)` and `dequeue_timeout: timedelta = timedelta(seconds=30)`; a running job's heartbeat is refreshed every heartbeat_timeout / 2 (`pgqueuer/core/qm.py` QueueManager._dispatch)",
+            deviation: "",
+        },
         completion_guard: "none (the row is deleted by id)",
         control: false,
         checkpoint_table: None,
@@ -211,11 +258,16 @@ pub const LIBRARIES: &[Library] = &[
         claimed: &["running"],
         success: Success::Status("succeeded"),
         protocol_schema: false,
-        stall_s: 2.0,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 1.0, sweep_s: 1.0, extra_s: 0.0 },
         // Its recovery takes over within a few seconds; under the same name the new worker's
         // heartbeats keep the paused one's job owned, and the cell says so within this bound.
         takeover_s: 20,
         recovery: "Recovery plugin (poll 1 s, leader only) with heartbeat_timeout=2 s; a new claim_id per claim",
+        production: Production {
+            timing: Timing { stall_s: 90.0, heartbeat_s: 30.0, sweep_s: 60.0, extra_s: 60.0 },
+            defaults: "`chancy/worker.py` Worker.__init__: `heartbeat_poll_interval: int = 30`, `heartbeat_timeout: int = 90`; `chancy/plugins/recovery.py` Recovery.__init__: `poll_interval: int = 60`, run by the leader only (`chancy/plugins/leadership.py` Leadership.__init__: `poll_interval: int = 60, timeout: int = 60 * 2`)",
+            deviation: "",
+        },
         completion_guard: "claim_id (the update matches the claim it ran under)",
         control: false,
         checkpoint_table: None,
@@ -240,9 +292,14 @@ pub const LIBRARIES: &[Library] = &[
         claimed: &["PENDING"],
         success: Success::Status("SUCCESS"),
         protocol_schema: false,
-        stall_s: 2.0,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 0.0, sweep_s: 0.25, extra_s: 0.0 },
         takeover_s: 60,
         recovery: "explicit: the recovering worker calls the executor recovery for every other executor holding a PENDING workflow at once (DBOS has no heartbeat); startup recovery for its own executor id",
+        production: Production {
+            timing: Timing { stall_s: 2.0, heartbeat_s: 0.0, sweep_s: 0.25, extra_s: 0.0 },
+            defaults: "no number to move: dbos-transact-py has no heartbeat and no stall threshold; a PENDING workflow is recovered by an executor starting under its executor id or by an explicit call (`dbos/_recovery.py` recover_pending_workflows, `dbos/_dbos.py` DBOS._recover_pending_workflows)",
+            deviation: "the same as fast: there is no threshold to set",
+        },
         completion_guard: "owner_xid (a new one per recovery) checked on step and outcome writes",
         control: false,
         checkpoint_table: Some("dbos.operation_outputs"),
@@ -265,9 +322,14 @@ pub const LIBRARIES: &[Library] = &[
         claimed: &["running"],
         success: Success::Status("completed"),
         protocol_schema: false,
-        stall_s: 2.0,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 0.5, sweep_s: 0.2, extra_s: 0.0 },
         takeover_s: 60,
         recovery: "built in: claim_timeout=2 s, extended by ctx.heartbeat() every 0.5 s; every claim sweeps expired runs into a new run",
+        production: Production {
+            timing: Timing { stall_s: 120.0, heartbeat_s: 60.0, sweep_s: 0.2, extra_s: 0.0 },
+            defaults: "`absurd_sdk/__init__.py` Absurd.start_worker: `claim_timeout: int = 120`; the SDK's own heartbeat while a task waits is claim_timeout / 2 (TaskContext.await_task_result: `heartbeat_interval_ms = max(500, int((self._claim_timeout * 1000) / 2))`)",
+            deviation: "",
+        },
         completion_guard: "the run's state, read FOR UPDATE in complete_run/fail_run/extend_claim",
         control: false,
         checkpoint_table: Some("absurd.c_audit"),
@@ -287,9 +349,14 @@ pub const LIBRARIES: &[Library] = &[
         claimed: &["active"],
         success: Success::Status("complete"),
         protocol_schema: false,
-        stall_s: 2.0,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 0.5, sweep_s: 1.0, extra_s: 5.0 },
         takeover_s: 60,
         recovery: "built in: the sweep (every 1 s, one worker at a time under a session advisory lock) aborts a job whose heartbeat (job.update() every 0.5 s) is older than heartbeat=2 s, waits up to 5 s, re-queues it",
+        production: Production {
+            timing: Timing { stall_s: 10.0, heartbeat_s: 0.0, sweep_s: 60.0, extra_s: 5.0 },
+            defaults: "`saq/job.py` Job: `timeout: int = 10`, `heartbeat: int = 0` (disabled), so Job.stuck holds once an active job has run 10 s; `saq/worker.py` Worker.__init__: `\"sweep\": 60` in its timers; `saq/queue/postgres.py` PostgresQueue.sweep: `abort: float = 5.0` before it re-queues",
+            deviation: "dequeue keeps the adapter's 0.25 s polling (poll_interval; saq's default 0 waits for a NOTIFY, and its re-queue, PostgresQueue._retry, sends none)",
+        },
         completion_guard: "none (the job row is updated by key, whatever its status)",
         control: false,
         checkpoint_table: None,
@@ -309,9 +376,14 @@ pub const LIBRARIES: &[Library] = &[
         claimed: &[],
         success: Success::Deleted,
         protocol_schema: false,
-        stall_s: 2.0,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 0.0, sweep_s: 0.2, extra_s: 0.0 },
         takeover_s: 60,
         recovery: "built in, no heartbeat: the ORM broker's dequeue re-delivers a task whose lock (pulled at + retry=2 s) passed",
+        production: Production {
+            timing: Timing { stall_s: 60.0, heartbeat_s: 0.0, sweep_s: 0.2, extra_s: 0.0 },
+            defaults: "`django_q/conf.py` Conf: `RETRY = conf.get(\"retry\", 60)` (a pulled task is delivered again 60 s later unless acknowledged), `POLL = conf.get(\"poll\", 0.2)`; no heartbeat",
+            deviation: "",
+        },
         completion_guard: "none (acknowledge deletes the queue row by primary key)",
         control: false,
         checkpoint_table: None,
@@ -331,9 +403,14 @@ pub const LIBRARIES: &[Library] = &[
         claimed: &[],
         success: Success::Deleted,
         protocol_schema: false,
-        stall_s: 2.0,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 0.5, sweep_s: 0.2, extra_s: 0.0 },
         takeover_s: 60,
         recovery: "built in: a poll takes a message whose attempt_at passed; retry_backoff=2 s is the visibility timeout, pushed on by the runner's keep-alive",
+        production: Production {
+            timing: Timing { stall_s: 1.0, heartbeat_s: 0.5, sweep_s: 0.2, extra_s: 0.0 },
+            defaults: "`sqlxmq/src/spawn.rs` JobBuilder::new_with_id: `retry_backoff: Duration::from_secs(1)`, `retries: 4` (the backoff doubles per attempt): the default visibility timeout is 1 s, tighter than the fast settings' 2 s",
+            deviation: "",
+        },
         completion_guard: "none (mq_delete, mq_checkpoint and mq_keep_alive by message id)",
         control: false,
         checkpoint_table: Some("public.mq_payloads"),
@@ -353,11 +430,16 @@ pub const LIBRARIES: &[Library] = &[
         claimed: &["in_progress"],
         success: Success::Status("succeeded"),
         protocol_schema: false,
-        stall_s: 2.0,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 2.0, sweep_s: 0.2, extra_s: 0.0 },
         // The stalled worker's transaction (and its advisory lock) stays open while it is paused:
         // a takeover may never come, and the cell says so within this bound.
         takeover_s: 15,
         recovery: "built in: dequeue takes an in_progress task whose heartbeat (every 2 s) is older than 2 s, while attempts remain",
+        production: Production {
+            timing: Timing { stall_s: 30.0, heartbeat_s: 30.0, sweep_s: 0.2, extra_s: 0.0 },
+            defaults: "`underway/src/task.rs` Task::heartbeat: `30.seconds()`; dequeue takes an in-progress task whose `last_heartbeat_at < now() - heartbeat` (`underway/src/queue.rs` Queue::dequeue)",
+            deviation: "",
+        },
         completion_guard: "a transaction-level advisory lock on the task id, taken by the executing transaction",
         control: false,
         checkpoint_table: None,
@@ -377,11 +459,16 @@ pub const LIBRARIES: &[Library] = &[
         claimed: &["Running", "Queued"],
         success: Success::Status("Done"),
         protocol_schema: false,
-        stall_s: 2.0,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 1.0, sweep_s: 1.0, extra_s: 0.0 },
         // Under the same name the new worker's heartbeats keep the paused one's job owned: the
         // takeover may never come, and the cell says so within this bound.
         takeover_s: 15,
         recovery: "built in: heartbeat every 1 s, missed_heartbeats=2; every worker's heartbeat re-enqueues the jobs of workers silent 2 s (reenqueue_orphaned)",
+        production: Production {
+            timing: Timing { stall_s: 60.0, heartbeat_s: 30.0, sweep_s: 30.0, extra_s: 0.0 },
+            defaults: "`apalis-postgres/src/config.rs`: `heartbeat_interval` 30 s, `missed_heartbeats` 2 as its doc comment and serde default say (default_missed_heartbeats), a 60 s threshold; Config::default itself sets `missed_heartbeats: 10` (300 s), and the adapter sets 2 explicitly",
+            deviation: "",
+        },
         completion_guard: "lock_by = the worker's name (its owner id)",
         control: false,
         checkpoint_table: None,
@@ -401,9 +488,14 @@ pub const LIBRARIES: &[Library] = &[
         claimed: &[],
         success: Success::Deleted,
         protocol_schema: false,
-        stall_s: 2.0,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 0.5, sweep_s: 0.5, extra_s: 0.0 },
         takeover_s: 20,
         recovery: "optional dead-worker recovery, tightest: heartbeat 0.5 s, sweep 0.5 s, threshold 2 s, recovery_delay 0",
+        production: Production {
+            timing: Timing { stall_s: 300.0, heartbeat_s: 30.0, sweep_s: 60.0, extra_s: 30.0 },
+            defaults: "`graphile_worker_recovery/src/config.rs` WorkerRecoveryConfig::default: `heartbeat_interval: Duration::from_secs(30)`, `sweep_interval: Duration::from_secs(60)`, `sweep_threshold: Duration::from_secs(5 * 60)`, `recovery_delay: Duration::from_secs(30)`, `enabled: false`",
+            deviation: "recovery is off by default (enabled: false); a production run turns it on with its default timings",
+        },
         completion_guard: "completion deletes by job id; failure matches locked_by (the worker id)",
         control: false,
         checkpoint_table: None,
@@ -426,9 +518,14 @@ pub const LIBRARIES: &[Library] = &[
         claimed: &[],
         success: Success::Deleted,
         protocol_schema: false,
-        stall_s: 2.0,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 0.5, sweep_s: 0.2, extra_s: 0.0 },
         takeover_s: 60,
         recovery: "built in: read makes a message invisible for vt=2 s, the consumer's set_vt every 0.5 s pushes it on; any consumer's read takes a visible message",
+        production: Production {
+            timing: Timing { stall_s: 30.0, heartbeat_s: 0.0, sweep_s: 0.2, extra_s: 0.0 },
+            defaults: "`pgmq/src/types.rs`: `pub const VT_DEFAULT: i32 = 30`, the visibility timeout of PGMQueue::read when the caller gives none (`pgmq/src/lib.rs`); the crate sends no set_vt heartbeat of its own",
+            deviation: "",
+        },
         completion_guard: "none (delete, archive and set_vt name the message by id)",
         control: false,
         checkpoint_table: None,
@@ -448,11 +545,16 @@ pub const LIBRARIES: &[Library] = &[
         claimed: &["in_progress"],
         success: Success::Status("finished"),
         protocol_schema: false,
-        stall_s: 2.0,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 0.0, sweep_s: 0.2, extra_s: 0.0 },
         // fang never fetches an in_progress task again: the takeover never comes, and the cell
         // says so within this bound.
         takeover_s: 10,
         recovery: "none: a fetch takes only new and retried tasks (fetch_task_type.sql); an in_progress task stays with its worker",
+        production: Production {
+            timing: Timing { stall_s: 2.0, heartbeat_s: 0.0, sweep_s: 0.2, extra_s: 0.0 },
+            defaults: "no number to move: fang has no stall recovery (`fang/src/asynk/queries/fetch_task_type.sql` takes only new and retried tasks)",
+            deviation: "the same as fast: there is no threshold to set",
+        },
         completion_guard: "none (update_task_state by task id)",
         control: false,
         checkpoint_table: None,

@@ -1,7 +1,9 @@
 //! The published audit pages (`docs/audit/<library>.md`) checked against the published results
 //! (`docs/audit/results.json`): every audited library has a page, the page names the version the
-//! cells ran on and at least one file of the library's own source, and its table of cells is the
-//! generated block that `fenceproof docs` writes from the results.
+//! cells ran on and at least one file of the library's own source, quotes the source of the
+//! mechanism at that version (a paragraph opening with [`MECHANISM`], naming the version and a
+//! file), and its table of cells is the generated block that `fenceproof docs` writes from the
+//! results.
 
 use std::path::Path;
 
@@ -36,6 +38,16 @@ pub fn source_paths(page: &str) -> Vec<&str> {
         .collect()
 }
 
+/// How the paragraph that quotes a library's source for its mechanism opens.
+pub const MECHANISM: &str = "**The mechanism in the source (";
+
+/// The paragraph of `page` quoting the library's source for its mechanism, when it has one.
+pub fn mechanism(page: &str) -> Option<&str> {
+    let start = page.find(MECHANISM)?;
+    let len = page[start..].find("\n\n").unwrap_or(page.len() - start);
+    Some(&page[start..start + len])
+}
+
 /// The text of a page's generated block `name`, or `None` when the page has no such block.
 fn block<'a>(page: &'a str, name: &str) -> Option<&'a str> {
     let open = format!("<!-- generated:{name} -->\n");
@@ -58,6 +70,12 @@ pub fn problems(summary: &serde_json::Value, dir: &Path) -> Vec<String> {
         }
         if source_paths(&page).is_empty() {
             found.push(format!("{file}: names no file of the library's source"));
+        }
+        match mechanism(&page) {
+            Some(p) if p.contains(&version) && !source_paths(p).is_empty() => {}
+            _ => found.push(format!(
+                "{file}: quotes no source of its mechanism at {version} (a paragraph opening {MECHANISM:?} naming the version and a file)"
+            )),
         }
         let name = format!("audit-{lib}");
         match block(&page, &name) {
@@ -101,13 +119,22 @@ mod tests {
             {"library": "r", "version": "4.5", "experiment": "e", "verdict": "PASS"}
         ]);
         let table = summary_library_markdown(&summary, "q");
-        let good = format!("# q 1.2.3\n`q/worker.py`\n<!-- generated:audit-q -->\n{table}<!-- /generated -->\n");
+        let good = format!(
+            "# q 1.2.3\n`q/worker.py`\n\n{MECHANISM}q 1.2.3).** `q/worker.py` Worker.run: `x`\n\n<!-- generated:audit-q -->\n{table}<!-- /generated -->\n"
+        );
         std::fs::write(dir.join("q.md"), &good).unwrap();
         assert_eq!(problems(&summary, &dir), ["r.md: no page for r, which the results audit"]);
         std::fs::write(dir.join("r.md"), "# r 4.6\n`audit/adapters/lib_r.py`\n").unwrap();
         let found = problems(&summary, &dir);
-        assert_eq!(found.len(), 3, "{found:?}");
-        assert!(found[0].contains("\"4.5\"") && found[1].contains("no file") && found[2].contains("audit-r"));
+        assert_eq!(found.len(), 4, "{found:?}");
+        assert!(found[0].contains("\"4.5\"") && found[1].contains("no file") && found[3].contains("audit-r"));
+        assert!(found[2].contains("quotes no source of its mechanism at 4.5"), "{found:?}");
+        let unpinned = format!("# r 4.5\n`r/a.py`\n\n{MECHANISM}r 4.4).** `r/a.py` f: `x`\n");
+        std::fs::write(dir.join("r.md"), unpinned).unwrap();
+        assert!(
+            problems(&summary, &dir).iter().any(|p| p.contains("r.md: quotes no source")),
+            "a quote of another version"
+        );
         std::fs::write(dir.join("q.md"), good.replace("| FAIL |", "| PASS |")).unwrap();
         assert!(problems(&summary, &dir)[0].starts_with("q.md: generated:audit-q differs"));
     }

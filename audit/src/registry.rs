@@ -82,12 +82,13 @@ pub fn shared_name_note(
     paused: DateTime<Utc>,
     taken: Option<DateTime<Utc>>,
     end: DateTime<Utc>,
+    stall: f64,
 ) -> Option<String> {
     let reg = lib.registry.filter(|r| r.named)?;
     let shared: Vec<String> = keys_written(&reg, commits, "B");
     let key = shared.iter().find(|k| keys_written(&reg, commits, "A").contains(k))?;
     let gap = longest_gap(&reg, commits, key, paused, taken.unwrap_or(end))?;
-    let (secs, stall) = (gap.secs(), lib.stall_s);
+    let secs = gap.secs();
     let span = format!("{:.1} s ({}-{})", secs, gap.from.format("%H:%M:%S%.3f"), gap.to.format("%H:%M:%S%.3f"));
     let name = format!("worker name `{key}`, shared by A and B ({}: {})", reg.table, reg.why);
     Some(match taken {
@@ -132,9 +133,10 @@ pub fn notes(
     paused: Option<DateTime<Utc>>,
     taken: Option<DateTime<Utc>>,
     end: DateTime<Utc>,
+    stall_s: f64,
 ) -> Vec<String> {
     let shared = match (exp.same_name, paused) {
-        (true, Some(p)) => shared_name_note(lib, commits, p, taken, end),
+        (true, Some(p)) => shared_name_note(lib, commits, p, taken, end, stall_s),
         _ => None,
     };
     shared.into_iter().chain(pruned_note(lib, commits)).collect()
@@ -184,13 +186,15 @@ mod tests {
         let chancy = lib("chancy");
         // A beats, is paused at 1.1 s; B beats under the same name from 1.5 s, every second.
         let mut commits = vec![beat(1, "A", 0), beat(2, "A", 1000), beat(3, "B", 1500), beat(4, "B", 2500)];
-        let kept = shared_name_note(&chancy, &commits, at(1100), None, at(3000)).expect("a note");
+        let kept = shared_name_note(&chancy, &commits, at(1100), None, at(3000), chancy.fast.stall_s).expect("a note");
         assert!(kept.contains("kept it alive") && kept.contains("1.0 s"), "{kept}");
         // B's next heartbeat comes 2.6 s late: the takeover at 5.0 s follows a lapse.
         commits.push(beat(5, "B", 5100));
-        let lapsed = shared_name_note(&chancy, &commits, at(1100), Some(at(5000)), at(6000)).expect("a note");
+        let lapsed = shared_name_note(&chancy, &commits, at(1100), Some(at(5000)), at(6000), chancy.fast.stall_s)
+            .expect("a note");
         assert!(lapsed.contains("lapsed 2.5 s") && lapsed.contains("B itself stalled"), "{lapsed}");
-        let on_time = shared_name_note(&chancy, &commits, at(1100), Some(at(2600)), at(6000)).expect("a note");
+        let on_time = shared_name_note(&chancy, &commits, at(1100), Some(at(2600)), at(6000), chancy.fast.stall_s)
+            .expect("a note");
         assert!(on_time.contains("within the 2 s threshold"), "{on_time}");
     }
 
@@ -205,7 +209,9 @@ mod tests {
             commit(3, table, "DELETE", "B", 2600, row(1), None),
             commit(4, table, "INSERT", "B", 2600, None, row(2)),
         ];
-        assert!(shared_name_note(&procrastinate, &commits, at(600), None, at(3000)).is_none());
+        assert!(
+            shared_name_note(&procrastinate, &commits, at(600), None, at(3000), procrastinate.fast.stall_s).is_none()
+        );
         let note = pruned_note(&procrastinate, &commits).expect("A's registration pruned");
         assert!(note.contains("id 1 by B"), "{note}");
         assert!(pruned_note(&procrastinate, &commits[..2]).is_none(), "nothing deleted");

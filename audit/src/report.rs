@@ -10,6 +10,7 @@ use fenceproof_harness::check::audit::{CONCURRENT, CURRENT_OUTCOME, STALE_CHECKP
 use super::cell::{CellResult, Outcome};
 use super::experiments::EXPERIMENTS;
 use super::libraries::LIBRARIES;
+use super::settings::Settings;
 
 /// The checks' short column names, in order.
 const COLUMNS: &[(&str, &str)] = &[
@@ -106,6 +107,7 @@ pub fn summary(results: &[CellResult]) -> serde_json::Value {
                 "library": r.library,
                 "version": r.version,
                 "experiment": r.experiment,
+                "settings": r.settings,
                 "verdict": r.verdict.label(),
                 "executions": r.executions,
                 "failed": failed,
@@ -210,13 +212,24 @@ pub fn summary_notes(summary: &serde_json::Value) -> String {
     s
 }
 
-/// How each library was configured (versions, stall recovery, what guards its completion).
-pub fn settings_markdown(names: &[&str]) -> String {
-    let mut s = String::from(
-        "| library | version | stall recovery as configured | completion guarded by |\n|---|---|---|---|\n",
+/// How each library was configured at `settings` (versions, the numbers of its stall recovery, how
+/// it recovers, what guards its completion).
+pub fn settings_markdown(names: &[&str], settings: Settings) -> String {
+    let mut s = format!(
+        "| library | version | threshold, heartbeat, sweep (s) at {} settings | stall recovery | completion guarded by |\n|---|---|---|---|---|\n",
+        settings.name()
     );
     for l in LIBRARIES.iter().filter(|l| names.contains(&l.name)) {
-        let _ = writeln!(s, "| {} | {} | {} | {} |", l.name, l.version, l.recovery, l.completion_guard);
+        let t = l.timing(settings);
+        let how = match settings {
+            Settings::Fast => l.recovery,
+            Settings::Production => l.production.defaults,
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {}, {}, {} | {} | {} |",
+            l.name, l.version, t.stall_s, t.heartbeat_s, t.sweep_s, how, l.completion_guard
+        );
     }
     s
 }
@@ -448,6 +461,7 @@ mod tests {
             library: library.into(),
             version: "1".into(),
             experiment: experiment.into(),
+            settings: "fast".into(),
             control: false,
             verdict,
             executions: 2,

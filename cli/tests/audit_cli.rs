@@ -161,6 +161,23 @@ fn an_unknown_library_is_one_line_and_exit_2() {
     assert!(stderr.contains("unknown library \"sidekiq\""), "{stderr}");
 }
 
+#[test]
+fn unknown_settings_or_unreadable_fast_results_are_one_line_and_exit_2() {
+    let reports = Path::new(env!("CARGO_TARGET_TMPDIR")).join("audit_cli_bad_settings");
+    let missing = reports.join("no-such-summary.json");
+    let cases: [(&[&str], &str); 2] = [
+        (&["--settings", "slow"], "unknown settings \"slow\"; known: fast, production"),
+        (&["--settings", "production", "--fast-results", missing.to_str().unwrap()], "--fast-results"),
+    ];
+    for (args, says) in cases {
+        let out = audit(args, &reports);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
 /// §05's "valid at check, expired at commit": A's completion is held inside the database (the
 /// reference's before its lease check, procrastinate's before it touches the job row) while A is
 /// paused and B takes over; released, the reference re-checks and refuses, procrastinate commits.

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use fenceproof_audit::cell::{self, Env, Outcome};
+use fenceproof_audit::settings::{production_keeps, Settings};
 use fenceproof_audit::{experiments, libraries, report, rust_build};
 use fenceproof_harness::db::native::NativeCluster;
 use fenceproof_harness::db::pgbin::PgBin;
@@ -55,6 +56,14 @@ pub struct Args {
     /// How many cells run side by side (each in its own database, with its own workers).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=8))]
     jobs: u16,
+    /// The stall-recovery settings: `fast` (every library as tight as it allows, a 2 s threshold)
+    /// or `production` (each library's documented defaults; without --only, only the cells that
+    /// FAIL at fast in --fast-results, each library's kill-control, and the control's plainest pause).
+    #[arg(long, default_value = "fast")]
+    settings: String,
+    /// The fast run's published results a `production` run picks its cells from.
+    #[arg(long, default_value = DEFAULT_FAST_RESULTS)]
+    fast_results: PathBuf,
     /// Run only the K-th of N deterministic shares of the cells (library × experiment, cell i
     /// when i % N == K - 1), e.g. 2/3; `audit-merge` joins the shards' run folders into one report.
     #[arg(long)]
@@ -65,6 +74,8 @@ pub struct Args {
 pub const DEFAULT_PYTHON: &str = ".audit/venv/bin/python";
 /// Where the adapters are by default.
 pub const DEFAULT_ADAPTERS: &str = "audit/adapters";
+/// The published fast results by default.
+pub const DEFAULT_FAST_RESULTS: &str = "docs/audit/results.json";
 
 fn check_inputs(a: &Args) -> Result<(), String> {
     if !a.python.is_file() {
@@ -89,6 +100,10 @@ async fn checked(a: Args) -> u8 {
         (Ok(l), Ok(e)) => (l, e),
         (Err(m), _) | (_, Err(m)) => return usage(m),
     };
+    let settings = match Settings::parse(&a.settings) {
+        Ok(s) => s,
+        Err(m) => return usage(m),
+    };
     let shard = match a.shard.as_deref().map(fenceproof_mutants::sql::parse_shard) {
         None => (1, 1),
         Some(Ok(s)) => s,
@@ -102,7 +117,14 @@ async fn checked(a: Args) -> u8 {
             return usage(format!("adapter {} of {} not found", a.adapters.join(l.adapter).display(), l.name));
         }
     }
-    match audit(&a, &Plan::new(&libs, &exps, shard)).await {
+    let mut plan = Plan::new(&libs, &exps, shard);
+    if settings == Settings::Production && a.only.is_none() {
+        match fast_results(&a.fast_results) {
+            Ok(fast) => plan.retain(|l, e| production_keeps(&fast, l.name, l.control, e.id)),
+            Err(m) => return usage(m),
+        }
+    }
+    match audit(&a, &plan, settings).await {
         Ok(code) => code,
         Err(e) => crate::fail::harness_failed(e),
     }
@@ -120,6 +142,12 @@ impl Plan {
     fn new(libs: &[libraries::Library], exps: &[experiments::AuditExperiment], shard: (usize, usize)) -> Plan {
         let all = libs.iter().flat_map(|l| exps.iter().map(move |e| (*l, *e))).enumerate();
         Plan { all: all.map(|(i, (l, e))| (i + 1, l, e)).collect(), shard }
+    }
+
+    /// Keep only the cells `keep` takes, numbered again from 1.
+    fn retain(&mut self, keep: impl Fn(&libraries::Library, &experiments::AuditExperiment) -> bool) {
+        let kept = self.all.drain(..).filter(|(_, l, e)| keep(l, e)).map(|(_, l, e)| (l, e));
+        self.all = kept.enumerate().map(|(i, (l, e))| (i + 1, l, e)).collect();
     }
 
     /// The cells of this shard.
@@ -146,7 +174,17 @@ impl Plan {
     }
 }
 
-async fn audit(a: &Args, plan: &Plan) -> Result<u8, fenceproof_harness::HarnessError> {
+/// The published fast results a production run picks its cells from, or one line saying why not.
+fn fast_results(path: &Path) -> Result<serde_json::Value, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--fast-results {}: {e} (a fast run's summary.json)", path.display()))?;
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(v) if v.is_array() => Ok(v),
+        _ => Err(format!("--fast-results {}: not a summary.json (a JSON array of cells)", path.display())),
+    }
+}
+
+async fn audit(a: &Args, plan: &Plan, settings: Settings) -> Result<u8, fenceproof_harness::HarnessError> {
     let started = std::time::Instant::now();
     let libs = plan.libs();
     let run = RunDir::create(&a.reports_dir)?;
@@ -170,11 +208,13 @@ async fn audit(a: &Args, plan: &Plan) -> Result<u8, fenceproof_harness::HarnessE
         adapters: &adapters,
         tools_bin: &tools_bin,
         rust_bin: &rust_bin,
+        settings,
     };
     let results = cells(&env, &run, &plan.mine(), a.json || a.quiet, a.jobs.into()).await?;
     cluster.stop();
     let names: Vec<&str> = libs.iter().map(|l| l.name).collect();
-    write(&run.path, &results, &names, &format!("fenceproof audit {}", run.run_id))?;
+    let title = format!("fenceproof audit {} ({} settings)", run.run_id, settings.name());
+    write(&run.path, &results, &names, &title)?;
     run.mark_latest()?;
     std::fs::write(run.path.join("audit-shard.json"), serde_json::to_string_pretty(&plan.describe()).expect("json"))?;
     print_results(&results, &run.path, started.elapsed().as_secs_f64(), print);
@@ -268,10 +308,11 @@ pub fn write(
     names: &[&str],
     title: &str,
 ) -> Result<(), fenceproof_harness::HarnessError> {
+    let settings = results.first().and_then(|r| Settings::parse(&r.settings).ok()).unwrap_or_default();
     let md = format!(
         "# fenceproof audit\n\n{}\n{}\n## Findings\n\n```\n{}```\n",
         report::markdown(results),
-        report::settings_markdown(names),
+        report::settings_markdown(names, settings),
         report::findings(results)
     );
     std::fs::write(dir.join("audit.md"), &md)?;

@@ -35,7 +35,12 @@ pub struct WorkerSpec<'a> {
     pub tools: &'a str,
     pub gates: &'a Path,
     pub outcome: &'a str,
+    /// The settings the worker runs at (`fast`, `production`) and their numbers: the stall
+    /// threshold, the heartbeat interval (0: none) and the recovery's cadence, in seconds.
+    pub settings: &'a str,
     pub stall_s: f64,
+    pub heartbeat_s: f64,
+    pub sweep_s: f64,
     pub recover: bool,
     /// The name the worker gives itself in the library (its owner/worker id): `name` unless a
     /// restart under the paused worker's own name is the experiment.
@@ -90,7 +95,9 @@ impl Adapter {
         let stderr = dir.join(format!("adapter-{}.stderr.log", spec.name));
         let mut c = self.command("worker", spec.dsn, spec.app_name);
         c.arg("--name").arg(spec.name).arg("--tools").arg(spec.tools).arg("--gates").arg(spec.gates);
-        c.arg("--outcome").arg(spec.outcome).arg("--stall-s").arg(spec.stall_s.to_string());
+        c.arg("--outcome").arg(spec.outcome).arg("--settings").arg(spec.settings);
+        c.arg("--stall-s").arg(spec.stall_s.to_string()).arg("--heartbeat-s").arg(spec.heartbeat_s.to_string());
+        c.arg("--sweep-s").arg(spec.sweep_s.to_string());
         c.arg("--owner").arg(spec.owner);
         if spec.recover {
             c.arg("--recover");

@@ -27,7 +27,12 @@ pub struct Args {
     pub owner: String,
     pub tools: String,
     pub gates: PathBuf,
+    /// The settings the harness runs the library at (`fast`, `production`) and their numbers: the
+    /// stall threshold, the heartbeat interval (0: none) and the recovery's cadence, in seconds.
+    pub settings: String,
     pub stall_s: f64,
+    pub heartbeat_s: f64,
+    pub sweep_s: f64,
     pub recover: bool,
 }
 
@@ -57,7 +62,10 @@ impl Args {
             owner: String::new(),
             tools: String::new(),
             gates: PathBuf::new(),
+            settings: "fast".into(),
             stall_s: 2.0,
+            heartbeat_s: 0.5,
+            sweep_s: 0.25,
             recover: false,
         };
         while let Some(flag) = it.next() {
@@ -73,7 +81,10 @@ impl Args {
                 "--owner" => a.owner = v,
                 "--tools" => a.tools = v,
                 "--gates" => a.gates = v.into(),
-                "--stall-s" => a.stall_s = v.parse().map_err(|_| format!("--stall-s {v:?} is not a number"))?,
+                "--settings" => a.settings = v,
+                "--stall-s" => a.stall_s = seconds(&flag, &v)?,
+                "--heartbeat-s" => a.heartbeat_s = seconds(&flag, &v)?,
+                "--sweep-s" => a.sweep_s = seconds(&flag, &v)?,
                 _ => return Err(format!("unknown flag {flag}")),
             }
         }
@@ -89,6 +100,34 @@ impl Args {
     /// The stall threshold as a duration.
     pub fn stall(&self) -> Duration {
         Duration::from_secs_f64(self.stall_s)
+    }
+
+    /// The heartbeat interval as a duration ([`TICK`] when the settings give none).
+    pub fn heartbeat(&self) -> Duration {
+        if self.heartbeat_s > 0.0 {
+            Duration::from_secs_f64(self.heartbeat_s)
+        } else {
+            TICK
+        }
+    }
+
+    /// The recovery's cadence as a duration.
+    pub fn sweep(&self) -> Duration {
+        Duration::from_secs_f64(self.sweep_s)
+    }
+
+    /// How long the body waits for its gate: the fast bound, and past a production threshold the
+    /// harness may wait out before opening it.
+    pub fn gate_timeout(&self) -> Duration {
+        GATE_TIMEOUT + Duration::from_secs_f64(4.0 * (self.stall_s + self.sweep_s))
+    }
+}
+
+/// A number of seconds, not negative, or the flag's one-line complaint.
+fn seconds(flag: &str, v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(x) if x >= 0.0 && x.is_finite() => Ok(x),
+        _ => Err(format!("{flag} {v:?} is not a number of seconds")),
     }
 }
 
@@ -156,9 +195,9 @@ pub fn body(
     record(&a.tools, job, &a.name, "start")?;
     let gate = a.gates.join(&a.name);
     let started = Instant::now();
-    let mut next_tick = Instant::now() + TICK;
+    let mut next_tick = Instant::now() + a.heartbeat();
     while !gate.exists() {
-        if started.elapsed() > GATE_TIMEOUT {
+        if started.elapsed() > a.gate_timeout() {
             return Err(format!("gate {} never opened", gate.display()));
         }
         if Instant::now() >= next_tick {
@@ -166,7 +205,7 @@ pub fn body(
                 emit("aborted", json!({"worker": a.name, "reason": e}));
                 return Err(e);
             }
-            next_tick = Instant::now() + TICK;
+            next_tick = Instant::now() + a.heartbeat();
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -198,6 +237,10 @@ mod tests {
         let a = Args::parse_from(v("worker --dsn d --name B --owner A")).unwrap();
         assert_eq!(a.owner, "A");
         assert!(Args::parse_from(v("worker --dsn d --bogus 1")).is_err());
+        let a = Args::parse_from(v("worker --dsn d --settings production --stall-s 300 --heartbeat-s 30 --sweep-s 60"))
+            .unwrap();
+        assert_eq!((a.settings.as_str(), a.stall(), a.heartbeat(), a.sweep()), ("production", Duration::from_secs(300), Duration::from_secs(30), Duration::from_secs(60)));
+        assert!(Args::parse_from(v("worker --dsn d --stall-s -1")).is_err());
         assert!(Args::parse_from(v("nope --dsn d")).is_err());
     }
 }

@@ -3,9 +3,10 @@
 //! Schema: `WorkerOptions::init` runs the migrations (schema `graphile_worker`). The job is a task
 //! `audit_job`; workers claim with `SKIP LOCKED`, record `locked_by` = their worker id (random per
 //! worker instance: the library gives no way to choose it) and `locked_at`. Stall recovery: the
-//! optional dead-worker recovery, enabled with its tightest settings here: heartbeat every 0.5 s,
-//! sweep every 0.5 s, a worker silent 2 s (the audit's stall threshold) is dead and its jobs are
-//! released at once (`recovery_delay` 0); every worker sweeps, so `--recover` changes nothing.
+//! optional dead-worker recovery, enabled: heartbeat every --heartbeat-s, sweep every --sweep-s, a
+//! worker silent --stall-s is dead (fast: 0.5 s, 0.5 s, 2 s, and its jobs released at once with
+//! `recovery_delay` 0; production: the library's defaults, 30 s, 60 s, 5 min, and its own
+//! `recovery_delay`); every worker sweeps, so `--recover` changes nothing.
 //! Outcomes: success returns `Ok`; fail and retry return an error (the job has 2 attempts for
 //! success and fail, the recovery possibly taking one, and 5 for retry).
 
@@ -46,16 +47,18 @@ async fn worker_options(a: &Args) -> anyhow::Result<WorkerOptions> {
     let opts = PgConnectOptions::from_str(&a.dsn)?.application_name(&app_name());
     let pool =
         PgPoolOptions::new().max_connections(4).acquire_timeout(Duration::from_secs(10)).connect_with(opts).await?;
-    Ok(WorkerOptions::default()
+    let options = WorkerOptions::default()
         .pg_pool(pool)
         .schema("graphile_worker")
         .concurrency(1)
         .poll_interval(Duration::from_millis(200))
         .define_job::<AuditJob>()
-        .heartbeat_interval(Duration::from_millis(500))
-        .sweep_interval(Duration::from_millis(500))
-        .sweep_threshold(a.stall())
-        .recovery_delay(Duration::ZERO))
+        .heartbeat_interval(a.heartbeat())
+        .sweep_interval(a.sweep())
+        .sweep_threshold(a.stall());
+    // Fast settings release a dead worker's jobs at once; production keeps the library's own
+    // recovery_delay (WorkerRecoveryConfig::default).
+    Ok(if a.settings == "production" { options } else { options.recovery_delay(Duration::ZERO) })
 }
 
 #[tokio::main]

@@ -152,6 +152,10 @@ pub fn summary_markdown(summary: &serde_json::Value) -> String {
             exps.push(e);
         }
     }
+    // The columns in the experiments' own order (a run of a few cells lists them as its first
+    // library has them); an experiment the code no longer has goes last.
+    let rank = |e: &String| EXPERIMENTS.iter().position(|x| x.id == e.as_str()).unwrap_or(EXPERIMENTS.len());
+    exps.sort_by_key(rank);
     let mut s = String::from("| library |");
     for e in &exps {
         let _ = write!(s, " `{e}` |");
@@ -434,6 +438,20 @@ mod tests {
             {"library": "r", "version": "2", "experiment": "e1", "verdict": "PASS", "executions": 1,
              "failed": [], "note": null, "evidence": "r-e1"}
         ])
+    }
+
+    #[test]
+    fn the_matrix_orders_its_columns_as_the_experiments_are_declared() {
+        let s = json!([
+            {"library": "reference", "version": "p", "experiment": "kill-control", "verdict": "PASS", "executions": 2},
+            {"library": "q", "version": "1", "experiment": "pause-early-fail", "verdict": "FAIL", "executions": 2,
+             "failed": ["stale write"], "paused_s": 30.8},
+            {"library": "q", "version": "1", "experiment": "pause-early-success", "verdict": "FAIL", "executions": 2,
+             "failed": ["stale write"], "paused_s": 31.2}
+        ]);
+        let m = summary_markdown(&s);
+        assert_eq!(m.lines().next(), Some("| library | `pause-early-success` | `pause-early-fail` | `kill-control` |"));
+        assert!(m.contains("| q 1 | FAIL: stale write (x2) after a 31.2 s pause | FAIL: stale write (x2) after a 30.8 s pause | - |"), "{m}");
     }
 
     #[test]

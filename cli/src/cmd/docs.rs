@@ -44,8 +44,11 @@ const BLOCKS: &[Block] = &[
     Block { name: "external-skipped", make: external_skipped_markdown },
     Block { name: "audit-libraries", make: audit_libraries_markdown },
     Block { name: "audit-experiments", make: audit_experiments_markdown },
+    Block { name: "audit-production", make: audit_production_markdown },
     Block { name: "audit-results", make: audit_results_markdown },
     Block { name: "audit-notes", make: audit_notes_markdown },
+    Block { name: "audit-results-production", make: audit_results_production_markdown },
+    Block { name: "audit-notes-production", make: audit_notes_production_markdown },
     Block { name: "audit-dbos", make: || audit_library("dbos") },
     Block { name: "audit-absurd", make: || audit_library("absurd") },
     Block { name: "audit-sqlxmq", make: || audit_library("sqlxmq") },
@@ -120,6 +123,26 @@ pub fn audit_results_markdown() -> String {
 /// Why each N/A (or ERROR) cell of the published results has no verdict.
 pub fn audit_notes_markdown() -> String {
     fenceproof_audit::report::summary_notes(&audit_results())
+}
+
+/// The published production run's results: the `summary.json` of a `--settings production` run.
+const AUDIT_RESULTS_PRODUCTION: &str = include_str!("../../../docs/audit/results-production.json");
+
+fn audit_results_production() -> serde_json::Value {
+    serde_json::from_str(AUDIT_RESULTS_PRODUCTION).unwrap_or(serde_json::Value::Null)
+}
+
+/// The production run's matrix, one row per library it ran, one column per experiment it ran.
+pub fn audit_results_production_markdown() -> String {
+    fenceproof_audit::report::summary_markdown(&audit_results_production())
+}
+
+/// Why each cell of the production run without a verdict has none.
+pub fn audit_notes_production_markdown() -> String {
+    match fenceproof_audit::report::summary_notes(&audit_results_production()) {
+        notes if notes.is_empty() => "- none: every cell reached a verdict\n".into(),
+        notes => notes,
+    }
 }
 
 /// The text of the block called `name`, or `None` for a name no generator has.
@@ -332,6 +355,27 @@ pub fn audit_libraries_markdown() -> String {
             cell(l.recovery),
             cell(l.completion_guard),
             cell(l.takeover_touches)
+        ));
+    }
+    s
+}
+
+/// Each library's documented production defaults (what `--settings production` runs), with where
+/// each comes from, the numbers, and what a production run keeps from the fast settings.
+pub fn audit_production_markdown() -> String {
+    let mut s = String::from(
+        "| library | production defaults (pinned source) | threshold, heartbeat, sweep (s) | a production run differs by |\n|---|---|---|---|\n",
+    );
+    for l in fenceproof_audit::libraries::LIBRARIES {
+        let t = l.production.timing;
+        let heartbeat = if t.heartbeat_s > 0.0 { t.heartbeat_s.to_string() } else { "none".into() };
+        s.push_str(&format!(
+            "| {} | {} | {}, {heartbeat}, {} | {} |\n",
+            l.name,
+            cell(l.production.defaults),
+            t.stall_s,
+            t.sweep_s,
+            if l.production.deviation.is_empty() { "-".into() } else { cell(l.production.deviation) }
         ));
     }
     s

@@ -125,13 +125,13 @@ TICK_S = 0.5
 def body(args, job, tick=None, checkpoint=None):
     """The job's work, blocking: call it from a thread in an async library. Raises FailJob or
     RetryJob when the worker was told to end that way. `tick`, when given, is called every
-    --heartbeat-s (TICK_S when 0) while the job waits (a library whose documentation asks long
+    --heartbeat-s while the job waits, never when it is 0 (a library whose documentation asks long
     tasks to heartbeat);
     `checkpoint`, when given and the outcome is `checkpoint`, writes the library's own
     checkpoint/progress record once the gate opened, and the job then succeeds."""
     emit("start", job=str(job), worker=args.name)
     record(args.tools, job, args.name, "start")
-    wait_gate(args.gates, args.name, tick, gate_timeout(args), args.heartbeat_s)
+    wait_gate(args.gates, args.name, tick if args.heartbeat_s > 0 else None, gate_timeout(args), args.heartbeat_s)
     if args.outcome == "checkpoint" and checkpoint is not None:
         try:
             checkpoint()

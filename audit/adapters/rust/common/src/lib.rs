@@ -14,7 +14,8 @@ use serde_json::{json, Value};
 
 /// How long the body waits for its gate before giving up.
 pub const GATE_TIMEOUT: Duration = Duration::from_secs(120);
-/// How often the body calls its `tick` (a heartbeat a library asks long jobs to make).
+/// How often the body calls its `tick` (a heartbeat a library asks long jobs to make) when the
+/// harness does not say (`--heartbeat-s`).
 pub const TICK: Duration = Duration::from_millis(500);
 
 /// The command line.
@@ -64,7 +65,7 @@ impl Args {
             gates: PathBuf::new(),
             settings: "fast".into(),
             stall_s: 2.0,
-            heartbeat_s: 0.5,
+            heartbeat_s: TICK.as_secs_f64(),
             sweep_s: 0.25,
             recover: false,
         };
@@ -102,13 +103,10 @@ impl Args {
         Duration::from_secs_f64(self.stall_s)
     }
 
-    /// The heartbeat interval as a duration ([`TICK`] when the settings give none).
-    pub fn heartbeat(&self) -> Duration {
-        if self.heartbeat_s > 0.0 {
-            Duration::from_secs_f64(self.heartbeat_s)
-        } else {
-            TICK
-        }
+    /// The heartbeat interval as a duration, or `None` when the settings give none (the body then
+    /// never calls its `tick`).
+    pub fn heartbeat(&self) -> Option<Duration> {
+        (self.heartbeat_s > 0.0).then(|| Duration::from_secs_f64(self.heartbeat_s))
     }
 
     /// The recovery's cadence as a duration.
@@ -182,7 +180,7 @@ pub enum End {
 }
 
 /// The job's work, blocking (call it from `spawn_blocking`): START, wait for the gate (calling
-/// `tick` every [`TICK`]: an error from it means the library stopped this execution, which is said
+/// `tick` every `--heartbeat-s`, never when it is 0: an error from it means the library stopped this execution, which is said
 /// as an `aborted` event and returned), the checkpoint when the outcome is `checkpoint`, END; then
 /// how the worker was told to end.
 pub fn body(
@@ -195,17 +193,20 @@ pub fn body(
     record(&a.tools, job, &a.name, "start")?;
     let gate = a.gates.join(&a.name);
     let started = Instant::now();
-    let mut next_tick = Instant::now() + a.heartbeat();
+    let every = a.heartbeat();
+    let mut next_tick = every.map(|d| Instant::now() + d);
     while !gate.exists() {
         if started.elapsed() > a.gate_timeout() {
             return Err(format!("gate {} never opened", gate.display()));
         }
-        if Instant::now() >= next_tick {
-            if let Err(e) = tick() {
-                emit("aborted", json!({"worker": a.name, "reason": e}));
-                return Err(e);
+        if let (Some(at), Some(d)) = (next_tick, every) {
+            if Instant::now() >= at {
+                if let Err(e) = tick() {
+                    emit("aborted", json!({"worker": a.name, "reason": e}));
+                    return Err(e);
+                }
+                next_tick = Some(Instant::now() + d);
             }
-            next_tick = Instant::now() + a.heartbeat();
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -239,7 +240,12 @@ mod tests {
         assert!(Args::parse_from(v("worker --dsn d --bogus 1")).is_err());
         let a = Args::parse_from(v("worker --dsn d --settings production --stall-s 300 --heartbeat-s 30 --sweep-s 60"))
             .unwrap();
-        assert_eq!((a.settings.as_str(), a.stall(), a.heartbeat(), a.sweep()), ("production", Duration::from_secs(300), Duration::from_secs(30), Duration::from_secs(60)));
+        assert_eq!(
+            (a.settings.as_str(), a.stall(), a.heartbeat(), a.sweep()),
+            ("production", Duration::from_secs(300), Some(Duration::from_secs(30)), Duration::from_secs(60))
+        );
+        let none = Args::parse_from(v("worker --dsn d --heartbeat-s 0")).unwrap();
+        assert_eq!(none.heartbeat(), None, "0 is no heartbeat");
         assert!(Args::parse_from(v("worker --dsn d --stall-s -1")).is_err());
         assert!(Args::parse_from(v("nope --dsn d")).is_err());
     }

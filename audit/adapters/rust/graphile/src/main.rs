@@ -53,7 +53,7 @@ async fn worker_options(a: &Args) -> anyhow::Result<WorkerOptions> {
         .concurrency(1)
         .poll_interval(Duration::from_millis(200))
         .define_job::<AuditJob>()
-        .heartbeat_interval(a.heartbeat())
+        .heartbeat_interval(a.heartbeat().unwrap_or(common::TICK))
         .sweep_interval(a.sweep())
         .sweep_threshold(a.stall());
     // Fast settings release a dead worker's jobs at once; production keeps the library's own

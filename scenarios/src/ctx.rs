@@ -322,6 +322,18 @@ impl Ctx {
     /// after a short lease lapsed, as on a busy machine): false, recorded in the timeline, and
     /// the row decides what to try instead.
     pub async fn ok_while_live(&self, ev: &serde_json::Value, step: &str, run_id: Uuid) -> Result<bool, HarnessError> {
+        self.ok_while_live_on(&self.pool, ev, step, run_id).await
+    }
+
+    /// [`Ctx::ok_while_live`] where the run lives in another database than the row's (`pool`:
+    /// a server the row started itself, as N-restore's).
+    pub async fn ok_while_live_on(
+        &self,
+        pool: &PgPool,
+        ev: &serde_json::Value,
+        step: &str,
+        run_id: Uuid,
+    ) -> Result<bool, HarnessError> {
         if ev["outcome"] == "ok" || ev["outcome"].as_str().is_none() {
             return require_ok(ev, step).map(|_| true);
         }
@@ -329,7 +341,7 @@ impl Ctx {
             "SELECT expires_at <= clock_timestamp() FROM worker_leases WHERE run_id = $1::text::uuid",
         )
         .bind(run_id.to_string())
-        .fetch_optional(&self.pool)
+        .fetch_optional(pool)
         .await?;
         if lapsed != Some(true) {
             return require_ok(ev, step).map(|_| true);
@@ -347,7 +359,18 @@ impl Ctx {
         step: &str,
         run_id: Uuid,
     ) -> Result<(), HarnessError> {
-        if self.ok_while_live(ev, step, run_id).await? {
+        self.require_ok_while_live_on(&self.pool, ev, step, run_id).await
+    }
+
+    /// [`Ctx::require_ok_while_live`] on another database than the row's (see [`Ctx::ok_while_live_on`]).
+    pub async fn require_ok_while_live_on(
+        &self,
+        pool: &PgPool,
+        ev: &serde_json::Value,
+        step: &str,
+        run_id: Uuid,
+    ) -> Result<(), HarnessError> {
+        if self.ok_while_live_on(pool, ev, step, run_id).await? {
             return Ok(());
         }
         Err(HarnessError::Inconclusive(format!(

@@ -293,7 +293,7 @@ async fn renew_setup(ctx: &mut Ctx) -> Result<Renewed, HarnessError> {
         // A start refused because A's own renewal had already gone unconfirmed (it said so first).
         let early = if outcome(&start) == "ok" { None } else { unconfirmed_said(&mut a).await };
         if early.is_none() {
-            require_ok(&start, "A start")?;
+            ctx.require_ok_while_live(&start, "A start", run_id).await?;
         }
         let epoch_a = oracle::run_state(&ctx.pool, run_id).await?.lease["epoch"].as_i64().unwrap_or(-1);
         // The heartbeat's next renewal commits; its reply is lost.

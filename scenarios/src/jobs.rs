@@ -33,14 +33,15 @@ type Running = Pin<Box<dyn Future<Output = Ran>>>;
 /// and its verdict, all inside the row's own future, so the other rows go on meanwhile.
 fn execute(index: usize, u: Unit, plan: ContextPlan, end: RowEnd) -> Running {
     Box::pin(async move {
-        let t0 = Instant::now();
+        let start = crate::runner::RowStart::now();
+        let t0 = start.at;
         let ceiling = u.exp.ceiling();
         // The database's making counts against the row's ceiling too (a server that hangs on
         // CREATE DATABASE must not hold the matrix).
         let result = match tokio::time::timeout(ceiling, plan.build()).await {
             Ok(Ok(mut ctx)) => {
                 let res = within_granted(ceiling, t0, (u.exp.run)(&mut ctx)).await;
-                end.finish(&u.exp, &u.args, ctx, res, t0).await
+                end.finish(&u.exp, &u.args, ctx, res, start).await
             }
             Ok(Err(e)) => Err(e),
             Err(_) => Err(HarnessError::Other(format!("{}: its database was not made within {ceiling:?}", u.exp.id))),

@@ -95,7 +95,7 @@ async fn story(ctx: &mut Ctx, server: &mut Restorable) -> Result<(), HarnessErro
     let run_id = runs::create_run(&pool, "task-n", json!({})).await.map_err(|e| HarnessError::Other(e.to_string()))?;
 
     // Before the backup: A's term, a checkpoint and an intent.
-    let (mut a, op1) = a_plans(ctx, &url, run_id).await?;
+    let (mut a, op1) = a_plans(ctx, (&url, &pool), run_id).await?;
     server.base_backup().await?;
     ctx.timeline.record("harness", "base_backup", "database", json!({"epoch": 1, "op1": op1}));
 
@@ -178,15 +178,20 @@ fn owner(n: &str) -> String {
 }
 
 /// A's term before the backup: acquire (epoch 1), start, save, plan `op1`. Returns A and `op1`.
-async fn a_plans(ctx: &Ctx, url: &str, run_id: Uuid) -> Result<(WorkerProc, String), HarnessError> {
+/// A's lease is short (it must lapse soon after A's pause) and kept by A's heartbeat: a step
+/// refused after it lapsed on the database clock (a heartbeat starved on a loaded machine) is no
+/// verdict, never a FAIL.
+async fn a_plans(ctx: &Ctx, (url, pool): (&str, &PgPool), run_id: Uuid) -> Result<(WorkerProc, String), HarnessError> {
     let mut a = ctx.spawn_worker_at("a", &owner("a"), url, fast()).await?;
     let acquire_a =
         json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": 3000, "heartbeat_ms": 1000, "renew_timeout_ms": 1000});
     require_ok(&a.request(acquire_a, STEP).await?, "A acquire")?;
-    require_ok(&a.request(json!({"cmd": "start"}), STEP).await?, "A start")?;
-    require_ok(&a.request(json!({"cmd": "save", "checkpoint": {"by": "a"}}), STEP).await?, "A save")?;
+    let start = a.request(json!({"cmd": "start"}), STEP).await?;
+    ctx.require_ok_while_live_on(pool, &start, "A start", run_id).await?;
+    let save = a.request(json!({"cmd": "save", "checkpoint": {"by": "a"}}), STEP).await?;
+    ctx.require_ok_while_live_on(pool, &save, "A save", run_id).await?;
     let plan1 = a.request(json!({"cmd": "plan", "step_id": "s1", "tool": TOOL, "request": {"n": 1}}), STEP).await?;
-    require_ok(&plan1, "A plan op1")?;
+    ctx.require_ok_while_live_on(pool, &plan1, "A plan op1", run_id).await?;
     let op1 = data(&plan1)["operation_id"].as_str().unwrap_or_default().to_string();
     Ok((a, op1))
 }

@@ -16,6 +16,8 @@ use fenceproof_harness::db::native::NativeCluster;
 use fenceproof_harness::db::pgbin::PgBin;
 use fenceproof_harness::db::{databases, Backend};
 use fenceproof_harness::faults::ServerTarget;
+use fenceproof_harness::lag::Lag;
+use fenceproof_harness::pressure::Stall;
 use fenceproof_harness::record::oracle;
 use fenceproof_harness::record::run_dir::RunDir;
 use fenceproof_harness::record::timeline::Timeline;
@@ -346,12 +348,13 @@ impl RowEnd {
         worker_args: &[String],
         mut ctx: Ctx,
         res: Result<Result<(), HarnessError>, tokio::time::error::Elapsed>,
-        t0: Instant,
+        start: RowStart,
     ) -> Result<ExperimentResult, HarnessError> {
+        let t0 = start.at;
         let (dir, pool) = (ctx.dir.clone(), ctx.pool.clone());
-        let (error, waited) = match ended(exp, &mut ctx, res) {
-            Some((e, waited)) => (Some(e), waited),
-            None => (None, false),
+        let (error, stop) = match ended(exp, &mut ctx, res) {
+            Some((e, stop)) => (Some(e), stop),
+            None => (None, Stop::Other),
         };
         stamp_refusal(&mut ctx).await;
         // Evidence, whatever happened.
@@ -392,7 +395,8 @@ impl RowEnd {
         std::fs::write(dir.join("checks.json"), serde_json::to_string_pretty(&ctx.checks).expect("json"))?;
 
         let (mut outcome, mut observations) = verdict(&ctx, error.as_deref());
-        let error = match starved(outcome, waited, fenceproof_harness::lag::since(t0)) {
+        let cpu = start.cpu.and_then(|m| m.since());
+        let error = match starved(outcome, stop, fenceproof_harness::lag::since(t0), cpu) {
             Some(lag) => {
                 outcome = Outcome::Starved;
                 let e = error.map(|e| format!("{e} (during this row {lag})"));
@@ -605,21 +609,69 @@ fn judge_calls(
     Ok(Some(fenceproof_harness::check::claims::no_transaction_across_call(&entries, rows, callers)))
 }
 
-/// Whether a row without a verdict was starved: it ended on a wait that ran out (or on its
-/// ceiling), and the harness lost enough of the row to its own scheduling delay (`lag`); then
-/// the delay, described.
-fn starved(outcome: Outcome, waited: bool, lag: fenceproof_harness::lag::Lag) -> Option<String> {
-    (outcome == Outcome::Error && waited && lag.starved()).then(|| lag.describe())
+/// When a row began, on the harness's clock and on the machine's CPU pressure.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RowStart {
+    pub(crate) at: Instant,
+    pub(crate) cpu: Option<fenceproof_harness::pressure::Mark>,
+}
+
+impl RowStart {
+    pub(crate) fn now() -> RowStart {
+        RowStart { at: Instant::now(), cpu: fenceproof_harness::pressure::mark() }
+    }
+}
+
+/// What kind of end a row without a verdict came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// A wait that ran out, or the row's ceiling.
+    Wait,
+    /// A probe whose moment passed before it could be tried, proven from the database's clock
+    /// or the tools' ledger (a lease that lapsed there, an answer the tools gave after its caller
+    /// had gone): time kept the moment from being made, whichever process was slow.
+    Moment,
+    /// Anything else (a crashed process, a harness fault, a worker outside its language).
+    Other,
+}
+
+impl Stop {
+    /// The kind of end an experiment's error is.
+    fn of(e: &HarnessError) -> Stop {
+        match e {
+            HarnessError::Inconclusive(_) => Stop::Moment,
+            e if e.is_wait() => Stop::Wait,
+            _ => Stop::Other,
+        }
+    }
+}
+
+/// Whether a row without a verdict was starved: it ended on a probe whose moment passed, or on
+/// a wait that ran out (or its ceiling) while the harness lost enough of the row to its own
+/// scheduling delay (`lag`) or the whole machine queued for its cores (`cpu`, the row's CPU
+/// pressure); then the delays, described.
+fn starved(outcome: Outcome, stop: Stop, lag: Lag, cpu: Option<Stall>) -> Option<String> {
+    let machine = cpu.filter(Stall::starved);
+    let starved = match stop {
+        Stop::Moment => true,
+        Stop::Wait => lag.starved() || machine.is_some(),
+        Stop::Other => false,
+    };
+    let said = match machine {
+        Some(m) => format!("{}; {}", lag.describe(), m.describe()),
+        None => lag.describe(),
+    };
+    (outcome == Outcome::Error && starved).then_some(said)
 }
 
 /// How the run of `exp` ended: `None` when it reached its end (with the legal-step check its
 /// declaration asks for, passed, or failed when the worker refused a legal step), else the error
-/// and whether it was a wait that ran out (the row's ceiling included).
+/// and what kind of end it was.
 fn ended(
     exp: &Experiment,
     ctx: &mut Ctx,
     res: Result<Result<(), HarnessError>, tokio::time::error::Elapsed>,
-) -> Option<(String, bool)> {
+) -> Option<(String, Stop)> {
     match res {
         Ok(Ok(())) => {
             if exp.checks.legal_step {
@@ -635,13 +687,13 @@ fn ended(
             ));
             None
         }
-        Ok(Err(e)) => Some((e.to_string(), e.is_wait())),
+        Ok(Err(e)) => Some((e.to_string(), Stop::of(&e))),
         Err(_) => Some((
             format!(
                 "experiment did not finish within its ceiling of {:?} and the harness's measured delay (at most twice the ceiling)",
                 exp.ceiling()
             ),
-            true,
+            Stop::Wait,
         )),
     }
 }
@@ -982,18 +1034,46 @@ pub fn resolve_backend(opts: &VerifyOptions) -> Result<BackendChoice, HarnessErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fenceproof_harness::lag::Lag;
     use std::time::Duration;
 
     #[test]
     fn a_row_without_verdict_is_starved_only_after_a_wait_on_a_starved_harness() {
         let busy = Lag { total: Duration::from_millis(2900), worst: Duration::from_millis(1200) };
         let quiet = Lag { total: Duration::from_millis(40), worst: Duration::from_millis(25) };
-        let s = starved(Outcome::Error, true, busy).expect("a wait that ran out on a busy machine");
+        let s = starved(Outcome::Error, Stop::Wait, busy, None).expect("a wait that ran out on a busy machine");
         assert!(s.contains("2900 ms late") && s.contains("1200 ms at once"), "{s}");
-        assert_eq!(starved(Outcome::Error, true, quiet), None, "a hang on a quiet machine stays an ERROR");
-        assert_eq!(starved(Outcome::Error, false, busy), None, "a crash is no wait: ERROR");
-        assert_eq!(starved(Outcome::Fail, true, busy), None, "a FAIL stays a FAIL");
-        assert_eq!(starved(Outcome::Pass, true, busy), None);
+        assert_eq!(starved(Outcome::Error, Stop::Wait, quiet, None), None, "a hang on a quiet machine stays an ERROR");
+        assert_eq!(starved(Outcome::Error, Stop::Other, busy, None), None, "a crash is no wait: ERROR");
+        assert_eq!(starved(Outcome::Fail, Stop::Wait, busy, None), None, "a FAIL stays a FAIL");
+        assert_eq!(starved(Outcome::Pass, Stop::Wait, busy, None), None);
+    }
+
+    #[test]
+    fn a_probe_whose_moment_passed_is_starved_even_when_the_harness_ran_on_time() {
+        // The tools (another process) answered after the call timeout; the harness's own thread
+        // was on time: still no verdict, and never a bare ERROR (E-conflict in a pool at load 23).
+        let quiet = Lag { total: Duration::from_millis(40), worst: Duration::from_millis(25) };
+        let s = starved(Outcome::Error, Stop::Moment, quiet, None).expect("a passed moment is STARVED");
+        assert!(s.contains("40 ms late"), "{s}");
+        assert_eq!(starved(Outcome::Fail, Stop::Moment, quiet, None), None, "a FAIL found before stays a FAIL");
+        let late = HarnessError::Inconclusive("the tools' 409 came after the call timeout".into());
+        assert_eq!(Stop::of(&late), Stop::Moment);
+        let timeout = HarnessError::Timeout { what: "B's ready".into(), after_ms: 15_000 };
+        assert_eq!(Stop::of(&timeout), Stop::Wait);
+        assert_eq!(Stop::of(&HarnessError::Other("the server did not start".into())), Stop::Other);
+    }
+
+    #[test]
+    fn a_wait_that_ran_out_while_the_machine_queued_for_its_cores_is_starved() {
+        // The harness's thread ran on time, but every process queued for the cores: the worker
+        // that did not answer in time may be the starved one.
+        let quiet = Lag { total: Duration::from_millis(40), worst: Duration::from_millis(25) };
+        let busy = Stall { stalled: Duration::from_millis(9_100), window: Duration::from_millis(31_000) };
+        let calm = Stall { stalled: Duration::from_millis(300), window: Duration::from_millis(31_000) };
+        let s = starved(Outcome::Error, Stop::Wait, quiet, Some(busy)).expect("a starved machine");
+        assert!(s.contains("9100 ms of the row's 31000 ms"), "{s}");
+        assert_eq!(starved(Outcome::Error, Stop::Wait, quiet, Some(calm)), None, "a hang on a calm machine");
+        assert_eq!(starved(Outcome::Error, Stop::Other, quiet, Some(busy)), None, "a crash is no wait");
+        assert_eq!(starved(Outcome::Fail, Stop::Wait, quiet, Some(busy)), None, "a FAIL stays a FAIL");
     }
 }

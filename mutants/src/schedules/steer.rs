@@ -3,8 +3,8 @@
 //! feed back into the weights of the next case's swarm, by two measures per kind of operation:
 //!
 //! - **yield**: how many transitions new to the run the cases holding the kind found, per case
-//!   that held it, against the best kind's (a kind no case has held yet counts as the best), up to
-//!   [`MAX_CREDIT`];
+//!   that held it; a kind above the kinds' mean gains up to [`MAX_CREDIT`] (the best kind all of
+//!   it), one at or below it nothing, and a kind no case has held yet counts as the best;
 //! - **aim**: each kind bears on some factors of a transition's class ([`BEARS_ON`]); the share of
 //!   the targets showing one of its factors that are still unreached, up to [`MAX_AIM`].
 //!
@@ -47,7 +47,10 @@ pub const BEARS_ON: &[(&str, &[&str])] = &[
     ("plan", &["op=prepared"]),
     ("arm_tool_fault", &["op=unknown", "| give-up-unknown"]),
     ("dispatch", &["| claim", "| write-result", "op=dispatching", "| give-up-unknown"]),
-    ("late_result", &["other-in-flight=true", "| mark-unknown", "| reconcile", "op=unknown"]),
+    (
+        "late_result",
+        &["other-in-flight=true", "| mark-unknown", "| reconcile", "| write-result", "op=unknown", "run=cancelled"],
+    ),
     ("reconcile", &["| reconcile", "op=unknown"]),
     ("advance", &["| commit"]),
     ("rogue", &[]),
@@ -109,10 +112,13 @@ impl Steer {
     /// The boost of every kind for the next case: `1 + yield + aim`.
     pub fn boosts(&self) -> Vec<u32> {
         let yields = self.yields();
-        let best = yields.iter().flatten().copied().max().unwrap_or(0).max(1);
+        let tried: Vec<u32> = yields.iter().flatten().copied().collect();
+        let best = tried.iter().copied().max().unwrap_or(0);
+        let mean = tried.iter().sum::<u32>() / (tried.len() as u32).max(1);
         (0..KINDS.len())
             .map(|k| {
-                let credit = yields[k].map_or(MAX_CREDIT, |y| MAX_CREDIT * y / best);
+                let above = yields[k].map_or(best - mean, |y| y.saturating_sub(mean));
+                let credit = if best > mean { MAX_CREDIT * above / (best - mean) } else { MAX_CREDIT };
                 1 + credit + self.aim(KINDS[k])
             })
             .collect()
@@ -155,7 +161,7 @@ mod tests {
     }
 
     #[test]
-    fn kinds_that_found_new_transitions_gain_and_aim_follows_what_is_left() {
+    fn kinds_that_found_more_than_the_mean_gain_and_aim_follows_what_is_left() {
         let mut s = Steer::new([T1.to_string(), T2.to_string()]);
         let before = s.boosts();
         assert_eq!(before[kind("late_result")], 1 + MAX_CREDIT + MAX_AIM, "untried, and T2 bears its factors");
@@ -164,7 +170,7 @@ mod tests {
         assert_eq!(s.learn(&[kind("resume")].into(), &BTreeSet::new()), 0);
         let after = s.boosts();
         assert_eq!(after[kind("renew")], 1 + MAX_CREDIT, "the best yield, and T1 (renew's only target) reached");
-        assert_eq!(after[kind("resume")], 1, "held once, found nothing");
+        assert_eq!(after[kind("resume")], 1, "held once, found nothing: below the mean");
         assert_eq!(after[kind("late_result")], before[kind("late_result")], "still untried, T2 still open");
     }
 

@@ -4,12 +4,12 @@
 //!
 //! - **yield**: how many transitions new to the run the cases holding the kind found, per case
 //!   that held it; a kind above the kinds' mean gains up to [`MAX_CREDIT`] (the best kind all of
-//!   it), one at or below it nothing, and a kind no case has held yet counts as the best;
+//!   it), one at or below it nothing, and a kind no case has held yet [`UNTRIED`];
 //! - **aim**: each kind bears on some factors of a transition's class ([`BEARS_ON`]); the share of
 //!   the targets showing one of its factors that are still unreached, up to [`MAX_AIM`].
 //!
-//! A kind's weight is the swarm's draw times `1 + yield + aim`; a kind the swarm switched off comes
-//! back on at that weight when the sum is [`REVIVE`] or more. Integers only: a case's boosts are a
+//! A kind's weight is the swarm's draw times `1 + yield + aim`; a kind the swarm switched off stays
+//! off unless its boost is the highest there is ([`REVIVE`]). Integers only: a case's boosts are a
 //! function of the seed and the transitions the earlier cases reached, and are recorded with the
 //! case, so [`super::gen::steered`] regenerates its schedule from them.
 
@@ -19,10 +19,14 @@ use super::ops::KINDS;
 
 /// The most credit one kind collects.
 pub const MAX_CREDIT: u32 = 4;
+/// The credit of a kind no case has held yet.
+pub const UNTRIED: u32 = MAX_CREDIT / 2;
 /// The most a kind's aim adds.
 pub const MAX_AIM: u32 = 3;
-/// A switched-off kind whose boost reaches this comes back on.
-pub const REVIVE: u32 = 3;
+/// A switched-off kind whose boost reaches this (the most there is) comes back on: reviving every
+/// kind with some boost would undo the swarm, whose switched-off kinds are what lets a case go deep
+/// in the few it keeps.
+pub const REVIVE: u32 = 1 + MAX_CREDIT + MAX_AIM;
 
 /// The class factors (and action kinds) each kind of operation arranges, as `field=value` of a
 /// transition's line (`model/transitions.txt`) or `| kind`.
@@ -117,8 +121,11 @@ impl Steer {
         let mean = tried.iter().sum::<u32>() / (tried.len() as u32).max(1);
         (0..KINDS.len())
             .map(|k| {
-                let above = yields[k].map_or(best - mean, |y| y.saturating_sub(mean));
-                let credit = if best > mean { MAX_CREDIT * above / (best - mean) } else { MAX_CREDIT };
+                let credit = match yields[k] {
+                    None => UNTRIED,
+                    Some(_) if best == mean => 0,
+                    Some(y) => MAX_CREDIT * y.saturating_sub(mean) / (best - mean),
+                };
                 1 + credit + self.aim(KINDS[k])
             })
             .collect()
@@ -164,8 +171,8 @@ mod tests {
     fn kinds_that_found_more_than_the_mean_gain_and_aim_follows_what_is_left() {
         let mut s = Steer::new([T1.to_string(), T2.to_string()]);
         let before = s.boosts();
-        assert_eq!(before[kind("late_result")], 1 + MAX_CREDIT + MAX_AIM, "untried, and T2 bears its factors");
-        assert_eq!(before[kind("resume")], 1 + MAX_CREDIT, "untried, bearing on nothing");
+        assert_eq!(before[kind("late_result")], 1 + UNTRIED + MAX_AIM, "untried, and T2 bears its factors");
+        assert_eq!(before[kind("resume")], 1 + UNTRIED, "untried, bearing on nothing");
         assert_eq!(s.learn(&[kind("renew")].into(), &[T1.to_string()].into()), 1);
         assert_eq!(s.learn(&[kind("resume")].into(), &BTreeSet::new()), 0);
         let after = s.boosts();

@@ -102,6 +102,11 @@ fn two_schedule_shards_merge_into_the_unsharded_cases_and_verdicts() {
     assert_eq!(merged["failure"].is_null(), one["failure"].is_null(), "the same verdict");
     assert_eq!(merged["shards"], serde_json::json!(["1/2", "2/2"]));
     assert_eq!(merged["coverage"]["schedules"], 4);
+    // The model coverage is the union of the cases' transitions, whichever shard played them.
+    let exercised = |v: &Value| v["model"]["exercised"].as_u64().expect("model coverage");
+    let most = shards.iter().map(|d| exercised(&json_file(&d.join("schedules.json")))).max().unwrap_or(0);
+    assert!(exercised(&merged) >= most.max(1), "{merged:#}");
+    assert!(out.join("coverage.md").is_file(), "the merged run lists the unreached transitions");
     let (_, said) = merge(&["schedules-merge"], &shards[1..], &tmp, 2);
     assert!(said.contains("shard 1/2 is missing"), "{said}");
 }

@@ -1,7 +1,7 @@
 //! Trace validation on histories written by hand: a legal run is explained step by step, and each
 //! one-place bug of the spec's warnings leaves a commit the model cannot explain, named by its seq.
 
-use fenceproof_model::coverage::{denominator, key, observable};
+use fenceproof_model::coverage::{denominator, key, observable, LeaseClass};
 use fenceproof_model::state::OpStatus;
 use fenceproof_model::trace::{validate, Change, Env, Table};
 use serde_json::{json, Value};
@@ -347,4 +347,49 @@ fn a_cancel_raises_the_revisions_it_writes() {
     assert!(run_kept.len() == 1 && run_kept[0].contains("cancelled run 11111111 at revision 2 over 2"), "{run_kept:?}");
     let op_kept = cancel_at(3, 0);
     assert!(op_kept.len() == 1 && op_kept[0].contains("cancelled operation op-1 at revision 0 over 0"), "{op_kept:?}");
+}
+
+/// The class factors a history gives a step, read as the step's own guard proves them: a step that
+/// needs the lease row (here a renewal) never commits inside another process's validated commit,
+/// and a process's heartbeat is not "another process" beside its own protected commit; a
+/// renewal's lease was live at its statement even when its commit lands after the old term's end.
+/// A claim inside another process's open commit counts that commit as open; a control-plane
+/// cancel is no validated commit.
+#[test]
+fn the_class_of_a_step_reads_its_factors_as_its_guard_proves_them() {
+    let mut h = H::new();
+    h.lease_to("A", 1, 1, Some("A"), 1, 10);
+    h.run_to("A", 2, 2, "running", 1);
+    h.plan("A", 3, 3, "op-1");
+    h.plan("A", 4, 4, "op-2");
+    // A's save is open from 5 to 8; its heartbeat renews at 6, a dispatcher claims op-1 at 7.
+    let (run, mut saved) = (h.run.clone(), h.run.clone());
+    saved["revision"] = json!(4);
+    h.lease_to("A", 6, 6, Some("A"), 1, 15);
+    h.op_to("D", 7, 7, "op-1", ("dispatching", Some("D"), Some(30)));
+    h.txn("A", 5, 8, vec![(Table::Runs, Some(run), Some(saved))]);
+    // A renewal that began at 14, on a lease live until 15, committed at 16.
+    h.lease_to("A", 14, 16, Some("A"), 1, 26);
+    let r = validate(&h.out, &env());
+    assert!(r.holds(), "{:?}", r.unexplained);
+    let renewals: Vec<_> = r.steps.iter().filter(|s| s.kind == "renew").collect();
+    assert_eq!(renewals.len(), 2);
+    assert!(renewals.iter().all(|s| !s.class.validated_open), "a heartbeat beside its own commit: {renewals:?}");
+    assert!(renewals.iter().all(|s| s.class.lease == LeaseClass::Live), "{renewals:?}");
+    let claim = r.steps.iter().find(|s| s.kind == "claim").expect("the claim");
+    assert!(claim.class.validated_open, "the claim committed inside A's commit: {claim:?}");
+    let all = denominator();
+    for k in r.steps.iter().filter_map(|s| s.transition()) {
+        assert!(all.contains(k.as_str()), "{k} is not a transition of model/transitions.txt");
+    }
+    // The dispatcher claims op-2 at 10 while the control plane's cancel is open (9 to 11).
+    let (run, mut cancelled) = (h.run.clone(), h.run.clone());
+    cancelled["status"] = json!("cancelled");
+    cancelled["revision"] = json!(5);
+    h.op_to("D", 10, 10, "op-2", ("dispatching", Some("D"), Some(30)));
+    h.txn("control-api", 9, 11, vec![(Table::Runs, Some(run), Some(cancelled))]);
+    let env = Env { control_prefixes: vec!["control-".into()], ..env() };
+    let r = validate(&h.out, &env);
+    let claims: Vec<_> = r.steps.iter().filter(|s| s.kind == "claim").collect();
+    assert!(!claims[1].class.validated_open, "a cancel validates no lease: {:?}", claims[1]);
 }

@@ -46,6 +46,8 @@ async fn search(dir: &str, seed: u64, cases: u32) {
     }
     println!("{}", summary.coverage.report());
     assert_eq!(summary.cases, cases);
+    assert!(summary.played.iter().all(|r| !r.transitions.is_empty()), "every case's history exercised a transition");
+    assert!(summary.model.exercised > 0 && summary.model.reachable > summary.model.exercised);
     assert!(summary.operations >= cases as usize * schedules::gen::MIN_OPS, "every schedule has its operations");
     assert!(
         summary.coverage.situations.values().sum::<u32>() > 0,

@@ -1,17 +1,18 @@
 //! What a PASS covered: the model transitions (state class × the kind of a committed action) the
 //! rows' histories exercised, read from each row's `trace.json`, against the reachable observable
 //! transitions of the bounded model (`model/transitions.txt`). Written to `coverage.md` in the run
-//! folder, the unreached ones grouped by the action and the rules it bears on.
+//! folder, the unreached ones grouped by the action and the rules it bears on. A schedules run
+//! counts its cases' transitions the same way ([`of_transitions`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
 use fenceproof_harness::report::Matrix;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The coverage of one run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Coverage {
     pub exercised: usize,
     pub reachable: usize,
@@ -40,35 +41,40 @@ pub fn of(run: &Path, matrix: &Matrix) -> Coverage {
     from_dirs(run, &dirs)
 }
 
-/// The transitions every `trace.json` under `run` (a schedules run: one per case) exercised.
-pub fn of_folder(run: &Path) -> Coverage {
-    let mut dirs = Vec::new();
-    let mut todo = vec![run.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                todo.push(p.clone());
-                if p.join("trace.json").is_file() {
-                    dirs.push(p);
-                }
-            }
-        }
-    }
-    from_dirs(run, &dirs)
+fn from_dirs(run: &Path, dirs: &[std::path::PathBuf]) -> Coverage {
+    let seen: BTreeSet<String> = dirs.iter().flat_map(|d| exercised(d)).collect();
+    of_transitions(run, &seen)
 }
 
-fn from_dirs(run: &Path, dirs: &[std::path::PathBuf]) -> Coverage {
-    let mut seen: BTreeSet<String> = BTreeSet::new();
-    for d in dirs {
-        let Ok(text) = std::fs::read_to_string(d.join("trace.json")) else { continue };
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
-        seen.extend(v["transitions"].as_array().into_iter().flatten().filter_map(|t| t.as_str().map(str::to_string)));
-    }
+/// The transitions one row's or schedule case's history exercised (its `trace.json`, in `dir`);
+/// none when trace validation did not run there.
+pub fn exercised(dir: &Path) -> BTreeSet<String> {
+    let Ok(text) = std::fs::read_to_string(dir.join("trace.json")) else { return BTreeSet::new() };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return BTreeSet::new() };
+    v["transitions"].as_array().into_iter().flatten().filter_map(|t| t.as_str().map(str::to_string)).collect()
+}
+
+/// The coverage of the transitions `seen` (a run's histories together), against the model's;
+/// the unreached ones written to `coverage.md` in `run`.
+pub fn of_transitions(run: &Path, seen: &BTreeSet<String>) -> Coverage {
+    let all = fenceproof_model::coverage::denominator();
+    let c = count(seen);
+    let _ = std::fs::write(run.join("coverage.md"), page(&all, seen, c.exercised));
+    c
+}
+
+/// The model's reachable observable transitions that no known reason keeps out of every run
+/// ([`crate::unreached`]): what steering aims at.
+pub fn targets() -> Vec<String> {
+    let all = fenceproof_model::coverage::denominator();
+    all.into_iter().filter(|t| crate::unreached::reason_of(t).is_none()).map(String::from).collect()
+}
+
+/// The coverage of the transitions `seen`, against the model's (nothing written).
+pub fn count(seen: &BTreeSet<String>) -> Coverage {
     let all = fenceproof_model::coverage::denominator();
     let exercised = all.iter().filter(|t| seen.contains(**t)).count();
     let beyond = seen.iter().filter(|t| !all.contains(t.as_str())).count();
-    let _ = std::fs::write(run.join("coverage.md"), page(&all, &seen, exercised));
     Coverage { exercised, reachable: all.len(), beyond_bound: beyond }
 }
 
@@ -83,19 +89,37 @@ pub fn line(c: &Coverage) -> String {
 }
 
 fn page(all: &BTreeSet<&str>, seen: &BTreeSet<String>, exercised: usize) -> String {
+    let unreached: Vec<&str> = all.iter().copied().filter(|t| !seen.contains(*t)).collect();
+    let mut s = format!(
+        "# Model coverage\n\n{exercised} of {} reachable transitions of the bounded model (docs/model.md) were \
+         exercised by this run's histories. The {} unreached ones, first those a known reason keeps out of \
+         every run (docs/model.md, \"Why the rest is unreached\"), then the others by action:\n",
+        all.len(),
+        unreached.len()
+    );
+    for r in crate::unreached::REASONS {
+        let mine: Vec<&str> = unreached
+            .iter()
+            .copied()
+            .filter(|t| crate::unreached::reason_of(t).is_some_and(|x| x.id == r.id))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let _ =
+            writeln!(s, "\n## {} ({} unreached; {})\n\n{}: {}.\n", r.id, mine.len(), r.grounds.label(), r.which, r.why);
+        for t in mine {
+            let _ = writeln!(s, "- {t}");
+        }
+    }
     let mut by_kind: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for t in all.iter().filter(|t| !seen.contains(**t)) {
+    for t in unreached.iter().filter(|t| crate::unreached::reason_of(t).is_none()) {
         let (class, kind) = t.rsplit_once(" | ").unwrap_or((t, ""));
         by_kind.entry(kind).or_default().push(class);
     }
-    let mut s = format!(
-        "# Model coverage\n\n{exercised} of {} reachable transitions of the bounded model (docs/model.md) were \
-         exercised by this run's histories. The unreached ones, by action:\n",
-        all.len()
-    );
     for (kind, classes) in by_kind {
         let rules = RULES_OF_KIND.iter().find(|(k, _)| *k == kind).map(|(_, r)| *r).unwrap_or("");
-        let _ = writeln!(s, "\n## {kind} ({} unreached; rules: {rules})\n", classes.len());
+        let _ = writeln!(s, "\n## {kind} ({} unreached, no reason known; rules: {rules})\n", classes.len());
         for c in classes {
             let _ = writeln!(s, "- {c}");
         }

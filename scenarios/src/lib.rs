@@ -41,6 +41,7 @@ pub mod runner;
 pub mod s_serialization;
 pub mod tags;
 pub mod trace_check;
+pub mod unreached;
 pub mod w_boundaries;
 
 pub use experiment::{Experiment, ExperimentFuture};

@@ -66,6 +66,7 @@ const BLOCKS: &[Block] = &[
     Block { name: "model-situations", make: model_situations_markdown },
     Block { name: "model-outside", make: model_outside_markdown },
     Block { name: "model-weak-spots", make: model_weak_spots_markdown },
+    Block { name: "coverage-reasons", make: fenceproof_scenarios::unreached::markdown },
 ];
 
 /// The model's invariants, each a rule of the catalogue with its statement.

@@ -34,6 +34,11 @@ pub struct Args {
     /// unsharded run's report with `schedules-merge`.
     #[arg(long, requires = "seed", conflicts_with = "replay")]
     shard: Option<String>,
+    /// Steer the generator toward the model transitions no case has reached yet: each case's
+    /// weights follow what the earlier cases reached (recorded per case in schedules.json; every
+    /// case's schedule.json replays it with --replay).
+    #[arg(long, conflicts_with_all = ["shard", "replay"])]
+    steer: bool,
     /// Play this saved schedule (JSON) once instead of generating.
     #[arg(long)]
     replay: Option<PathBuf>,
@@ -167,6 +172,7 @@ fn plan(a: Args) -> Result<(VerifyOptions, Plan), u8> {
         None => Budget::cases(a.cases),
     }
     .sharded(k as u32, n as u32);
+    let budget = if a.steer { budget.steered() } else { budget };
     a.server.check()?;
     let print = Print::new(a.json, a.quiet);
     let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), Deployment::default(), None);
@@ -188,7 +194,14 @@ async fn play(opts: VerifyOptions, a: Plan) -> u8 {
     if let Some(schedule) = &a.replay {
         return replay(&mut session, schedule, &a.worker_args, a.repeat, a.print).await;
     }
-    let seed_line = format!("seed {:#x} (rerun with --seed {:#x})", a.seed, a.seed);
+    let seed_line = if a.budget.steer {
+        format!(
+            "seed {:#x}, steered (rerun with --seed {:#x} --steer: the same cases while the earlier ones reach the same transitions)",
+            a.seed, a.seed
+        )
+    } else {
+        format!("seed {:#x} (rerun with --seed {:#x})", a.seed, a.seed)
+    };
     if a.print.json || a.print.quiet {
         eprintln!("{seed_line}");
     } else {
@@ -198,7 +211,8 @@ async fn play(opts: VerifyOptions, a: Plan) -> u8 {
         Ok(summary) => {
             let path = session.run.path.join("schedules.json");
             let _ = std::fs::write(&path, serde_json::to_string_pretty(&summary).expect("json"));
-            let coverage = fenceproof_scenarios::coverage::of_folder(&session.run.path);
+            let seen = summary.played.iter().flat_map(|r| r.transitions.iter().cloned()).collect();
+            let coverage = fenceproof_scenarios::coverage::of_transitions(&session.run.path, &seen);
             let text = format!("{}{}\n", summary_text(&summary), fenceproof_scenarios::coverage::line(&coverage));
             crate::cmd::print_result(&summary, &text, &session.run.path, a.print);
             if summary.failure.is_none() {

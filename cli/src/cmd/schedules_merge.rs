@@ -42,7 +42,14 @@ pub fn run(a: Args) -> u8 {
     if let Err(e) = write(&mut merged, &a.out) {
         return crate::fail::harness_failed(format!("cannot write the merged report to {}: {e}", a.out.display()));
     }
-    crate::cmd::print_result(&merged, &crate::cmd::schedules::summary_text(&merged), &a.out, print);
+    let seen = merged.played.iter().flat_map(|r| r.transitions.iter().cloned()).collect();
+    let coverage = fenceproof_scenarios::coverage::of_transitions(&a.out, &seen);
+    let text = format!(
+        "{}{}\n",
+        crate::cmd::schedules::summary_text(&merged),
+        fenceproof_scenarios::coverage::line(&coverage)
+    );
+    crate::cmd::print_result(&merged, &text, &a.out, print);
     if merged.failure.is_none() {
         exit::OK
     } else {

@@ -359,26 +359,33 @@ pub fn outside_protected(t: &Txn, _rows: &Rows) -> Option<super::Unexplained> {
     })
 }
 
-/// The run-writing worker transactions of each run, to tell whether a validated commit was open.
+/// The run-writing worker transactions of each run (protected commits), to tell whether another
+/// process's validated commit was open.
 #[derive(Default)]
 pub struct Overlaps {
-    spans: std::collections::BTreeMap<String, Vec<(String, i64, i64)>>,
+    /// Per run: each run-writing transaction's xid, writer, start and commit.
+    spans: std::collections::BTreeMap<String, Vec<(String, String, i64, i64)>>,
 }
 
 impl Overlaps {
     pub fn of(txns: &[Txn], env: &Env) -> Overlaps {
         let mut o = Overlaps::default();
-        for t in txns.iter().filter(|t| !env.is_control(t.writer())) {
+        // The harness's own writes and the control plane's cancels lock and validate no lease.
+        for t in txns.iter().filter(|t| !env.is_control(t.writer()) && !env.is_control_plane(t.writer())) {
             for c in t.of(Table::Runs).filter(|c| c.op == "UPDATE") {
-                o.spans.entry(c.key()).or_default().push((c.xid.clone(), t.began(), t.at()));
+                o.spans.entry(c.key()).or_default().push((c.xid.clone(), c.writer.clone(), t.began(), t.at()));
             }
         }
         o
     }
 
-    /// Another transaction writing `run` was open (begun, not yet committed) at `time`.
-    fn open(&self, run: &str, time: i64, xid: &str) -> bool {
-        self.spans.get(run).is_some_and(|s| s.iter().any(|(x, b, a)| x != xid && *b <= time && time < *a))
+    /// Another process's transaction writing `run` was open (begun, not yet committed) at `time`:
+    /// another transaction, of another writer (a process's heartbeat and its own protected commit
+    /// share its owner id, and the model's "open" is another process's commit).
+    fn open(&self, run: &str, time: i64, xid: &str, writer: &str) -> bool {
+        self.spans
+            .get(run)
+            .is_some_and(|s| s.iter().any(|(x, w, b, a)| x != xid && w != writer && *b <= time && time < *a))
     }
 }
 
@@ -412,13 +419,25 @@ fn run_of(c: &Change) -> String {
     c.new.as_ref().or(c.old.as_ref()).map(Op::from).map(|o| o.run).unwrap_or_default()
 }
 
-/// The model's class of the rows `c` was committed over: the facts the model's walk classifies,
-/// read from the rows (the operation `c` writes is the one acted on; every operation of the run
-/// counts, not only the model's two).
-pub fn class(rows: &Rows, c: &Change, t: &Txn, overlaps: &Overlaps) -> Class {
+/// The actions whose statement needs the lease row: the takeover, renewal and release UPDATE it,
+/// and a protected commit locks it (`SELECT … FOR UPDATE`) before it validates.
+pub const NEED_THE_LEASE_ROW: &[&str] = &["acquire", "renew", "release", "commit"];
+
+/// The model's class of the rows `c` was committed over, for the step `kind` that explains it: the
+/// facts the model's walk classifies, read from the rows (the operation `c` writes is the one acted
+/// on; every operation of the run counts, not only the model's two).
+///
+/// Two facts are read as the step's own guard proves them, not from the commit's instant alone:
+/// - a step that needs the lease row never commits while another process's validated commit is
+///   open: that commit holds the row locked until it commits, so a transaction still open at this
+///   commit had not yet locked it (PostgreSQL's row lock; the model's takeover waits the same way);
+/// - a renewal commits only on a lease that was unexpired at its statement (§05.2), so its lease
+///   was live there, though the commit may land after the old term's end.
+pub fn class(rows: &Rows, c: &Change, t: &Txn, overlaps: &Overlaps, kind: &str) -> Class {
     let run = run_of(c);
     let lease = match rows.leases.get(&run) {
         None => LeaseClass::Free,
+        Some(l) if kind == "renew" => LeaseClass::of(l.owner.is_some(), false),
         Some(l) => LeaseClass::of(l.owner.is_some(), l.expires <= t.at()),
     };
     let mut ids: Vec<&String> = rows.run_ops.get(&run).into_iter().flatten().collect();
@@ -433,7 +452,7 @@ pub fn class(rows: &Rows, c: &Change, t: &Txn, overlaps: &Overlaps) -> Class {
         run: rows.runs.get(&run).map(|r| run_status(&r.status)).unwrap_or(RunStatus::Pending),
         ops: &ops,
         target: (c.table == Table::Operations).then(|| ids.iter().position(|id| **id == key)).flatten(),
-        validated_open: overlaps.open(&run, t.at(), &c.xid),
+        validated_open: !NEED_THE_LEASE_ROW.contains(&kind) && overlaps.open(&run, t.at(), &c.xid, &c.writer),
         stale_believer: rows.stale_believer(&run),
     }
     .class()

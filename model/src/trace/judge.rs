@@ -18,7 +18,7 @@ pub fn validate(changes: &[Change], env: &Env) -> Report {
         if env.is_control(t.writer()) {
             for c in &t.changes {
                 if let Some(kind) = classify::control_kind(c) {
-                    report.steps.push(Step { seq: c.seq, kind, class: classify::class(&rows, c, t, &overlaps) });
+                    report.steps.push(Step { seq: c.seq, kind, class: classify::class(&rows, c, t, &overlaps, kind) });
                 }
                 rows.apply(c, t.at());
                 report.environment += 1;
@@ -54,11 +54,10 @@ fn judge_txn(t: &Txn, env: &Env, overlaps: &classify::Overlaps, rows: &mut Rows,
                 rows.resync(c);
             }
         }
-        let class = classify::class(rows, c, t, overlaps);
         match classify::explain(rows, c, t, env) {
             Explained::Step(kind) => {
                 report.explained += 1;
-                report.steps.push(Step { seq: c.seq, kind, class });
+                report.steps.push(Step { seq: c.seq, kind, class: classify::class(rows, c, t, overlaps, kind) });
             }
             Explained::No { observed, allowed } => {
                 report.unexplained.push(Unexplained { seq: c.seq, writer: c.writer.clone(), observed, allowed });

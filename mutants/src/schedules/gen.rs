@@ -213,10 +213,17 @@ fn outbox_op(kind: &str, w: usize, rng: &mut Rng) -> Op {
 
 /// The schedule of case `case` of `seed`, and the swarm it was drawn with.
 pub fn schedule(seed: u64, case: u32) -> (Vec<Op>, Swarm) {
+    steered(seed, case, &[])
+}
+
+/// The schedule of case `case` of `seed` with the swarm's weights multiplied by `boosts` (one per
+/// kind, [`super::steer::apply`]; none or all 1: [`schedule`]'s), and the swarm it was drawn with.
+pub fn steered(seed: u64, case: u32, boosts: &[u32]) -> (Vec<Op>, Swarm) {
     let mut rng = Rng::new(seed, case);
     let mut side = Rng::new(seed ^ SIDE, case);
     let mut later = Rng::new(seed ^ SIDE_LATER, case);
-    let swarm = Swarm::draw(&mut rng, &mut side, &mut later);
+    let drawn = Swarm::draw(&mut rng, &mut side, &mut later);
+    let swarm = Swarm { weights: super::steer::apply(&drawn.weights, boosts) };
     let len = MIN_OPS + rng.below(MAX_OPS - MIN_OPS + 1);
     let mut ops: Vec<Op> = (0..len).map(|_| op_of_kind(KINDS[swarm.kind(&mut rng)], &mut rng)).collect();
     // Each enabled inserted kind: one to three operations, at places of the side stream's choice
@@ -240,6 +247,20 @@ pub fn schedule(seed: u64, case: u32) -> (Vec<Op>, Swarm) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn boosts_of_one_leave_every_schedule_as_it_was_and_others_change_some() {
+        let ones = vec![1; KINDS.len()];
+        let mut late = ones.clone();
+        late[KINDS.iter().position(|k| *k == "late_result").unwrap()] = 8;
+        let mut changed = 0;
+        for case in 1..40 {
+            assert_eq!(steered(0x2a, case, &ones).0, schedule(0x2a, case).0, "case {case}");
+            assert_eq!(steered(0x2a, case, &late).0, steered(0x2a, case, &late).0, "case {case}");
+            changed += usize::from(steered(0x2a, case, &late).0 != schedule(0x2a, case).0);
+        }
+        assert!(changed > 20, "a heavy boost changes most cases ({changed} of 39)");
+    }
 
     #[test]
     fn the_same_seed_gives_the_same_schedule() {

@@ -35,6 +35,8 @@ pub fn merge(parts: Vec<Summary>) -> Result<Summary, String> {
         operations: played.iter().map(|r| r.operations).sum(),
         duration_ms,
         coverage: Coverage::of(&played),
+        model: super::model_coverage(&played),
+        steered: false,
         failure,
         shards,
         played,
@@ -47,7 +49,7 @@ mod tests {
     use super::*;
 
     fn run(case: u32, held: bool) -> CaseRun {
-        CaseRun { case, operations: 10, held, reached: vec!["late-result".into()] }
+        CaseRun { case, operations: 10, held, reached: vec!["late-result".into()], transitions: vec![], boosts: vec![] }
     }
 
     fn summary(shard: &str, runs: Vec<CaseRun>) -> Summary {
@@ -67,6 +69,8 @@ mod tests {
             operations: runs.len() * 10,
             duration_ms: 5,
             coverage: Coverage::of(&runs),
+            model: Default::default(),
+            steered: false,
             failure: failed,
             shards: vec![shard.into()],
             played: runs,

@@ -1,8 +1,9 @@
 //! Randomized schedules: [`gen`] draws, per case, a swarm of operation weights and a sequence of
 //! plain commands and composite faults ([`ops`]) for several worker processes; [`exec`] plays each
 //! against a fresh database and judges it by every history checker; [`coverage`] counts the
-//! situations reached per rule. A failing schedule is shrunk ([`shrink`]), saved, and printed with
-//! its seed and a command that replays it.
+//! situations reached per rule, and trace validation the model transitions each case exercised
+//! ([`steer`] feeds those back into the next case's weights under `--steer`). A failing schedule is
+//! shrunk ([`shrink`]), saved, and printed with its seed and a command that replays it.
 
 pub mod bodies;
 mod composite;
@@ -19,6 +20,7 @@ pub mod ops;
 mod retry_40001;
 mod secret_plan;
 pub mod shrink;
+pub mod steer;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -54,6 +56,12 @@ pub struct Summary {
     pub duration_ms: u128,
     pub coverage: Coverage,
     pub failure: Option<Failure>,
+    /// The model transitions the cases' histories exercised together (trace validation).
+    #[serde(default)]
+    pub model: fenceproof_scenarios::coverage::Coverage,
+    /// Whether the generator was steered toward unreached transitions (`--steer`).
+    #[serde(default)]
+    pub steered: bool,
     /// `K/N` of each shard this summary holds (`1/1`: an unsharded run).
     pub shards: Vec<String>,
     /// Each played schedule, in case order: what a merge of shards rebuilds the summary from.
@@ -69,6 +77,12 @@ pub struct CaseRun {
     pub held: bool,
     /// The coverage situations it reached.
     pub reached: Vec<String>,
+    /// The model transitions its history exercised (trace validation).
+    #[serde(default)]
+    pub transitions: Vec<String>,
+    /// Under `--steer`: the boost of each kind its swarm was drawn with ([`gen::steered`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub boosts: Vec<u32>,
 }
 
 /// One played schedule.
@@ -77,29 +91,38 @@ pub struct Played {
     pub failed: Vec<Check>,
     pub log: Vec<String>,
     pub reached: BTreeSet<&'static str>,
+    /// The model transitions its history exercised (trace validation's classes).
+    pub transitions: BTreeSet<String>,
 }
 
 /// How much searching a run may do: at most `cases` schedules, and none started after `until`;
-/// of those, only the cases of its shard `K/N` (case c when (c - 1) % N == K - 1).
+/// of those, only the cases of its shard `K/N` (case c when (c - 1) % N == K - 1); with `steer`,
+/// each case's weights steered by the transitions the earlier cases reached ([`steer`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Budget {
     pub cases: u32,
     pub until: Option<Instant>,
     pub shard: (u32, u32),
+    pub steer: bool,
 }
 
 impl Budget {
     pub fn cases(cases: u32) -> Budget {
-        Budget { cases, until: None, shard: (1, 1) }
+        Budget { cases, until: None, shard: (1, 1), steer: false }
     }
 
     pub fn time(limit: Duration) -> Budget {
-        Budget { cases: u32::MAX, until: Some(Instant::now() + limit), shard: (1, 1) }
+        Budget { cases: u32::MAX, until: Some(Instant::now() + limit), shard: (1, 1), steer: false }
     }
 
     /// This budget's cases, only those of shard `k` of `n` (1-based).
     pub fn sharded(self, k: u32, n: u32) -> Budget {
         Budget { shard: (k, n), ..self }
+    }
+
+    /// This budget, steered toward unreached transitions.
+    pub fn steered(self) -> Budget {
+        Budget { steer: true, ..self }
     }
 
     fn spent(&self, case: u32) -> bool {
@@ -161,12 +184,13 @@ pub async fn play(
     let reached = exec.reached.clone();
     let sent = exec.sent.clone();
     let (checks, log) = exec.finish().await?;
+    let transitions = fenceproof_scenarios::coverage::exercised(&ctx.dir);
     ctx.timeline.save(&ctx.dir.join("timeline.jsonl"))?;
     std::fs::write(ctx.dir.join("history.json"), serde_json::to_string_pretty(&sent).expect("json"))?;
     std::fs::write(ctx.dir.join("log.txt"), log.join("\n"))?;
     std::fs::write(ctx.dir.join("checks.json"), serde_json::to_string_pretty(&checks).expect("json"))?;
     ctx.pool.close().await;
-    Ok(Played { failed: checks.into_iter().filter(|c| !c.passed()).collect(), log, reached })
+    Ok(Played { failed: checks.into_iter().filter(|c| !c.passed()).collect(), log, reached, transitions })
 }
 
 /// Generate and play schedules from `seed` within `budget` (its shard's cases only); save the
@@ -189,6 +213,7 @@ pub async fn run(
     } else {
         format!("{label}-")
     };
+    let mut steer = budget.steer.then(|| steer::Steer::new(fenceproof_scenarios::coverage::targets()));
     let mut runs = Vec::new();
     let mut case = 0;
     while !budget.spent(case + 1) {
@@ -196,44 +221,65 @@ pub async fn run(
         if !budget.takes(case) {
             continue;
         }
-        let (schedule, swarm) = gen::schedule(seed, case);
+        let boosts = steer.as_ref().map(steer::Steer::boosts).unwrap_or_default();
+        let (schedule, swarm) = gen::steered(seed, case, &boosts);
         let played = play(session, &format!("{prefix}case-{case}"), &schedule, worker_args).await?;
+        let new = steer.as_mut().map(|s| s.learn(&schedule.iter().map(Op::kind).collect(), &played.transitions));
         eprintln!(
-            "schedule {case}: {} operations of {} kinds, {}",
+            "schedule {case}: {} operations of {} kinds, {}{}",
             schedule.len(),
             swarm.enabled().len(),
-            if played.failed.is_empty() { "every check holds".to_string() } else { "A CHECK FAILED".to_string() }
+            if played.failed.is_empty() { "every check holds".to_string() } else { "A CHECK FAILED".to_string() },
+            new.map(|n| format!(" ({n} new transitions)")).unwrap_or_default()
         );
         runs.push(CaseRun {
             case,
             operations: schedule.len(),
             held: played.failed.is_empty(),
             reached: played.reached.iter().map(|s| s.to_string()).collect(),
+            transitions: played.transitions.iter().cloned().collect(),
+            boosts,
         });
         if played.failed.is_empty() {
             continue;
         }
-        let original_len = schedule.len();
-        let best = if shrink_failure {
-            shrink::shrink(session, &format!("{prefix}case-{case}"), schedule, played, worker_args).await?
-        } else {
-            (schedule, played)
-        };
-        let saved_to = session.run.path.join("schedule-failure.json");
-        std::fs::write(&saved_to, serde_json::to_string_pretty(&best.0).expect("json"))?;
-        let failure = Failure {
-            seed: format!("{seed:#x}"),
-            case,
-            original_len,
-            replay: format!("fenceproof schedules --replay {}{replay_args}", saved_to.display()),
-            schedule: best.0,
-            failed_checks: best.1.failed,
-            log: best.1.log,
-            saved_to,
-        };
-        return Ok(Summary::of(seed, budget, runs, started.elapsed().as_millis(), Some(failure)));
+        let label = format!("{prefix}case-{case}");
+        let failure =
+            failed(session, (seed, case, &label), schedule, played, (worker_args, replay_args), shrink_failure);
+        let failure = Some(failure.await?);
+        return Ok(Summary::of(seed, budget, runs, started.elapsed().as_millis(), failure));
     }
     Ok(Summary::of(seed, budget, runs, started.elapsed().as_millis(), None))
+}
+
+/// The failure of case `case` (labelled `label`): shrunk when `shrink_failure`, saved as a
+/// replayable schedule, with the line that replays it.
+async fn failed(
+    session: &mut Session,
+    (seed, case, label): (u64, u32, &str),
+    schedule: Vec<Op>,
+    played: Played,
+    (worker_args, replay_args): (&[String], &str),
+    shrink_failure: bool,
+) -> Result<Failure, HarnessError> {
+    let original_len = schedule.len();
+    let best = if shrink_failure {
+        shrink::shrink(session, label, schedule, played, worker_args).await?
+    } else {
+        (schedule, played)
+    };
+    let saved_to = session.run.path.join("schedule-failure.json");
+    std::fs::write(&saved_to, serde_json::to_string_pretty(&best.0).expect("json"))?;
+    Ok(Failure {
+        seed: format!("{seed:#x}"),
+        case,
+        original_len,
+        replay: format!("fenceproof schedules --replay {}{replay_args}", saved_to.display()),
+        schedule: best.0,
+        failed_checks: best.1.failed,
+        log: best.1.log,
+        saved_to,
+    })
 }
 
 impl Summary {
@@ -245,9 +291,17 @@ impl Summary {
             operations: runs.iter().map(|r| r.operations).sum(),
             duration_ms,
             coverage: Coverage::of(&runs),
+            model: model_coverage(&runs),
+            steered: budget.steer,
             failure,
             shards: vec![format!("{}/{}", budget.shard.0, budget.shard.1)],
             played: runs,
         }
     }
+}
+
+/// The model transitions the played cases `runs` exercised together, against the model's.
+pub fn model_coverage(runs: &[CaseRun]) -> fenceproof_scenarios::coverage::Coverage {
+    let seen: BTreeSet<String> = runs.iter().flat_map(|r| r.transitions.iter().cloned()).collect();
+    fenceproof_scenarios::coverage::count(&seen)
 }

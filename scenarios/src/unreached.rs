@@ -1,0 +1,168 @@
+//! Why a transition of the model's denominator goes unreached: each [`Reason`] names a set of
+//! transitions (by their class's factors and kind) and says why no run of the matrix or the
+//! schedules exercises them, on one of two grounds: no recorded history can show the step, or the
+//! harness never arranges the combination. A reason is a claim about the protocol, PostgreSQL and
+//! the harness's experiments and schedules; each one's text says what it rests on. The transitions
+//! no reason covers are listed as such (no run reached them, and nothing known rules them out):
+//! they are what `schedules --steer` aims at.
+
+use std::fmt::Write as _;
+
+/// A transition's line, read back into its fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition<'a> {
+    pub kind: &'a str,
+    pub lease: &'a str,
+    pub run: &'a str,
+    pub op: &'a str,
+    pub other_in_flight: bool,
+    pub open: bool,
+    pub stale: bool,
+}
+
+/// A line of `transitions.txt` as its fields; `None` for a line of another shape.
+pub fn parse(line: &str) -> Option<Transition<'_>> {
+    let (class, kind) = line.rsplit_once(" | ")?;
+    let field = |name: &str| class.split(' ').find_map(|f| f.strip_prefix(name)?.strip_prefix('='));
+    Some(Transition {
+        kind,
+        lease: field("lease")?,
+        run: field("run")?,
+        op: field("op")?,
+        other_in_flight: field("other-in-flight")? == "true",
+        open: field("open")? == "true",
+        stale: field("stale")? == "true",
+    })
+}
+
+/// Why no run reaches a transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grounds {
+    /// No recorded history can show this step (what trace validation reads cannot contain it).
+    NoHistory,
+    /// No experiment or schedule arranges this combination of factors.
+    NeverArranged,
+    /// The reference's fenced functions (the write path every run uses) refuse a step the model's
+    /// action, as the spec's, allows.
+    Refused,
+}
+
+impl Grounds {
+    pub fn label(self) -> &'static str {
+        match self {
+            Grounds::NoHistory => "no history can show it",
+            Grounds::NeverArranged => "the harness never arranges it",
+            Grounds::Refused => "the reference refuses it",
+        }
+    }
+}
+
+/// A reason some transitions go unreached.
+pub struct Reason {
+    pub id: &'static str,
+    pub grounds: Grounds,
+    /// Which transitions, in words.
+    pub which: &'static str,
+    pub why: &'static str,
+    pub applies: fn(&Transition) -> bool,
+}
+
+/// The steps of the dispatcher, the reconciler and a claim session.
+const LEDGER_STEPS: &[&str] = &["claim", "write-result", "give-up-unknown", "mark-unknown", "reconcile"];
+
+pub const REASONS: &[Reason] = &[
+    Reason {
+        id: "cancel-beside-open-commit",
+        grounds: Grounds::NoHistory,
+        which: "a cancel while another process's validated commit is open",
+        why: "a cancel raises the run's revision, so a protected commit still open when the cancel commits \
+              either had already written the run (its row lock makes the cancel wait until it commits, so it is \
+              no longer open) or writes it afterwards and fails its compare-and-set, committing nothing; trace \
+              validation reads committed transactions only, so no history shows the commit that was open",
+        applies: |t| t.kind == "cancel" && t.open,
+    },
+    Reason {
+        id: "ledger-step-beside-open-commit",
+        grounds: Grounds::NeverArranged,
+        which: "a claim, result, unknown marking or reconciliation while another process's validated commit is open",
+        why: "the harness holds a validated commit open only in D (a barrier at after_lease_validated, or the \
+              worker's proxy holding the run write after the lease check) and in the schedules' \
+              held_across_takeover (a barrier at after_lease_validated or before_commit), and during either \
+              hold only a takeover is attempted; no dispatcher, claim session or reconciler commits inside a hold, and an unheld \
+              protected commit is open for milliseconds",
+        applies: |t| LEDGER_STEPS.contains(&t.kind) && t.open,
+    },
+    Reason {
+        id: "pending-run-with-operations",
+        grounds: Grounds::NeverArranged,
+        which: "any step while the run is pending and has an operation (acted on, or in flight beside)",
+        why: "an operation is planned only by a protected commit of a running run, and a run never returns to \
+              pending; the model gets there only by a restore from its backup (the rows as the run was created) \
+              whose recovery marks unknown the operations the remote has resources for. The harness's one restore \
+              (N-restore) backs up a run that is already running, and its history is not trace-validated (it \
+              keeps it in oracle-before-restore.json and oracle-after-restore.json, not in the session database)",
+        applies: |t| t.run == "pending" && (t.op != "-" || t.other_in_flight),
+    },
+
+    Reason {
+        id: "takeover-of-a-final-run",
+        grounds: Grounds::Refused,
+        which: "a takeover of the lease of a succeeded or cancelled run",
+        why: "fp_lease_acquire takes no lease of a succeeded, failed or cancelled run (migration 0002), while the \
+              spec's takeover and the model's read no run status; the matrix and the schedules write through \
+              the fp_* functions (the default write path). The direct path's statement (protocol/src/sql.rs, \
+              LEASE_ACQUIRE) has no such condition, so `verify --write-path direct` could show one",
+        applies: |t| t.kind == "acquire" && matches!(t.run, "succeeded" | "cancelled" | "failed"),
+    },
+];
+
+/// The reason `line` goes unreached, if one is known.
+pub fn reason_of(line: &str) -> Option<&'static Reason> {
+    let t = parse(line)?;
+    REASONS.iter().find(|r| (r.applies)(&t))
+}
+
+/// The reasons as a Markdown table, each with how many of the model's transitions it covers (the
+/// generated block `coverage-reasons` of docs/model.md).
+pub fn markdown() -> String {
+    let all = fenceproof_model::coverage::denominator();
+    let mut s = String::from("| reason | grounds | transitions | which, and why |\n|---|---|---|---|\n");
+    for r in REASONS {
+        let n = all.iter().filter(|l| reason_of(l).is_some_and(|x| x.id == r.id)).count();
+        let _ = writeln!(s, "| `{}` | {} | {n} | {}: {} |", r.id, r.grounds.label(), r.which, r.why);
+    }
+    let rest = all.iter().filter(|l| reason_of(l).is_none()).count();
+    let _ = writeln!(
+        s,
+        "| (none) | | {rest} | no reason is established: reachable as far as is known, the ones `schedules --steer` aims at |"
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_line_of_the_denominator_parses_and_every_reason_covers_some() {
+        let all = fenceproof_model::coverage::denominator();
+        assert!(all.iter().all(|l| parse(l).is_some()));
+        for r in REASONS {
+            assert!(all.iter().any(|l| reason_of(l).is_some_and(|x| x.id == r.id)), "{} covers nothing", r.id);
+        }
+    }
+
+    #[test]
+    fn a_reason_is_read_from_the_class() {
+        let open_claim = "lease=live run=running op=prepared other-in-flight=false open=true stale=false | claim";
+        assert_eq!(reason_of(open_claim).map(|r| r.id), Some("ledger-step-beside-open-commit"));
+        let open_cancel = "lease=live run=running op=- other-in-flight=false open=true stale=false | cancel";
+        assert_eq!(reason_of(open_cancel).map(|r| r.grounds), Some(Grounds::NoHistory));
+        let pending = "lease=free run=pending op=unknown other-in-flight=false open=false stale=false | reconcile";
+        assert_eq!(reason_of(pending).map(|r| r.id), Some("pending-run-with-operations"));
+        let final_takeover = "lease=expired run=succeeded op=- other-in-flight=false open=false stale=false | acquire";
+        assert_eq!(reason_of(final_takeover).map(|r| r.grounds), Some(Grounds::Refused));
+        let plain = "lease=live run=running op=- other-in-flight=false open=false stale=false | renew";
+        assert!(reason_of(plain).is_none());
+    }
+}

@@ -3,7 +3,7 @@
 
 use fenceproof_model::coverage::{denominator, key, observable, LeaseClass};
 use fenceproof_model::state::OpStatus;
-use fenceproof_model::trace::{validate, Change, Env, Table};
+use fenceproof_model::trace::{validate, Call, Change, Env, Table};
 use serde_json::{json, Value};
 
 const RUN: &str = "11111111-2222-3333-4444-555555555555";
@@ -392,4 +392,22 @@ fn the_class_of_a_step_reads_its_factors_as_its_guard_proves_them() {
     let r = validate(&h.out, &env);
     let claims: Vec<_> = r.steps.iter().filter(|s| s.kind == "claim").collect();
     assert!(!claims[1].class.validated_open, "a cancel validates no lease: {:?}", claims[1]);
+}
+
+#[test]
+fn a_second_resource_for_one_operation_is_no_step_of_the_model_even_after_a_restore() {
+    let h = legal();
+    let call = |at: i64| Call { operation_id: "op-1".into(), at };
+    // The dispatcher's one creation, after its claim: a step.
+    let once = Env { calls: vec![call(5)], ..env() };
+    assert_eq!(h.first_unexplained(&once), None);
+    // A second resource for op-1, after a restore whose history lost the first claim (the
+    // restore-without-recovery weak spot): named, though the rows may have rolled back.
+    let twice = Env { calls: vec![call(5), call(8)], rows_may_roll_back: true, ..env() };
+    let (seq, why) = h.first_unexplained(&twice).expect("a second resource is unexplained");
+    assert_eq!(seq, 0, "the tools' ledger, not a commit");
+    assert!(why.contains("second resource") && why.contains("op-1"), "{why}");
+    // After a promotion the deployment's failover contract decides, not the model's bound.
+    let promoted = Env { promoted: true, ..twice };
+    assert_eq!(h.first_unexplained(&promoted), None);
 }

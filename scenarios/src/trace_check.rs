@@ -19,6 +19,12 @@ pub const TRACE: &str = "every committed change is a step of the protocol's mode
 /// The faults after which rows may lose committed changes (the history needs a hidden restore).
 const ROLLBACK_FAULTS: &[&str] = &["restore", "promote", "failover"];
 
+/// The timeline's words for a standby's promotion or the old primary's fencing ...
+const PROMOTION_FAULTS: &[&str] = &["promote", "failover", "switchover", "fence"];
+
+/// ... and what a failover's steps act on (a standby, a Patroni cluster).
+const PROMOTION_TARGETS: &[&str] = &["standby", "patroni", "old primary"];
+
 /// The oracle's rows as the model's trace reads them.
 pub fn changes(rows: &[CommitRow]) -> Vec<Change> {
     rows.iter()
@@ -83,6 +89,9 @@ pub fn env(timeline: &[Entry], environment: &[String]) -> Env {
         rows_may_roll_back: actions
             .chain(faults.iter().copied())
             .any(|a| ROLLBACK_FAULTS.iter().any(|f| a.contains(f))),
+        promoted: timeline.iter().any(|e| {
+            PROMOTION_FAULTS.iter().any(|f| e.action.contains(f)) || PROMOTION_TARGETS.contains(&e.target.as_str())
+        }),
     }
 }
 

@@ -99,8 +99,7 @@ pub const REASONS: &[Reason] = &[
         why: "an operation is planned only by a protected commit of a running run, and a run never returns to \
               pending; the model gets there only by a restore from its backup (the rows as the run was created) \
               whose recovery marks unknown the operations the remote has resources for. The harness's one restore \
-              (N-restore) backs up a run that is already running, and its history is not trace-validated (it \
-              keeps it in oracle-before-restore.json and oracle-after-restore.json, not in the session database)",
+              (N-restore) backs up a run that is already running, so the restored rows hold a running run",
         applies: |t| t.run == "pending" && (t.op != "-" || t.other_in_flight),
     },
 

@@ -13,6 +13,12 @@ pub const SAME_CLOCK_SLACK_US: i64 = 2_000;
 
 /// Judges every recorded creation against the history's rows at its end.
 pub fn judge(rows: &Rows, env: &Env, report: &mut Report) {
+    // A second resource for one operation is no behaviour of the model whatever the history
+    // lost: `effects.one-per-operation` holds in every state the model reaches, a restore (with
+    // its recovery step) included. A promotion is left to the deployment's failover contract.
+    if !env.promoted {
+        second_resources(env, report);
+    }
     // No history, or one a restore or promotion cut short: the calls have nothing to be read
     // against (their intents may be in commits this history lost).
     if report.transactions == 0 || env.rows_may_roll_back {
@@ -47,6 +53,24 @@ pub fn judge(rows: &Rows, env: &Env, report: &mut Report) {
                 ),
                 allowed: "the call only after the claim's transaction committed".into(),
             }),
+        }
+    }
+}
+
+/// Each operation the tools made a second resource for (their ledger records a creation only for
+/// a new resource: an idempotent replay or a deterministic id's 409 is none).
+fn second_resources(env: &Env, report: &mut Report) {
+    let mut seen = std::collections::BTreeSet::new();
+    for call in &env.calls {
+        if !seen.insert(call.operation_id.as_str()) {
+            report.unexplained.push(Unexplained {
+                seq: 0,
+                writer: "tools".into(),
+                observed: format!("a second resource was created for operation_id {}", call.operation_id),
+                allowed: "at most one resource per operation (the model's effects.one-per-operation holds in every \
+                          state it reaches, restores with their recovery included)"
+                    .into(),
+            });
         }
     }
 }

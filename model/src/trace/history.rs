@@ -127,6 +127,10 @@ pub struct Env {
     pub clock_moved_back: bool,
     /// The database was restored or a standby promoted: rows may lose committed changes.
     pub rows_may_roll_back: bool,
+    /// A standby was promoted: with asynchronous replication an acknowledged claim may be lost
+    /// and its operation dispatched again, which the deployment's contract, not the model's
+    /// default bound, decides.
+    pub promoted: bool,
 }
 
 impl Env {

@@ -148,7 +148,7 @@ async fn setup(ctx: &mut Ctx, same_owner: bool) -> Result<Story, HarnessError> {
             Err(lapsed) => ctx.note(lapsed),
         }
     }
-    Err(HarnessError::Other(format!(
+    Err(HarnessError::Inconclusive(format!(
         "A's lease lapsed before B's early acquire at every TTL tried ({A_TTL_TRIES_MS:?} ms): the machine is too loaded to create the moment"
     )))
 }

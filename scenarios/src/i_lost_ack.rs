@@ -327,7 +327,7 @@ async fn renew_setup(ctx: &mut Ctx) -> Result<Renewed, HarnessError> {
             }
         }
     }
-    Err(HarnessError::Other(format!(
+    Err(HarnessError::Inconclusive(format!(
         "A's own renewal timed out before the lost reply at every lease tried ({RENEW_TRIES:?} × {}): the machine is too starved to make the moment",
         RENEW_LEASE.describe()
     )))

@@ -159,7 +159,7 @@ async fn setup(ctx: &mut Ctx) -> Result<Setup, HarnessError> {
         require_ok(&save, "A save")?;
         return Ok(Setup { run_id, a, proxy, epoch_a, lease, rt });
     }
-    Err(HarnessError::Other(format!(
+    Err(HarnessError::Inconclusive(format!(
         "A's lease lapsed before its first save at every lease tried ({A_LEASE_TRIES:?} × {}): the machine is too loaded to make the moment",
         A_LEASE.describe()
     )))

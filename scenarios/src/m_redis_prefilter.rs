@@ -135,8 +135,8 @@ async fn setup(ctx: &mut Ctx, lock: &PrefilterLock, tokens: &(String, String)) -
             }
         }
     }
-    Err(HarnessError::Other(format!(
-        "no verdict: A's key or lease lapsed before B's attempt at every timing tried ({TRIES:?} × key TTL {KEY_TTL_MS} ms, A's {}): the machine is too loaded to make the moment",
+    Err(HarnessError::Inconclusive(format!(
+        "A's key or lease lapsed before B's attempt at every timing tried ({TRIES:?} × key TTL {KEY_TTL_MS} ms, A's {}): the machine is too loaded to make the moment",
         A_LEASE.describe()
     )))
 }

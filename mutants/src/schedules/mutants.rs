@@ -35,6 +35,10 @@ pub struct ScheduleKill {
     pub experiments: Option<Vec<String>>,
     /// The search stopped without a verdict (the harness could not go on).
     pub error: Option<String>,
+    /// A survivor whose search the machine starved (its CPU pressure), and so was searched again
+    /// alone once every other mutant's search had ended: what the starved search measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starved: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -159,7 +163,13 @@ impl ScheduleKill {
             seconds: started.elapsed().as_secs_f64(),
             experiments,
             error,
+            starved: None,
         }
+    }
+
+    /// A survivor (no kill, no error) whose search ran while the machine queued for its cores.
+    fn survived_starved(&self) -> bool {
+        !self.killed && self.error.is_none() && self.starved.is_some()
     }
 }
 
@@ -348,6 +358,33 @@ where
     (session, rows)
 }
 
+/// Each survivor whose search the machine starved is searched again, alone, once every search has
+/// ended (a schedule that did not reach its moment on a starved machine kills nothing: a false
+/// survivor, as the pool's load made two at 21 runnable processes on two cores). The new search's
+/// verdict is the row's; its `starved` says it was searched again and why.
+async fn search_starved_again<'a, F>(
+    mut session: Session,
+    mut rows: Vec<ScheduleKill>,
+    one: &F,
+) -> (Session, Vec<ScheduleKill>)
+where
+    F: Fn(Session, usize) -> Searched<'a>,
+{
+    let again: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].survived_starved()).collect();
+    for i in again {
+        let first = rows[i].starved.clone().unwrap_or_default();
+        eprintln!("{}: survived a starved search ({first}); searching it again alone", rows[i].mutant);
+        let (s, mut again) = one(session, i).await;
+        session = s;
+        again.starved = Some(format!(
+            "searched again alone after a starved search ({first}){}",
+            again.starved.as_deref().map(|d| format!("; starved again: {d}")).unwrap_or_default()
+        ));
+        rows[i] = again;
+    }
+    (session, rows)
+}
+
 /// The selected named mutants (all of them without `only`), less the operator-side ones.
 fn named_selection(opts: &VerifyOptions, only: Option<&[String]>) -> Result<Vec<(String, String)>, HarnessError> {
     let mut mutants = crate::named::list(&opts.worker_bin)?;
@@ -399,13 +436,24 @@ pub async fn search(
         let experiments = known.as_ref().map(|(_, m)| m.get(name).cloned().unwrap_or_default());
         Box::pin(async move {
             let started = Instant::now();
+            let cpu = fenceproof_harness::pressure::mark();
             let args = vec!["--mutant".to_string(), name.clone()];
             let searched = run(&mut session, budget.start(), seed, &args, "", false, name).await;
-            (session, ScheduleKill::of(name, rule, started, searched, experiments))
+            let mut row = ScheduleKill::of(name, rule, started, searched, experiments);
+            let stall = cpu.and_then(|m| m.since()).filter(fenceproof_harness::pressure::Stall::starved);
+            row.starved = stall.map(|s| s.describe());
+            (session, row)
         })
     };
     let session = Session::start(opts).await?;
-    let (session, rows) = search_each(session, opts, mutants.len(), one).await;
+    let (session, rows) = search_each(session, opts, mutants.len(), &one).await;
+    let (session, rows) = match rows {
+        Ok(rows) => {
+            let (session, rows) = search_starved_again(session, rows, &one).await;
+            (session, Ok(rows))
+        }
+        Err(e) => (session, Err(e)),
+    };
     let saved = rows.and_then(|rows| finish(&session, seed, budget, rows, known.map(|(p, _)| p), "schedules-mutants"));
     let finished = session.finish().await;
     let saved = saved?;
@@ -470,4 +518,33 @@ pub async fn search_sql(
     let saved = saved?;
     finished?;
     Ok(saved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(killed: bool, error: Option<&str>, starved: Option<&str>) -> ScheduleKill {
+        ScheduleKill {
+            mutant: "m".into(),
+            rule: "r".into(),
+            killed,
+            case: None,
+            failed_checks: Vec::new(),
+            cases_played: 40,
+            seconds: 1.0,
+            experiments: None,
+            error: error.map(str::to_string),
+            starved: starved.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn only_a_survivor_of_a_starved_search_is_searched_again() {
+        let busy = Some("some process waited for a core 9100 ms of the row's 31000 ms");
+        assert!(row(false, None, busy).survived_starved(), "a survivor on a starved machine");
+        assert!(!row(false, None, None).survived_starved(), "a survivor on a calm machine stands");
+        assert!(!row(true, None, busy).survived_starved(), "a kill stands, starved or not");
+        assert!(!row(false, Some("harness"), busy).survived_starved(), "an error is no survivor");
+    }
 }

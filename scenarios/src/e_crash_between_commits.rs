@@ -163,7 +163,7 @@ async fn crash_plan(ctx: &mut Ctx, tools: &ToolsProc, n: usize) -> Result<Option
         // against the database clock (no verdict when the lease had lapsed there).
         ctx.require_ok_while_live(&answer, "plan", run_id).await?;
         let op = data(&answer)["operation_id"].as_str().unwrap_or_default().to_string();
-        finish_step(ctx, tools, &mut w, &op, &format!("plan{n}-finish")).await?;
+        finish_step(ctx, tools, (&mut w, run_id), &op, &format!("plan{n}-finish")).await?;
         require_ok(&w.request(json!({"cmd": "release"}), STEP).await?, "release")?;
         w.shutdown(STEP).await?;
         return Ok(None);
@@ -229,7 +229,7 @@ async fn recover(
         if ctx.operation(op).await?["status"] == "dispatching" {
             ctx.wait_claim_expired(op).await?;
         }
-        told = finish_step(ctx, tools, owner, op, &format!("{}{n}-recovery", cmd.name())).await?;
+        told = finish_step(ctx, tools, (&mut *owner, run_id), op, &format!("{}{n}-recovery", cmd.name())).await?;
     }
     ctx.note(format!("{} killed after commit {n}: recovery told {}", cmd.name(), told.join("; ")));
     judge_case(ctx, tools, owner, cmd, n, op, secrets).await
@@ -240,7 +240,7 @@ async fn recover(
 async fn finish_step(
     ctx: &Ctx,
     tools: &ToolsProc,
-    owner: &mut WorkerProc,
+    (owner, run_id): (&mut WorkerProc, Uuid),
     op: &str,
     name: &str,
 ) -> Result<Vec<String>, HarnessError> {
@@ -257,6 +257,15 @@ async fn finish_step(
     d.shutdown(STEP).await?;
     let ev = owner.request(json!({"cmd": "advance", "operation_id": op}), STEP).await?;
     told.push(format!("advance={}", outcome(&ev)));
+    // An advance refused after the owner's heartbeat-kept lease lapsed on the database clock (a
+    // starved heartbeat) is no verdict on the recovery, never a FAIL of it.
+    if outcome(&ev) != "ok" && matches!(ctx.ok_while_live(&ev, "advance", run_id).await, Ok(false)) {
+        return Err(HarnessError::Inconclusive(format!(
+            "the owner's advance was answered {} after its lease lapsed on the database clock ({})",
+            outcome(&ev),
+            told.join("; ")
+        )));
+    }
     Ok(told)
 }
 

@@ -93,15 +93,13 @@ mod tests {
     }
 
     #[test]
-    fn a_mark_reads_a_total_that_never_goes_back() {
-        // Kernels without PSI publish nothing: then there is nothing to assert.
-        let Some(m) = mark() else { return };
-        let spin = Instant::now();
-        while spin.elapsed() < Duration::from_millis(20) {
-            std::hint::spin_loop();
+    fn a_kernel_that_publishes_pressure_is_read() {
+        // Where the file exists its real format must parse (a change of format would otherwise
+        // silently turn every machine into a calm one); where it does not, nothing is claimed.
+        let published = std::path::Path::new(PSI_CPU).exists();
+        assert_eq!(mark().is_some(), published, "{PSI_CPU} exists: {published}");
+        if let Some(m) = mark() {
+            assert!(m.since().is_some(), "the file read a moment ago reads again");
         }
-        let s = m.since().expect("the file read a moment ago reads again");
-        assert!(s.window >= Duration::from_millis(20), "{s:?}");
-        assert!(s.stalled <= s.window * 64, "a stall total bounded by the cores' time: {s:?}");
     }
 }

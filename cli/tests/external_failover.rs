@@ -1,11 +1,11 @@
 //! Experiment H against an external deployment: a primary + standby started separately stand in
 //! for the team's own pair, and the contract's [failover] hooks (shell commands) pause replication,
 //! fence the primary and promote the standby. The run must pass, report the async loss, log every
-//! hook, and leave no schema behind on the promoted server. The URLs carry a password: the hooks
+//! hook, and leave no schema or role behind on the promoted server. The URLs carry a password: the hooks
 //! get them without it and a 0600 PGPASSFILE, and while the promote hook's psql runs, no command
 //! line on the machine shows the password.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -44,9 +44,18 @@ fn hooks_saw_no_password(dir: &Path) {
     assert_eq!(&lines[1..], ["600", "2"], "a 0600 password file with both servers: {env}");
 }
 
-#[tokio::test]
-async fn h_runs_against_an_external_pair_through_the_contract_hooks() {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("external_failover");
+/// A team's pair: a primary and its streaming standby (`users_standby`), their folder, and the
+/// pid of the primary's walsender that serves the standby.
+struct TeamPair {
+    dir: PathBuf,
+    bin: PgBin,
+    primary: NativeCluster,
+    standby: NativeCluster,
+    walsender: i32,
+}
+
+async fn team_pair(name: &str) -> TeamPair {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let bin = PgBin::locate(None).expect("PostgreSQL binaries");
@@ -54,66 +63,110 @@ async fn h_runs_against_an_external_pair_through_the_contract_hooks() {
     let standby =
         NativeCluster::start_standby(&primary, "users_standby", &dir.join("users-standby.log")).await.unwrap();
     let admin = databases::pool(&primary.url_for("postgres"), "test-admin", 1).await.unwrap();
+    // The standby's own walsender (pg_basebackup's may still be on its way out).
     let walsender: i32 = wait::until("streaming", Duration::from_secs(20), || async {
-        Ok(sqlx::query_scalar("SELECT pid FROM pg_stat_replication WHERE state = 'streaming'")
-            .fetch_optional(&admin)
-            .await?)
+        Ok(sqlx::query_scalar(
+            "SELECT pid FROM pg_stat_replication WHERE state = 'streaming' AND application_name = 'users_standby'",
+        )
+        .fetch_optional(&admin)
+        .await?)
     })
     .await
     .unwrap();
     admin.close().await;
+    TeamPair { dir, bin, primary, standby, walsender }
+}
 
-    // The team's hooks: pause replication, kill the primary's whole tree, promote the standby.
-    let postmaster = primary.pid().unwrap().as_raw();
+/// The team's hooks: `pause` to pause replication, a kill of the primary's whole tree (after
+/// `before_fence`, shell), and the promote hook; the contract that names them, with the password
+/// in both URLs.
+fn contract_with(pair: &TeamPair, pause: &str, before_fence: &str) -> PathBuf {
+    let dir = &pair.dir;
+    let postmaster = pair.primary.pid().unwrap().as_raw();
     let fence = dir.join("fence.sh");
     std::fs::write(
         &fence,
         format!(
-            "#!/bin/sh\nfor p in /proc/[0-9]*; do\n  [ \"$(cut -d' ' -f4 \"$p/stat\" 2>/dev/null)\" = \"{postmaster}\" ] && kill -9 \"${{p#/proc/}}\"\ndone\nkill -9 {postmaster}\n"
+            "#!/bin/sh\n{before_fence}\nfor p in /proc/[0-9]*; do\n  [ \"$(cut -d' ' -f4 \"$p/stat\" 2>/dev/null)\" = \"{postmaster}\" ] && kill -9 \"${{p#/proc/}}\"\ndone\nkill -9 {postmaster}\n"
         ),
     )
     .unwrap();
-    let psql = bin.tool("psql");
     let promote = dir.join("promote.sh");
-    std::fs::write(&promote, promote_hook(&dir, &psql)).unwrap();
+    std::fs::write(&promote, promote_hook(dir, &pair.bin.tool("psql"))).unwrap();
     let with_pw = |u: String| u.replacen("fenceproof@", &format!("fenceproof:{SECRET}@"), 1);
     let contract = dir.join("contract.toml");
     std::fs::write(
         &contract,
         format!(
-            "[database]\nbackend = \"external\"\nurl = \"{}\"\n\n[replication]\nmode = \"async\"\nacknowledged_epochs_survive_failover = false\n\n[failover]\nstandby_url = \"{}\"\npause_replication_command = \"kill -STOP {walsender}\"\nfence_command = \"sh {}\"\npromote_command = \"sh {}\"\n",
-            with_pw(primary.url_for("postgres")),
-            with_pw(standby.url_for("postgres")),
+            "[database]\nbackend = \"external\"\nurl = \"{}\"\n\n[replication]\nmode = \"async\"\nacknowledged_epochs_survive_failover = false\n\n[failover]\nstandby_url = \"{}\"\npause_replication_command = \"{pause}\"\nfence_command = \"sh {}\"\npromote_command = \"sh {}\"\n",
+            with_pw(pair.primary.url_for("postgres")),
+            with_pw(pair.standby.url_for("postgres")),
             fence.display(),
             promote.display()
         ),
     )
     .unwrap();
+    contract
+}
 
+fn verify_h_async(pair: &TeamPair, contract: &Path) -> (Option<i32>, String, String) {
     let out = Command::new(FENCEPROOF)
         .args(["verify", "--contract"])
-        .arg(&contract)
+        .arg(contract)
         .args(["--only", "H-async", "--reports-dir"])
-        .arg(dir.join("reports"))
+        .arg(pair.dir.join("reports"))
         .output()
         .unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     println!("{stdout}{stderr}");
-    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    (out.status.code(), stdout.into_owned(), stderr.into_owned())
+}
+
+#[tokio::test]
+async fn h_runs_against_an_external_pair_through_the_contract_hooks() {
+    let pair = team_pair("external_failover").await;
+    let contract = contract_with(&pair, &format!("kill -STOP {}", pair.walsender), "");
+    let (code, stdout, stderr) = verify_h_async(&pair, &contract);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(
         stdout.contains("external backend") && stdout.contains("H-async") && stdout.contains("lost epoch"),
         "{stdout}"
     );
-    let hooks = std::fs::read_to_string(dir.join("reports/latest/H-async/hooks.log")).unwrap();
+    let hooks = std::fs::read_to_string(pair.dir.join("reports/latest/H-async/hooks.log")).unwrap();
     for h in ["kill -STOP", "fence.sh", "promote.sh"] {
         assert!(hooks.contains(h), "hook {h} not run: {hooks}");
     }
-    hooks_saw_no_password(&dir);
-    let promoted = databases::pool(&standby.url_for("postgres"), "test-admin", 1).await.unwrap();
+    hooks_saw_no_password(&pair.dir);
+    let promoted = databases::pool(&pair.standby.url_for("postgres"), "test-admin", 1).await.unwrap();
     let left: Vec<String> = sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'fp\\_%'")
         .fetch_all(&promoted)
         .await
         .unwrap();
     assert!(left.is_empty(), "schemas left on the promoted server: {left:?}");
+    let roles: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_roles WHERE rolname = 'fenceproof_worker'")
+        .fetch_one(&promoted)
+        .await
+        .unwrap();
+    assert_eq!(roles, 0, "the run's worker role left on the promoted server");
+    assert!(!stderr.contains("could not drop"), "{stderr}");
     promoted.close().await;
+}
+
+/// A pause hook that pauses nothing: the promoted standby holds every acknowledged commit, so the
+/// fault never happened. That is no verdict (ERROR, saying the fault did not take effect), never
+/// a FAIL of the worker or the deployment.
+#[tokio::test]
+async fn a_pause_hook_that_pauses_nothing_is_no_verdict() {
+    let pair = team_pair("external_failover_noop").await;
+    // The fence waits (bounded) until the standby replayed everything: no lag of its own either.
+    let psql = pair.bin.tool("psql");
+    let caught_up = format!(
+        "i=0; until [ \"$({} \"$FENCEPROOF_PRIMARY_URL\" -Atc 'select coalesce(bool_and(replay_lsn >= pg_current_wal_lsn()), false) from pg_stat_replication')\" = t ] || [ $i -gt 400 ]; do i=$((i+1)); sleep 0.05; done",
+        psql.display()
+    );
+    let contract = contract_with(&pair, "true", &caught_up);
+    let (code, stdout, stderr) = verify_h_async(&pair, &contract);
+    assert_eq!(code, Some(3), "{stdout}{stderr}");
+    assert!(stdout.contains("ERROR") && !stdout.contains("FAIL"), "{stdout}");
+    assert!(stdout.contains("the fault did not take effect"), "{stdout}");
 }

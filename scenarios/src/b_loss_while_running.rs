@@ -86,6 +86,14 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
             "no renewal of A reached the server after B's takeover (A's exit: {code:?}): the zero-row renewal was not made"
         )));
     }
+    if after_loss::step_under_way(&proxy.statements(), from) {
+        // A's next step reached the server before the zero rows reached A (a machine slow
+        // enough for A's pacing to run out): that step's later statements cannot be told from
+        // new work, so the moment of a loss confirmed inside A's work was not made.
+        return Err(HarnessError::Inconclusive(format!(
+            "A's next step was under way before the zero-row renewal's answer reached it (A's exit: {code:?}): the loss was not confirmed inside A's work"
+        )));
+    }
     ctx.check(after_loss::no_write_after_loss(&proxy.statements(), from));
     ctx.check(Check::expect(A_STOPS, matches!(code, Ok(Some(c)) if c != 0), format!("A's exit: {code:?}")));
 

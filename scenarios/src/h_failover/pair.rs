@@ -312,12 +312,18 @@ impl Pair {
     /// After the story on the team's pair: the experiment's schemas now live on the promoted
     /// standby (`s_pool`); the old primary is fenced.
     pub async fn drop_external_schemas(&self, s_pool: &PgPool) {
-        if let Pair::External { schema, .. } = self {
+        if let Pair::External { schema, primary_url, hooks } = self {
             for sch in [schema.clone(), format!("{schema}_o")] {
                 if sqlx::query(&format!("DROP SCHEMA IF EXISTS {sch} CASCADE")).execute(s_pool).await.is_ok() {
                     fenceproof_harness::db::external::forget(&sch);
                 }
             }
+            // What else the run created there (the worker role, replicated before the cut) is
+            // dropped at the session's end on the server that now holds it: the promoted standby.
+            let standby = hooks.standby_url.clone();
+            fenceproof_harness::db::external::retarget(|u| {
+                u.starts_with(primary_url.as_str()).then(|| standby.clone())
+            });
         }
     }
 

@@ -225,19 +225,36 @@ async fn server_to_client(
                 }
             }
         };
-        if status.is_some() {
-            if let Some(d) = shared.reply_delay() {
-                tokio::time::sleep(d).await;
-            }
-        }
-        for f in out {
-            cw.write_all(&f.bytes).await?;
-        }
+        deliver(cw, shared, id, status, out).await?;
         if let Some(arm) = crash_due {
             // The acknowledgement is in the worker's socket: it dies before it can act on it.
             shared.crash_now(arm, id);
             return Ok(());
         }
+    }
+    Ok(())
+}
+
+/// Write `out` to the client (after the armed reply delay, when a round ends) and note an answer
+/// that reached it.
+async fn deliver(
+    cw: &mut OwnedWriteHalf,
+    shared: &Shared,
+    id: u64,
+    status: Option<u8>,
+    out: Vec<Frame>,
+) -> std::io::Result<()> {
+    if status.is_some() {
+        if let Some(d) = shared.reply_delay() {
+            tokio::time::sleep(d).await;
+        }
+    }
+    let answers = out.iter().any(|f| frame::ready_status(f).is_some());
+    for f in out {
+        cw.write_all(&f.bytes).await?;
+    }
+    if answers {
+        shared.note_answer(id);
     }
     Ok(())
 }

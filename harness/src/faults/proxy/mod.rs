@@ -117,6 +117,10 @@ pub struct WireStatement {
     pub sql: String,
     /// It came inside an open transaction.
     pub in_transaction: bool,
+    /// How many statements the proxy had passed when the server's answer to this one (the
+    /// ReadyForQuery that ended its round) was written to the client: statements numbered above
+    /// it were sent when the worker could know the answer. `None` while (or if ever) unanswered.
+    pub answered_at: Option<usize>,
 }
 
 /// At most this many statements are kept (a row sends far fewer; a runaway worker is cut off).
@@ -126,6 +130,8 @@ const LOG_MAX: usize = 100_000;
 struct State {
     /// Every statement passed to the server, in order.
     log: Vec<WireStatement>,
+    /// Per connection, the indexes in `log` of its statements not answered yet.
+    unanswered: std::collections::HashMap<u64, Vec<usize>>,
     arm: Option<Arm>,
     /// An arm taken by a connection that has not fired yet (it may come back: a rollback).
     pending: Option<Arm>,
@@ -233,7 +239,19 @@ impl Shared {
         let mut st = self.st();
         if st.log.len() < LOG_MAX {
             let n = st.log.len() + 1;
-            st.log.push(WireStatement { n, connection, sql: clip(sql), in_transaction });
+            st.log.push(WireStatement { n, connection, sql: clip(sql), in_transaction, answered_at: None });
+            st.unanswered.entry(connection).or_default().push(n - 1);
+        }
+    }
+
+    /// Note that a ReadyForQuery reached the client on `connection`: every statement of it still
+    /// unanswered has its answer now.
+    pub(super) fn note_answer(&self, connection: u64) {
+        let mut st = self.st();
+        let seen = st.log.len();
+        let pending = st.unanswered.remove(&connection).unwrap_or_default();
+        for i in pending {
+            st.log[i].answered_at = Some(seen);
         }
     }
 

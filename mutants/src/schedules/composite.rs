@@ -15,7 +15,7 @@ use sqlx::Connection;
 
 use super::bodies;
 use super::exec::{ask, Exec, ANSWER};
-use super::ops::{Body, Forge, LostWrite, Point, Tool, ToolFault, WORKERS};
+use super::ops::{Body, Forge, LostWrite, Point, RunEnd, Tool, ToolFault, WORKERS};
 use fenceproof_scenarios::ctx::{data, outcome};
 
 /// How long a composite waits for a worker to reach a barrier or report on its heartbeat.
@@ -190,10 +190,19 @@ impl Exec<'_> {
 
     /// A dispatcher is held after its remote call until its claim expires; the schedule's own
     /// dispatcher reconciles and dispatches; then the held one writes its (late) result.
-    pub(super) async fn late_result(&mut self, kill: bool, cancel: bool, tool: Tool) -> Result<String, HarnessError> {
+    pub(super) async fn late_result(
+        &mut self,
+        kill: bool,
+        cancel: bool,
+        tool: Tool,
+        end: Option<RunEnd>,
+    ) -> Result<String, HarnessError> {
         let mut what = Vec::new();
         if !self.operation_statuses().await?.iter().any(|s| s == "prepared") {
-            what.push(format!("plan first: {}", self.plan(0, tool, Body::Plain).await?));
+            // A run about to end plans through its holder (made if need be), so an operation is in
+            // flight when it ends.
+            let w = if end.is_some() { self.make_holder(None).await?.unwrap_or(0) } else { 0 };
+            what.push(format!("plan first: {}", self.plan(w, tool, Body::Plain).await?));
         }
         let n = self.next();
         let key = BARRIER_BASE + n as i64;
@@ -215,6 +224,9 @@ impl Exec<'_> {
                 self.reached.insert("cancel-with-in-flight");
                 let ev = ask(&mut self.cp, json!({"cmd": "cancel", "run_id": self.run_id}), ANSWER).await?;
                 what.push(format!("cancel while dispatching: {}", outcome(&ev)));
+            }
+            if let Some(end) = end {
+                what.push(self.end_meanwhile(end).await?);
             }
             let claimed: Option<String> =
                 sqlx::query_scalar("SELECT operation_id FROM tool_operations WHERE dispatch_owner = $1 LIMIT 1")
@@ -247,6 +259,24 @@ impl Exec<'_> {
             d.shutdown(ANSWER).await?;
         }
         Ok(what.join(", "))
+    }
+
+    /// While an operation is dispatching: the holder completes or fails the run, releases its
+    /// lease, or is paused until the lease lapses on the database clock.
+    async fn end_meanwhile(&mut self, end: RunEnd) -> Result<String, HarnessError> {
+        let Some(h) = self.make_holder(None).await? else { return Ok("no live holder to end the run".into()) };
+        Ok(match end {
+            RunEnd::Succeed => format!("the holder succeeds meanwhile: {}", self.complete("succeed", h, false).await?),
+            RunEnd::Fail => format!("the holder fails the run meanwhile: {}", self.complete("fail", h, false).await?),
+            RunEnd::Release => {
+                format!("the holder releases meanwhile: {}", self.tell(h, json!({"cmd": "release"}), None).await?)
+            }
+            RunEnd::Lapse => {
+                self.pause(h).await?;
+                let lapsed = self.expired().await?;
+                format!("the holder paused meanwhile; its lease lapsed: {lapsed}")
+            }
+        })
     }
 
     /// A rogue session (its own application_name, no lease) calls a fenced function with forged

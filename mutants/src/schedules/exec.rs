@@ -374,7 +374,8 @@ impl<'a> Exec<'a> {
                 format!("armed {} on every tool", fault.mode())
             }
             Op::Dispatch { tool, body, fault } => self.dispatch(*tool, *body, *fault).await?,
-            Op::LateResult { kill, cancel, tool } => self.late_result(*kill, *cancel, *tool).await?,
+            Op::LateResult { kill, cancel, tool } => self.late_result(*kill, *cancel, *tool, None).await?,
+            Op::EndedInFlight { end, kill, tool } => self.late_result(*kill, false, *tool, Some(*end)).await?,
             Op::Reconcile => self.reconcile().await?,
             Op::Rogue { forge } => self.rogue(*forge).await?,
             Op::LostAnswer { ack, what } => self.lost_answer(*ack, *what).await?,
@@ -404,7 +405,7 @@ impl<'a> Exec<'a> {
     }
 
     /// `succeed` or `fail` by slot `w` (or by the holder, made if need be).
-    async fn complete(&mut self, cmd: &str, w: usize, holder: bool) -> Result<String, HarnessError> {
+    pub(super) async fn complete(&mut self, cmd: &str, w: usize, holder: bool) -> Result<String, HarnessError> {
         let w = if holder { self.make_holder(None).await?.unwrap_or(w) } else { w };
         self.note_write(w, false).await?;
         self.tell(w, json!({ "cmd": cmd }), None).await

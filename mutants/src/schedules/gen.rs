@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::ops::{Body, Failures, Forge, LostWrite, Op, Point, Rev, Tool, ToolFault, KINDS, WORKERS};
+use super::ops::{Body, Failures, Forge, LostWrite, Op, Point, Rev, RunEnd, Tool, ToolFault, KINDS, WORKERS};
 
 /// Shortest and longest schedule.
 pub const MIN_OPS: usize = 4;
@@ -55,22 +55,45 @@ pub struct Swarm {
 /// inserted into the schedule the main stream gives, so adding one leaves every seed's schedules
 /// as they were (the same operations in the same order), with the new operations among them. They
 /// are the last entries of [`KINDS`].
-const INSERTED: &[&str] = &["serialization", "plan_secret", "plan_crash"];
+const INSERTED: &[&str] = &["serialization", "plan_secret", "plan_crash", "ended_in_flight"];
 
 /// The side stream's seed, for the inserted kinds.
 const SIDE: u64 = 0x5E71_A112_0D5E_0001;
 /// The seed of the stream of the kinds inserted later still ([`LATER`]): a stream of their own, so
 /// the side stream draws what it drew before for the kinds it had.
 const SIDE_LATER: u64 = 0x5E71_A112_0D5E_0002;
-/// The inserted kinds drawn from [`SIDE_LATER`] (the last entries of [`INSERTED`]).
+/// The inserted kinds drawn from [`SIDE_LATER`].
 const LATER: &[&str] = &["plan_crash"];
+/// The seed of the stream of the kinds inserted after [`LATER`]'s ([`LATEST`]).
+const SIDE_LATEST: u64 = 0x5E71_A112_0D5E_0003;
+/// The inserted kinds drawn from [`SIDE_LATEST`] (the last entries of [`INSERTED`]).
+const LATEST: &[&str] = &["ended_in_flight"];
 
-/// The stream an inserted kind draws from.
-fn stream<'r>(kind: &str, side: &'r mut Rng, later: &'r mut Rng) -> &'r mut Rng {
-    if LATER.contains(&kind) {
-        later
-    } else {
-        side
+/// The side streams of the inserted kinds, one per generation of them.
+struct Sides {
+    side: Rng,
+    later: Rng,
+    latest: Rng,
+}
+
+impl Sides {
+    fn new(seed: u64, case: u32) -> Sides {
+        Sides {
+            side: Rng::new(seed ^ SIDE, case),
+            later: Rng::new(seed ^ SIDE_LATER, case),
+            latest: Rng::new(seed ^ SIDE_LATEST, case),
+        }
+    }
+
+    /// The stream an inserted kind draws from.
+    fn stream(&mut self, kind: &str) -> &mut Rng {
+        if LATEST.contains(&kind) {
+            &mut self.latest
+        } else if LATER.contains(&kind) {
+            &mut self.later
+        } else {
+            &mut self.side
+        }
     }
 }
 
@@ -79,9 +102,9 @@ fn drawn_first() -> usize {
 }
 
 impl Swarm {
-    pub fn draw(rng: &mut Rng, side: &mut Rng, later: &mut Rng) -> Swarm {
+    fn draw(rng: &mut Rng, sides: &mut Sides) -> Swarm {
         let mut weights: Vec<u32> = KINDS[..drawn_first()].iter().map(|_| rng.pick(&[0, 0, 1, 2, 4, 8])).collect();
-        weights.extend(INSERTED.iter().map(|k| stream(k, side, later).pick(&[0, 0, 1, 2, 4, 8])));
+        weights.extend(INSERTED.iter().map(|k| sides.stream(k).pick(&[0, 0, 1, 2, 4, 8])));
         // Nearly everything needs a holder and a write: those are never switched off.
         for (i, k) in KINDS.iter().enumerate() {
             if matches!(*k, "acquire" | "save") {
@@ -205,6 +228,11 @@ fn outbox_op(kind: &str, w: usize, rng: &mut Rng) -> Op {
             ]),
         },
         "late_result" => Op::LateResult { kill: rng.coin(), cancel: rng.below(3) == 0, tool: rng.pick(&TOOLS) },
+        "ended_in_flight" => Op::EndedInFlight {
+            end: rng.pick(&[RunEnd::Succeed, RunEnd::Fail, RunEnd::Release, RunEnd::Lapse]),
+            kill: rng.below(3) == 0,
+            tool: rng.pick(&TOOLS),
+        },
         "reconcile" => Op::Reconcile,
         "advance" => Op::Advance { w },
         other => unreachable!("unknown kind {other}"),
@@ -220,9 +248,8 @@ pub fn schedule(seed: u64, case: u32) -> (Vec<Op>, Swarm) {
 /// kind, [`super::steer::apply`]; none or all 1: [`schedule`]'s), and the swarm it was drawn with.
 pub fn steered(seed: u64, case: u32, boosts: &[u32]) -> (Vec<Op>, Swarm) {
     let mut rng = Rng::new(seed, case);
-    let mut side = Rng::new(seed ^ SIDE, case);
-    let mut later = Rng::new(seed ^ SIDE_LATER, case);
-    let drawn = Swarm::draw(&mut rng, &mut side, &mut later);
+    let mut sides = Sides::new(seed, case);
+    let drawn = Swarm::draw(&mut rng, &mut sides);
     let swarm = Swarm { weights: super::steer::apply(&drawn.weights, boosts) };
     let len = MIN_OPS + rng.below(MAX_OPS - MIN_OPS + 1);
     let mut ops: Vec<Op> = (0..len).map(|_| op_of_kind(KINDS[swarm.kind(&mut rng)], &mut rng)).collect();
@@ -233,7 +260,7 @@ pub fn steered(seed: u64, case: u32, boosts: &[u32]) -> (Vec<Op>, Swarm) {
         if w == 0 {
             continue;
         }
-        let r = stream(kind, &mut side, &mut later);
+        let r = sides.stream(kind);
         for _ in 0..(1 + r.below(if w >= 4 { 3 } else { 2 })) {
             if ops.len() < MAX_OPS {
                 let at = r.below(ops.len() + 1);
@@ -274,13 +301,30 @@ mod tests {
         for case in 0..50 {
             let (ops, swarm) = schedule(0x2a, case);
             let mut rng = Rng::new(0x2a, case);
-            let main = Swarm::draw(&mut rng, &mut Rng::new(0, 0), &mut Rng::new(0, 1));
+            let main = Swarm::draw(&mut rng, &mut Sides::new(0, 0));
             assert_eq!(main.weights[..drawn_first()], swarm.weights[..drawn_first()]);
             let len = MIN_OPS + rng.below(MAX_OPS - MIN_OPS + 1);
             let expected: Vec<Op> = (0..len).map(|_| op_of_kind(KINDS[main.kind(&mut rng)], &mut rng)).collect();
             let kept: Vec<Op> = ops.iter().filter(|o| !inserted.contains(&o.kind())).cloned().collect();
             assert_eq!(kept, expected, "case {case}");
         }
+    }
+
+    /// The latest inserted kind draws from a stream of its own: without its operations, every
+    /// case is the schedule it was before the kind existed (its weight 0 stands for that).
+    #[test]
+    fn the_latest_inserted_kind_leaves_every_earlier_operation_in_place() {
+        let latest = KINDS.iter().position(|k| LATEST.contains(k)).expect("listed");
+        let mut without = vec![1; KINDS.len()];
+        without[latest] = 0;
+        let mut with_it = 0;
+        for case in 1..60 {
+            let ops = schedule(0x2a, case).0;
+            with_it += usize::from(ops.iter().any(|o| o.kind() == latest));
+            let kept: Vec<Op> = ops.into_iter().filter(|o| o.kind() != latest).collect();
+            assert_eq!(kept, steered(0x2a, case, &without).0, "case {case}");
+        }
+        assert!(with_it > 10, "the kind is drawn in some cases ({with_it})");
     }
 
     #[test]

@@ -275,6 +275,18 @@ pub enum Op {
         #[serde(default = "default_tool")]
         tool: Tool,
     },
+    /// An operation left in flight while its run ends: the holder plans a step for `tool` when
+    /// nothing is prepared, a dispatcher claims it, calls and is held before its result write (or,
+    /// with `kill`, is SIGKILLed there); meanwhile `end` befalls the run or its lease; then the
+    /// claim expires, a reconciler and a dispatcher pass run, and the held dispatcher writes its
+    /// result on a run that ended or a lease no one holds.
+    EndedInFlight {
+        end: RunEnd,
+        #[serde(default)]
+        kill: bool,
+        #[serde(default = "default_tool")]
+        tool: Tool,
+    },
     /// One reconciler pass.
     Reconcile,
     /// Worker `w` advances the run on the newest planned operation's result.
@@ -308,6 +320,20 @@ pub enum Op {
     PlanCrash {
         tool: Tool,
     },
+}
+
+/// What befalls a run while one of its operations is in flight ([`Op::EndedInFlight`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunEnd {
+    /// The holder completes the run.
+    Succeed,
+    /// The holder fails the run (a business failure).
+    Fail,
+    /// The holder releases its lease; the run stays running, its lease free.
+    Release,
+    /// The holder is paused until its lease lapses on the database clock.
+    Lapse,
 }
 
 /// How many of the holder's attempts [`Op::Serialization`] answers with 40001.
@@ -388,4 +414,5 @@ pub const KINDS: &[&str] = &[
     "serialization",
     "plan_secret",
     "plan_crash",
+    "ended_in_flight",
 ];

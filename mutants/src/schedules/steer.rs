@@ -62,6 +62,18 @@ pub const BEARS_ON: &[(&str, &[&str])] = &[
     ("serialization", &["| commit"]),
     ("plan_secret", &["op=prepared"]),
     ("plan_crash", &["op=prepared", "lease=expired"]),
+    (
+        "ended_in_flight",
+        &[
+            "run=succeeded",
+            "lease=free",
+            "lease=expired",
+            "op=dispatching",
+            "| write-result",
+            "| mark-unknown",
+            "| reconcile",
+        ],
+    ),
 ];
 
 /// What the steering has learnt so far.

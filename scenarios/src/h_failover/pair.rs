@@ -321,9 +321,11 @@ impl Pair {
             // What else the run created there (the worker role, replicated before the cut) is
             // dropped at the session's end on the server that now holds it: the promoted standby.
             let standby = hooks.standby_url.clone();
-            fenceproof_harness::db::external::retarget(|u| {
-                u.starts_with(primary_url.as_str()).then(|| standby.clone())
-            });
+            // The primary's URL exactly, or with its `?options`: a prefix alone would also match
+            // another port that begins with this one's digits.
+            let primary =
+                |u: &str| u == primary_url || u.strip_prefix(primary_url.as_str()).is_some_and(|r| r.starts_with('?'));
+            fenceproof_harness::db::external::retarget(|u| primary(u).then(|| standby.clone()));
         }
     }
 

@@ -158,46 +158,59 @@ pub async fn reconcile_once<A: ToolAdapter>(pool: &PgPool, tools: &A) -> Result<
     .await?;
     crate::metrics::METRICS.oldest_unknown(oldest.unwrap_or(0.0));
     for op in outbox::unknown_operations(pool).await? {
-        // MUTANT retry-new-operation-id: the retry is sent under a fresh key.
-        let key = if mutant::active(Mutant::RetryNewOperationId) {
-            format!("{}-retry", op.operation_id)
-        } else {
-            op.operation_id.clone()
-        };
-        let answer = match tools.capability(&op.tool_name) {
-            Some(Capability::IdempotencyKey) => tools.create(&op.tool_name, &key, &op.request_body).await,
-            Some(Capability::DeterministicId) => match tools.query(&op).await {
-                // Absent by its deterministic id: a create under that id cannot duplicate it.
-                RemoteAnswer::Absent => tools.create(&op.tool_name, &key, &op.request_body).await,
-                other => other,
-            },
-            Some(Capability::OperationQuery) => match tools.query(&op).await {
-                RemoteAnswer::Absent => {
-                    RemoteAnswer::Unknown("the tool has no record of it; its acceptance records may have gaps".into())
-                }
-                other => other,
-            },
-            Some(Capability::Neither) => RemoteAnswer::Unknown("the tool offers neither query nor idempotency".into()),
-            None => RemoteAnswer::Unknown(format!("no adapter for tool {}", op.tool_name)),
-        };
-        match answer {
-            RemoteAnswer::Done(s) => match outbox::converge(pool, &op.operation_id, op.revision, &s).await {
-                Ok(_) => r.converged.push((op.operation_id, s.status_label().into())),
-                Err(e @ ProtocolError::LedgerWriteRejected { .. }) => r.raised.push((op.operation_id, e.to_string())),
-                Err(e) => return Err(e),
-            },
-            // MUTANT reconciler-marks-unknown-failed: what cannot be confirmed is declared failed.
-            RemoteAnswer::Unknown(why) if mutant::active(Mutant::ReconcilerMarksUnknownFailed) => {
-                let failed = Settled::FailedFinal { result: serde_json::json!({ "assumed_failed": why }) };
-                outbox::converge(pool, &op.operation_id, op.revision, &failed).await?;
-                r.converged.push((op.operation_id, "failed_final".into()));
-            }
-            RemoteAnswer::Unknown(why) => {
-                tracing::warn!(operation_id = %op.operation_id, reason = %why, "operation stays unknown; manual handling needed");
-                r.raised.push((op.operation_id, why));
-            }
-            RemoteAnswer::Absent => r.raised.push((op.operation_id, "absent".into())),
+        match reconcile_one(pool, tools, &op).await? {
+            Ok(status) => r.converged.push((op.operation_id, status)),
+            Err(why) => r.raised.push((op.operation_id, why)),
         }
     }
     Ok(r)
+}
+
+/// Converge one `unknown` operation by what its tool allows: `Ok(Ok(status))` when it converged,
+/// `Ok(Err(why))` when it stays unknown and is raised for manual handling.
+pub async fn reconcile_one<A: ToolAdapter>(
+    pool: &PgPool,
+    tools: &A,
+    op: &Operation,
+) -> Result<Result<String, String>, ProtocolError> {
+    // MUTANT retry-new-operation-id: the retry is sent under a fresh key.
+    let key = if mutant::active(Mutant::RetryNewOperationId) {
+        format!("{}-retry", op.operation_id)
+    } else {
+        op.operation_id.clone()
+    };
+    let answer = match tools.capability(&op.tool_name) {
+        Some(Capability::IdempotencyKey) => tools.create(&op.tool_name, &key, &op.request_body).await,
+        Some(Capability::DeterministicId) => match tools.query(op).await {
+            // Absent by its deterministic id: a create under that id cannot duplicate it.
+            RemoteAnswer::Absent => tools.create(&op.tool_name, &key, &op.request_body).await,
+            other => other,
+        },
+        Some(Capability::OperationQuery) => match tools.query(op).await {
+            RemoteAnswer::Absent => {
+                RemoteAnswer::Unknown("the tool has no record of it; its acceptance records may have gaps".into())
+            }
+            other => other,
+        },
+        Some(Capability::Neither) => RemoteAnswer::Unknown("the tool offers neither query nor idempotency".into()),
+        None => RemoteAnswer::Unknown(format!("no adapter for tool {}", op.tool_name)),
+    };
+    Ok(match answer {
+        RemoteAnswer::Done(s) => match outbox::converge(pool, &op.operation_id, op.revision, &s).await {
+            Ok(_) => Ok(s.status_label().into()),
+            Err(e @ ProtocolError::LedgerWriteRejected { .. }) => Err(e.to_string()),
+            Err(e) => return Err(e),
+        },
+        // MUTANT reconciler-marks-unknown-failed: what cannot be confirmed is declared failed.
+        RemoteAnswer::Unknown(why) if mutant::active(Mutant::ReconcilerMarksUnknownFailed) => {
+            let failed = Settled::FailedFinal { result: serde_json::json!({ "assumed_failed": why }) };
+            outbox::converge(pool, &op.operation_id, op.revision, &failed).await?;
+            Ok("failed_final".into())
+        }
+        RemoteAnswer::Unknown(why) => {
+            tracing::warn!(operation_id = %op.operation_id, reason = %why, "operation stays unknown; manual handling needed");
+            Err(why)
+        }
+        RemoteAnswer::Absent => Err("absent".into()),
+    })
 }

@@ -5,12 +5,14 @@
 
 mod class;
 mod of_state;
+mod paths;
 mod walk;
 
 use std::collections::BTreeSet;
 
 pub use class::{fine_key, in_flight, key, Class, Facts, Fine, LeaseClass};
 pub use of_state::{classes, target};
+pub use paths::{paths, playable, replay};
 pub use walk::{observable_reachable, reachable, Reachable};
 
 /// The action kinds a recorded history shows (each is a commit); the others are hidden steps.
@@ -36,6 +38,10 @@ pub fn observable(kind: &str) -> Option<&'static str> {
 /// The observable transitions of both default bounds, as generated into `transitions.txt` (the
 /// denominator `verify` reports coverage against; a test keeps the file current).
 pub const DENOMINATOR: &str = include_str!("../../transitions.txt");
+
+/// The shortest playable path to each transition a driver can reach, as generated into
+/// `paths.json` by `model/tests/paths.rs` (the model-paths experiment plays them).
+pub const PATHS: &str = include_str!("../../paths.json");
 
 /// The denominator's transitions.
 pub fn denominator() -> BTreeSet<&'static str> {

@@ -1,0 +1,120 @@
+//! A path to every observable transition a driver can play on a real database: a breadth-first
+//! walk of the bounded model (workers told apart, no symmetry), restricted to the steps a driver
+//! of the protocol's own statements can take in order on one server — the lease's, the protected
+//! commit's, the ledger's and the control plane's statements, the clock's ticks and a kill of a
+//! process with no transaction open — and to the order the real claim picks operations in (the
+//! operation planned first is claimed first). For each transition of the denominator it reaches,
+//! the shortest sequence of actions from the initial state whose last action takes it.
+//!
+//! Faults of the server (promotion, restore, clock jumps, 40001, lost replies) and SIGSTOP are
+//! left out: their transitions are what the matrix's own rows create.
+
+use std::collections::{BTreeMap, HashMap};
+
+use stateright::Model;
+
+use super::class::key;
+use super::observable;
+use super::of_state::classes;
+use crate::action::Action;
+use crate::state::{OpStatus, State, Txn, Write};
+use crate::ProtocolModel;
+
+/// Whether a driver can play `a` from `s` (see the module's doc).
+pub fn playable(s: &State, a: &Action) -> bool {
+    let ops = &s.primary.ops;
+    match *a {
+        Action::Acquire(_)
+        | Action::Renew(_)
+        | Action::Release(_)
+        | Action::Lock(_)
+        | Action::Validate(_)
+        | Action::Call(_)
+        | Action::WriteResult(_)
+        | Action::GiveUp(_)
+        | Action::MarkUnknown(_)
+        | Action::Reconcile(_)
+        | Action::Tick
+        | Action::Restart => true,
+        // The second operation is planned after the first, so the claim's oldest-first order
+        // picks the first while both are prepared.
+        Action::Commit(_, Write::Plan(n)) => n == 0 || ops[0].status != OpStatus::Absent,
+        Action::Commit(_, _) => true,
+        // A cancel beside an open protected commit: the commit's run write (or, on the fp_*
+        // path, its row lock on the run) orders them, and no history shows the open one.
+        Action::Cancel => s.procs.iter().all(|p| p.txn == Txn::Idle),
+        Action::Claim(_, n) => n == 0 || ops[0].status != OpStatus::Prepared,
+        Action::Kill(i) => s.procs[i as usize].txn == Txn::Idle,
+        _ => false,
+    }
+}
+
+/// The shortest playable path to each observable transition the walk of `model` reaches (at most
+/// `max_states` states; `None` when it had to stop there), keyed by the transition's line.
+pub fn paths(model: &ProtocolModel, max_states: usize) -> Option<BTreeMap<String, Vec<Action>>> {
+    let mut cfg = model.cfg.clone();
+    cfg.symmetry = false;
+    let raw = ProtocolModel::new(cfg);
+    // Every state seen, with the index of the state it was first reached from and the action.
+    let mut states: Vec<(State, usize, Option<Action>)> = Vec::new();
+    let mut index: HashMap<State, usize> = HashMap::new();
+    for s in raw.init_states() {
+        index.insert(s.clone(), states.len());
+        states.push((s, usize::MAX, None));
+    }
+    let mut found = BTreeMap::new();
+    let mut actions = Vec::new();
+    let mut next = 0;
+    while next < states.len() {
+        let s = states[next].0.clone();
+        actions.clear();
+        raw.actions(&s, &mut actions);
+        for a in actions.drain(..).filter(|a| playable(&s, a)) {
+            let Some(n) = raw.next_state(&s, a) else { continue };
+            if let Some(k) = observable(a.kind()).filter(|_| n.primary != s.primary) {
+                found.entry(key(&classes(&s, a).0, k)).or_insert_with(|| path_to(&states, next, a));
+            }
+            if !index.contains_key(&n) {
+                if states.len() >= max_states {
+                    return None;
+                }
+                index.insert(n.clone(), states.len());
+                states.push((n, next, Some(a)));
+            }
+        }
+        next += 1;
+    }
+    Some(found)
+}
+
+/// The actions from the initial state to `states[at]`, then `last`.
+fn path_to(states: &[(State, usize, Option<Action>)], mut at: usize, last: Action) -> Vec<Action> {
+    let mut path = vec![last];
+    while let Some(a) = states[at].2 {
+        path.push(a);
+        at = states[at].1;
+    }
+    path.reverse();
+    path
+}
+
+/// The states along `path` from the initial state, in the bound that plays it (the default bound
+/// or the process faults'), workers told apart; `None` when no bound plays every step.
+pub fn replay(path: &[Action]) -> Option<(ProtocolModel, Vec<State>)> {
+    [crate::config::Config::default_bound(), crate::config::Config::process_faults()].into_iter().find_map(|mut cfg| {
+        cfg.symmetry = false;
+        let m = ProtocolModel::new(cfg);
+        let mut states = vec![m.init_states().remove(0)];
+        for a in path {
+            let s = states.last()?;
+            let mut enabled = Vec::new();
+            m.actions(s, &mut enabled);
+            if !enabled.contains(a) || !playable(s, a) {
+                return None;
+            }
+            let n = m.next_state(s, *a)?;
+            states.push(n);
+        }
+        Some((m, states))
+    })
+}

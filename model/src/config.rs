@@ -120,6 +120,22 @@ impl Config {
         }
     }
 
+    /// The bound the model's paths are searched in (`coverage::paths`): the default bound's
+    /// processes and operations, room for every commit of a run that plans both operations and
+    /// then completes or checkpoints beside them, a kill, and none of the faults a driver of the
+    /// protocol's statements cannot play (promotion, restore, clock jumps, 40001, lost replies).
+    pub fn driver_bound() -> Config {
+        Config {
+            max_revision: 5,
+            promotes: 0,
+            jumps: 0,
+            restores: 0,
+            kills: 1,
+            replication: Replication::Off,
+            ..Config::default_bound()
+        }
+    }
+
     /// The processes' faults: a kill, a lost reply and a 40001, without the
     /// database's faults (a smaller space for the larger process state). A replacement's start is
     /// explored by the owner-reuse weak spot.

@@ -7,17 +7,11 @@ use std::collections::BTreeMap;
 
 use fenceproof_model::action::Action;
 use fenceproof_model::config::Config;
-use fenceproof_model::coverage::{classes, denominator, key, observable, paths, replay, PATHS};
+use fenceproof_model::coverage::{classes, commits, denominator, key, observable, paths, replay, PATHS};
 use fenceproof_model::ProtocolModel;
 
 fn generated() -> BTreeMap<String, Vec<Action>> {
-    let mut all = BTreeMap::new();
-    for cfg in [Config::default_bound(), Config::process_faults()] {
-        for (k, p) in paths(&ProtocolModel::new(cfg), 20_000_000).expect("bound exhausted") {
-            all.entry(k).or_insert(p);
-        }
-    }
-    all
+    paths(&ProtocolModel::new(Config::driver_bound()), 20_000_000).expect("bound exhausted")
 }
 
 #[test]
@@ -41,5 +35,5 @@ fn paths_are_current_and_each_ends_in_its_transition() {
 fn ends_in(path: &[Action], k: &str) -> bool {
     let Some((_, states)) = replay(path) else { return false };
     let (s, n, a) = (&states[states.len() - 2], &states[states.len() - 1], path[path.len() - 1]);
-    n.primary != s.primary && observable(a.kind()).is_some_and(|o| key(&classes(s, a).0, o) == k)
+    commits(s, a, n) && observable(a.kind()).is_some_and(|o| key(&classes(s, a).0, o) == k)
 }

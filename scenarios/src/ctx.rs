@@ -272,6 +272,25 @@ impl Ctx {
         self.spawn_worker(name, vec!["--tools-addr".into(), tools.addr.to_string()]).await
     }
 
+    /// Start the reference worker (whatever worker the row tests) as a dispatcher: the driver of
+    /// the model's paths lives there. A named or SQL mutant's build is kept, with its arguments.
+    pub async fn spawn_reference_dispatcher(
+        &mut self,
+        name: &str,
+        tools: &ToolsProc,
+    ) -> Result<WorkerProc, HarnessError> {
+        let ours = self.worker_bin.file_name().is_some_and(|n| n.to_string_lossy().starts_with("fenceproof-worker"));
+        if ours {
+            return self.spawn_dispatcher(name, tools).await;
+        }
+        let bin = std::mem::replace(&mut self.worker_bin, crate::runner::default_worker_bin());
+        let args = std::mem::take(&mut self.worker_args);
+        let w = self.spawn_dispatcher(name, tools).await;
+        self.worker_bin = bin;
+        self.worker_args = args;
+        w
+    }
+
     /// Wait until the lease of `run_id` has expired on the database clock: bounded by [`STEP`]
     /// beyond the time the lease had left when the wait began (a TTL sized from a loaded
     /// machine's round trip, `crate::measured`, can be longer than a step).

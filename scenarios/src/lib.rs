@@ -26,6 +26,7 @@ pub mod j_partition;
 pub mod jobs;
 pub mod k_clock_jump;
 pub mod l_rollout;
+pub mod m_model_paths;
 pub mod m_redis_prefilter;
 pub mod measured;
 pub mod n_restore;
@@ -90,6 +91,7 @@ pub fn all() -> Vec<Experiment> {
         m_redis_prefilter::REDIS_EXPIRY,
         m_redis_prefilter::REDIS_RESTART,
         n_restore::EXPERIMENT,
+        m_model_paths::EXPERIMENT,
         p_role_boundary::EXPERIMENT,
         p_secret_masking::EXPERIMENT,
         p_api::lease::EXPERIMENT,

@@ -84,8 +84,38 @@ pub enum Command {
     Renew,
     /// Stop the heartbeat and release the lease.
     Release,
+    /// Play the model's paths (`model/paths.json`) on this worker's database, one run per path,
+    /// with the protocol's own statements; the control plane's steps go through `control_url`.
+    PlayPaths {
+        control_url: SecretArg,
+        #[serde(default = "default_grant_ms")]
+        grant_ms: i64,
+        #[serde(default = "default_call_timeout")]
+        call_timeout_ms: u64,
+        /// Only the paths to these transitions (all when absent).
+        #[serde(default)]
+        only: Option<Vec<String>>,
+    },
     /// Answer and exit.
     Exit,
+}
+
+/// A value the harness marks secret, `{"$secret": {"name": N, "value": V}}`: the timeline keeps
+/// its name only.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct SecretArg {
+    #[serde(rename = "$secret")]
+    pub secret: NamedSecret,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct NamedSecret {
+    pub name: String,
+    pub value: String,
+}
+
+fn default_grant_ms() -> i64 {
+    300
 }
 
 fn one() -> i32 {
@@ -118,6 +148,7 @@ impl Command {
             Command::Metrics => "metrics",
             Command::Renew => "renew",
             Command::Release => "release",
+            Command::PlayPaths { .. } => "play_paths",
             Command::Exit => "exit",
         }
     }

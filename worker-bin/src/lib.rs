@@ -10,6 +10,7 @@
 mod adapter;
 mod commands;
 mod events;
+mod paths;
 mod script;
 mod session;
 
@@ -260,6 +261,11 @@ async fn run_script(session: &Arc<Session>, args: &Args) -> anyhow::Result<u8> {
 
 /// Commanded mode: one JSON command a line on stdin, each handled concurrently and bounded by
 /// `timeout`, until `exit` or the end of stdin.
+///
+/// `play_paths` gets [`PLAY_PATHS_TIMEOUT`] instead.
+/// The longest the model's paths may take together.
+const PLAY_PATHS_TIMEOUT: Duration = Duration::from_secs(600);
+
 async fn serve(session: Arc<Session>, timeout: Duration) -> anyhow::Result<u8> {
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut inflight = tokio::task::JoinSet::new();
@@ -282,6 +288,8 @@ async fn serve(session: Arc<Session>, timeout: Duration) -> anyhow::Result<u8> {
             return Ok(0);
         }
         let s = session.clone();
+        // The model's paths are bounded by their own steps' timeouts, not by one command's.
+        let timeout = if matches!(req.cmd, Command::PlayPaths { .. }) { PLAY_PATHS_TIMEOUT } else { timeout };
         inflight.spawn(async move {
             let name = req.cmd.name();
             if tokio::time::timeout(timeout, s.handle(req.id, req.cmd)).await.is_err() {

@@ -222,8 +222,44 @@ impl Session {
                 }
                 lease::release(&self.pool, &l).await.map(|_| None)
             }
+            Command::PlayPaths { control_url, grant_ms, call_timeout_ms, only } => {
+                self.play_paths(&control_url.secret.value, grant_ms, call_timeout_ms, only).await.map(Some)
+            }
             Command::Exit => Ok(None),
         }
+    }
+
+    /// The model's paths played on this worker's database (see [`crate::paths`]).
+    async fn play_paths(
+        &self,
+        control_url: &str,
+        grant_ms: i64,
+        call_timeout_ms: u64,
+        only: Option<Vec<String>>,
+    ) -> Result<serde_json::Value, ProtocolError> {
+        let opts: sqlx::postgres::PgConnectOptions =
+            control_url.parse().map_err(|e| ProtocolError::InvalidIntent(format!("bad control URL: {e}")))?;
+        let step_timeout = Duration::from_millis((grant_ms.max(1) as u64) * 20 + 10_000);
+        let control = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(step_timeout)
+            .connect_with(opts.clone().application_name(&format!("{}.paths-observer", self.owner)))
+            .await?;
+        let driver = crate::paths::Driver {
+            base: (*self.pool.connect_options()).clone(),
+            control_base: opts,
+            control,
+            tools: self.tools(call_timeout_ms)?,
+            owner: self.owner.clone(),
+            tenant: self.tenant.clone(),
+            grant_ms,
+            step_timeout,
+            pools: Default::default(),
+        };
+        let paths = crate::paths::selected(only.as_deref())?;
+        let r = crate::paths::play_all(&driver, paths).await;
+        driver.close().await;
+        r
     }
 
     /// Plan a step: mask the request's secret fields (their values to the secret store first), then

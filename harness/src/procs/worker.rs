@@ -228,15 +228,29 @@ impl WorkerProc {
     }
 
     /// Send a command without waiting for its answer; returns its id.
-    pub async fn send(&mut self, mut cmd: Value) -> Result<u64> {
+    pub async fn send(&mut self, cmd: Value) -> Result<u64> {
+        let mut checked = cmd.clone();
+        checked["id"] = json!(self.next_id);
+        if let Some(v) = event_schema::command_violation(&checked) {
+            return Err(self.err(&format!(
+                "the harness built a command outside the worker contract ({v}): {}",
+                redacted(&checked)
+            )));
+        }
+        self.send_any(cmd).await
+    }
+
+    /// Send a command of the reference worker's own, outside the worker contract (a team's worker
+    /// is never sent one), and wait for its answer.
+    pub async fn request_reference(&mut self, cmd: Value, timeout: Duration) -> Result<Value> {
+        let id = self.send_any(cmd).await?;
+        self.reply(id, timeout).await
+    }
+
+    async fn send_any(&mut self, mut cmd: Value) -> Result<u64> {
         let id = self.next_id;
         self.next_id += 1;
         cmd["id"] = json!(id);
-        if let Some(v) = event_schema::command_violation(&cmd) {
-            return Err(
-                self.err(&format!("the harness built a command outside the worker contract ({v}): {}", redacted(&cmd)))
-            );
-        }
         let name = cmd["cmd"].as_str().unwrap_or_default().to_string();
         self.sent.insert(id, name);
         self.timeline.record("harness", "command", &self.name, redacted(&cmd));

@@ -24,11 +24,16 @@ use crate::ProtocolModel;
 pub fn playable(s: &State, a: &Action) -> bool {
     let ops = &s.primary.ops;
     match *a {
-        Action::Acquire(_)
-        | Action::Renew(_)
+        // The fp_* functions take no lease of a finished run (a refusal beyond the spec's).
+        Action::Acquire(_) => !s.primary.run.terminal(),
+        // A validation whose commit cannot commit (a finished run, a revision moved on) holds
+        // nothing a history shows, and the fp_* path refuses it at once.
+        Action::Validate(i) => {
+            !s.primary.run.terminal() && s.procs[i as usize].lease.is_some_and(|b| b.expect == s.primary.revision)
+        }
+        Action::Renew(_)
         | Action::Release(_)
         | Action::Lock(_)
-        | Action::Validate(_)
         | Action::Call(_)
         | Action::WriteResult(_)
         | Action::GiveUp(_)
@@ -71,7 +76,7 @@ pub fn paths(model: &ProtocolModel, max_states: usize) -> Option<BTreeMap<String
         raw.actions(&s, &mut actions);
         for a in actions.drain(..).filter(|a| playable(&s, a)) {
             let Some(n) = raw.next_state(&s, a) else { continue };
-            if let Some(k) = observable(a.kind()).filter(|_| n.primary != s.primary) {
+            if let Some(k) = observable(a.kind()).filter(|_| commits(&s, a, &n)) {
                 found.entry(key(&classes(&s, a).0, k)).or_insert_with(|| path_to(&states, next, a));
             }
             if !index.contains_key(&n) {
@@ -87,6 +92,13 @@ pub fn paths(model: &ProtocolModel, max_states: usize) -> Option<BTreeMap<String
     Some(found)
 }
 
+/// Whether a database records `a` from `s`: it changes the rows, or it is a renewal that kept its
+/// lease (the model keeps times relative to its ticks, so a renewal right after a grant changes no
+/// abstract row; the real statement always writes a new expiry).
+pub fn commits(s: &State, a: Action, n: &State) -> bool {
+    n.primary != s.primary || matches!(a, Action::Renew(i) if n.procs[i as usize].lease.is_some())
+}
+
 /// The actions from the initial state to `states[at]`, then `last`.
 fn path_to(states: &[(State, usize, Option<Action>)], mut at: usize, last: Action) -> Vec<Action> {
     let mut path = vec![last];
@@ -98,10 +110,11 @@ fn path_to(states: &[(State, usize, Option<Action>)], mut at: usize, last: Actio
     path
 }
 
-/// The states along `path` from the initial state, in the bound that plays it (the default bound
-/// or the process faults'), workers told apart; `None` when no bound plays every step.
+/// The states along `path` from the initial state, in the driver's bound
+/// ([`crate::config::Config::driver_bound`]), workers told apart; `None` when it does not play
+/// every step.
 pub fn replay(path: &[Action]) -> Option<(ProtocolModel, Vec<State>)> {
-    [crate::config::Config::default_bound(), crate::config::Config::process_faults()].into_iter().find_map(|mut cfg| {
+    [crate::config::Config::driver_bound()].into_iter().find_map(|mut cfg| {
         cfg.symmetry = false;
         let m = ProtocolModel::new(cfg);
         let mut states = vec![m.init_states().remove(0)];

@@ -1,0 +1,99 @@
+//! Experiment M-paths — the model's paths played on the row's database. For every transition of
+//! the coverage denominator that a driver of the protocol's own statements can reach, the model
+//! gives its shortest path (`model/paths.json`); the reference worker plays each one on this
+//! database through the write path the row gives workers (the fp_* functions as the worker login,
+//! or the direct statements), one run per path (`play_paths`, worker-bin's `paths` module). The
+//! history is the row's like any other: trace validation judges every commit of it and the
+//! coverage counts what it reached. The row's own check is the driver's comparison: a step the
+//! database committed where the model refuses it (and not because the driver came late to a
+//! lease or claim the model still held live) breaks the rule the model's refusal stands for. A
+//! step the database refused where the model takes it ends that path, and is reported, not
+//! judged: the spec lets a database refuse more, and a slow machine lets a short term lapse early.
+
+use std::time::Duration;
+
+use fenceproof_harness::check::Check;
+use fenceproof_harness::HarnessError;
+use serde_json::{json, Value};
+
+use fenceproof_harness::check::invariants;
+
+use crate::ctx::{require_ok, Ctx, CONTROL, CONTROL_PLANE_PREFIX, STEP};
+use crate::experiment::{Checks, Experiment, Judges};
+
+pub const TITLE: &str = "The model's paths to every transition it can reach, played on the database";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "M-paths",
+    title: TITLE,
+    section: "11",
+    needs: &[],
+    judges: Judges::Functions,
+    checks: Checks::ALL,
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
+
+/// The name of its check (the rule catalogue links `model.history-explained` to it).
+pub const NO_STEP_THE_MODEL_REFUSES: &str = "no step the model refuses committed on any of its paths";
+
+/// A lease or claim that must lapse before the path's next clock tick is granted this long (a
+/// path that stopped is played again with terms ten times as long).
+const GRANT_MS: i64 = 60;
+
+/// How long the reference worker may take over every path (each is bounded by its own steps).
+const ALL_PATHS: Duration = Duration::from_secs(240);
+
+pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let tools = ctx.spawn_tools().await?;
+    let mut w = ctx.spawn_reference_dispatcher("paths", &tools).await?;
+    let cmd = json!({
+        "cmd": "play_paths",
+        "control_url": { "$secret": { "name": "control-url", "value": ctx.db_url } },
+        "grant_ms": GRANT_MS,
+    });
+    let answer = w.request_reference(cmd, ALL_PATHS).await?;
+    require_ok(&answer, "play_paths")?;
+    w.request(json!({"cmd": "exit"}), STEP).await.ok();
+    judge(ctx, &answer["data"]);
+    // The paths' control plane (each run's create and cancel) is `control-plane-<owner>`.
+    let rows = ctx.commits().await?;
+    let paths_control = format!("{CONTROL_PLANE_PREFIX}{}", w.owner);
+    let control = [CONTROL, paths_control.as_str()];
+    ctx.checks.extend(invariants::all(&rows, &control));
+    Ok(())
+}
+
+/// The check and the notes from the driver's answer.
+fn judge(ctx: &mut Ctx, data: &Value) {
+    let paths = data["paths"].as_array().cloned().unwrap_or_default();
+    let refused: Vec<String> = paths
+        .iter()
+        .filter_map(|p| {
+            Some(format!("{}: {} (run {})", p["transition"].as_str()?, p["refused_by_model"].as_str()?, p["run_id"]))
+        })
+        .collect();
+    let diverged: Vec<String> = paths
+        .iter()
+        .filter_map(|p| Some(format!("{}: {}", p["transition"].as_str()?, p["diverged"].as_str()?)))
+        .collect();
+    ctx.check(Check::expect(
+        NO_STEP_THE_MODEL_REFUSES,
+        refused.is_empty() && !paths.is_empty(),
+        if paths.is_empty() {
+            "the driver played no path".to_string()
+        } else if refused.is_empty() {
+            format!("{} paths played, no step committed that the model refuses", paths.len())
+        } else {
+            format!("{} of {} paths: {}", refused.len(), paths.len(), refused.join("; "))
+        },
+    ));
+    ctx.notes.push(format!(
+        "{} paths played: {} to their end, {} stopped where the database refused a step the model takes{}",
+        paths.len(),
+        paths.len() - diverged.len() - refused.len(),
+        diverged.len(),
+        diverged.first().map(|d| format!(" (first: {d})")).unwrap_or_default()
+    ));
+}

@@ -1,0 +1,142 @@
+//! `play_paths`: the reference worker plays the model's paths (`model/paths.json`, the shortest
+//! playable path to each transition of the coverage denominator) on its database with the
+//! protocol's own statements, one run per path, one path after another (the claim takes the oldest
+//! prepared operation of any run, so two paths at once would take each other's).
+//!
+//! Each model process is a session of its own (its `application_name` is its owner id, a new one
+//! per acquire); the reconciler and the control plane (create, cancel) have theirs. A protected
+//! commit the model holds open between its validation and its commit waits at a barrier inside
+//! the database (an advisory lock this driver holds) while the other processes step. The model's
+//! clock is kept by the grants' terms: a lease or claim granted before one of the path's clock
+//! ticks gets a short term (`grant_ms`) and the tick waits on the database clock until every term
+//! of the run has passed; any other grant outlives the path.
+//!
+//! After every step the driver compares what the database did with what the model does there.
+//! A step the database committed that the model refuses is a finding (`refused_by_model`); a step
+//! the database refused that the model takes ends the path there (`diverged`: a slow machine can
+//! let a short term lapse early, and the database may refuse more than the model, as the spec
+//! allows). Either way the history is the row's, and trace validation judges all of it.
+
+mod held;
+mod ledger;
+mod play;
+
+use std::time::Duration;
+
+use fenceproof_model::action::Action;
+use fenceproof_model::coverage::PATHS;
+use fenceproof_protocol::error::ProtocolError;
+use serde::Serialize;
+use serde_json::{json, Value};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+use crate::adapter::FakeTools;
+
+/// What one path did.
+#[derive(Debug, Clone, Serialize)]
+pub struct PathReport {
+    pub transition: String,
+    pub run_id: String,
+    pub steps: usize,
+    /// Steps played before the path ended or diverged.
+    pub played: usize,
+    /// The first step the database refused and the model takes.
+    pub diverged: Option<String>,
+    /// A step the database committed and the model refuses (with its clock proven on time).
+    pub refused_by_model: Option<String>,
+    /// The run of the first play, when this is the path played again with longer terms.
+    pub again_of: Option<String>,
+}
+
+/// The driver's connections and settings, shared by every path.
+pub struct Driver {
+    /// The worker's own connection settings (its login and write path); each process of a path
+    /// connects with them under its own application_name.
+    pub base: PgConnectOptions,
+    /// The control URL's settings: each path's control plane (create, cancel, which the worker
+    /// login may not do) connects with them as `control-plane-…`.
+    pub control_base: PgConnectOptions,
+    /// An observer on the control URL (reads only: the clock, the terms, a barrier's waiters).
+    pub control: PgPool,
+    pub tools: FakeTools,
+    pub owner: String,
+    pub tenant: String,
+    pub grant_ms: i64,
+    /// How long one step may take before the driver gives up on it (a harness error).
+    pub step_timeout: Duration,
+    /// The sessions opened so far, by application_name: every path's process `i` in its `k`-th
+    /// session is the same owner id (on another run), so the paths share them.
+    pub pools: tokio::sync::Mutex<std::collections::HashMap<String, PgPool>>,
+}
+
+impl Driver {
+    /// The pool of the session named `app` on the worker's own settings, opened on first use.
+    pub async fn pool(&self, app: &str) -> Result<PgPool, ProtocolError> {
+        self.pool_as(&self.base, app).await
+    }
+
+    /// The pool of the session named `app` on `opts`, opened on first use.
+    pub async fn pool_as(&self, opts: &PgConnectOptions, app: &str) -> Result<PgPool, ProtocolError> {
+        let mut pools = self.pools.lock().await;
+        if let Some(p) = pools.get(app) {
+            return Ok(p.clone());
+        }
+        let p = self.pool_on(opts, app).await?;
+        pools.insert(app.to_string(), p.clone());
+        Ok(p)
+    }
+
+    /// Close every session the paths opened.
+    pub async fn close(&self) {
+        for (_, p) in self.pools.lock().await.drain() {
+            p.close().await;
+        }
+        self.control.close().await;
+    }
+
+    /// A pool on `opts`, named `app`.
+    pub async fn pool_on(&self, opts: &PgConnectOptions, app: &str) -> Result<PgPool, ProtocolError> {
+        Ok(PgPoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(self.step_timeout)
+            .connect_with(opts.clone().application_name(app))
+            .await?)
+    }
+}
+
+/// The paths to play: all of them, or those of the transitions named.
+pub fn selected(only: Option<&[String]>) -> Result<Vec<(String, Vec<Action>)>, ProtocolError> {
+    let all: std::collections::BTreeMap<String, Vec<Action>> = serde_json::from_str(PATHS)
+        .map_err(|e| ProtocolError::InvalidIntent(format!("model/paths.json does not parse: {e}")))?;
+    Ok(all.into_iter().filter(|(k, _)| only.is_none_or(|o| o.iter().any(|t| t == k))).collect())
+}
+
+/// How much longer the terms are when a path that stopped is played again.
+const AGAIN_LONGER: i64 = 10;
+
+/// Play every selected path in turn, then once more, with terms [`AGAIN_LONGER`] times as long,
+/// each that stopped where the database refused a step the model takes (a short term may have
+/// lapsed early on a slow machine); the command's answer.
+pub async fn play_all(d: &Driver, paths: Vec<(String, Vec<Action>)>) -> Result<Value, ProtocolError> {
+    let mut reports = Vec::new();
+    for (i, (transition, path)) in paths.iter().enumerate() {
+        reports.push(play::play(d, i, transition.clone(), path, d.grant_ms).await?);
+    }
+    let again: Vec<usize> = (0..reports.len()).filter(|i| reports[*i].diverged.is_some()).collect();
+    for (k, i) in again.iter().enumerate() {
+        let (transition, path) = &paths[*i];
+        let mut r = play::play(d, reports.len() + k, transition.clone(), path, d.grant_ms * AGAIN_LONGER).await?;
+        r.again_of = Some(reports[*i].run_id.clone());
+        reports[*i] = r;
+    }
+    let diverged = reports.iter().filter(|r| r.diverged.is_some()).count();
+    let played_again = again.len();
+    let refused = reports.iter().filter(|r| r.refused_by_model.is_some()).count();
+    Ok(json!({
+        "paths": reports,
+        "played": reports.len(),
+        "played_again": played_again,
+        "diverged": diverged,
+        "refused_by_model": refused,
+    }))
+}

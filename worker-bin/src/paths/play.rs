@@ -1,0 +1,350 @@
+//! One path played: its run, its processes' sessions and beliefs, and each step compared with the
+//! model's.
+
+use fenceproof_model::action::Action;
+use fenceproof_model::config::Capability;
+use fenceproof_model::coverage::replay;
+use fenceproof_model::state::{State, Txn, Write, PROCS};
+use fenceproof_model::ProtocolModel;
+use fenceproof_protocol::dispatch::RemoteAnswer;
+use fenceproof_protocol::ids::{Lease, Ttl};
+use fenceproof_protocol::operation::Intent;
+use fenceproof_protocol::outbox::Claim;
+use fenceproof_protocol::{lease, runs, ProtocolError};
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::held::{self, Commit, Held};
+use super::{Driver, PathReport};
+
+/// A grant that outlives any path (the longest term the protocol accepts is 10 minutes).
+const LONG_MS: i64 = 300_000;
+
+/// One model process as the driver plays it.
+#[derive(Default)]
+pub struct Slot {
+    /// Acquires so far: each starts a session with an owner id of its own.
+    pub session: u8,
+    pub lease: Option<Lease>,
+    /// The run revision this process expects to write over.
+    pub expect: i64,
+    pub held: Option<Held>,
+    pub claim: Option<Claim>,
+    pub answer: Option<RemoteAnswer>,
+}
+
+/// A path being played.
+pub struct Play<'a> {
+    pub d: &'a Driver,
+    pub idx: usize,
+    pub run_id: Uuid,
+    pub model: ProtocolModel,
+    pub path: &'a [Action],
+    /// The step being played.
+    pub at: usize,
+    pub slots: [Slot; PROCS],
+    pub ops: Vec<Intent>,
+    /// The term of a grant a clock tick of the path must see lapse.
+    grant_ms: i64,
+    /// The control plane's session (create, cancel).
+    control: PgPool,
+}
+
+/// Play `path` (the path to `transition`) as path number `idx`.
+pub async fn play(
+    d: &Driver,
+    idx: usize,
+    transition: String,
+    path: &[Action],
+    grant_ms: i64,
+) -> Result<PathReport, ProtocolError> {
+    let (model, states) = replay(path).ok_or_else(|| {
+        ProtocolError::InvalidIntent(format!("the path to {transition} is no behaviour of the model's bounds"))
+    })?;
+    let control_pool = d.pool_as(&d.control_base, &format!("control-plane-{}", d.owner)).await?;
+    let run_id = runs::create_run(&control_pool, &format!("{}-path-{idx}", d.owner), json!({})).await?;
+    let mut p = Play {
+        d,
+        idx,
+        run_id,
+        model,
+        path,
+        at: 0,
+        slots: Default::default(),
+        ops: Vec::new(),
+        grant_ms,
+        control: control_pool,
+    };
+    p.ops = p.intents(&states[0])?;
+    let mut report = PathReport {
+        transition,
+        run_id: run_id.to_string(),
+        steps: path.len(),
+        played: 0,
+        diverged: None,
+        refused_by_model: None,
+        again_of: None,
+    };
+    let played = p.steps(&states, &mut report).await;
+    p.finish().await?;
+    played?;
+    Ok(report)
+}
+
+impl Play<'_> {
+    /// Each step in turn, until the path ends or the database answers otherwise than the model.
+    async fn steps(&mut self, states: &[State], report: &mut PathReport) -> Result<(), ProtocolError> {
+        for (k, a) in self.path.iter().enumerate() {
+            self.at = k;
+            let (s, n) = (&states[k], &states[k + 1]);
+            let (before, _) = self.terms().await?;
+            let committed = self.step(*a, s).await?;
+            self.follow(*a, n).await?;
+            report.played = k + 1;
+            match (expected(s, *a, n), committed) {
+                (Some(true), false) => {
+                    report.diverged =
+                        Some(format!("step {} {a:?}: the model takes it, the database refused it", k + 1));
+                    return Ok(());
+                }
+                (Some(false), true) if !self.late(*a, &before).await? => {
+                    report.refused_by_model =
+                        Some(format!("step {} {a:?}: the database committed it, the model refuses it", k + 1));
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Play one action; whether the database committed it (for the hidden steps, true).
+    async fn step(&mut self, a: Action, s: &State) -> Result<bool, ProtocolError> {
+        match a {
+            Action::Acquire(i) => self.acquire(i).await,
+            Action::Renew(i) => self.renew(i).await,
+            Action::Release(i) => self.release(i).await,
+            Action::Validate(i) => self.validate(i, s).await,
+            Action::Commit(i, _) => self.commit(i).await,
+            Action::Claim(i, n) => self.claim(i, n).await,
+            Action::Call(i) => self.call(i).await,
+            Action::WriteResult(i) => self.write_result(i).await,
+            Action::GiveUp(i) => self.give_up(i).await,
+            Action::MarkUnknown(n) => self.mark_unknown(n).await,
+            Action::Reconcile(n) => self.reconcile(n).await,
+            Action::Cancel => Ok(runs::cancel(&self.control, self.run_id).await.is_ok()),
+            Action::Tick => self.tick().await.map(|_| true),
+            Action::Kill(i) => {
+                self.slots[i as usize] = Slot { session: self.slots[i as usize].session, ..Slot::default() };
+                Ok(true)
+            }
+            // Lock: the row lock is taken with the validation (nothing of another process's can
+            // touch the lease row in between: the model's own lock forbids it). Restart: slot 2.
+            _ => Ok(true),
+        }
+    }
+
+    /// After a step, the beliefs the model's process dropped or re-read.
+    async fn follow(&mut self, a: Action, n: &State) -> Result<(), ProtocolError> {
+        let Some(i) = a.process() else { return Ok(()) };
+        let belief = n.procs[i as usize].lease;
+        if belief.is_none() {
+            self.slots[i as usize].lease = None;
+        }
+        if belief.is_some_and(|b| b.expect == n.primary.revision)
+            && matches!(a, Action::Acquire(_) | Action::Commit(..))
+        {
+            self.slots[i as usize].expect = runs::read_run(&self.d.control, self.run_id).await?.revision;
+        }
+        Ok(())
+    }
+
+    /// Release whatever the path left waiting, then cancel its run so that no later path's claim
+    /// takes an operation it left prepared.
+    async fn finish(&mut self) -> Result<(), ProtocolError> {
+        for i in 0..PROCS {
+            if let Some(h) = self.slots[i].held.take() {
+                let _ = h.commit(self.d.step_timeout).await?;
+            }
+        }
+        let _ = runs::cancel(&self.control, self.run_id).await;
+        Ok(())
+    }
+
+    /// The operations' intents: one per operation of the bound, each on a tool of its capability.
+    fn intents(&self, s: &State) -> Result<Vec<Intent>, ProtocolError> {
+        let _ = s;
+        (0..self.model.cfg.ops as usize)
+            .map(|n| {
+                let tool = match self.model.cfg.caps[n] {
+                    Capability::Idempotent => "idem",
+                    Capability::DeterministicId => "detid",
+                    Capability::Query => "opquery",
+                    Capability::None => "plain",
+                };
+                let body = json!({ "name": format!("path-{}-{}-op{n}", self.d.owner, self.idx), "path": self.idx });
+                Intent::new(&self.d.tenant, self.run_id, &format!("op{n}"), 1, tool, body)
+            })
+            .collect()
+    }
+
+    /// The pool of the session named `app`, opened on first use.
+    pub async fn pool(&mut self, app: &str) -> Result<PgPool, ProtocolError> {
+        self.d.pool(app).await
+    }
+
+    /// The owner id of process `i`'s current session.
+    pub fn owner(&self, i: u8) -> String {
+        format!("{}.w{i}.{}", self.d.owner, self.slots[i as usize].session)
+    }
+
+    /// The term of a grant made now: short when a clock tick of the path follows it.
+    pub fn term(&self) -> Result<Ttl, ProtocolError> {
+        let ticks_ahead = self.path[self.at..].contains(&Action::Tick);
+        Ttl::from_millis(if ticks_ahead { self.grant_ms } else { LONG_MS })
+    }
+
+    /// The database clock now (µs since the epoch).
+    async fn clock(&self) -> Result<i64, ProtocolError> {
+        Ok(sqlx::query_scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1e6)::bigint")
+            .fetch_one(&self.d.control)
+            .await?)
+    }
+
+    async fn acquire(&mut self, i: u8) -> Result<bool, ProtocolError> {
+        self.slots[i as usize].session += 1;
+        let owner = self.owner(i);
+        let pool = self.pool(&owner).await?;
+        match lease::acquire(&pool, self.run_id, &owner, self.term()?).await {
+            Ok(terms) => {
+                self.slots[i as usize].lease = Some(terms.lease);
+                Ok(true)
+            }
+            Err(_) => Ok(false),
+        }
+    }
+
+    async fn renew(&mut self, i: u8) -> Result<bool, ProtocolError> {
+        let Some(l) = self.slots[i as usize].lease.clone() else { return Ok(false) };
+        let pool = self.pool(&l.owner).await?;
+        Ok(lease::renew(&pool, &l, self.term()?).await.is_ok())
+    }
+
+    async fn release(&mut self, i: u8) -> Result<bool, ProtocolError> {
+        let Some(l) = self.slots[i as usize].lease.clone() else { return Ok(false) };
+        let pool = self.pool(&l.owner).await?;
+        Ok(lease::release(&pool, &l).await.is_ok())
+    }
+
+    /// The model's validation: the protected commit starts and waits at its barrier once its lease
+    /// is validated. What it writes is the process's next commit on the path (or, when the path
+    /// ends first, a checkpoint, or the start of a pending run).
+    async fn validate(&mut self, i: u8, s: &State) -> Result<bool, ProtocolError> {
+        let Some(l) = self.slots[i as usize].lease.clone() else { return Ok(false) };
+        let write = self.path[self.at..]
+            .iter()
+            .find_map(|a| match a {
+                Action::Commit(j, w) if *j == i => Some(*w),
+                _ => None,
+            })
+            .unwrap_or(if s.primary.run == fenceproof_model::state::RunStatus::Pending {
+                Write::Start
+            } else {
+                Write::Checkpoint
+            });
+        let intent = match write {
+            Write::Plan(n) => self.ops.get(n as usize).cloned(),
+            _ => None,
+        };
+        let pool = self.pool(&l.owner).await?;
+        let expected = self.slots[i as usize].expect;
+        let checkpoint = json!({ "path": self.idx, "step": self.at });
+        let c = Commit { pool, lease: l, expected, write, intent, checkpoint };
+        let key = 0x4650_0000_i64 + (self.idx as i64) * 4 + i as i64;
+        let held = held::validate(self.d, key, c).await?;
+        let validated = held.is_some();
+        self.slots[i as usize].held = held;
+        Ok(validated)
+    }
+
+    async fn commit(&mut self, i: u8) -> Result<bool, ProtocolError> {
+        let Some(h) = self.slots[i as usize].held.take() else { return Ok(false) };
+        match h.commit(self.d.step_timeout).await? {
+            Ok(revision) => {
+                self.slots[i as usize].expect = revision;
+                Ok(true)
+            }
+            Err(_) => Ok(false),
+        }
+    }
+
+    /// The clock's tick: every term of the run granted before it has passed on the database clock.
+    async fn tick(&self) -> Result<(), ProtocolError> {
+        let deadline = std::time::Instant::now() + self.d.step_timeout;
+        loop {
+            let passed: bool = sqlx::query_scalar(
+                "SELECT NOT EXISTS (SELECT 1 FROM worker_leases WHERE run_id = $1 AND owner IS NOT NULL
+                                       AND expires_at > clock_timestamp())
+                    AND NOT EXISTS (SELECT 1 FROM tool_operations WHERE run_id = $1 AND status = 'dispatching'
+                                       AND dispatch_until > clock_timestamp())",
+            )
+            .bind(self.run_id)
+            .fetch_one(&self.d.control)
+            .await?;
+            if passed {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(ProtocolError::InvalidIntent("a term of the path did not pass in time".into()));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    /// The terms of the run's grants (a held lease's expiry, a claim's deadline), as µs of the
+    /// database clock, with the clock now.
+    async fn terms(&self) -> Result<(Vec<i64>, i64), ProtocolError> {
+        let terms: Vec<i64> = sqlx::query_scalar(
+            "SELECT (extract(epoch FROM expires_at) * 1e6)::bigint FROM worker_leases
+              WHERE run_id = $1 AND owner IS NOT NULL
+             UNION ALL
+             SELECT (extract(epoch FROM dispatch_until) * 1e6)::bigint FROM tool_operations
+              WHERE run_id = $1 AND status = 'dispatching'",
+        )
+        .bind(self.run_id)
+        .fetch_all(&self.d.control)
+        .await?;
+        Ok((terms, self.clock().await?))
+    }
+
+    /// Whether a takeover or an unknown marking the model refuses (the lease or the claim is still
+    /// live there) came after a term of the run had passed on the database clock: the driver was
+    /// late, and the database was right to commit it. Any other refusal does not hang on time.
+    async fn late(&self, a: Action, before: &[i64]) -> Result<bool, ProtocolError> {
+        if !matches!(a, Action::Acquire(_) | Action::MarkUnknown(_)) {
+            return Ok(false);
+        }
+        let now = self.clock().await?;
+        Ok(before.iter().any(|t| *t <= now))
+    }
+}
+
+/// Whether the model commits `a` from `s` (reaching `n`); `None` for a step the database does not
+/// record (a tick, a call, the lock).
+fn expected(s: &State, a: Action, n: &State) -> Option<bool> {
+    match a {
+        Action::Renew(i) => Some(n.procs[i as usize].lease.is_some()),
+        Action::Validate(i) => Some(n.procs[i as usize].txn == Txn::Validated),
+        Action::Acquire(_)
+        | Action::Release(_)
+        | Action::Commit(..)
+        | Action::Claim(..)
+        | Action::WriteResult(_)
+        | Action::GiveUp(_)
+        | Action::MarkUnknown(_)
+        | Action::Reconcile(_)
+        | Action::Cancel => Some(n.primary != s.primary),
+        _ => None,
+    }
+}

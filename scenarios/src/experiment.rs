@@ -49,7 +49,14 @@ pub enum Need {
     /// It measures the machine's timing (latencies its verdict depends on): it runs with no other
     /// row beside it, as a row that freezes the shared server does.
     QuietMachine,
+    /// It plays the model's paths, some hundreds of short runs one after another: its story may
+    /// take [`MODEL_PATHS_CEILING`] beyond the base ceiling.
+    ModelPaths,
 }
+
+/// What the model's paths may add to a row's ceiling (M-paths plays them in under a minute on two
+/// idle cores).
+pub const MODEL_PATHS_CEILING: std::time::Duration = std::time::Duration::from_secs(240);
 
 /// How a contract lets the harness fail over a team's deployment (against `--database-url`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -89,7 +96,12 @@ impl Need {
             Need::Patroni(_) => Some("starts a Patroni cluster of its own (etcd + two nodes) to crash or partition its leader; against a team's Patroni only the switchover row runs"),
             Need::PatroniSwitchover if team != TeamFailover::Patroni => Some("switches over a Patroni cluster; against --database-url only with a contract naming the team's Patroni REST API (failover.rest) and --yes-fail-over-this-cluster"),
             Need::PatroniSwitchover => None,
-            Need::Standby(_) | Need::ClockServer | Need::Redis | Need::QuietMachine | Need::TeamFunctions => None,
+            Need::Standby(_)
+            | Need::ClockServer
+            | Need::Redis
+            | Need::QuietMachine
+            | Need::TeamFunctions
+            | Need::ModelPaths => None,
         }
     }
 }
@@ -188,6 +200,8 @@ impl Experiment {
             BASE_CEILING
                 + fenceproof_harness::db::patroni::BOOTSTRAP
                 + fenceproof_harness::db::patroni::rest::SWITCHOVER
+        } else if self.needs(Need::ModelPaths) {
+            BASE_CEILING + MODEL_PATHS_CEILING
         } else {
             BASE_CEILING
         }

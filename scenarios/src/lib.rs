@@ -188,6 +188,8 @@ mod tests {
             if e.opt_in() && !e.needs(experiment::Need::TeamFunctions) {
                 // A Patroni row's bootstrap alone may take BOOTSTRAP; then a failover or switchover.
                 assert!(ceiling > BOOTSTRAP + SWITCHOVER, "{}: {ceiling:?} cuts its own waits short", e.id);
+            } else if e.needs(experiment::Need::ModelPaths) {
+                assert_eq!(ceiling, experiment::BASE_CEILING + experiment::MODEL_PATHS_CEILING, "{}", e.id);
             } else {
                 assert_eq!(ceiling, experiment::BASE_CEILING, "{}", e.id);
             }

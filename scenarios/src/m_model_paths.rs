@@ -10,16 +10,14 @@
 //! step the database refused where the model takes it ends that path, and is reported, not
 //! judged: the spec lets a database refuse more, and a slow machine lets a short term lapse early.
 
-use std::time::Duration;
-
 use fenceproof_harness::check::Check;
 use fenceproof_harness::HarnessError;
 use serde_json::{json, Value};
 
 use fenceproof_harness::check::invariants;
 
-use crate::ctx::{require_ok, Ctx, CONTROL, CONTROL_PLANE_PREFIX, STEP};
-use crate::experiment::{Checks, Experiment, Judges};
+use crate::ctx::{Ctx, CONTROL, CONTROL_PLANE_PREFIX, STEP};
+use crate::experiment::{Checks, Experiment, Judges, Need, MODEL_PATHS_CEILING};
 
 pub const TITLE: &str = "The model's paths to every transition it can reach, played on the database";
 
@@ -28,7 +26,7 @@ pub const EXPERIMENT: Experiment = Experiment {
     id: "M-paths",
     title: TITLE,
     section: "11",
-    needs: &[],
+    needs: &[Need::ModelPaths],
     judges: Judges::Functions,
     checks: Checks::ALL,
     operator_of: &[],
@@ -42,9 +40,6 @@ pub const NO_STEP_THE_MODEL_REFUSES: &str = "no step the model refuses committed
 /// path that stopped is played again with terms ten times as long).
 const GRANT_MS: i64 = 60;
 
-/// How long the reference worker may take over every path (each is bounded by its own steps).
-const ALL_PATHS: Duration = Duration::from_secs(240);
-
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let tools = ctx.spawn_tools().await?;
     let mut w = ctx.spawn_reference_dispatcher("paths", &tools).await?;
@@ -53,8 +48,11 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         "control_url": { "$secret": { "name": "control-url", "value": ctx.db_url } },
         "grant_ms": GRANT_MS,
     });
-    let answer = w.request_reference(cmd, ALL_PATHS).await?;
-    require_ok(&answer, "play_paths")?;
+    let answer = w.request_reference(cmd, MODEL_PATHS_CEILING).await?;
+    // The driver is the harness's own: when it cannot play, there is no verdict.
+    if answer["outcome"] != "ok" {
+        return Err(HarnessError::Other(format!("the driver of the model's paths stopped: {}", answer["detail"])));
+    }
     w.request(json!({"cmd": "exit"}), STEP).await.ok();
     judge(ctx, &answer["data"]);
     // The paths' control plane (each run's create and cancel) is `control-plane-<owner>`.

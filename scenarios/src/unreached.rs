@@ -67,31 +67,7 @@ pub struct Reason {
     pub applies: fn(&Transition) -> bool,
 }
 
-/// The steps of the dispatcher, the reconciler and a claim session.
-const LEDGER_STEPS: &[&str] = &["claim", "write-result", "give-up-unknown", "mark-unknown", "reconcile"];
-
 pub const REASONS: &[Reason] = &[
-    Reason {
-        id: "cancel-beside-open-commit",
-        grounds: Grounds::NoHistory,
-        which: "a cancel while another process's validated commit is open",
-        why: "a cancel raises the run's revision, so a protected commit still open when the cancel commits \
-              either had already written the run (its row lock makes the cancel wait until it commits, so it is \
-              no longer open) or writes it afterwards and fails its compare-and-set, committing nothing; trace \
-              validation reads committed transactions only, so no history shows the commit that was open",
-        applies: |t| t.kind == "cancel" && t.open,
-    },
-    Reason {
-        id: "ledger-step-beside-open-commit",
-        grounds: Grounds::NeverArranged,
-        which: "a claim, result, unknown marking or reconciliation while another process's validated commit is open",
-        why: "the harness holds a validated commit open only in D (a barrier at after_lease_validated, or the \
-              worker's proxy holding the run write after the lease check) and in the schedules' \
-              held_across_takeover (a barrier at after_lease_validated or before_commit), and during either \
-              hold only a takeover is attempted; no dispatcher, claim session or reconciler commits inside a hold, and an unheld \
-              protected commit is open for milliseconds",
-        applies: |t| LEDGER_STEPS.contains(&t.kind) && t.open,
-    },
     Reason {
         id: "pending-run-with-operations",
         grounds: Grounds::NeverArranged,
@@ -99,7 +75,8 @@ pub const REASONS: &[Reason] = &[
         why: "an operation is planned only by a protected commit of a running run, and a run never returns to \
               pending; the model gets there only by a restore from its backup (the rows as the run was created) \
               whose recovery marks unknown the operations the remote has resources for. The harness's one restore \
-              (N-restore) backs up a run that is already running, so the restored rows hold a running run",
+              (N-restore) backs up a run that is already running, so the restored rows hold a running run, and \
+              M-paths' driver plays no restore",
         applies: |t| t.run == "pending" && (t.op != "-" || t.other_in_flight),
     },
 
@@ -108,8 +85,8 @@ pub const REASONS: &[Reason] = &[
         grounds: Grounds::Refused,
         which: "a takeover of the lease of a succeeded or cancelled run",
         why: "fp_lease_acquire takes no lease of a succeeded, failed or cancelled run (migration 0002), while the \
-              spec's takeover and the model's read no run status; the matrix and the schedules write through \
-              the fp_* functions (the default write path). The direct path's statement (protocol/src/sql.rs, \
+              spec's takeover and the model's read no run status; the matrix (M-paths' driver included) and \
+              the schedules write through the fp_* functions (the default write path). The direct path's statement (protocol/src/sql.rs, \
               LEASE_ACQUIRE) has no such condition, so `verify --write-path direct` could show one",
         applies: |t| t.kind == "acquire" && matches!(t.run, "succeeded" | "cancelled" | "failed"),
     },
@@ -154,9 +131,7 @@ mod tests {
     #[test]
     fn a_reason_is_read_from_the_class() {
         let open_claim = "lease=live run=running op=prepared other-in-flight=false open=true stale=false | claim";
-        assert_eq!(reason_of(open_claim).map(|r| r.id), Some("ledger-step-beside-open-commit"));
-        let open_cancel = "lease=live run=running op=- other-in-flight=false open=true stale=false | cancel";
-        assert_eq!(reason_of(open_cancel).map(|r| r.grounds), Some(Grounds::NoHistory));
+        assert!(reason_of(open_claim).is_none(), "M-paths holds a validated commit open beside a claim");
         let pending = "lease=free run=pending op=unknown other-in-flight=false open=false stale=false | reconcile";
         assert_eq!(reason_of(pending).map(|r| r.id), Some("pending-run-with-operations"));
         let final_takeover = "lease=expired run=succeeded op=- other-in-flight=false open=false stale=false | acquire";

@@ -193,6 +193,7 @@ fn need_label(n: Need) -> &'static str {
         Need::ClockServer => "clock server",
         Need::Redis => "Redis",
         Need::QuietMachine => "runs alone (measures timing)",
+        Need::ModelPaths => "plays the model's paths (a longer story)",
         Need::TeamFunctions => "a contract's [database.functions], opt-in",
     }
 }

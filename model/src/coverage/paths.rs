@@ -75,7 +75,7 @@ pub fn paths(model: &ProtocolModel, max_states: usize) -> Option<BTreeMap<String
         actions.clear();
         raw.actions(&s, &mut actions);
         for a in actions.drain(..).filter(|a| playable(&s, a)) {
-            let Some(n) = raw.next_state(&s, a) else { continue };
+            let Some(n) = step(&raw, &s, a) else { continue };
             if let Some(k) = observable(a.kind()).filter(|_| commits(&s, a, &n)) {
                 found.entry(key(&classes(&s, a).0, k)).or_insert_with(|| path_to(&states, next, a));
             }
@@ -90,6 +90,17 @@ pub fn paths(model: &ProtocolModel, max_states: usize) -> Option<BTreeMap<String
         next += 1;
     }
     Some(found)
+}
+
+/// The state `a` leads to from `s`, as a database records it: the model's successor, or for a
+/// renewal of a lease whose abstract term it leaves as it was (the model takes no such step), the
+/// same state: the real statement commits a new expiry all the same.
+pub fn step(m: &ProtocolModel, s: &State, a: Action) -> Option<State> {
+    m.next_state(s, a).or_else(|| {
+        let Action::Renew(i) = a else { return None };
+        let (b, l) = (s.procs[i as usize].lease?, s.primary.lease);
+        (l.owner == Some(b.owner) && l.epoch == b.epoch && !l.expired()).then(|| s.clone())
+    })
 }
 
 /// Whether a database records `a` from `s`: it changes the rows, or it is a renewal that kept its
@@ -125,7 +136,7 @@ pub fn replay(path: &[Action]) -> Option<(ProtocolModel, Vec<State>)> {
             if !enabled.contains(a) || !playable(s, a) {
                 return None;
             }
-            let n = m.next_state(s, *a)?;
+            let n = step(&m, s, *a)?;
             states.push(n);
         }
         Some((m, states))

@@ -34,6 +34,13 @@ pub struct Slot {
     pub answer: Option<RemoteAnswer>,
 }
 
+/// What a probe of a refusal found.
+enum Probe {
+    Refused,
+    Committed(String),
+    Late(String),
+}
+
 /// A path being played.
 pub struct Play<'a> {
     pub d: &'a Driver,
@@ -114,6 +121,18 @@ impl Play<'_> {
                     return Ok(());
                 }
                 _ => {}
+            }
+            let grants = matches!(a, Action::Acquire(_) | Action::Renew(_) | Action::Claim(..));
+            match if grants { self.probe(n).await? } else { Probe::Refused } {
+                Probe::Refused => {}
+                Probe::Committed(found) => {
+                    report.refused_by_model = Some(format!("after step {}: {found}", k + 1));
+                    return Ok(());
+                }
+                Probe::Late(why) => {
+                    report.diverged = Some(format!("after step {}: {why}", k + 1));
+                    return Ok(());
+                }
             }
         }
         Ok(())
@@ -300,6 +319,47 @@ impl Play<'_> {
             }
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
+    }
+
+    /// After a step that granted a lease or a claim, what the model refuses there and a database
+    /// must refuse too: a takeover of
+    /// the live lease by another session, and the reconciler's unknown marking of a live claim. A
+    /// probe the database commits is a finding unless a term of the run had passed by then on the
+    /// database clock (the driver came late; the database was right).
+    async fn probe(&mut self, n: &State) -> Result<Probe, ProtocolError> {
+        if self.slots.iter().any(|s| s.held.is_some()) {
+            return Ok(Probe::Refused);
+        }
+        let (before, _) = self.terms().await?;
+        let l = n.primary.lease;
+        if l.owner.is_some() && !l.expired() {
+            let probe = format!("{}.probe", self.d.owner);
+            let pool = self.pool(&probe).await?;
+            if lease::acquire(&pool, self.run_id, &probe, Ttl::from_millis(self.grant_ms)?).await.is_ok() {
+                return self
+                    .committed(Action::Acquire(0), &before, "a takeover of the lease the model holds live")
+                    .await;
+            }
+        }
+        for (k, op) in n.primary.ops.iter().enumerate() {
+            if op.status == fenceproof_model::state::OpStatus::Dispatching
+                && op.until > 0
+                && self.mark_unknown(k as u8).await?
+            {
+                let what = format!("the reconciler's unknown marking of operation {k}'s live claim");
+                return self.committed(Action::MarkUnknown(k as u8), &before, &what).await;
+            }
+        }
+        Ok(Probe::Refused)
+    }
+
+    /// A probe the database committed: a finding, or the driver's lateness.
+    async fn committed(&self, a: Action, before: &[i64], what: &str) -> Result<Probe, ProtocolError> {
+        Ok(if self.late(a, before).await? {
+            Probe::Late(format!("{what} committed after a term had passed (the driver came late)"))
+        } else {
+            Probe::Committed(format!("{what} committed"))
+        })
     }
 
     /// The terms of the run's grants (a held lease's expiry, a claim's deadline), as µs of the

@@ -283,7 +283,7 @@ impl Ctx {
         if ours {
             return self.spawn_dispatcher(name, tools).await;
         }
-        let bin = std::mem::replace(&mut self.worker_bin, crate::runner::default_worker_bin());
+        let bin = std::mem::replace(&mut self.worker_bin, crate::binaries::default_worker_bin());
         let args = std::mem::take(&mut self.worker_args);
         let w = self.spawn_dispatcher(name, tools).await;
         self.worker_bin = bin;

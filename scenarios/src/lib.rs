@@ -7,6 +7,7 @@ pub mod answers;
 pub mod b_database_freeze;
 pub mod b_loss_while_running;
 pub mod b_old_owner_resumes;
+pub mod binaries;
 pub mod c_same_epoch_reorder;
 pub mod catalogue;
 pub mod coverage;

@@ -19,6 +19,11 @@ pub struct Coverage {
     /// Transitions the rows showed that the bounded model does not reach (larger than its bound:
     /// a third operation, more processes); counted apart.
     pub beyond_bound: usize,
+    /// Of `exercised`, those the rows that run the worker under test exercised, when a row that
+    /// drives the database itself (M-paths, the model's paths played by the reference worker) ran
+    /// beside them: its transitions say what the database was tried in, not the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_worker_rows: Option<usize>,
 }
 
 /// The rules each action kind bears on.
@@ -38,7 +43,15 @@ const RULES_OF_KIND: &[(&str, &str)] = &[
 /// The transitions the rows of `matrix` (in `run`) exercised, against the model's.
 pub fn of(run: &Path, matrix: &Matrix) -> Coverage {
     let dirs: Vec<std::path::PathBuf> = matrix.results.iter().map(|r| run.join(&r.evidence)).collect();
-    from_dirs(run, &dirs)
+    let mut c = from_dirs(run, &dirs);
+    let drives_the_database =
+        |id: &str| crate::all().iter().any(|e| e.id == id && e.needs(crate::experiment::Need::ModelPaths));
+    if matrix.results.iter().any(|r| drives_the_database(&r.id)) {
+        let worker_rows = matrix.results.iter().filter(|r| !drives_the_database(&r.id));
+        let seen: BTreeSet<String> = worker_rows.flat_map(|r| exercised(&run.join(&r.evidence))).collect();
+        c.by_worker_rows = Some(count(&seen).exercised);
+    }
+    c
 }
 
 fn from_dirs(run: &Path, dirs: &[std::path::PathBuf]) -> Coverage {
@@ -75,16 +88,25 @@ pub fn count(seen: &BTreeSet<String>) -> Coverage {
     let all = fenceproof_model::coverage::denominator();
     let exercised = all.iter().filter(|t| seen.contains(**t)).count();
     let beyond = seen.iter().filter(|t| !all.contains(t.as_str())).count();
-    Coverage { exercised, reachable: all.len(), beyond_bound: beyond }
+    Coverage { exercised, reachable: all.len(), beyond_bound: beyond, by_worker_rows: None }
 }
 
 /// The one line `verify` prints.
 pub fn line(c: &Coverage) -> String {
+    let pct = |n: usize| 100.0 * n as f64 / c.reachable.max(1) as f64;
+    let workers = match c.by_worker_rows {
+        Some(w) => format!(
+            ": {w} ({:.0}%) by the rows that run the worker, the other {} only by M-paths' reference driver on the database",
+            pct(w),
+            c.exercised.saturating_sub(w)
+        ),
+        None => String::new(),
+    };
     format!(
-        "model coverage: {} of {} reachable transitions of the bounded model exercised ({:.0}%); unreached: coverage.md",
+        "model coverage: {} of {} reachable transitions of the bounded model exercised ({:.0}%){workers}; unreached: coverage.md",
         c.exercised,
         c.reachable,
-        100.0 * c.exercised as f64 / c.reachable.max(1) as f64
+        pct(c.exercised)
     )
 }
 
@@ -125,4 +147,19 @@ fn page(all: &BTreeSet<&str>, seen: &BTreeSet<String>, exercised: usize) -> Stri
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_keeps_what_the_worker_was_tried_in_apart_from_the_database() {
+        let alone = Coverage { exercised: 44, reachable: 336, beyond_bound: 0, by_worker_rows: None };
+        assert!(!line(&alone).contains("M-paths"), "{}", line(&alone));
+        let with_paths = Coverage { exercised: 280, by_worker_rows: Some(44), ..alone };
+        let said = line(&with_paths);
+        assert!(said.contains("280 of 336") && said.contains("44 (13%) by the rows that run the worker"), "{said}");
+        assert!(said.contains("the other 236 only by M-paths"), "{said}");
+    }
 }

@@ -63,16 +63,29 @@ async fn team_pair(name: &str) -> TeamPair {
     let standby =
         NativeCluster::start_standby(&primary, "users_standby", &dir.join("users-standby.log")).await.unwrap();
     let admin = databases::pool(&primary.url_for("postgres"), "test-admin", 1).await.unwrap();
-    // The standby's own walsender (pg_basebackup's may still be on its way out).
-    let walsender: i32 = wait::until("streaming", Duration::from_secs(20), || async {
+    let on_standby = databases::pool(&standby.url_for("postgres"), "test-admin", 1).await.unwrap();
+    // The standby's own walsender: once the standby's receiver streams and it is the primary's
+    // only walsender (pg_basebackup's, under the same application_name, may still be on its way
+    // out while the receiver connects).
+    let walsender: i32 = wait::until("the standby's walsender alone", Duration::from_secs(20), || async {
+        let receiving: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming')")
+                .fetch_one(&on_standby)
+                .await?;
+        if !receiving {
+            return Ok(None);
+        }
         Ok(sqlx::query_scalar(
-            "SELECT pid FROM pg_stat_replication WHERE state = 'streaming' AND application_name = 'users_standby'",
+            "SELECT max(pid) FROM pg_stat_replication
+              HAVING count(*) = 1 AND bool_and(state = 'streaming' AND application_name = 'users_standby')",
         )
         .fetch_optional(&admin)
-        .await?)
+        .await?
+        .flatten())
     })
     .await
     .unwrap();
+    on_standby.close().await;
     admin.close().await;
     TeamPair { dir, bin, primary, standby, walsender }
 }

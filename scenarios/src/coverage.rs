@@ -96,9 +96,10 @@ pub fn line(c: &Coverage) -> String {
     let pct = |n: usize| 100.0 * n as f64 / c.reachable.max(1) as f64;
     let workers = match c.by_worker_rows {
         Some(w) => format!(
-            ": {w} ({:.0}%) by the rows that run the worker, the other {} only by M-paths' reference driver on the database",
+            ": {w} ({:.0}%) by the rows that run the worker, the other {} only by {}'s reference driver on the database",
             pct(w),
-            c.exercised.saturating_sub(w)
+            c.exercised.saturating_sub(w),
+            crate::m_model_paths::EXPERIMENT.id
         ),
         None => String::new(),
     };
@@ -156,10 +157,11 @@ mod tests {
     #[test]
     fn the_line_keeps_what_the_worker_was_tried_in_apart_from_the_database() {
         let alone = Coverage { exercised: 44, reachable: 336, beyond_bound: 0, by_worker_rows: None };
-        assert!(!line(&alone).contains("M-paths"), "{}", line(&alone));
+        let row = crate::m_model_paths::EXPERIMENT.id;
+        assert!(!line(&alone).contains(row), "{}", line(&alone));
         let with_paths = Coverage { exercised: 280, by_worker_rows: Some(44), ..alone };
         let said = line(&with_paths);
         assert!(said.contains("280 of 336") && said.contains("44 (13%) by the rows that run the worker"), "{said}");
-        assert!(said.contains("the other 236 only by M-paths"), "{said}");
+        assert!(said.contains(&format!("the other 236 only by {row}")), "{said}");
     }
 }

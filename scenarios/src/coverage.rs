@@ -96,7 +96,7 @@ pub fn line(c: &Coverage) -> String {
     let pct = |n: usize| 100.0 * n as f64 / c.reachable.max(1) as f64;
     let workers = match c.by_worker_rows {
         Some(w) => format!(
-            ": {w} ({:.0}%) by the rows that run the worker, the other {} only by {}'s reference driver on the database",
+            ": {w} ({:.0}%) by the rows that run the worker, the other {} only by the reference driver of {} on the database",
             pct(w),
             c.exercised.saturating_sub(w),
             crate::m_model_paths::EXPERIMENT.id
@@ -162,6 +162,6 @@ mod tests {
         let with_paths = Coverage { exercised: 280, by_worker_rows: Some(44), ..alone };
         let said = line(&with_paths);
         assert!(said.contains("280 of 336") && said.contains("44 (13%) by the rows that run the worker"), "{said}");
-        assert!(said.contains(&format!("the other 236 only by {row}")), "{said}");
+        assert!(said.contains(&format!("the other 236 only by the reference driver of {row}")), "{said}");
     }
 }

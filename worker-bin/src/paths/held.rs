@@ -39,7 +39,10 @@ pub struct Commit {
 /// Start `c` behind barrier `key`: `Ok(Some(held))` once it waits there (its lease validated),
 /// `Ok(None)` when it was refused before reaching it.
 pub async fn validate(d: &Driver, key: i64, c: Commit) -> Result<Option<Held>, ProtocolError> {
-    let mut holder = PgConnection::connect_with(&d.base.clone().application_name("fenceproof-paths-barrier")).await?;
+    let opts = d.base.clone().application_name("fenceproof-paths-barrier");
+    let mut holder = tokio::time::timeout(d.step_timeout, PgConnection::connect_with(&opts))
+        .await
+        .map_err(|_| ProtocolError::InvalidIntent("the barrier's session did not connect in time".into()))??;
     sqlx::query("SELECT pg_advisory_lock($1)").bind(key).execute(&mut holder).await?;
     let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut holder).await?;
     let task = tokio::spawn(commit(c, FaultPoints::with(FaultPoint::AfterLeaseValidated, key)));

@@ -83,7 +83,7 @@ pub async fn play(
         grant_ms,
         control: control_pool,
     };
-    p.ops = p.intents(&states[0])?;
+    p.ops = p.intents()?;
     let mut report = PathReport {
         transition,
         run_id: run_id.to_string(),
@@ -105,7 +105,7 @@ impl Play<'_> {
         for (k, a) in self.path.iter().enumerate() {
             self.at = k;
             let (s, n) = (&states[k], &states[k + 1]);
-            let (before, _) = self.terms().await?;
+            let before = self.terms().await?;
             let committed = self.step(*a, s).await?;
             self.follow(*a, n).await?;
             report.played = k + 1;
@@ -192,8 +192,7 @@ impl Play<'_> {
     }
 
     /// The operations' intents: one per operation of the bound, each on a tool of its capability.
-    fn intents(&self, s: &State) -> Result<Vec<Intent>, ProtocolError> {
-        let _ = s;
+    fn intents(&self) -> Result<Vec<Intent>, ProtocolError> {
         (0..self.model.cfg.ops as usize)
             .map(|n| {
                 let tool = match self.model.cfg.caps[n] {
@@ -330,7 +329,7 @@ impl Play<'_> {
         if self.slots.iter().any(|s| s.held.is_some()) {
             return Ok(Probe::Refused);
         }
-        let (before, _) = self.terms().await?;
+        let before = self.terms().await?;
         let l = n.primary.lease;
         if l.owner.is_some() && !l.expired() {
             let probe = format!("{}.probe", self.d.owner);
@@ -354,7 +353,7 @@ impl Play<'_> {
     }
 
     /// A probe the database committed: a finding, or the driver's lateness.
-    async fn committed(&self, a: Action, before: &[i64], what: &str) -> Result<Probe, ProtocolError> {
+    async fn committed(&self, a: Action, before: &Terms, what: &str) -> Result<Probe, ProtocolError> {
         Ok(if self.late(a, before).await? {
             Probe::Late(format!("{what} committed after a term had passed (the driver came late)"))
         } else {
@@ -362,32 +361,48 @@ impl Play<'_> {
         })
     }
 
-    /// The terms of the run's grants (a held lease's expiry, a claim's deadline), as µs of the
-    /// database clock, with the clock now.
-    async fn terms(&self) -> Result<(Vec<i64>, i64), ProtocolError> {
-        let terms: Vec<i64> = sqlx::query_scalar(
+    /// The terms of the run's grants before a step: its lease's expiry (when held) and each
+    /// dispatching operation's claim deadline, as µs of the database clock.
+    async fn terms(&self) -> Result<Terms, ProtocolError> {
+        let lease: Option<i64> = sqlx::query_scalar(
             "SELECT (extract(epoch FROM expires_at) * 1e6)::bigint FROM worker_leases
-              WHERE run_id = $1 AND owner IS NOT NULL
-             UNION ALL
-             SELECT (extract(epoch FROM dispatch_until) * 1e6)::bigint FROM tool_operations
+              WHERE run_id = $1 AND owner IS NOT NULL",
+        )
+        .bind(self.run_id)
+        .fetch_optional(&self.d.control)
+        .await?;
+        let claims: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT operation_id, (extract(epoch FROM dispatch_until) * 1e6)::bigint FROM tool_operations
               WHERE run_id = $1 AND status = 'dispatching'",
         )
         .bind(self.run_id)
         .fetch_all(&self.d.control)
         .await?;
-        Ok((terms, self.clock().await?))
+        Ok(Terms { lease, claims })
     }
 
-    /// Whether a takeover or an unknown marking the model refuses (the lease or the claim is still
-    /// live there) came after a term of the run had passed on the database clock: the driver was
-    /// late, and the database was right to commit it. Any other refusal does not hang on time.
-    async fn late(&self, a: Action, before: &[i64]) -> Result<bool, ProtocolError> {
-        if !matches!(a, Action::Acquire(_) | Action::MarkUnknown(_)) {
-            return Ok(false);
-        }
+    /// Whether a takeover or an unknown marking the model refuses (the lease, or that operation's
+    /// claim, is still live there) came after that very term had passed on the database clock:
+    /// the driver was late, and the database was right to commit it. Any other refusal does not
+    /// hang on time.
+    async fn late(&self, a: Action, before: &Terms) -> Result<bool, ProtocolError> {
+        let term = match a {
+            Action::Acquire(_) => before.lease,
+            Action::MarkUnknown(n) => {
+                let id = self.ops.get(n as usize).map(|o| o.operation_id.as_str());
+                before.claims.iter().find(|(op, _)| Some(op.as_str()) == id).map(|(_, t)| *t)
+            }
+            _ => return Ok(false),
+        };
         let now = self.clock().await?;
-        Ok(before.iter().any(|t| *t <= now))
+        Ok(term.is_some_and(|t| t <= now))
     }
+}
+
+/// The terms of a run's grants before a step (see [`Play::terms`]).
+pub struct Terms {
+    lease: Option<i64>,
+    claims: Vec<(String, i64)>,
 }
 
 /// Whether the model commits `a` from `s` (reaching `n`); `None` for a step the database does not

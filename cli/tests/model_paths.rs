@@ -57,6 +57,11 @@ fn the_reference_plays_every_path_and_a_dropped_expiry_condition_is_caught_by_th
     let paths: serde_json::Value = serde_json::from_str(fenceproof_model::coverage::PATHS).unwrap();
     let played = answer["data"]["paths"].as_array().map(Vec::len).unwrap_or(0);
     assert!(played >= paths.as_object().unwrap().len(), "{played} paths played");
+    // The takeovers of a finished run's lease, which fp_lease_acquire refuses, were played with the
+    // spec's own statements as the direct login, none skipped.
+    let spec = answer["data"]["paths"].as_array().unwrap().iter().filter(|p| p["spec_statements"] == true).count();
+    assert!(spec > 0, "no path played with the spec's own statements: {answer}");
+    assert_eq!(answer["data"]["skipped_spec_statements"], serde_json::json!([]), "{answer}");
 }
 
 /// Every file under `dir`.

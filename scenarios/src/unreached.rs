@@ -79,15 +79,15 @@ pub const REASONS: &[Reason] = &[
               M-paths' driver plays no restore",
         applies: |t| t.run == "pending" && (t.op != "-" || t.other_in_flight),
     },
-
     Reason {
         id: "takeover-of-a-final-run",
         grounds: Grounds::Refused,
         which: "a takeover of the lease of a succeeded or cancelled run",
         why: "fp_lease_acquire takes no lease of a succeeded, failed or cancelled run (migration 0002), while the \
-              spec's takeover and the model's read no run status; the matrix (M-paths' driver included) and \
-              the schedules write through the fp_* functions (the default write path). The direct path's statement (protocol/src/sql.rs, \
-              LEASE_ACQUIRE) has no such condition, so `verify --write-path direct` could show one",
+              spec's takeover and the model's read no run status; the rows and the schedules write through the \
+              fp_* functions (the default write path). M-paths' driver plays these paths with the spec's own \
+              statements (protocol/src/sql.rs, LEASE_ACQUIRE) as the direct login of the harness's clusters, so \
+              they go unreached only where it cannot: a team's database without that login, or a run without M-paths",
         applies: |t| t.kind == "acquire" && matches!(t.run, "succeeded" | "cancelled" | "failed"),
     },
 ];

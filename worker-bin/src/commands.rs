@@ -95,6 +95,10 @@ pub enum Command {
         /// Only the paths to these transitions (all when absent).
         #[serde(default)]
         only: Option<Vec<String>>,
+        /// The direct login's URL, for the paths with a step only the spec's own statements take
+        /// (when the worker writes through the fp_* functions; without it those are skipped).
+        #[serde(default)]
+        direct_url: Option<SecretArg>,
     },
     /// Answer and exit.
     Exit,

@@ -222,8 +222,11 @@ impl Session {
                 }
                 lease::release(&self.pool, &l).await.map(|_| None)
             }
-            Command::PlayPaths { control_url, grant_ms, call_timeout_ms, only } => {
-                self.play_paths(&control_url.secret.value, grant_ms, call_timeout_ms, only).await.map(Some)
+            Command::PlayPaths { control_url, grant_ms, call_timeout_ms, only, direct_url } => {
+                let direct = direct_url.map(|u| u.secret.value);
+                self.play_paths((&control_url.secret.value, direct.as_deref()), grant_ms, call_timeout_ms, only)
+                    .await
+                    .map(Some)
             }
             Command::Exit => Ok(None),
         }
@@ -232,13 +235,17 @@ impl Session {
     /// The model's paths played on this worker's database (see [`crate::paths`]).
     async fn play_paths(
         &self,
-        control_url: &str,
+        (control_url, direct_url): (&str, Option<&str>),
         grant_ms: i64,
         call_timeout_ms: u64,
         only: Option<Vec<String>>,
     ) -> Result<serde_json::Value, ProtocolError> {
         let opts: sqlx::postgres::PgConnectOptions =
             control_url.parse().map_err(|e| ProtocolError::InvalidIntent(format!("bad control URL: {e}")))?;
+        let direct_base = direct_url
+            .map(|u| u.parse::<sqlx::postgres::PgConnectOptions>())
+            .transpose()
+            .map_err(|e| ProtocolError::InvalidIntent(format!("bad direct URL: {e}")))?;
         let step_timeout = Duration::from_millis((grant_ms.max(1) as u64) * 20 + 10_000);
         let control = sqlx::postgres::PgPoolOptions::new()
             .max_connections(2)
@@ -247,6 +254,8 @@ impl Session {
             .await?;
         let driver = crate::paths::Driver {
             base: (*self.pool.connect_options()).clone(),
+            direct_base,
+            on_direct: Default::default(),
             control_base: opts,
             control,
             tools: self.tools(call_timeout_ms)?,

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 pub use class::{fine_key, in_flight, key, Class, Facts, Fine, LeaseClass};
 pub use of_state::{classes, target};
-pub use paths::{commits, paths, playable, replay, step};
+pub use paths::{commits, paths, playable, replay, spec_only, step};
 pub use walk::{observable_reachable, reachable, Reachable};
 
 /// The action kinds a recorded history shows (each is a commit); the others are hidden steps.

@@ -8,6 +8,11 @@
 //!
 //! Faults of the server (promotion, restore, clock jumps, 40001, lost replies) and SIGSTOP are
 //! left out: their transitions are what the matrix's own rows create.
+//!
+//! One step only the spec's own statements take: a takeover of a finished run's lease, which the
+//! fp_* functions refuse ([`spec_only`]). The walk runs twice: first without it, then with it for
+//! the transitions the first walk did not reach, so a path holds such a step only when it must
+//! (a driver on the fp_* path plays those few as the direct login).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -20,12 +25,18 @@ use crate::action::Action;
 use crate::state::{OpStatus, State, Txn, Write};
 use crate::ProtocolModel;
 
-/// Whether a driver can play `a` from `s` (see the module's doc).
+/// Whether `a` from `s` is a step only the spec's own statements take: a takeover of a finished
+/// run's lease (the fp_* functions take no lease of a finished run, a refusal beyond the spec's).
+pub fn spec_only(s: &State, a: &Action) -> bool {
+    matches!(a, Action::Acquire(_)) && s.primary.run.terminal()
+}
+
+/// Whether a driver can play `a` from `s` (see the module's doc), a step only the spec's own
+/// statements take ([`spec_only`]) included.
 pub fn playable(s: &State, a: &Action) -> bool {
     let ops = &s.primary.ops;
     match *a {
-        // The fp_* functions take no lease of a finished run (a refusal beyond the spec's).
-        Action::Acquire(_) => !s.primary.run.terminal(),
+        Action::Acquire(_) => true,
         // A validation whose commit cannot commit (a finished run, a revision moved on) holds
         // nothing a history shows, and the fp_* path refuses it at once.
         Action::Validate(i) => {
@@ -55,8 +66,19 @@ pub fn playable(s: &State, a: &Action) -> bool {
 }
 
 /// The shortest playable path to each observable transition the walk of `model` reaches (at most
-/// `max_states` states; `None` when it had to stop there), keyed by the transition's line.
+/// `max_states` states; `None` when it had to stop there), keyed by the transition's line: the
+/// paths without a step only the spec's statements take, then, for the transitions those leave
+/// unreached, the paths with one.
 pub fn paths(model: &ProtocolModel, max_states: usize) -> Option<BTreeMap<String, Vec<Action>>> {
+    let mut found = walk(model, max_states, false)?;
+    for (k, p) in walk(model, max_states, true)? {
+        found.entry(k).or_insert(p);
+    }
+    Some(found)
+}
+
+/// One walk: with `spec_steps`, the steps only the spec's statements take are played too.
+fn walk(model: &ProtocolModel, max_states: usize, spec_steps: bool) -> Option<BTreeMap<String, Vec<Action>>> {
     let mut cfg = model.cfg.clone();
     cfg.symmetry = false;
     let raw = ProtocolModel::new(cfg);
@@ -74,7 +96,7 @@ pub fn paths(model: &ProtocolModel, max_states: usize) -> Option<BTreeMap<String
         let s = states[next].0.clone();
         actions.clear();
         raw.actions(&s, &mut actions);
-        for a in actions.drain(..).filter(|a| playable(&s, a)) {
+        for a in actions.drain(..).filter(|a| playable(&s, a) && (spec_steps || !spec_only(&s, a))) {
             let Some(n) = step(&raw, &s, a) else { continue };
             if let Some(k) = observable(a.kind()).filter(|_| commits(&s, a, &n)) {
                 found.entry(key(&classes(&s, a).0, k)).or_insert_with(|| path_to(&states, next, a));

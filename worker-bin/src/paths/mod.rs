@@ -26,6 +26,7 @@ use std::time::Duration;
 use fenceproof_model::action::Action;
 use fenceproof_model::coverage::PATHS;
 use fenceproof_protocol::error::ProtocolError;
+use fenceproof_protocol::write_path::{self, WritePath};
 use serde::Serialize;
 use serde_json::{json, Value};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
@@ -37,6 +38,8 @@ use crate::adapter::FakeTools;
 pub struct PathReport {
     pub transition: String,
     pub run_id: String,
+    /// It holds a step only the spec's own statements take (played on the direct write path).
+    pub spec_statements: bool,
     pub steps: usize,
     /// Steps played before the path ended or diverged.
     pub played: usize,
@@ -53,6 +56,11 @@ pub struct Driver {
     /// The worker's own connection settings (its login and write path); each process of a path
     /// connects with them under its own application_name.
     pub base: PgConnectOptions,
+    /// The direct login's settings, for the paths with a step only the spec's own statements take
+    /// when the worker writes through the fp_* functions (`None`: no such login; they are skipped).
+    pub direct_base: Option<PgConnectOptions>,
+    /// Whether the path being played writes with the spec's own statements as the direct login.
+    pub on_direct: std::sync::atomic::AtomicBool,
     /// The control URL's settings: each path's control plane (create, cancel, which the worker
     /// login may not do) connects with them as `control-plane-…`.
     pub control_base: PgConnectOptions,
@@ -70,19 +78,24 @@ pub struct Driver {
 }
 
 impl Driver {
-    /// The pool of the session named `app` on the worker's own settings, opened on first use.
+    /// The pool of the session named `app` on the worker's own settings (the direct login's while
+    /// a path with the spec's own statements plays), opened on first use.
     pub async fn pool(&self, app: &str) -> Result<PgPool, ProtocolError> {
-        self.pool_as(&self.base, app).await
+        match &self.direct_base {
+            Some(direct) if self.on_direct.load(std::sync::atomic::Ordering::SeqCst) => self.pool_as(direct, app).await,
+            _ => self.pool_as(&self.base, app).await,
+        }
     }
 
-    /// The pool of the session named `app` on `opts`, opened on first use.
+    /// The pool of the session named `app` on `opts`, opened on first use (one per login and name).
     pub async fn pool_as(&self, opts: &PgConnectOptions, app: &str) -> Result<PgPool, ProtocolError> {
         let mut pools = self.pools.lock().await;
-        if let Some(p) = pools.get(app) {
+        let key = format!("{app}@{}", opts.get_username());
+        if let Some(p) = pools.get(&key) {
             return Ok(p.clone());
         }
         let p = self.pool_on(opts, app).await?;
-        pools.insert(app.to_string(), p.clone());
+        pools.insert(key, p.clone());
         Ok(p)
     }
 
@@ -118,14 +131,22 @@ const AGAIN_LONGER: i64 = 10;
 /// each that stopped where the database refused a step the model takes (a short term may have
 /// lapsed early on a slow machine); the command's answer.
 pub async fn play_all(d: &Driver, paths: Vec<(String, Vec<Action>)>) -> Result<Value, ProtocolError> {
+    let spec_only = |p: &[Action]| {
+        fenceproof_model::coverage::replay(p)
+            .is_some_and(|(_, states)| p.iter().zip(&states).any(|(a, s)| fenceproof_model::coverage::spec_only(s, a)))
+    };
+    // On the fp_* path, the paths only the spec's statements take need the direct login.
+    let playable = |p: &[Action]| !(write_path::api() && d.direct_base.is_none() && spec_only(p));
+    let (paths, skipped): (Vec<_>, Vec<_>) = paths.into_iter().partition(|(_, p)| playable(p));
     let mut reports = Vec::new();
     for (i, (transition, path)) in paths.iter().enumerate() {
-        reports.push(play::play(d, i, transition.clone(), path, d.grant_ms).await?);
+        reports.push(play_one(d, i, transition, path, d.grant_ms, spec_only(path)).await?);
     }
     let again: Vec<usize> = (0..reports.len()).filter(|i| reports[*i].diverged.is_some()).collect();
     for (k, i) in again.iter().enumerate() {
         let (transition, path) = &paths[*i];
-        let mut r = play::play(d, reports.len() + k, transition.clone(), path, d.grant_ms * AGAIN_LONGER).await?;
+        let longer = d.grant_ms * AGAIN_LONGER;
+        let mut r = play_one(d, reports.len() + k, transition, path, longer, spec_only(path)).await?;
         r.again_of = Some(reports[*i].run_id.clone());
         reports[*i] = r;
     }
@@ -138,5 +159,31 @@ pub async fn play_all(d: &Driver, paths: Vec<(String, Vec<Action>)>) -> Result<V
         "played_again": played_again,
         "diverged": diverged,
         "refused_by_model": refused,
+        "skipped_spec_statements": skipped.into_iter().map(|(t, _)| t).collect::<Vec<_>>(),
     }))
+}
+
+/// One path, played as the direct login with the spec's own statements when `spec` and the worker
+/// writes through the fp_* functions.
+async fn play_one(
+    d: &Driver,
+    idx: usize,
+    transition: &str,
+    path: &[Action],
+    grant_ms: i64,
+    spec: bool,
+) -> Result<PathReport, ProtocolError> {
+    let switch = spec && write_path::api();
+    if switch {
+        write_path::choose(WritePath::Direct);
+        d.on_direct.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    let r = play::play(d, idx, transition.to_string(), path, grant_ms).await;
+    if switch {
+        d.on_direct.store(false, std::sync::atomic::Ordering::SeqCst);
+        write_path::choose(WritePath::Api);
+    }
+    let mut r = r?;
+    r.spec_statements = spec;
+    Ok(r)
 }

@@ -87,6 +87,7 @@ pub async fn play(
     let mut report = PathReport {
         transition,
         run_id: run_id.to_string(),
+        spec_statements: false,
         steps: path.len(),
         played: 0,
         diverged: None,

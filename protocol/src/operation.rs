@@ -40,6 +40,18 @@ pub fn operation_id(tenant: &str, run_id: Uuid, step_id: &str, effect_version: i
     Ok(format!("{tenant}/{run_id}/{step_id}/v{effect_version}"))
 }
 
+/// The (tenant, run, step, effect_version) an operation_id of [`operation_id`]'s form names;
+/// `None` for any other string.
+pub fn parse_operation_id(op: &str) -> Option<(String, Uuid, String, i32)> {
+    let mut parts = op.split('/');
+    let (tenant, run, step, version) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || tenant.is_empty() || step.is_empty() {
+        return None;
+    }
+    let version: i32 = version.strip_prefix('v')?.parse().ok().filter(|v| *v > 0)?;
+    Some((tenant.to_string(), run.parse().ok()?, step.to_string(), version))
+}
+
 /// SHA-256 (hex) of the RFC 8785 canonical JSON of `body`: key order and number spelling do not
 /// change it.
 pub fn request_digest(body: &Value) -> String {
@@ -76,6 +88,16 @@ impl Intent {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_operation_id_parses_back_into_its_intent() {
+        let run = Uuid::new_v4();
+        let op = operation_id("t1", run, "step-3", 2).unwrap();
+        assert_eq!(parse_operation_id(&op), Some(("t1".into(), run, "step-3".into(), 2)));
+        assert_eq!(parse_operation_id(&format!("t1/{run}/s/v0")), None);
+        assert_eq!(parse_operation_id(&format!("t1/{run}/s/v1/x")), None);
+        assert_eq!(parse_operation_id("t1/not-a-uuid/s/v1"), None);
+    }
 
     #[test]
     fn operation_id_names_the_intent_only() {

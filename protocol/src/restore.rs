@@ -17,7 +17,11 @@
 //!    by the recovery and settled `succeeded` with the remote's result, so no dispatcher sends it
 //!    again;
 //! 3. every side effect the remote history holds under an operation_id the restored ledger does
-//!    not know is a fork of history: it is reported, never silently re-created.
+//!    not know is a fork of history. It is registered in the ledger as `unknown` under that
+//!    operation_id (its run restored, its request known from the remote side): a run that plans
+//!    the step again after the restore names the same operation_id and finds it taken, no
+//!    dispatcher sends an `unknown` intent, and a reconciler asks the tool what became of it. A
+//!    fork that cannot be registered is reported. Neither is ever re-created remotely.
 //!
 //! The protocol knows no HTTP: the caller gathers the remote history ([`RemoteHistory`]) from the
 //! tools' own records.
@@ -27,6 +31,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{json, Value};
 use sqlx::PgPool;
+use uuid::Uuid;
 
 use crate::error::ProtocolError;
 
@@ -42,6 +47,9 @@ pub const DEFAULT_EPOCH_MARGIN: i64 = 1 << 20;
 pub struct RemoteHistory {
     /// operation_id -> (remote resource id, the remote's answer) of every side effect that exists.
     pub executed: BTreeMap<String, (String, Value)>,
+    /// operation_id -> (tool, request body) the remote received: what the recovery registers a
+    /// fork's ledger row with.
+    pub requests: BTreeMap<String, (String, Value)>,
     /// The highest epoch any outside record shows (a tool's fencing high-water, worker logs).
     pub epoch_high_water: Option<i64>,
 }
@@ -63,7 +71,11 @@ pub struct RestoreReport {
     pub leases_raised: u64,
     /// Ledger rows settled from the remote history.
     pub corrected: Vec<Corrected>,
-    /// Remote side effects under operation_ids the restored ledger does not know (history forks).
+    /// Remote side effects the restored ledger did not know, registered `unknown` (history forks
+    /// resolved in the ledger: never dispatched again, reconciled by query or by a person).
+    pub registered: Vec<String>,
+    /// Remote side effects the recovery could not register (their run is not in the restored
+    /// database, or their request is not known): history forks for the operator.
     pub forks: Vec<String>,
     /// Ledger rows still claimed (`dispatching`) at the backup's moment: left to the reconciler once
     /// their claim expires, listed here for the operator.
@@ -73,29 +85,64 @@ pub struct RestoreReport {
 /// Run the recovery on the restored database (see the module's doc). Call it before any worker or
 /// dispatcher can reach the server, as a login that owns the protocol's tables.
 pub async fn recover(pool: &PgPool, remote: &RemoteHistory, margin: i64) -> Result<RestoreReport, ProtocolError> {
+    recover_runs(pool, None, remote, margin).await
+}
+
+/// [`recover`] for the runs `runs` only (every run when `None`): the leases, ledger rows and forks
+/// of other runs are left as they are (a restore of some runs' rows, the others live on).
+pub async fn recover_runs(
+    pool: &PgPool,
+    runs: Option<&[Uuid]>,
+    remote: &RemoteHistory,
+    margin: i64,
+) -> Result<RestoreReport, ProtocolError> {
+    let scope: Option<Vec<Uuid>> = runs.map(<[Uuid]>::to_vec);
     let mut tx = pool.begin().await?;
     // Nothing else may change the tables while the recovery decides.
     sqlx::query("LOCK TABLE worker_leases, tool_operations IN EXCLUSIVE MODE").execute(&mut *tx).await?;
-    let restored_max: i64 =
-        sqlx::query_scalar("SELECT coalesce(max(epoch), 0) FROM worker_leases").fetch_one(&mut *tx).await?;
+    let restored_max: i64 = sqlx::query_scalar(
+        "SELECT coalesce(max(epoch), 0) FROM worker_leases WHERE $1::uuid[] IS NULL OR run_id = ANY($1)",
+    )
+    .bind(&scope)
+    .fetch_one(&mut *tx)
+    .await?;
     let floor = restored_max.max(remote.epoch_high_water.unwrap_or(0)).saturating_add(margin.max(1));
     let raised = sqlx::query(
         "UPDATE worker_leases
             SET epoch = greatest(epoch + 1, $1), owner = NULL,
-                expires_at = clock_timestamp(), updated_at = clock_timestamp()",
+                expires_at = clock_timestamp(), updated_at = clock_timestamp()
+          WHERE $2::uuid[] IS NULL OR run_id = ANY($2)",
     )
     .bind(floor)
+    .bind(&scope)
     .execute(&mut *tx)
     .await?
     .rows_affected();
-
-    let rows: Vec<(String, String)> =
-        sqlx::query_as("SELECT operation_id, status FROM tool_operations ORDER BY operation_id")
-            .fetch_all(&mut *tx)
-            .await?;
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SELECT operation_id, status FROM tool_operations
+          WHERE $1::uuid[] IS NULL OR run_id = ANY($1) ORDER BY operation_id",
+    )
+    .bind(&scope)
+    .fetch_all(&mut *tx)
+    .await?;
     let known: BTreeMap<String, String> = rows.into_iter().collect();
     let mut report = RestoreReport { epoch_floor: floor, leases_raised: raised, ..RestoreReport::default() };
-    for (op, status) in &known {
+    settle_known(&mut tx, &known, remote, &mut report).await?;
+    register_forks(&mut tx, scope.as_deref(), &known, remote, &mut report).await?;
+    tx.commit().await?;
+    Ok(report)
+}
+
+type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
+
+/// Step 2: each known row the remote history contradicts, settled through legal transitions.
+async fn settle_known(
+    tx: &mut Tx,
+    known: &BTreeMap<String, String>,
+    remote: &RemoteHistory,
+    report: &mut RestoreReport,
+) -> Result<(), ProtocolError> {
+    for (op, status) in known {
         let Some((remote_id, answer)) = remote.executed.get(op) else {
             if status == "dispatching" {
                 report.claims_left.push(op.clone());
@@ -115,11 +162,11 @@ pub async fn recover(pool: &PgPool, remote: &RemoteHistory, margin: i64) -> Resu
                 )
                 .bind(op)
                 .bind(RECOVERY_OWNER)
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
-                settle(&mut tx, op, remote_id, &result).await?;
+                settle(tx, op, remote_id, &result).await?;
             }
-            "unknown" => settle(&mut tx, op, remote_id, &result).await?,
+            "unknown" => settle(tx, op, remote_id, &result).await?,
             "dispatching" => {
                 report.claims_left.push(op.clone());
                 continue;
@@ -128,17 +175,56 @@ pub async fn recover(pool: &PgPool, remote: &RemoteHistory, margin: i64) -> Resu
         }
         report.corrected.push(Corrected { operation_id: op.clone(), from: status.clone(), to: "succeeded".into() });
     }
-    report.forks = remote.executed.keys().filter(|op| !known.contains_key(*op)).cloned().collect();
-    tx.commit().await?;
-    Ok(report)
+    Ok(())
 }
 
-async fn settle(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-    op: &str,
-    remote_id: &str,
-    result: &Value,
+/// Step 3: each side effect the restored ledger does not know (of a run in `scope`), registered
+/// `unknown` under its operation_id when its run was restored and its request is known (no
+/// dispatcher sends an `unknown` intent; a reconciler asks the tool what became of it), reported
+/// as a fork otherwise.
+async fn register_forks(
+    tx: &mut Tx,
+    scope: Option<&[Uuid]>,
+    known: &BTreeMap<String, String>,
+    remote: &RemoteHistory,
+    report: &mut RestoreReport,
 ) -> Result<(), ProtocolError> {
+    for op in remote.executed.keys().filter(|op| !known.contains_key(*op)) {
+        let parsed = crate::operation::parse_operation_id(op);
+        if parsed.as_ref().is_some_and(|(_, run, _, _)| scope.is_some_and(|s| !s.contains(run))) {
+            continue;
+        }
+        let registered = match (parsed, remote.requests.get(op)) {
+            (Some((_, run, step, version)), Some((tool, body))) => {
+                sqlx::query(
+                    "INSERT INTO tool_operations
+                       (operation_id, run_id, step_id, effect_version, tool_name, request_digest, request_body, status)
+                     SELECT $1, $2, $3, $4, $5, $6, $7, 'unknown' WHERE EXISTS (SELECT 1 FROM agent_runs WHERE run_id = $2)",
+                )
+                .bind(op)
+                .bind(run)
+                .bind(step)
+                .bind(version)
+                .bind(tool)
+                .bind(crate::operation::request_digest(body))
+                .bind(body)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected()
+                    == 1
+            }
+            _ => false,
+        };
+        if registered {
+            report.registered.push(op.clone());
+        } else {
+            report.forks.push(op.clone());
+        }
+    }
+    Ok(())
+}
+
+async fn settle(tx: &mut Tx, op: &str, remote_id: &str, result: &Value) -> Result<(), ProtocolError> {
     sqlx::query(
         "UPDATE tool_operations
             SET status = 'succeeded', remote_id = $2, result = $3::jsonb, dispatch_until = NULL,

@@ -13,13 +13,13 @@
 //! container its pg_hba admits only the operator's login). The
 //! operator's recovery (`protocol::restore::recover`) runs there: every lease freed with its epoch
 //! raised above anything handed out since the backup, `op1` settled from the remote history, `op2`
-//! reported as a fork. Then the server listens again and the story resumes: C acquires and saves, A
+//! (a fork: the restored ledger never saw it) registered `unknown` under its operation_id. Then the server listens again and the story resumes: C acquires and saves, A
 //! is SIGCONTed and both A and B try everything; a fresh dispatcher runs; C succeeds.
 //!
 //! Judged from the oracle (before and after the restore), the restored ledger and the tools'
 //! ledger: no worker commits during the hold; every term after the restore is above every epoch
-//! handed out before it; nothing of A or B commits after it; every remote side effect is settled or
-//! reported before dispatch resumes; no side effect is created twice; the global invariants hold
+//! handed out before it; nothing of A or B commits after it; every remote side effect is settled,
+//! registered unknown or reported before dispatch resumes; no side effect is created twice; the global invariants hold
 //! over the history after the recovery. The operator mutant `restore-skips-recovery` reopens the
 //! restored database as it is.
 
@@ -141,7 +141,7 @@ async fn story(ctx: &mut Ctx, server: &mut Restorable) -> Result<(), HarnessErro
     ctx.check(restore::dispatch_held(&recovery.hold_rows, &[CONTROL]));
     ctx.check(restore::epochs_above_before(&before, &after, &[CONTROL]));
     ctx.check(restore::stale_writers_silent(&after, &stale));
-    ctx.check(restore::remote_reconciled(&executed, &at_reopen, &recovery.report.forks));
+    ctx.check(restore::remote_reconciled(&executed, &at_reopen, (&recovery.report.registered, &recovery.report.forks)));
     let entries = ledger::entries(&tools.ledger)?;
     ctx.check(invariants::one_effect_per_operation(&entries, &[TOOL]));
     ctx.checks.extend(invariants::all(&after, &[CONTROL]));
@@ -152,9 +152,10 @@ async fn story(ctx: &mut Ctx, server: &mut Restorable) -> Result<(), HarnessErro
     pool.close().await;
     let report = &recovery.report;
     ctx.note(format!(
-        "restored to epoch 1 with op1 prepared; recovery: floor {}, {} corrected, forks {}; C ended at epoch {}; {}; dispatch after: {}",
+        "restored to epoch 1 with op1 prepared; recovery: floor {}, {} corrected, {} fork(s) registered unknown, {} reported; C ended at epoch {}; {}; dispatch after: {}",
         report.epoch_floor,
         report.corrected.len(),
+        report.registered.len(),
         report.forks.len(),
         lease.0,
         told.join("; "),
@@ -317,6 +318,9 @@ fn remote_history(entries: &[serde_json::Value]) -> RemoteHistory {
         if let Some(op) = e["operation_id"].as_str() {
             let id = e["resource_id"].as_str().unwrap_or_default().to_string();
             h.executed.entry(op.to_string()).or_insert((id, json!({"tool": e["tool"], "at": e["at"]})));
+            if let (Some(tool), Some(body)) = (e["tool"].as_str(), e.get("body").filter(|b| b.is_object())) {
+                h.requests.entry(op.to_string()).or_insert((tool.to_string(), body.clone()));
+            }
         }
     }
     h

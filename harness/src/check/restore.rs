@@ -16,7 +16,7 @@ pub const EPOCHS_ABOVE: &str =
     "after the restore every lease term a worker takes or writes under is above every epoch handed out before it (oracle)";
 pub const STALE_SILENT: &str = "nothing a worker from before the restore sends commits after it (oracle)";
 pub const REMOTE_RECONCILED: &str =
-    "before dispatch resumes, every side effect the remote holds is settled in the ledger or reported as a fork (tools' ledger)";
+    "before dispatch resumes, every side effect the remote holds is settled in the ledger, registered unknown or reported as a fork (tools' ledger)";
 
 /// Nothing but the control plane (the recovery) committed in the hold window (`held` holds the
 /// commits between the restored server's start and the end of the recovery).
@@ -93,14 +93,20 @@ pub fn stale_writers_silent(after: &[CommitRow], stale: &[String]) -> Check {
 }
 
 /// Every operation the remote executed (`remote`) is, in the ledger as the workers find it when the
-/// database reopens (`ledger`: operation_id -> status), settled `succeeded`, or absent from it and
-/// listed in `forks`. A row still `prepared` invites a second dispatch; an unreported absent one
-/// is a history fork nobody will look at.
-pub fn remote_reconciled(remote: &BTreeSet<String>, ledger: &BTreeMap<String, String>, forks: &[String]) -> Check {
+/// database reopens (`ledger`: operation_id -> status), settled `succeeded`; or a fork the
+/// recovery registered `unknown` (never dispatched again); or absent from it and reported as a
+/// fork. A row still `prepared` invites a second dispatch; an unreported absent one is a history
+/// fork nobody will look at.
+pub fn remote_reconciled(
+    remote: &BTreeSet<String>,
+    ledger: &BTreeMap<String, String>,
+    (registered, forks): (&[String], &[String]),
+) -> Check {
     let mut bad = Vec::new();
     for op in remote {
         match ledger.get(op).map(String::as_str) {
             Some("succeeded") => {}
+            Some("unknown") if registered.contains(op) => {}
             Some(other) => bad.push(format!("{op}: executed remotely, the ledger says {other}")),
             None if forks.contains(op) => {}
             None => bad.push(format!("{op}: executed remotely, unknown to the ledger and not reported")),
@@ -109,7 +115,12 @@ pub fn remote_reconciled(remote: &BTreeSet<String>, ledger: &BTreeMap<String, St
     if bad.is_empty() {
         Check::pass(
             REMOTE_RECONCILED,
-            format!("{} remote side effects: settled or reported (forks: {})", remote.len(), forks.len()),
+            format!(
+                "{} remote side effects: settled, registered unknown ({}) or reported ({})",
+                remote.len(),
+                registered.len(),
+                forks.len()
+            ),
         )
     } else {
         Check::fail(REMOTE_RECONCILED, bad.join("; "))
@@ -167,9 +178,14 @@ mod tests {
     fn a_forgotten_or_still_prepared_remote_effect_is_caught() {
         let remote: BTreeSet<String> = ["op1".to_string(), "op2".to_string()].into();
         let mut ledger = BTreeMap::from([("op1".to_string(), "prepared".to_string())]);
-        assert!(!remote_reconciled(&remote, &ledger, &["op2".into()]).passed(), "op1 would be sent again");
+        let op2 = ["op2".to_string()];
+        assert!(!remote_reconciled(&remote, &ledger, (&[], &op2)).passed(), "op1 would be sent again");
         ledger.insert("op1".into(), "succeeded".into());
-        assert!(!remote_reconciled(&remote, &ledger, &[]).passed(), "op2 is a fork nobody reported");
-        assert!(remote_reconciled(&remote, &ledger, &["op2".into()]).passed());
+        assert!(!remote_reconciled(&remote, &ledger, (&[], &[])).passed(), "op2 is a fork nobody reported");
+        assert!(remote_reconciled(&remote, &ledger, (&[], &op2)).passed());
+        // A fork registered unknown is resolved; an unknown row the recovery did not register is not.
+        ledger.insert("op2".into(), "unknown".into());
+        assert!(remote_reconciled(&remote, &ledger, (&op2, &[])).passed());
+        assert!(!remote_reconciled(&remote, &ledger, (&[], &[])).passed());
     }
 }

@@ -62,6 +62,13 @@ fn the_reference_plays_every_path_and_a_dropped_expiry_condition_is_caught_by_th
     let spec = answer["data"]["paths"].as_array().unwrap().iter().filter(|p| p["spec_statements"] == true).count();
     assert!(spec > 0, "no path played with the spec's own statements: {answer}");
     assert_eq!(answer["data"]["skipped_spec_statements"], serde_json::json!([]), "{answer}");
+    // The paths through a restore played their run's rows restored on the second database, none
+    // skipped, and that database's history was validated too.
+    let restored = answer["data"]["paths"].as_array().unwrap().iter().filter(|p| p["restored"] == true).count();
+    assert!(restored > 0, "no path played a restore: {answer}");
+    assert_eq!(answer["data"]["skipped_restore"], serde_json::json!([]), "{answer}");
+    let traced = walk(&report.join("reference")).into_iter().any(|p| p.ends_with("trace-restored.json"));
+    assert!(traced, "the restored database's history was validated");
 }
 
 /// Every file under `dir`.

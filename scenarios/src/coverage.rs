@@ -59,12 +59,21 @@ fn from_dirs(run: &Path, dirs: &[std::path::PathBuf]) -> Coverage {
     of_transitions(run, &seen)
 }
 
-/// The transitions one row's or schedule case's history exercised (its `trace.json`, in `dir`);
-/// none when trace validation did not run there.
+/// The transitions one row's or schedule case's history exercised (its `trace.json` in `dir`, and
+/// a second database's `trace-<name>.json` beside it); none when trace validation did not run
+/// there.
 pub fn exercised(dir: &Path) -> BTreeSet<String> {
-    let Ok(text) = std::fs::read_to_string(dir.join("trace.json")) else { return BTreeSet::new() };
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return BTreeSet::new() };
-    v["transitions"].as_array().into_iter().flatten().filter_map(|t| t.as_str().map(str::to_string)).collect()
+    let Ok(entries) = std::fs::read_dir(dir) else { return BTreeSet::new() };
+    let saved = |n: &str| n == crate::trace_check::SAVED || (n.starts_with("trace-") && n.ends_with(".json"));
+    let files = entries.filter_map(Result::ok).filter(|e| saved(&e.file_name().to_string_lossy())).map(|e| e.path());
+    let mut seen = BTreeSet::new();
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(f) else { continue };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
+        let found = v["transitions"].as_array().into_iter().flatten().filter_map(|t| t.as_str().map(str::to_string));
+        seen.extend(found);
+    }
+    seen
 }
 
 /// The coverage of the transitions `seen` (a run's histories together), against the model's;

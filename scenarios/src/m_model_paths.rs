@@ -17,6 +17,9 @@ use fenceproof_protocol::write_path::WritePath;
 use serde_json::{json, Value};
 
 use fenceproof_harness::check::invariants;
+use fenceproof_harness::record::oracle;
+
+use crate::trace_check;
 
 use crate::ctx::{Ctx, CONTROL, CONTROL_PLANE_PREFIX, STEP};
 use crate::experiment::{Checks, Experiment, Judges, Need, MODEL_PATHS_CEILING};
@@ -58,6 +61,11 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         let direct = databases::url_as(login, databases::DIRECT_LOGIN)?;
         cmd["direct_url"] = json!({ "$secret": { "name": "direct-url", "value": direct } });
     }
+    let restored = restored_database(ctx).await?;
+    if let Some((url, _)) = &restored {
+        cmd["restored_url"] = json!({ "$secret": { "name": "restored-url", "value": url } });
+        cmd["tools_ledger"] = json!(tools.ledger.display().to_string());
+    }
     let answer = w.request_reference(cmd, MODEL_PATHS_CEILING).await?;
     // The driver is the harness's own: when it cannot play, there is no verdict.
     if answer["outcome"] != "ok" {
@@ -65,12 +73,54 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     }
     w.request(json!({"cmd": "exit"}), STEP).await.ok();
     judge(ctx, &answer["data"]);
-    // The paths' control plane (each run's create and cancel) is `control-plane-<owner>`.
+    // The paths' control plane (each run's create and cancel) is `control-plane-<owner>`; the
+    // restore's and the recovery's session, `<owner>.restore`, is the environment's.
     let rows = ctx.commits().await?;
     let paths_control = format!("{CONTROL_PLANE_PREFIX}{}", w.owner);
-    let control = [CONTROL, paths_control.as_str()];
+    let restorer = format!("{}.restore", w.owner);
+    let control = [CONTROL, paths_control.as_str(), restorer.as_str()];
     ctx.checks.extend(invariants::all(&rows, &control));
+    if let Some((_, pool)) = restored {
+        let rows = oracle::commits(&pool).await?;
+        pool.close().await;
+        let environment = [CONTROL.to_string(), restorer.clone()];
+        let shared_clock = ctx.server.is_some();
+        ctx.check(trace_check::judge_other(&ctx.dir, RESTORED, &rows, &environment, shared_clock)?);
+        ctx.notes
+            .push(format!("{} paths restored their run's rows on the {RESTORED} database", restores(&answer["data"])));
+        // The invariants judge the protocol's steps: the restore's rows and the recovery's raise
+        // of the epoch are the environment's (as N-restore judges what follows its recovery).
+        let steps: Vec<_> = rows.into_iter().filter(|r| r.writer != restorer).collect();
+        ctx.checks.extend(invariants::all(&steps, &control).into_iter().map(|mut c| {
+            c.evidence = format!("{RESTORED} database: {}", c.evidence);
+            c
+        }));
+    }
     Ok(())
+}
+
+/// How many paths played a restore.
+fn restores(data: &Value) -> usize {
+    data["paths"].as_array().map_or(0, |p| p.iter().filter(|p| p["restored"] == true).count())
+}
+
+/// The name of the database standing for the restored server (and of its trace validation).
+const RESTORED: &str = "restored";
+
+/// A database of the row's server standing for the restored one (cloned from the template, beside
+/// the row's own): its owner's URL and a pool on it. `None` on a team's database (a schema, not a
+/// server the harness may add databases to): the paths with a restore are skipped there.
+async fn restored_database(ctx: &Ctx) -> Result<Option<(String, sqlx::PgPool)>, HarnessError> {
+    if ctx.worker_login.is_none() {
+        return Ok(None);
+    }
+    let mut url = url::Url::parse(&ctx.db_url).map_err(|e| HarnessError::Other(format!("bad database URL: {e}")))?;
+    let name = format!("{}_{RESTORED}", url.path().trim_start_matches('/'));
+    url.set_path("/postgres");
+    databases::create_from_template_at(url.as_str(), &name).await?;
+    url.set_path(&format!("/{name}"));
+    let pool = databases::pool(url.as_str(), CONTROL, 2).await?;
+    Ok(Some((url.to_string(), pool)))
 }
 
 /// The check and the notes from the driver's answer.

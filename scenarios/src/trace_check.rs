@@ -108,6 +108,10 @@ pub fn judge(
     judge_with_ledger(dir, rows, timeline, environment, shared_clock, &ledger)
 }
 
+/// Where a row's trace validation is saved in its folder; a row with a second database saves that
+/// one's as `trace-<name>.json` beside it ([`judge_other`]), and coverage reads both.
+pub const SAVED: &str = "trace.json";
+
 /// [`judge`], with the tools' ledger entries given (a schedule keeps its ledger elsewhere).
 pub fn judge_with_ledger(
     dir: &Path,
@@ -121,8 +125,27 @@ pub fn judge_with_ledger(
     env.calls = calls(ledger, &Callers::from_timeline(timeline));
     env.shared_clock = shared_clock;
     let report = trace::validate(&changes(rows), &env);
-    std::fs::write(dir.join("trace.json"), serde_json::to_string_pretty(&saved(&report)).expect("json"))?;
+    std::fs::write(dir.join(SAVED), serde_json::to_string_pretty(&saved(&report)).expect("json"))?;
     Ok(check(&report))
+}
+
+/// Trace validation of a second database of a row (named `name`), saved as `trace-<name>.json`:
+/// its own history, with the tools' creations left out (the row's history judges them).
+pub fn judge_other(
+    dir: &Path,
+    name: &str,
+    rows: &[CommitRow],
+    environment: &[String],
+    shared_clock: bool,
+) -> std::io::Result<Check> {
+    let mut env = env(&[], environment);
+    env.shared_clock = shared_clock;
+    let report = trace::validate(&changes(rows), &env);
+    let file = dir.join(format!("trace-{name}.json"));
+    std::fs::write(file, serde_json::to_string_pretty(&saved(&report)).expect("json"))?;
+    let mut c = check(&report);
+    c.evidence = format!("{name} database: {}", c.evidence);
+    Ok(c)
 }
 
 fn saved(r: &Report) -> serde_json::Value {

@@ -1,7 +1,8 @@
 //! Why a transition of the model's denominator goes unreached: each [`Reason`] names a set of
-//! transitions (by their class's factors and kind) and says why no run of the matrix or the
-//! schedules exercises them, on one of two grounds: no recorded history can show the step, or the
-//! harness never arranges the combination. A reason is a claim about the protocol, PostgreSQL and
+//! transitions (by their class's factors and kind) and says why a run of the matrix or the
+//! schedules may not exercise them, on one of two grounds: the fp_* functions refuse the step the
+//! spec allows, or only M-paths' restore on a second database arranges it (both are played by
+//! M-paths where the database allows, so on the harness's own servers no reason applies). A reason is a claim about the protocol, PostgreSQL and
 //! the harness's experiments and schedules; each one's text says what it rests on. The transitions
 //! no reason covers are listed as such (no run reached them, and nothing known rules them out):
 //! they are what `schedules --steer` aims at.
@@ -38,21 +39,18 @@ pub fn parse(line: &str) -> Option<Transition<'_>> {
 /// Why no run reaches a transition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Grounds {
-    /// No recorded history can show this step (what trace validation reads cannot contain it).
-    NoHistory,
-    /// No experiment or schedule arranges this combination of factors.
-    NeverArranged,
     /// The reference's fenced functions (the write path every run uses) refuse a step the model's
     /// action, as the spec's, allows.
     Refused,
+    /// Only M-paths' restore on a second database of the row's server arranges it.
+    RestoredOnly,
 }
 
 impl Grounds {
     pub fn label(self) -> &'static str {
         match self {
-            Grounds::NoHistory => "no history can show it",
-            Grounds::NeverArranged => "the harness never arranges it",
             Grounds::Refused => "the reference refuses it",
+            Grounds::RestoredOnly => "only M-paths' restore arranges it",
         }
     }
 }
@@ -70,13 +68,14 @@ pub struct Reason {
 pub const REASONS: &[Reason] = &[
     Reason {
         id: "pending-run-with-operations",
-        grounds: Grounds::NeverArranged,
+        grounds: Grounds::RestoredOnly,
         which: "any step while the run is pending and has an operation (acted on, or in flight beside)",
         why: "an operation is planned only by a protected commit of a running run, and a run never returns to \
-              pending; the model gets there only by a restore from its backup (the rows as the run was created) \
-              whose recovery marks unknown the operations the remote has resources for. The harness's one restore \
-              (N-restore) backs up a run that is already running, so the restored rows hold a running run, and \
-              M-paths' driver plays no restore",
+              pending but by a restore from a backup older than its start, whose recovery registers unknown the \
+              operations the tools hold. The harness's N-restore backs up a run that is already running; M-paths' \
+              driver restores each such path's run to its rows as created on a second database of the row's \
+              server and runs the reference's recovery there, so these go unreached only where it cannot: a team's \
+              database (a schema, where the harness adds no database), or a run without M-paths",
         applies: |t| t.run == "pending" && (t.op != "-" || t.other_in_flight),
     },
     Reason {

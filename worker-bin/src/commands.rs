@@ -99,6 +99,13 @@ pub enum Command {
         /// (when the worker writes through the fp_* functions; without it those are skipped).
         #[serde(default)]
         direct_url: Option<SecretArg>,
+        /// The owner's URL of a database standing for the restored server, and the fake tools'
+        /// ledger (the remote history its recovery reads), for the paths with a restore (without
+        /// them those are skipped).
+        #[serde(default)]
+        restored_url: Option<SecretArg>,
+        #[serde(default)]
+        tools_ledger: Option<String>,
     },
     /// Answer and exit.
     Exit,

@@ -222,41 +222,48 @@ impl Session {
                 }
                 lease::release(&self.pool, &l).await.map(|_| None)
             }
-            Command::PlayPaths { control_url, grant_ms, call_timeout_ms, only, direct_url } => {
-                let direct = direct_url.map(|u| u.secret.value);
-                self.play_paths((&control_url.secret.value, direct.as_deref()), grant_ms, call_timeout_ms, only)
-                    .await
-                    .map(Some)
-            }
+            cmd @ Command::PlayPaths { .. } => self.play_paths(cmd).await.map(Some),
             Command::Exit => Ok(None),
         }
     }
 
     /// The model's paths played on this worker's database (see [`crate::paths`]).
-    async fn play_paths(
-        &self,
-        (control_url, direct_url): (&str, Option<&str>),
-        grant_ms: i64,
-        call_timeout_ms: u64,
-        only: Option<Vec<String>>,
-    ) -> Result<serde_json::Value, ProtocolError> {
-        let opts: sqlx::postgres::PgConnectOptions =
-            control_url.parse().map_err(|e| ProtocolError::InvalidIntent(format!("bad control URL: {e}")))?;
-        let direct_base = direct_url
-            .map(|u| u.parse::<sqlx::postgres::PgConnectOptions>())
-            .transpose()
-            .map_err(|e| ProtocolError::InvalidIntent(format!("bad direct URL: {e}")))?;
+    async fn play_paths(&self, cmd: Command) -> Result<serde_json::Value, ProtocolError> {
+        let Command::PlayPaths { control_url, grant_ms, call_timeout_ms, only, direct_url, restored_url, tools_ledger } =
+            cmd
+        else {
+            return Err(ProtocolError::InvalidIntent("play_paths without its arguments".into()));
+        };
+        let urls = crate::paths::Urls {
+            control: control_url.secret.value,
+            direct: direct_url.map(|u| u.secret.value),
+            restored: restored_url.map(|u| u.secret.value).zip(tools_ledger),
+        };
         let step_timeout = Duration::from_millis((grant_ms.max(1) as u64) * 20 + 10_000);
-        let control = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(step_timeout)
-            .connect_with(opts.clone().application_name(&format!("{}.paths-observer", self.owner)))
-            .await?;
+        let base = (*self.pool.connect_options()).clone();
+        let observer = format!("{}.paths-observer", self.owner);
+        let (control_base, control) = crate::paths::observer(&urls.control, &observer, step_timeout).await?;
+        let direct_base = urls.direct.as_deref().map(crate::paths::options).transpose()?;
+        let restored = match urls.restored {
+            Some((url, ledger)) => {
+                let (control_base, observer) = crate::paths::observer(&url, &observer, step_timeout).await?;
+                let db = control_base.get_database().unwrap_or_default().to_string();
+                Some(crate::paths::Restored {
+                    base: base.clone().database(&db),
+                    control_base,
+                    observer,
+                    ledger: ledger.into(),
+                })
+            }
+            None => None,
+        };
         let driver = crate::paths::Driver {
-            base: (*self.pool.connect_options()).clone(),
+            base,
             direct_base,
             on_direct: Default::default(),
-            control_base: opts,
+            restored,
+            on_restored: Default::default(),
+            control_base,
             control,
             tools: self.tools(call_timeout_ms)?,
             owner: self.owner.clone(),

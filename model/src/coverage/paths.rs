@@ -6,13 +6,15 @@
 //! operation planned first is claimed first). For each transition of the denominator it reaches,
 //! the shortest sequence of actions from the initial state whose last action takes it.
 //!
-//! Faults of the server (promotion, restore, clock jumps, 40001, lost replies) and SIGSTOP are
-//! left out: their transitions are what the matrix's own rows create.
+//! Faults of the server other than a restore (promotion, clock jumps, 40001, lost replies) and
+//! SIGSTOP are left out: their transitions are what the matrix's own rows create.
 //!
-//! One step only the spec's own statements take: a takeover of a finished run's lease, which the
-//! fp_* functions refuse ([`spec_only`]). The walk runs twice: first without it, then with it for
-//! the transitions the first walk did not reach, so a path holds such a step only when it must
-//! (a driver on the fp_* path plays those few as the direct login).
+//! The walk runs three times, each for the transitions the ones before it did not reach, so a
+//! path holds an unusual step only when it must: first with the protocol's statements only; then
+//! with the one step only the spec's own statements take, a takeover of a finished run's lease,
+//! which the fp_* functions refuse ([`spec_only`]; a driver on the fp_* path plays those few as the
+//! direct login); then in the bound with one restore ([`restoring`]), for what only a restore and
+//! the operator's recovery after it lead to (a run back to pending with operations the tools hold).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -51,7 +53,10 @@ pub fn playable(s: &State, a: &Action) -> bool {
         | Action::MarkUnknown(_)
         | Action::Reconcile(_)
         | Action::Tick
-        | Action::Restart => true,
+        | Action::Restart
+        | Action::Recover => true,
+        // A restore between transactions (an open one would end with the old server).
+        Action::Restore => s.procs.iter().all(|p| p.txn == Txn::Idle),
         // The second operation is planned after the first, so the claim's oldest-first order
         // picks the first while both are prepared.
         Action::Commit(_, Write::Plan(n)) => n == 0 || ops[0].status != OpStatus::Absent,
@@ -74,7 +79,16 @@ pub fn paths(model: &ProtocolModel, max_states: usize) -> Option<BTreeMap<String
     for (k, p) in walk(model, max_states, true)? {
         found.entry(k).or_insert(p);
     }
+    for (k, p) in walk(&ProtocolModel::new(restoring(&model.cfg)), max_states, false)? {
+        found.entry(k).or_insert(p);
+    }
     Some(found)
+}
+
+/// `cfg` with one restore (to the backup of the run as created) and no kill: the third walk's
+/// bound, for the transitions only a restore and its recovery lead to.
+pub fn restoring(cfg: &crate::config::Config) -> crate::config::Config {
+    crate::config::Config { restores: 1, kills: 0, ..cfg.clone() }
 }
 
 /// One walk: with `spec_steps`, the steps only the spec's statements take are played too.
@@ -147,7 +161,8 @@ fn path_to(states: &[(State, usize, Option<Action>)], mut at: usize, last: Actio
 /// ([`crate::config::Config::driver_bound`]), workers told apart; `None` when it does not play
 /// every step.
 pub fn replay(path: &[Action]) -> Option<(ProtocolModel, Vec<State>)> {
-    [crate::config::Config::driver_bound()].into_iter().find_map(|mut cfg| {
+    let bound = crate::config::Config::driver_bound();
+    [restoring(&bound), bound].into_iter().rev().find_map(|mut cfg| {
         cfg.symmetry = false;
         let m = ProtocolModel::new(cfg);
         let mut states = vec![m.init_states().remove(0)];

@@ -39,7 +39,7 @@ pub struct Commit {
 /// Start `c` behind barrier `key`: `Ok(Some(held))` once it waits there (its lease validated),
 /// `Ok(None)` when it was refused before reaching it.
 pub async fn validate(d: &Driver, key: i64, c: Commit) -> Result<Option<Held>, ProtocolError> {
-    let opts = d.base.clone().application_name("fenceproof-paths-barrier");
+    let opts = d.base().clone().application_name("fenceproof-paths-barrier");
     let mut holder = tokio::time::timeout(d.step_timeout, PgConnection::connect_with(&opts))
         .await
         .map_err(|_| ProtocolError::InvalidIntent("the barrier's session did not connect in time".into()))??;
@@ -57,7 +57,7 @@ pub async fn validate(d: &Driver, key: i64, c: Commit) -> Result<Option<Held>, P
         let waiting: bool =
             sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)))")
                 .bind(pid)
-                .fetch_one(&d.control)
+                .fetch_one(d.observer())
                 .await?;
         if waiting {
             return Ok(Some(Held { holder, key, task }));

@@ -76,7 +76,7 @@ impl Play<'_> {
 
     /// The reconciler marks operation `n`'s expired claim unknown.
     pub async fn mark_unknown(&mut self, n: u8) -> Result<bool, ProtocolError> {
-        let op = outbox::read_operation(&self.d.control, &self.op_id(n)?).await?;
+        let op = outbox::read_operation(self.d.observer(), &self.op_id(n)?).await?;
         let Some(owner) = op.dispatch_owner.filter(|_| op.status == "dispatching") else { return Ok(false) };
         let app = self.reconciler();
         let pool = self.pool(&app).await?;
@@ -85,7 +85,7 @@ impl Play<'_> {
 
     /// The reconciler converges operation `n` by what its tool allows.
     pub async fn reconcile(&mut self, n: u8) -> Result<bool, ProtocolError> {
-        let op = outbox::read_operation(&self.d.control, &self.op_id(n)?).await?;
+        let op = outbox::read_operation(self.d.observer(), &self.op_id(n)?).await?;
         if op.status != "unknown" {
             return Ok(false);
         }

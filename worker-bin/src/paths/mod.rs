@@ -20,6 +20,7 @@
 mod held;
 mod ledger;
 mod play;
+mod restore;
 
 use std::time::Duration;
 
@@ -40,6 +41,8 @@ pub struct PathReport {
     pub run_id: String,
     /// It holds a step only the spec's own statements take (played on the direct write path).
     pub spec_statements: bool,
+    /// It restores its run's rows to the backup (and plays on the restored database after).
+    pub restored: bool,
     pub steps: usize,
     /// Steps played before the path ended or diverged.
     pub played: usize,
@@ -61,6 +64,11 @@ pub struct Driver {
     pub direct_base: Option<PgConnectOptions>,
     /// Whether the path being played writes with the spec's own statements as the direct login.
     pub on_direct: std::sync::atomic::AtomicBool,
+    /// The database that stands for the restored server, for the paths with a restore (`None`:
+    /// they are skipped).
+    pub restored: Option<Restored>,
+    /// Whether the path being played has been restored (its processes use [`Restored`]).
+    pub on_restored: std::sync::atomic::AtomicBool,
     /// The control URL's settings: each path's control plane (create, cancel, which the worker
     /// login may not do) connects with them as `control-plane-…`.
     pub control_base: PgConnectOptions,
@@ -77,20 +85,52 @@ pub struct Driver {
     pub pools: tokio::sync::Mutex<std::collections::HashMap<String, PgPool>>,
 }
 
+/// A database of the row's server standing for the restored one: a path's restore puts its run's
+/// rows there as they were when the run was created (the backup), and the rest of the path plays
+/// there, the operator's recovery first.
+pub struct Restored {
+    /// The worker's login on it.
+    pub base: PgConnectOptions,
+    /// Its owner's login (the restore, the recovery, the control plane).
+    pub control_base: PgConnectOptions,
+    /// An observer on it (reads only).
+    pub observer: PgPool,
+    /// The fake tools' ledger: the remote history the recovery reads.
+    pub ledger: std::path::PathBuf,
+}
+
 impl Driver {
-    /// The pool of the session named `app` on the worker's own settings (the direct login's while
-    /// a path with the spec's own statements plays), opened on first use.
-    pub async fn pool(&self, app: &str) -> Result<PgPool, ProtocolError> {
+    fn restored_now(&self) -> Option<&Restored> {
+        self.restored.as_ref().filter(|_| self.on_restored.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// The worker's settings for the path being played: on the restored database once it was
+    /// restored, as the direct login while it takes a step only the spec's statements take.
+    pub fn base(&self) -> &PgConnectOptions {
+        if let Some(r) = self.restored_now() {
+            return &r.base;
+        }
         match &self.direct_base {
-            Some(direct) if self.on_direct.load(std::sync::atomic::Ordering::SeqCst) => self.pool_as(direct, app).await,
-            _ => self.pool_as(&self.base, app).await,
+            Some(direct) if self.on_direct.load(std::sync::atomic::Ordering::SeqCst) => direct,
+            _ => &self.base,
         }
     }
 
-    /// The pool of the session named `app` on `opts`, opened on first use (one per login and name).
+    /// The observer of the database the path being played is on.
+    pub fn observer(&self) -> &PgPool {
+        self.restored_now().map_or(&self.control, |r| &r.observer)
+    }
+
+    /// The pool of the session named `app` on [`Driver::base`], opened on first use.
+    pub async fn pool(&self, app: &str) -> Result<PgPool, ProtocolError> {
+        self.pool_as(self.base(), app).await
+    }
+
+    /// The pool of the session named `app` on `opts`, opened on first use (one per login, database
+    /// and name).
     pub async fn pool_as(&self, opts: &PgConnectOptions, app: &str) -> Result<PgPool, ProtocolError> {
         let mut pools = self.pools.lock().await;
-        let key = format!("{app}@{}", opts.get_username());
+        let key = format!("{app}@{}/{}", opts.get_username(), opts.get_database().unwrap_or_default());
         if let Some(p) = pools.get(&key) {
             return Ok(p.clone());
         }
@@ -105,6 +145,9 @@ impl Driver {
             p.close().await;
         }
         self.control.close().await;
+        if let Some(r) = &self.restored {
+            r.observer.close().await;
+        }
     }
 
     /// A pool on `opts`, named `app`.
@@ -115,6 +158,32 @@ impl Driver {
             .connect_with(opts.clone().application_name(app))
             .await?)
     }
+}
+
+/// The URLs `play_paths` is given (secrets, never on a command line).
+pub struct Urls {
+    /// The owner's URL of the row's database.
+    pub control: String,
+    /// The direct login's (see [`Driver::direct_base`]).
+    pub direct: Option<String>,
+    /// The owner's URL of the database standing for the restored server, and the tools' ledger.
+    pub restored: Option<(String, String)>,
+}
+
+/// A URL's connection settings.
+pub fn options(url: &str) -> Result<PgConnectOptions, ProtocolError> {
+    url.parse().map_err(|e| ProtocolError::InvalidIntent(format!("bad database URL: {e}")))
+}
+
+/// `url`'s settings and an observer's pool on it, named `app`.
+pub async fn observer(url: &str, app: &str, timeout: Duration) -> Result<(PgConnectOptions, PgPool), ProtocolError> {
+    let opts = options(url)?;
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(timeout)
+        .connect_with(opts.clone().application_name(app))
+        .await?;
+    Ok((opts, pool))
 }
 
 /// The paths to play: all of them, or those of the transitions named.
@@ -135,9 +204,12 @@ pub async fn play_all(d: &Driver, paths: Vec<(String, Vec<Action>)>) -> Result<V
         fenceproof_model::coverage::replay(p)
             .is_some_and(|(_, states)| p.iter().zip(&states).any(|(a, s)| fenceproof_model::coverage::spec_only(s, a)))
     };
-    // On the fp_* path, the paths only the spec's statements take need the direct login.
+    // On the fp_* path, the paths only the spec's statements take need the direct login; a path
+    // with a restore needs the database that stands for the restored server.
     let playable = |p: &[Action]| !(write_path::api() && d.direct_base.is_none() && spec_only(p));
     let (paths, skipped): (Vec<_>, Vec<_>) = paths.into_iter().partition(|(_, p)| playable(p));
+    let restorable = |p: &[Action]| d.restored.is_some() || !p.contains(&Action::Restore);
+    let (paths, skipped_restore): (Vec<_>, Vec<_>) = paths.into_iter().partition(|(_, p)| restorable(p));
     let mut reports = Vec::new();
     for (i, (transition, path)) in paths.iter().enumerate() {
         reports.push(play_one(d, i, transition, path, d.grant_ms, spec_only(path)).await?);
@@ -160,6 +232,7 @@ pub async fn play_all(d: &Driver, paths: Vec<(String, Vec<Action>)>) -> Result<V
         "diverged": diverged,
         "refused_by_model": refused,
         "skipped_spec_statements": skipped.into_iter().map(|(t, _)| t).collect::<Vec<_>>(),
+        "skipped_restore": skipped_restore.into_iter().map(|(t, _)| t).collect::<Vec<_>>(),
     }))
 }
 

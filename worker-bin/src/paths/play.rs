@@ -54,8 +54,12 @@ pub struct Play<'a> {
     pub ops: Vec<Intent>,
     /// The term of a grant a clock tick of the path must see lapse.
     grant_ms: i64,
-    /// The control plane's session (create, cancel).
-    control: PgPool,
+    /// The control plane's session (create, cancel) on the database the path is on.
+    pub control: PgPool,
+    /// The control plane's session on the row's own database (where the run was created).
+    first_control: PgPool,
+    /// The run's rows as created (task, run, lease), when the path restores them.
+    pub backup: Option<[serde_json::Value; 3]>,
 }
 
 /// Play `path` (the path to `transition`) as path number `idx`.
@@ -81,13 +85,19 @@ pub async fn play(
         slots: Default::default(),
         ops: Vec::new(),
         grant_ms,
-        control: control_pool,
+        control: control_pool.clone(),
+        first_control: control_pool,
+        backup: None,
     };
     p.ops = p.intents()?;
+    if path.contains(&Action::Restore) {
+        p.take_backup().await?;
+    }
     let mut report = PathReport {
         transition,
         run_id: run_id.to_string(),
         spec_statements: false,
+        restored: path.contains(&Action::Restore),
         steps: path.len(),
         played: 0,
         diverged: None,
@@ -95,7 +105,9 @@ pub async fn play(
         again_of: None,
     };
     let played = p.steps(&states, &mut report).await;
-    p.finish().await?;
+    let finished = p.finish().await;
+    d.on_restored.store(false, std::sync::atomic::Ordering::SeqCst);
+    finished?;
     played?;
     Ok(report)
 }
@@ -159,6 +171,8 @@ impl Play<'_> {
                 self.slots[i as usize] = Slot { session: self.slots[i as usize].session, ..Slot::default() };
                 Ok(true)
             }
+            Action::Restore => self.restore().await,
+            Action::Recover => self.recover(s).await,
             // Lock: the row lock is taken with the validation (nothing of another process's can
             // touch the lease row in between: the model's own lock forbids it). Restart: slot 2.
             _ => Ok(true),
@@ -175,7 +189,7 @@ impl Play<'_> {
         if belief.is_some_and(|b| b.expect == n.primary.revision)
             && matches!(a, Action::Acquire(_) | Action::Commit(..))
         {
-            self.slots[i as usize].expect = runs::read_run(&self.d.control, self.run_id).await?.revision;
+            self.slots[i as usize].expect = runs::read_run(self.d.observer(), self.run_id).await?.revision;
         }
         Ok(())
     }
@@ -189,6 +203,9 @@ impl Play<'_> {
             }
         }
         let _ = runs::cancel(&self.control, self.run_id).await;
+        if self.backup.is_some() {
+            let _ = runs::cancel(&self.first_control, self.run_id).await;
+        }
         Ok(())
     }
 
@@ -227,7 +244,7 @@ impl Play<'_> {
     /// The database clock now (µs since the epoch).
     async fn clock(&self) -> Result<i64, ProtocolError> {
         Ok(sqlx::query_scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1e6)::bigint")
-            .fetch_one(&self.d.control)
+            .fetch_one(self.d.observer())
             .await?)
     }
 
@@ -309,7 +326,7 @@ impl Play<'_> {
                                        AND dispatch_until > clock_timestamp())",
             )
             .bind(self.run_id)
-            .fetch_one(&self.d.control)
+            .fetch_one(self.d.observer())
             .await?;
             if passed {
                 return Ok(());
@@ -370,14 +387,14 @@ impl Play<'_> {
               WHERE run_id = $1 AND owner IS NOT NULL",
         )
         .bind(self.run_id)
-        .fetch_optional(&self.d.control)
+        .fetch_optional(self.d.observer())
         .await?;
         let claims: Vec<(String, i64)> = sqlx::query_as(
             "SELECT operation_id, (extract(epoch FROM dispatch_until) * 1e6)::bigint FROM tool_operations
               WHERE run_id = $1 AND status = 'dispatching'",
         )
         .bind(self.run_id)
-        .fetch_all(&self.d.control)
+        .fetch_all(self.d.observer())
         .await?;
         Ok(Terms { lease, claims })
     }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fenceproof_harness::report::exit;
+use fenceproof_mutants::schedules::starved::{self, Measured, Player, SessionPlayer};
 use fenceproof_mutants::schedules::{self, ops::Op, Budget};
 use fenceproof_scenarios::runner::{self, VerifyOptions};
 
@@ -68,23 +69,22 @@ async fn replay(
     repeat: u32,
     print: Print,
 ) -> u8 {
-    let mut replays = Vec::new();
-    let mut stalls = Vec::new();
+    let mut player = SessionPlayer { session, worker_args };
+    let mut measured = Vec::new();
     for i in 1..=repeat {
-        let cpu = fenceproof_harness::pressure::mark();
-        let played = match schedules::play(session, &format!("replay-{i}"), schedule, worker_args).await {
-            Ok(p) => p,
+        let m = match player.play(&format!("replay-{i}"), schedule).await {
+            Ok(m) => m,
             Err(e) => return harness_failed(e),
         };
-        stalls.push(cpu.and_then(|m| m.since()).filter(fenceproof_harness::pressure::Stall::starved));
         if !print.json {
-            out!("{}", print.text(&replay_text(&played, i, repeat)));
+            out!("{}", print.text(&replay_text(&m.played, i, repeat)));
         }
-        replays.push(played);
+        measured.push(m);
     }
-    if let Err(e) = again_where_starved(session, schedule, worker_args, &mut replays, &stalls).await {
-        return harness_failed(e);
-    }
+    let replays = match again_where_starved(&mut player, schedule, measured).await {
+        Ok(r) => r,
+        Err(e) => return harness_failed(e),
+    };
     let verdicts: Vec<Vec<&str>> = replays.iter().map(|p| p.failed.iter().map(|c| c.name.as_str()).collect()).collect();
     let deterministic = verdicts.windows(2).all(|w| w[0] == w[1]);
     if print.json {
@@ -110,40 +110,27 @@ async fn replay(
     }
 }
 
-/// How many times a replay that held on a starved machine is played again, at most.
-const STARVED_REPLAYS: u32 = 2;
-
 /// When some replays failed and others held, a replay that held while the machine was starved
 /// (CPU pressure: its moment may not have been made, as the pool's load did to one replay in ten)
-/// is played again alone, until it fails or holds on a machine that was not starved. A FAIL is
-/// never replayed: it is proven from its evidence, whatever the load.
+/// is played again alone ([`starved::again_while_starved`]), until it fails or holds on a machine
+/// that was not starved. A FAIL is never replayed: it is proven from its evidence, whatever the load.
 async fn again_where_starved(
-    session: &mut runner::Session,
+    player: &mut SessionPlayer<'_>,
     schedule: &[Op],
-    worker_args: &[String],
-    replays: &mut [schedules::Played],
-    stalls: &[Option<fenceproof_harness::pressure::Stall>],
-) -> Result<(), fenceproof_harness::HarnessError> {
-    if replays.iter().all(|p| p.failed.is_empty()) {
-        return Ok(());
+    measured: Vec<Measured>,
+) -> Result<Vec<schedules::Played>, fenceproof_harness::HarnessError> {
+    let some_failed = measured.iter().any(|m| !m.played.failed.is_empty());
+    let mut replays = Vec::new();
+    for (i, m) in measured.into_iter().enumerate() {
+        let m = if some_failed {
+            let label = format!("replay-{}", i + 1);
+            starved::again_while_starved(player, &label, schedule, m, starved::STARVED_REPLAYS).await?.0
+        } else {
+            m
+        };
+        replays.push(m.played);
     }
-    for (i, stall) in stalls.iter().enumerate() {
-        let Some(mut why) = stall.as_ref().map(|s| s.describe()) else { continue };
-        for attempt in 1..=STARVED_REPLAYS {
-            if !replays[i].failed.is_empty() {
-                break;
-            }
-            eprintln!("replay {} held while the machine was starved ({why}); playing it again", i + 1);
-            let cpu = fenceproof_harness::pressure::mark();
-            replays[i] =
-                schedules::play(session, &format!("replay-{}-again-{attempt}", i + 1), schedule, worker_args).await?;
-            match cpu.and_then(|m| m.since()).filter(fenceproof_harness::pressure::Stall::starved) {
-                Some(s) => why = s.describe(),
-                None => break,
-            }
-        }
-    }
-    Ok(())
+    Ok(replays)
 }
 
 /// Replay `i` of `repeat` as text: the first one's log and failed checks, and every one's verdict.

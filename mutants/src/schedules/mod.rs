@@ -3,7 +3,8 @@
 //! against a fresh database and judges it by every history checker; [`coverage`] counts the
 //! situations reached per rule, and trace validation the model transitions each case exercised
 //! ([`steer`] feeds those back into the next case's weights under `--steer`). A failing schedule is
-//! shrunk ([`shrink`]), saved, and printed with its seed and a command that replays it.
+//! shrunk ([`shrink`]), saved, and printed with its seed and a command that replays it; a play that
+//! held while the machine was starved is played again ([`starved`]).
 
 pub mod bodies;
 mod composite;
@@ -20,6 +21,7 @@ pub mod ops;
 mod retry_40001;
 mod secret_plan;
 pub mod shrink;
+pub mod starved;
 pub mod steer;
 
 use std::collections::BTreeSet;

@@ -5,7 +5,11 @@
 //! so it is kept out. A candidate counts as failing only when it breaks one of the checks the
 //! original schedule broke: shrinking must not wander from the bug that was found to another one
 //! (or to a rare false alarm) that a smaller schedule happens to show. Every operation can be
-//! removed because composites resolve their roles when they run. Bounded by [`MAX_PLAYS`] replays.
+//! removed because composites resolve their roles when they run. Each of a candidate's two plays
+//! that held while the machine was starved is played again ([`super::starved`], as `--replay` does):
+//! on a loaded machine the race may not have been made, and a good candidate would be dropped. The
+//! load decides only whether to play again; a candidate is kept only on two real FAILs. Bounded by
+//! [`MAX_PLAYS`] plays of candidates and [`MAX_STARVED_PLAYS`] plays again.
 
 use std::collections::BTreeSet;
 
@@ -13,11 +17,24 @@ use fenceproof_harness::check::Check;
 use fenceproof_harness::HarnessError;
 
 use super::ops::Op;
-use super::{play, Played};
+use super::starved::{again_while_starved, Player, SessionPlayer};
+use super::Played;
 use fenceproof_scenarios::runner::Session;
 
-/// At most this many replays while shrinking.
+/// At most this many plays of candidates while shrinking (a candidate's first and second play).
 pub const MAX_PLAYS: u32 = 60;
+
+/// At most this many plays again, in all, of candidates' plays that held on a starved machine.
+pub const MAX_STARVED_PLAYS: u32 = 40;
+
+/// The plays a shrink made so far.
+#[derive(Debug, Default)]
+struct Spent {
+    /// Candidates' plays ([`MAX_PLAYS`]).
+    plays: u32,
+    /// Plays again of those that held on a starved machine ([`MAX_STARVED_PLAYS`]).
+    again: u32,
+}
 
 /// The smallest still-failing schedule found, with what it played.
 pub async fn shrink(
@@ -27,47 +44,39 @@ pub async fn shrink(
     played: Played,
     worker_args: &[String],
 ) -> Result<(Vec<Op>, Played), HarnessError> {
+    shrink_with(&mut SessionPlayer { session, worker_args }, label, schedule, played).await
+}
+
+/// [`shrink`] with `player` playing the candidates.
+async fn shrink_with<P: Player>(
+    player: &mut P,
+    label: &str,
+    schedule: Vec<Op>,
+    played: Played,
+) -> Result<(Vec<Op>, Played), HarnessError> {
     let target: BTreeSet<String> = played.failed.iter().map(|c| c.name.clone()).collect();
-    let same_bug = |p: &Played| breaks_one_of(&target, &p.failed);
     let mut best = (schedule, played);
-    let mut plays = 0;
+    let mut spent = Spent::default();
     let mut chunk = (best.0.len() / 2).max(1);
     loop {
         let mut removed = false;
         let mut i = 0;
-        while i < best.0.len() && plays < MAX_PLAYS {
+        while i < best.0.len() && spent.plays < MAX_PLAYS {
             let end = (i + chunk).min(best.0.len());
             let candidate: Vec<Op> = best.0[..i].iter().chain(&best.0[end..]).cloned().collect();
             if candidate.is_empty() {
                 i = end;
                 continue;
             }
-            plays += 1;
-            let p = play(session, &format!("{label}-shrink-{plays}"), &candidate, worker_args).await?;
-            if !same_bug(&p) {
-                if !p.failed.is_empty() {
-                    let names: Vec<&str> = p.failed.iter().map(|c| c.name.as_str()).collect();
-                    eprintln!(
-                        "  shrink {plays}: {} operations fail another check ({}): kept out",
-                        candidate.len(),
-                        names.join("; ")
-                    );
+            match still_fails(player, label, &candidate, &target, &mut spent).await? {
+                Some(p) => {
+                    best = (candidate, p);
+                    removed = true;
                 }
-                i = end;
-                continue;
-            }
-            plays += 1;
-            let again = play(session, &format!("{label}-shrink-{plays}"), &candidate, worker_args).await?;
-            if !same_bug(&again) {
-                eprintln!("  shrink {plays}: {} operations failed once, not twice: kept out", candidate.len());
-                i = end;
-            } else {
-                eprintln!("  shrink {plays}: {} operations still fail (twice)", candidate.len());
-                best = (candidate, p);
-                removed = true;
+                None => i = end,
             }
         }
-        if plays >= MAX_PLAYS || (chunk == 1 && !removed) {
+        if spent.plays >= MAX_PLAYS || (chunk == 1 && !removed) {
             break;
         }
         if chunk > 1 {
@@ -77,6 +86,55 @@ pub async fn shrink(
     Ok(best)
 }
 
+/// The first play of `candidate` when it broke one of the `target` checks, and did again when
+/// played a second time; `None` when it held (also after its plays again, if starved), broke only
+/// other checks, or failed once only.
+async fn still_fails<P: Player>(
+    player: &mut P,
+    label: &str,
+    candidate: &[Op],
+    target: &BTreeSet<String>,
+    spent: &mut Spent,
+) -> Result<Option<Played>, HarnessError> {
+    let p = play_candidate(player, label, candidate, spent).await?;
+    if !breaks_one_of(target, &p.failed) {
+        if !p.failed.is_empty() {
+            let names: Vec<&str> = p.failed.iter().map(|c| c.name.as_str()).collect();
+            eprintln!(
+                "  shrink {}: {} operations fail another check ({}): kept out",
+                spent.plays,
+                candidate.len(),
+                names.join("; ")
+            );
+        }
+        return Ok(None);
+    }
+    let again = play_candidate(player, label, candidate, spent).await?;
+    if !breaks_one_of(target, &again.failed) {
+        eprintln!("  shrink {}: {} operations failed once, not twice: kept out", spent.plays, candidate.len());
+        return Ok(None);
+    }
+    eprintln!("  shrink {}: {} operations still fail (twice)", spent.plays, candidate.len());
+    Ok(Some(p))
+}
+
+/// One play of `candidate` (`{label}-shrink-N`), played again while it held on a starved machine,
+/// within what is left of [`MAX_STARVED_PLAYS`]; the play that decides.
+async fn play_candidate<P: Player>(
+    player: &mut P,
+    label: &str,
+    candidate: &[Op],
+    spent: &mut Spent,
+) -> Result<Played, HarnessError> {
+    spent.plays += 1;
+    let label = format!("{label}-shrink-{}", spent.plays);
+    let first = player.play(&label, candidate).await?;
+    let allowance = MAX_STARVED_PLAYS.saturating_sub(spent.again);
+    let (decides, again) = again_while_starved(player, &label, candidate, first, allowance).await?;
+    spent.again += again;
+    Ok(decides.played)
+}
+
 /// Whether a candidate's failed checks include one of the original failure's (`target`).
 fn breaks_one_of(target: &BTreeSet<String>, failed: &[Check]) -> bool {
     failed.iter().any(|c| target.contains(&c.name))
@@ -84,7 +142,60 @@ fn breaks_one_of(target: &BTreeSet<String>, failed: &[Check]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::starved::tests::{scripted, Script};
+    use super::super::starved::STARVED_REPLAYS;
     use super::*;
+
+    /// Shrink a two-operation schedule that failed, its candidates' plays answered by `answers`:
+    /// the schedule kept, and the labels played.
+    async fn shrink_two(answers: Vec<super::super::starved::Measured>) -> (Vec<Op>, Vec<String>) {
+        let mut script = Script::new(answers);
+        let schedule = vec![Op::Acquire { w: 0 }, Op::Renew { w: 1 }];
+        let (best, _) = shrink_with(&mut script, "c", schedule, scripted(true, false).played).await.expect("scripted");
+        (best, script.labels().iter().map(|l| l.to_string()).collect())
+    }
+
+    #[tokio::test]
+    async fn a_candidate_that_held_on_a_starved_machine_is_played_again_and_kept_on_two_real_fails() {
+        let (best, labels) = shrink_two(vec![scripted(false, true), scripted(true, true), scripted(true, false)]).await;
+        assert_eq!(best, vec![Op::Renew { w: 1 }], "the first candidate (the first operation removed) is kept");
+        assert_eq!(labels, ["c-shrink-1", "c-shrink-1-again-1", "c-shrink-2"]);
+        // The same for its second play: held starved, then failed again.
+        let (best, labels) = shrink_two(vec![scripted(true, false), scripted(false, true), scripted(true, true)]).await;
+        assert_eq!(best, vec![Op::Renew { w: 1 }]);
+        assert_eq!(labels, ["c-shrink-1", "c-shrink-2", "c-shrink-2-again-1"]);
+    }
+
+    #[tokio::test]
+    async fn a_candidate_that_held_on_a_calm_machine_is_dropped_without_playing_it_again() {
+        let (best, labels) = shrink_two(vec![scripted(false, false), scripted(false, false)]).await;
+        assert_eq!(best.len(), 2, "neither operation could go");
+        assert_eq!(labels, ["c-shrink-1", "c-shrink-2"]);
+        let (best, labels) =
+            shrink_two(vec![scripted(true, false), scripted(false, false), scripted(false, false)]).await;
+        assert_eq!(best.len(), 2, "a candidate that failed once, then held on a calm machine, is dropped");
+        assert_eq!(labels, ["c-shrink-1", "c-shrink-2", "c-shrink-3"]);
+    }
+
+    #[tokio::test]
+    async fn a_candidate_that_keeps_holding_starved_is_dropped_after_the_last_play_again() {
+        let mut answers: Vec<_> = (0..=STARVED_REPLAYS).map(|_| scripted(false, true)).collect();
+        answers.push(scripted(false, false));
+        let (best, labels) = shrink_two(answers).await;
+        assert_eq!(best.len(), 2, "held starved every time: no FAIL, nothing kept");
+        assert_eq!(labels, ["c-shrink-1", "c-shrink-1-again-1", "c-shrink-1-again-2", "c-shrink-2"]);
+    }
+
+    #[tokio::test]
+    async fn a_shrink_on_a_machine_starved_throughout_stops_at_both_bounds() {
+        let total = (MAX_PLAYS + MAX_STARVED_PLAYS) as usize;
+        let mut script = Script::new((0..total).map(|_| scripted(false, true)).collect());
+        let schedule: Vec<Op> = (0..64).map(|w| Op::Acquire { w }).collect();
+        let (best, _) = shrink_with(&mut script, "c", schedule, scripted(true, false).played).await.expect("scripted");
+        assert_eq!(best.len(), 64);
+        let again = script.labels().iter().filter(|l| l.contains("-again-")).count();
+        assert_eq!((script.played.len(), again), (total, MAX_STARVED_PLAYS as usize));
+    }
 
     #[test]
     fn a_candidate_keeps_the_bug_only_by_breaking_one_of_the_original_checks() {

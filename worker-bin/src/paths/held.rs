@@ -13,14 +13,15 @@ use fenceproof_protocol::operation::Intent;
 use fenceproof_protocol::outbox;
 use fenceproof_protocol::retry::RetryBudget;
 use serde_json::json;
-use sqlx::{Connection, PgConnection, PgPool};
+use sqlx::pool::PoolConnection;
+use sqlx::{PgPool, Postgres};
 use tokio::task::JoinHandle;
 
 use super::Driver;
 
 /// One commit waiting at its barrier.
 pub struct Held {
-    holder: PgConnection,
+    holder: PoolConnection<Postgres>,
     key: i64,
     task: JoinHandle<Result<i64, ProtocolError>>,
 }
@@ -39,16 +40,14 @@ pub struct Commit {
 /// Start `c` behind barrier `key`: `Ok(Some(held))` once it waits there (its lease validated),
 /// `Ok(None)` when it was refused before reaching it.
 pub async fn validate(d: &Driver, key: i64, c: Commit) -> Result<Option<Held>, ProtocolError> {
-    let opts = d.base().clone().application_name("fenceproof-paths-barrier");
-    let mut holder = tokio::time::timeout(d.step_timeout, PgConnection::connect_with(&opts))
-        .await
-        .map_err(|_| ProtocolError::InvalidIntent("the barrier's session did not connect in time".into()))??;
-    sqlx::query("SELECT pg_advisory_lock($1)").bind(key).execute(&mut holder).await?;
-    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut holder).await?;
+    let mut holder = d.barrier().await?;
+    sqlx::query("SELECT pg_advisory_lock($1)").bind(key).execute(&mut *holder).await?;
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut *holder).await?;
     let task = tokio::spawn(commit(c, FaultPoints::with(FaultPoint::AfterLeaseValidated, key)));
     let deadline = Instant::now() + d.step_timeout;
     loop {
         if task.is_finished() {
+            sqlx::query("SELECT pg_advisory_unlock_all()").execute(&mut *holder).await?;
             return match task.await.map_err(|e| ProtocolError::InvalidIntent(e.to_string()))? {
                 Ok(_) => Err(ProtocolError::InvalidIntent("a held commit passed its barrier".into())),
                 Err(_) => Ok(None),
@@ -64,6 +63,7 @@ pub async fn validate(d: &Driver, key: i64, c: Commit) -> Result<Option<Held>, P
         }
         if Instant::now() > deadline {
             task.abort();
+            let _ = holder.close().await;
             return Err(ProtocolError::InvalidIntent(format!(
                 "a validation neither waited at barrier {key} nor answered"
             )));
@@ -75,12 +75,13 @@ pub async fn validate(d: &Driver, key: i64, c: Commit) -> Result<Option<Held>, P
 impl Held {
     /// Release the barrier and wait for the commit's answer: its new revision, or its refusal.
     pub async fn commit(mut self, timeout: Duration) -> Result<Result<i64, ProtocolError>, ProtocolError> {
-        sqlx::query("SELECT pg_advisory_unlock($1)").bind(self.key).execute(&mut self.holder).await?;
+        sqlx::query("SELECT pg_advisory_unlock($1)").bind(self.key).execute(&mut *self.holder).await?;
         let answer = tokio::time::timeout(timeout, self.task)
             .await
             .map_err(|_| ProtocolError::InvalidIntent("a released commit did not answer".into()))?
             .map_err(|e| ProtocolError::InvalidIntent(e.to_string()))?;
-        let _ = self.holder.close().await;
+        // The session goes back to the driver's barrier pool with no lock held.
+        sqlx::query("SELECT pg_advisory_unlock_all()").execute(&mut *self.holder).await?;
         Ok(answer)
     }
 }

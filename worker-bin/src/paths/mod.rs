@@ -139,6 +139,29 @@ impl Driver {
         Ok(p)
     }
 
+    /// A session of the barrier's pool on [`Driver::base`]'s database (each holds one barrier's
+    /// advisory lock, and goes back with none).
+    pub async fn barrier(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Postgres>, ProtocolError> {
+        let opts = self.base();
+        let key = format!("barrier@{}/{}", opts.get_username(), opts.get_database().unwrap_or_default());
+        let pool = {
+            let mut pools = self.pools.lock().await;
+            match pools.get(&key) {
+                Some(p) => p.clone(),
+                None => {
+                    let p = PgPoolOptions::new()
+                        .max_connections(4)
+                        .acquire_timeout(self.step_timeout)
+                        .connect_with(opts.clone().application_name("fenceproof-paths-barrier"))
+                        .await?;
+                    pools.insert(key, p.clone());
+                    p
+                }
+            }
+        };
+        Ok(pool.acquire().await?)
+    }
+
     /// Close every session the paths opened.
     pub async fn close(&self) {
         for (_, p) in self.pools.lock().await.drain() {

@@ -571,7 +571,7 @@ pub const PREFILTER_NOT_A_BOUNDARY: Rule = Rule {
 pub const RESTORE_RECOVER_BEFORE_DISPATCH: Rule = Rule {
     id: "restore.recover-before-dispatch",
     section: "10",
-    statement: "after a restore from an old backup, stale workers are fenced (every later epoch above any handed out before), the ledger is settled from the remote history and forks are reported, before dispatch resumes",
+    statement: "after a restore from an old backup, stale workers are fenced (every later epoch above any handed out before), the ledger is settled from the remote history and forks are registered unknown or reported, before dispatch resumes",
     checkers: &[
         fenceproof_harness::check::restore::HELD,
         fenceproof_harness::check::restore::EPOCHS_ABOVE,

@@ -120,6 +120,10 @@ async fn restored_database(ctx: &Ctx) -> Result<Option<(String, sqlx::PgPool)>, 
     databases::create_from_template_at(url.as_str(), &name).await?;
     url.set_path(&format!("/{name}"));
     let pool = databases::pool(url.as_str(), CONTROL, 2).await?;
+    // The same deployment as the row's own database: a SQL mutant's functions too.
+    if let Some(patch) = &ctx.sql_patch {
+        sqlx::raw_sql(patch).execute(&pool).await?;
+    }
     Ok(Some((url.to_string(), pool)))
 }
 

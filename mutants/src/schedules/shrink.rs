@@ -1,4 +1,5 @@
-//! Shrinking a failing schedule: remove chunks of operations, halving the chunk size down to one
+//! Shrinking a failing schedule: a long one first tries each of its operations alone
+//! ([`SINGLES_ABOVE`]); then remove chunks of operations, halving the chunk size down to one
 //! (delta debugging), then single operations until none can go, keeping a candidate only when it
 //! still fails, and fails again when played a second time: a reduction that fails once in a while
 //! (a race the smaller schedule only sometimes wins) would make the saved schedule a flaky replay,
@@ -23,6 +24,11 @@ use fenceproof_scenarios::runner::Session;
 
 /// At most this many plays of candidates while shrinking (a candidate's first and second play).
 pub const MAX_PLAYS: u32 = 60;
+
+/// A failing schedule longer than this first has each of its operations tried alone: a bug one
+/// operation shows is found in a few short plays, where halving a long schedule plays it long
+/// (and, on a loaded machine, a race a long candidate only sometimes makes drops good candidates).
+pub const SINGLES_ABOVE: usize = 8;
 
 /// At most this many plays again, in all, of candidates' plays that held on a starved machine.
 pub const MAX_STARVED_PLAYS: u32 = 40;
@@ -55,8 +61,13 @@ async fn shrink_with<P: Player>(
     played: Played,
 ) -> Result<(Vec<Op>, Played), HarnessError> {
     let target: BTreeSet<String> = played.failed.iter().map(|c| c.name.clone()).collect();
-    let mut best = (schedule, played);
     let mut spent = Spent::default();
+    if schedule.len() > SINGLES_ABOVE {
+        if let Some(single) = alone(player, label, &schedule, &target, &mut spent).await? {
+            return Ok(single);
+        }
+    }
+    let mut best = (schedule, played);
     let mut chunk = (best.0.len() / 2).max(1);
     loop {
         let mut removed = false;
@@ -84,6 +95,29 @@ async fn shrink_with<P: Player>(
         }
     }
     Ok(best)
+}
+
+/// The first operation of `schedule` that still fails alone (twice, as every candidate), played
+/// each in turn within [`MAX_PLAYS`]; `None` when none does.
+async fn alone<P: Player>(
+    player: &mut P,
+    label: &str,
+    schedule: &[Op],
+    target: &BTreeSet<String>,
+    spent: &mut Spent,
+) -> Result<Option<(Vec<Op>, Played)>, HarnessError> {
+    let mut tried: Vec<&Op> = Vec::new();
+    for op in schedule {
+        if spent.plays >= MAX_PLAYS || tried.contains(&op) {
+            continue;
+        }
+        tried.push(op);
+        let single = vec![op.clone()];
+        if let Some(p) = still_fails(player, label, &single, target, spent).await? {
+            return Ok(Some((single, p)));
+        }
+    }
+    Ok(None)
 }
 
 /// The first play of `candidate` when it broke one of the `target` checks, and did again when
@@ -195,6 +229,24 @@ mod tests {
         assert_eq!(best.len(), 64);
         let again = script.labels().iter().filter(|l| l.contains("-again-")).count();
         assert_eq!((script.played.len(), again), (total, MAX_STARVED_PLAYS as usize));
+    }
+
+    #[tokio::test]
+    async fn a_long_schedule_first_tries_each_operation_alone_and_keeps_the_first_that_fails_twice() {
+        let schedule: Vec<Op> = (0..10).map(|w| Op::Acquire { w }).collect();
+        let mut answers = vec![scripted(false, false), scripted(true, false), scripted(false, false)];
+        answers.extend([scripted(false, false), scripted(true, false), scripted(true, false)]);
+        let mut script = Script::new(answers);
+        let (best, _) =
+            shrink_with(&mut script, "c", schedule.clone(), scripted(true, false).played).await.expect("scripted");
+        assert_eq!(best, vec![Op::Acquire { w: 3 }], "the fourth operation fails alone, twice");
+        let sizes: Vec<usize> = script.played.iter().map(|(_, n)| *n).collect();
+        assert_eq!(sizes, [1; 6], "only single operations were played (the second failed once only)");
+        // A schedule at the limit is shrunk by halving from the start.
+        let mut script = Script::new((0..30).map(|_| scripted(false, false)).collect());
+        let at_limit = schedule[..SINGLES_ABOVE].to_vec();
+        let _ = shrink_with(&mut script, "c", at_limit, scripted(true, false).played).await;
+        assert_eq!(script.played[0].1, SINGLES_ABOVE / 2, "the first candidate drops half");
     }
 
     #[test]

@@ -239,7 +239,9 @@ impl Session {
             direct: direct_url.map(|u| u.secret.value),
             restored: restored_url.map(|u| u.secret.value).zip(tools_ledger),
         };
-        let step_timeout = Duration::from_millis((grant_ms.max(1) as u64) * 20 + 10_000);
+        // A step waits on the database (a commit's flush, a term on its clock): a disk the other work
+        // on the machine keeps busy was seen to hold a checkpoint's writes for minutes.
+        let step_timeout = Duration::from_millis((grant_ms.max(1) as u64) * 20 + 30_000);
         let base = (*self.pool.connect_options()).clone();
         let observer = format!("{}.paths-observer", self.owner);
         let (control_base, control) = crate::paths::observer(&urls.control, &observer, step_timeout).await?;

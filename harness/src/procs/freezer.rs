@@ -64,6 +64,12 @@ fn mkdir_error(dir: &std::path::Path, e: std::io::Error) -> HarnessError {
     }
 }
 
+/// How long the kernel may take to report a cgroup frozen or thawed. A task freezes only once it
+/// leaves uninterruptible sleep: a server's backend inside an fsync on a machine whose disk the
+/// other lanes keep busy was seen to need more than 10 s, and a bound that short made a loaded
+/// machine turn a schedule into an ERROR.
+pub const SETTLE_WITHIN: Duration = Duration::from_secs(60);
+
 impl Frozen {
     /// Freeze `pid` and wait (bounded) until the kernel reports the cgroup frozen.
     pub async fn freeze(pid: Pid) -> Result<Frozen> {
@@ -91,7 +97,7 @@ impl Frozen {
             }
         }
         set_frozen(f, &dir, true)?;
-        wait::until(&format!("pid {pid} frozen in {}", dir.display()), Duration::from_secs(10), || {
+        wait::until(&format!("pid {pid} frozen in {}", dir.display()), SETTLE_WITHIN, || {
             let dir = dir.clone();
             async move { Ok(is_frozen(f, &dir).then_some(())) }
         })
@@ -109,7 +115,7 @@ impl Frozen {
         self.thawed = true;
         set_frozen(self.flavor, &self.dir, false)?;
         let (f, dir) = (self.flavor, self.dir.clone());
-        wait::until(&format!("pid {} thawed", self.pid), Duration::from_secs(10), || {
+        wait::until(&format!("pid {} thawed", self.pid), SETTLE_WITHIN, || {
             let dir = dir.clone();
             async move { Ok((!is_frozen(f, &dir)).then_some(())) }
         })

@@ -68,7 +68,7 @@ pub async fn validate(d: &Driver, key: i64, c: Commit) -> Result<Option<Held>, P
                 "a validation neither waited at barrier {key} nor answered"
             )));
         }
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

@@ -111,9 +111,11 @@ impl ExternalDb {
     pub async fn create(&self, name: &str) -> Result<Schemas> {
         let oracle = format!("{name}_o");
         let admin = self.pool_in("public", "fenceproof-harness", 1).await?;
-        sqlx::query(&format!("CREATE SCHEMA {name}")).execute(&admin).await?;
+        // Registered before they exist (dropped `IF EXISTS`): a Ctrl-C that lands between the
+        // CREATE's commit and its answer being read still drops them.
         register(&self.url, name);
         register(&self.url, &oracle);
+        sqlx::query(&format!("CREATE SCHEMA {name}")).execute(&admin).await?;
         admin.close().await;
         let pool = self.pool_in(name, "fenceproof-harness", 1).await?;
         debug_assert!(!MIGRATIONS.is_empty());
@@ -135,8 +137,8 @@ impl ExternalDb {
     /// the URL whose sessions use it.
     pub async fn create_migrated(&self, name: &str) -> Result<String> {
         let admin = self.pool_in("public", "fenceproof-harness", 1).await?;
-        sqlx::query(&format!("CREATE SCHEMA {name}")).execute(&admin).await?;
         register(&self.url, name);
+        sqlx::query(&format!("CREATE SCHEMA {name}")).execute(&admin).await?;
         sqlx::query(&format!("COMMENT ON SCHEMA {name} IS '{}'", owner_tag())).execute(&admin).await?;
         admin.close().await;
         let pool = self.pool_in(name, "fenceproof-harness", 1).await?;

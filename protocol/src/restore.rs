@@ -19,9 +19,9 @@
 //! 3. every side effect the remote history holds under an operation_id the restored ledger does
 //!    not know is a fork of history. It is registered in the ledger as `unknown` under that
 //!    operation_id (its run restored, its request known from the remote side): a run that plans
-//!    the step again after the restore names the same operation_id and finds it taken, no
-//!    dispatcher sends an `unknown` intent, and a reconciler asks the tool what became of it. A
-//!    fork that cannot be registered is reported. Neither is ever re-created remotely.
+//!    the step again after the restore names the same operation_id and finds it already
+//!    registered, no dispatcher sends an `unknown` intent, and a reconciler asks the tool what
+//!    became of it. A fork that cannot be registered is reported. Neither is re-created remotely.
 //!
 //! The protocol knows no HTTP: the caller gathers the remote history ([`RemoteHistory`]) from the
 //! tools' own records.
@@ -52,6 +52,24 @@ pub struct RemoteHistory {
     pub requests: BTreeMap<String, (String, Value)>,
     /// The highest epoch any outside record shows (a tool's fencing high-water, worker logs).
     pub epoch_high_water: Option<i64>,
+}
+
+impl RemoteHistory {
+    /// The history a tools' ledger shows: each `created` record (a JSON object with
+    /// `operation_id`, `resource_id`, `tool`, `at` and the request `body`, the fake tools' ledger
+    /// format) of an operation `only` accepts, the first for each operation_id.
+    pub fn from_ledger<'a>(entries: impl IntoIterator<Item = &'a Value>, only: impl Fn(&str) -> bool) -> RemoteHistory {
+        let mut h = RemoteHistory::default();
+        for e in entries.into_iter().filter(|e| e["kind"] == "created") {
+            let Some(op) = e["operation_id"].as_str().filter(|op| only(op)) else { continue };
+            let id = e["resource_id"].as_str().unwrap_or_default().to_string();
+            h.executed.entry(op.to_string()).or_insert((id, json!({"tool": e["tool"], "at": e["at"]})));
+            if let (Some(tool), Some(body)) = (e["tool"].as_str(), e.get("body").filter(|b| b.is_object())) {
+                h.requests.entry(op.to_string()).or_insert((tool.to_string(), body.clone()));
+            }
+        }
+        h
+    }
 }
 
 /// One ledger row the recovery corrected.

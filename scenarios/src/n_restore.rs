@@ -249,7 +249,7 @@ async fn recover_held(ctx: &mut Ctx, operator_url: &str, tools: &ToolsProc) -> R
         ctx.note("operator mutant: the restored database reopens without the recovery");
         RestoreReport::default()
     } else {
-        let remote = remote_history(&ledger::entries(&tools.ledger)?);
+        let remote = RemoteHistory::from_ledger(&ledger::entries(&tools.ledger)?, |_| true);
         let report = recover(&held, &remote, DEFAULT_EPOCH_MARGIN)
             .await
             .map_err(|e| HarnessError::Other(format!("the recovery failed: {e}")))?;
@@ -312,20 +312,6 @@ async fn c_completes(
 }
 
 /// The remote history as the tools' own ledger tells it.
-fn remote_history(entries: &[serde_json::Value]) -> RemoteHistory {
-    let mut h = RemoteHistory::default();
-    for e in entries.iter().filter(|e| e["kind"] == "created") {
-        if let Some(op) = e["operation_id"].as_str() {
-            let id = e["resource_id"].as_str().unwrap_or_default().to_string();
-            h.executed.entry(op.to_string()).or_insert((id, json!({"tool": e["tool"], "at": e["at"]})));
-            if let (Some(tool), Some(body)) = (e["tool"].as_str(), e.get("body").filter(|b| b.is_object())) {
-                h.requests.entry(op.to_string()).or_insert((tool.to_string(), body.clone()));
-            }
-        }
-    }
-    h
-}
-
 async fn max_seq(pool: &PgPool) -> Result<i64, HarnessError> {
     Ok(sqlx::query_scalar(&format!("SELECT coalesce(max(seq), 0) FROM {}.commits", oracle::DEFAULT_SCHEMA))
         .fetch_one(pool)

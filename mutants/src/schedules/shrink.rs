@@ -108,7 +108,10 @@ async fn alone<P: Player>(
 ) -> Result<Option<(Vec<Op>, Played)>, HarnessError> {
     let mut tried: Vec<&Op> = Vec::new();
     for op in schedule {
-        if spent.plays >= MAX_PLAYS || tried.contains(&op) {
+        if spent.plays >= MAX_PLAYS {
+            break;
+        }
+        if tried.contains(&op) {
             continue;
         }
         tried.push(op);

@@ -7,12 +7,10 @@
 //! the recovery is the reference's own (`protocol::restore::recover_runs`, this run only), with
 //! the remote history read from the fake tools' ledger.
 
-use std::collections::BTreeMap;
-
 use fenceproof_model::state::State;
 use fenceproof_protocol::restore::{recover_runs, RemoteHistory, DEFAULT_EPOCH_MARGIN};
 use fenceproof_protocol::ProtocolError;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::play::{Play, Slot};
 
@@ -78,21 +76,10 @@ impl Play<'_> {
     }
 }
 
-/// What the tools created for operations of run `run` (their ledger's `created` entries): each
-/// operation's resource and the request it was created with.
+/// What the tools' ledger at `ledger` shows created for operations of run `run`.
 fn remote_history(ledger: &std::path::Path, run: &str) -> Result<RemoteHistory, ProtocolError> {
     let text = std::fs::read_to_string(ledger)
         .map_err(|e| ProtocolError::InvalidIntent(format!("the tools' ledger {}: {e}", ledger.display())))?;
-    let mut h = RemoteHistory { executed: BTreeMap::new(), requests: BTreeMap::new(), epoch_high_water: None };
-    for e in text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
-        let Some(op) = e["operation_id"].as_str().filter(|op| e["kind"] == "created" && op.contains(run)) else {
-            continue;
-        };
-        let id = e["resource_id"].as_str().unwrap_or_default().to_string();
-        h.executed.entry(op.to_string()).or_insert((id, json!({"tool": e["tool"], "at": e["at"]})));
-        if let (Some(tool), Some(body)) = (e["tool"].as_str(), e.get("body").filter(|b| b.is_object())) {
-            h.requests.entry(op.to_string()).or_insert((tool.to_string(), body.clone()));
-        }
-    }
-    Ok(h)
+    let entries: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    Ok(RemoteHistory::from_ledger(&entries, |op| op.contains(run)))
 }

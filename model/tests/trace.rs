@@ -1,9 +1,10 @@
 //! Trace validation on histories written by hand: a legal run is explained step by step, and each
 //! one-place bug of the spec's warnings leaves a commit the model cannot explain, named by its seq.
 
+use fenceproof_model::config::Ablation;
 use fenceproof_model::coverage::{denominator, key, observable, LeaseClass};
 use fenceproof_model::state::OpStatus;
-use fenceproof_model::trace::{validate, Call, Change, Env, Table};
+use fenceproof_model::trace::{validate, validate_with, Call, Change, Env, Outcome, Table, Unexplained};
 use serde_json::{json, Value};
 
 const RUN: &str = "11111111-2222-3333-4444-555555555555";
@@ -92,9 +93,28 @@ impl H {
     }
 
     fn first_unexplained(&self, env: &Env) -> Option<(i64, String)> {
-        let r = validate(&self.out, env);
-        r.unexplained.first().map(|u| (u.seq, format!("{} / {}", u.observed, u.allowed)))
+        self.first(env).map(|u| (u.seq, format!("{} / {}", u.observed, u.allowed)))
     }
+
+    fn first(&self, env: &Env) -> Option<Unexplained> {
+        validate(&self.out, env).unexplained.first().cloned()
+    }
+}
+
+/// What the model answered to the step of this kind, in the finding `u`.
+fn answer<'a>(u: &'a Unexplained, kind: &str) -> Vec<&'a Outcome> {
+    u.tried.iter().filter(|t| t.kind == kind).map(|t| &t.outcome).collect()
+}
+
+/// The model refuses `kind` here: it is not enabled (after its hidden steps, if any).
+fn refused(u: &Unexplained, kind: &str, step: &str) -> bool {
+    answer(u, kind).iter().all(|o| matches!(o, Outcome::NotEnabled { step: s, .. } if *s == step))
+        && !answer(u, kind).is_empty()
+}
+
+/// The model takes `kind` here, and its effect is not the commit's.
+fn differs(u: &Unexplained, kind: &str) -> bool {
+    answer(u, kind).iter().any(|o| matches!(o, Outcome::Differs { .. }))
 }
 
 fn env() -> Env {
@@ -152,29 +172,42 @@ fn a_takeover_after_expiry_is_explained_and_the_old_owner_is_then_refused() {
     h.run_to("B", 7, 7, "running", 2);
     assert_eq!(h.first_unexplained(&env()), None);
     h.run_to("A", 8, 8, "running", 3);
-    let (seq, why) = h.first_unexplained(&env()).expect("A's stale commit");
-    assert_eq!(seq, h.out.len() as i64, "{why}");
-    assert!(why.contains("while the lease was Some(\"B\")"), "{why}");
+    let u = h.first(&env()).expect("A's stale commit");
+    assert_eq!(u.seq, h.out.len() as i64, "{u:?}");
+    // A locks and validates; its validation finds B's lease, so the model has no commit of A.
+    let after = answer(&u, "commit");
+    assert!(
+        after.len() == 3
+            && after.iter().all(|o| **o == Outcome::NotEnabled { step: "commit", after: vec!["lock", "validate"] }),
+        "{u:?}"
+    );
 }
+
+/// What the model answers, for a finding.
+type Says = fn(&Unexplained) -> bool;
 
 #[test]
 fn each_one_place_bug_is_a_commit_the_model_cannot_explain() {
     type Bug = fn(&mut H);
-    let bugs: &[(&str, Bug, &str)] = &[
-        ("takeover of a live lease", |h| h.lease_to("B", 3, 3, Some("B"), 2, 13), "live until"),
-        ("renewal of an expired lease", |h| h.lease_to("A", 20, 20, Some("A"), 1, 30), "had expired"),
-        ("release that zeroes the epoch", |h| h.lease_to("A", 3, 3, None, 0, 3), "epoch 1 → None/epoch 0"),
-        ("epoch that skips", |h| h.lease_to("B", 20, 20, Some("B"), 5, 30), "raises the epoch by exactly one"),
-        ("commit on an expired lease", |h| h.run_to("A", 20, 20, "running", 2), "expired at"),
-        ("blind revision overwrite", |h| h.run_to("A", 3, 3, "running", 7), "revision 7 over 1"),
-        ("worker cancels", |h| h.run_to("A", 3, 3, "cancelled", 2), "running → cancelled"),
+    let bugs: &[(&str, Bug, Says)] = &[
+        ("takeover of a live lease", |h| h.lease_to("B", 3, 3, Some("B"), 2, 13), |u| refused(u, "acquire", "acquire")),
+        ("renewal of an expired lease", |h| h.lease_to("A", 20, 20, Some("A"), 1, 30), |u| differs(u, "renew")),
+        ("release that zeroes the epoch", |h| h.lease_to("A", 3, 3, None, 0, 3), |u| differs(u, "release")),
+        ("epoch that skips", |h| h.lease_to("B", 20, 20, Some("B"), 5, 30), |u| differs(u, "acquire")),
+        ("commit on an expired lease", |h| h.run_to("A", 20, 20, "running", 2), |u| refused(u, "commit", "commit")),
+        ("blind revision overwrite", |h| h.run_to("A", 3, 3, "running", 7), |u| differs(u, "commit")),
+        (
+            "worker cancels",
+            |h| h.run_to("A", 3, 3, "cancelled", 2),
+            |u| differs(u, "commit") && answer(u, "cancel").is_empty(),
+        ),
         (
             "intent outside the protected transaction",
             |h| {
                 let row = json!({"operation_id": "op-9", "run_id": RUN, "status": "prepared", "revision": 0});
                 h.txn("A", 3, 3, vec![(Table::Operations, None, Some(row))]);
             },
-            "no commit of run",
+            |u| differs(u, "plan"),
         ),
     ];
     for (name, bug, says) in bugs {
@@ -183,26 +216,32 @@ fn each_one_place_bug_is_a_commit_the_model_cannot_explain() {
         h.run_to("A", 2, 2, "running", 1);
         assert_eq!(h.first_unexplained(&env()), None, "{name}: the prefix");
         bug(&mut h);
-        let (seq, why) = h.first_unexplained(&env()).unwrap_or_else(|| panic!("{name}: explained"));
-        assert_eq!(seq, h.out.len() as i64, "{name}: {why}");
-        assert!(why.contains(says), "{name}: {why}");
+        let u = h.first(&env()).unwrap_or_else(|| panic!("{name}: explained"));
+        assert_eq!(u.seq, h.out.len() as i64, "{name}: {u:?}");
+        assert!(says(&u), "{name}: {u:?}");
     }
 }
 
+/// Trace validation asks the model's own guards and effects: a model with one of them removed
+/// accepts what the protocol's model refuses, or refuses it by the rule the removal breaks.
 #[test]
-fn ledger_bugs_are_unexplained() {
-    let mut h = legal();
-    h.op_to("D", 10, 10, "op-1", ("prepared", None, None));
-    assert!(h.first_unexplained(&env()).is_some_and(|(_, w)| w.contains("never back to prepared")));
-
+fn a_weaker_model_changes_what_trace_validation_accepts() {
     let mut h = H::new();
     h.lease_to("A", 1, 1, Some("A"), 1, 11);
     h.run_to("A", 2, 2, "running", 1);
-    h.plan("A", 3, 3, "op-1");
-    h.op_to("D", 4, 4, "op-1", ("dispatching", Some("D"), Some(30)));
-    h.op_to("R", 5, 5, "op-1", ("unknown", None, None));
-    let (_, why) = h.first_unexplained(&env()).expect("a live claim marked unknown");
-    assert!(why.contains("claim was live until"), "{why}");
+    h.lease_to("A", 3, 3, None, 0, 3);
+    let zeroed = |a: &[Ablation]| validate_with(&h.out, &env(), a).unexplained;
+    assert_eq!(zeroed(&[]).len(), 1, "the protocol's release keeps the epoch");
+    assert!(zeroed(&[Ablation::ReleaseZeroesEpoch]).is_empty(), "{:?}", zeroed(&[Ablation::ReleaseZeroesEpoch]));
+
+    let mut h = H::new();
+    h.lease_to("A", 1, 1, Some("A"), 1, 11);
+    h.lease_to("A", 20, 20, Some("A"), 1, 30);
+    let renewed = |a: &[Ablation]| validate_with(&h.out, &env(), a).unexplained;
+    assert!(differs(&renewed(&[])[0], "renew"), "the renewal's guard refuses an expired lease");
+    let weak = renewed(&[Ablation::RenewWithoutExpiry]);
+    let rule = answer(&weak[0], "renew");
+    assert_eq!(rule, [&Outcome::Breaks { rule: "lease.renew-unexpired" }], "{weak:?}");
 
     let mut h = H::new();
     h.lease_to("A", 1, 1, Some("A"), 1, 11);
@@ -210,8 +249,37 @@ fn ledger_bugs_are_unexplained() {
     h.plan("A", 3, 3, "op-1");
     h.run_to("fenceproof-control", 4, 4, "cancelled", 3);
     h.op_to("D", 9, 9, "op-1", ("dispatching", Some("D"), Some(30)));
-    let (_, why) = h.first_unexplained(&env()).expect("a claim of a cancelled run's operation");
-    assert!(why.contains("the run was cancelled"), "{why}");
+    let claimed = |a: &[Ablation]| validate_with(&h.out, &env(), a).unexplained;
+    assert!(refused(&claimed(&[])[0], "claim", "claim"), "{:?}", claimed(&[]));
+    let weak = claimed(&[Ablation::ClaimWithoutRunStatus]);
+    assert_eq!(answer(&weak[0], "claim"), [&Outcome::Breaks { rule: "claim.prepared-of-live-runs" }], "{weak:?}");
+}
+
+#[test]
+fn ledger_bugs_are_unexplained() {
+    let mut h = legal();
+    h.op_to("D", 10, 10, "op-1", ("prepared", None, None));
+    let u = h.first(&env()).expect("an operation back to prepared");
+    assert_eq!(u.seq, h.out.len() as i64);
+    assert!(u.tried.iter().all(|t| !matches!(t.outcome, Outcome::Breaks { .. })), "no step of the model: {u:?}");
+
+    let mut h = H::new();
+    h.lease_to("A", 1, 1, Some("A"), 1, 11);
+    h.run_to("A", 2, 2, "running", 1);
+    h.plan("A", 3, 3, "op-1");
+    h.op_to("D", 4, 4, "op-1", ("dispatching", Some("D"), Some(30)));
+    h.op_to("R", 5, 5, "op-1", ("unknown", None, None));
+    let u = h.first(&env()).expect("a live claim marked unknown");
+    assert!(refused(&u, "mark-unknown", "mark-unknown") && u.allowed.contains("was live until"), "{u:?}");
+
+    let mut h = H::new();
+    h.lease_to("A", 1, 1, Some("A"), 1, 11);
+    h.run_to("A", 2, 2, "running", 1);
+    h.plan("A", 3, 3, "op-1");
+    h.run_to("fenceproof-control", 4, 4, "cancelled", 3);
+    h.op_to("D", 9, 9, "op-1", ("dispatching", Some("D"), Some(30)));
+    let u = h.first(&env()).expect("a claim of a cancelled run's operation");
+    assert!(refused(&u, "claim", "claim"), "{u:?}");
 }
 
 #[test]
@@ -296,15 +364,15 @@ fn a_cancel_is_one_transition_though_it_cancels_operations_too() {
 fn only_the_owner_renews_or_releases_and_only_the_claim_holder_writes_its_result() {
     type Bug = fn(&mut H);
     let bugs: &[(&str, Bug, &str)] = &[
-        ("another session renews", |h| h.lease_to("B", 3, 3, Some("A"), 1, 13), "B renewed run"),
-        ("another session releases", |h| h.lease_to("B", 3, 3, None, 1, 3), "B released run"),
+        ("another session renews", |h| h.lease_to("B", 3, 3, Some("A"), 1, 13), "renew"),
+        ("another session releases", |h| h.lease_to("B", 3, 3, None, 1, 3), "release"),
         (
             "another dispatcher writes the result",
             |h| h.op_to("E", 6, 6, "op-1", ("succeeded", None, None)),
-            "a result only by the claim's holder (D)",
+            "write-result",
         ),
     ];
-    for (name, bug, says) in bugs {
+    for (name, bug, kind) in bugs {
         let mut h = H::new();
         h.lease_to("A", 1, 1, Some("A"), 1, 11);
         h.run_to("A", 2, 2, "running", 1);
@@ -314,15 +382,16 @@ fn only_the_owner_renews_or_releases_and_only_the_claim_holder_writes_its_result
         }
         assert_eq!(h.first_unexplained(&env()), None, "{name}: the prefix");
         bug(&mut h);
-        let (seq, why) = h.first_unexplained(&env()).unwrap_or_else(|| panic!("{name}: explained"));
-        assert_eq!(seq, h.out.len() as i64, "{name}: {why}");
-        assert!(why.contains(says), "{name}: {why}");
+        let u = h.first(&env()).unwrap_or_else(|| panic!("{name}: explained"));
+        assert_eq!(u.seq, h.out.len() as i64, "{name}: {u:?}");
+        // The model takes the step, and it changes no row: the statement names its owner.
+        assert!(differs(&u, kind), "{name}: {u:?}");
     }
 }
 
 /// The control plane's cancel of the planned run, at these new revisions of the run and its
 /// prepared operation (they were at 2 and 0); what trace validation finds.
-fn cancel_at(run_revision: i64, op_revision: i64) -> Vec<String> {
+fn cancel_at(run_revision: i64, op_revision: i64) -> Vec<Unexplained> {
     let mut h = H::new();
     h.lease_to("A", 1, 1, Some("A"), 1, 11);
     h.run_to("A", 2, 2, "running", 1);
@@ -335,7 +404,7 @@ fn cancel_at(run_revision: i64, op_revision: i64) -> Vec<String> {
     op2["revision"] = json!(op_revision);
     h.txn("control-api", 4, 4, vec![(Table::Runs, Some(run), Some(run2)), (Table::Operations, Some(op), Some(op2))]);
     let env = Env { control_prefixes: vec!["control-".into()], ..env() };
-    validate(&h.out, &env).unexplained.iter().map(|u| u.observed.clone()).collect()
+    validate(&h.out, &env).unexplained
 }
 
 /// A cancel raises the run's and each cancelled operation's revision by one, like every
@@ -343,10 +412,21 @@ fn cancel_at(run_revision: i64, op_revision: i64) -> Vec<String> {
 #[test]
 fn a_cancel_raises_the_revisions_it_writes() {
     assert!(cancel_at(3, 1).is_empty(), "{:?}", cancel_at(3, 1));
+    // The model's cancel raises the run's revision: one that keeps it is not its step (nor is the
+    // operations' part of that cancel, which the model takes with the run's in one step).
     let run_kept = cancel_at(2, 1);
-    assert!(run_kept.len() == 1 && run_kept[0].contains("cancelled run 11111111 at revision 2 over 2"), "{run_kept:?}");
+    let revisions = |u: &Unexplained| {
+        answer(u, "cancel").iter().find_map(|o| match o {
+            Outcome::Differs { model, observed } => Some((model.revision, observed.revision)),
+            _ => None,
+        })
+    };
+    assert_eq!(run_kept.iter().map(revisions).collect::<Vec<_>>(), [Some((1, 0)), Some((1, 0))], "{run_kept:?}");
     let op_kept = cancel_at(3, 0);
-    assert!(op_kept.len() == 1 && op_kept[0].contains("cancelled operation op-1 at revision 0 over 0"), "{op_kept:?}");
+    assert!(
+        op_kept.len() == 1 && op_kept[0].tried.is_empty() && op_kept[0].allowed.contains("revision"),
+        "{op_kept:?}"
+    );
 }
 
 /// The class factors a history gives a step, read as the step's own guard proves them: a step that

@@ -185,7 +185,7 @@ fn check(r: &Report) -> Check {
             let more = r.unexplained.len() - 1;
             let more = if more > 0 { format!(" (and {more} more unexplained)") } else { String::new() };
             let at = if u.seq > 0 { format!("commit #{}", u.seq) } else { "the tools' ledger".to_string() };
-            Check::fail(TRACE, format!("{at}: {}; the model allows: {}{more}", u.observed, u.allowed))
+            Check::fail(TRACE, format!("{at}: {}; {}{more}", u.observed, u.allowed))
         }
     }
 }

@@ -48,10 +48,12 @@ fn shift(cfg: &Config, s: &mut State, ticks: i8) {
     }
 }
 
-/// The authorized cancel: the run becomes cancelled; prepared operations are never dispatched,
-/// in-flight and unknown ones keep their status.
+/// The authorized cancel: the run becomes cancelled (a committed write of the run, so its revision
+/// rises like every other); prepared operations are never dispatched, in-flight and unknown ones
+/// keep their status.
 fn cancel(s: &mut State) {
     s.primary.run = RunStatus::Cancelled;
+    s.primary.revision += 1;
     for op in s.primary.ops.iter_mut() {
         if op.status == OpStatus::Prepared {
             op.status = OpStatus::Cancelled;

@@ -32,6 +32,7 @@ pub fn judge(rows: &Rows, env: &Env, report: &mut Report) {
                 writer: "tools".into(),
                 observed: format!("a resource was created for operation_id {id}, which no intent registered"),
                 allowed: "a tool call carries the operation_id of a registered intent (a retry keeps its key)".into(),
+                tried: Vec::new(),
             });
             continue;
         }
@@ -45,13 +46,14 @@ pub fn judge(rows: &Rows, env: &Env, report: &mut Report) {
                 writer: "tools".into(),
                 observed: format!(
                     "a resource was created for {id} at {} {}",
-                    super::classify::ts_of(call.at),
+                    super::refine::ts(call.at),
                     match claimed {
-                        Some(t) => format!("before its claim committed at {}", super::classify::ts_of(*t)),
+                        Some(t) => format!("before its claim committed at {}", super::refine::ts(*t)),
                         None => "and the operation was never claimed".into(),
                     }
                 ),
                 allowed: "the call only after the claim's transaction committed".into(),
+                tried: Vec::new(),
             }),
         }
     }
@@ -70,6 +72,7 @@ fn second_resources(env: &Env, report: &mut Report) {
                 allowed: "at most one resource per operation (the model's effects.one-per-operation holds in every \
                           state it reaches, restores with their recovery included)"
                     .into(),
+                tried: Vec::new(),
             });
         }
     }

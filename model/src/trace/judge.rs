@@ -3,13 +3,21 @@
 //! that no action explains is reported, and the rows take the observed values so the rest of the
 //! history is still read (the first finding is the one that matters; the count says how many more).
 
-use super::classify::{self, Explained};
+use super::classify;
 use super::history::{transactions, Change, Env, Table, Txn};
+use super::refine::{self, Ask, Explained};
 use super::report::{Report, Step, Unexplained};
 use super::rows::Rows;
+use crate::config::{Ablation, Config};
 
 /// Validates `changes` (one row's whole history) against the model's actions.
 pub fn validate(changes: &[Change], env: &Env) -> Report {
+    validate_with(changes, env, &[])
+}
+
+/// [`validate`], asking a model with `ablations` removed (what a weaker protocol would accept).
+pub fn validate_with(changes: &[Change], env: &Env, ablations: &[Ablation]) -> Report {
+    let cfg = super::scene::config(ablations);
     let txns = transactions(changes);
     let overlaps = classify::Overlaps::of(&txns, env);
     let mut rows = Rows::default();
@@ -25,16 +33,14 @@ pub fn validate(changes: &[Change], env: &Env) -> Report {
             }
             continue;
         }
-        judge_txn(t, env, &overlaps, &mut rows, &mut report);
+        judge_txn(t, env, &cfg, &overlaps, &mut rows, &mut report);
     }
     super::calls::judge(&rows, env, &mut report);
     report
 }
 
-fn judge_txn(t: &Txn, env: &Env, overlaps: &classify::Overlaps, rows: &mut Rows, report: &mut Report) {
-    if let Some(u) = classify::outside_protected(t, rows) {
-        report.unexplained.push(u);
-    }
+fn judge_txn(t: &Txn, env: &Env, cfg: &Config, overlaps: &classify::Overlaps, rows: &mut Rows, report: &mut Report) {
+    let start = rows.clone();
     for c in &t.changes {
         if c.table == Table::Other {
             continue;
@@ -50,17 +56,22 @@ fn judge_txn(t: &Txn, env: &Env, overlaps: &classify::Overlaps, rows: &mut Rows,
                     observed: stale,
                     allowed: "a row changes only by a recorded commit (no restore or promotion is on the timeline)"
                         .into(),
+                    tried: Vec::new(),
                 });
                 rows.resync(c);
             }
         }
-        match classify::explain(rows, c, t, env) {
+        let control_plane = env.is_control_plane(&c.writer);
+        let created = if control_plane { refine::create(c) } else { None };
+        let explained =
+            created.unwrap_or_else(|| refine::explain(&Ask::new(rows, &start, c, t, env, cfg), control_plane));
+        match explained {
             Explained::Step(kind) => {
                 report.explained += 1;
                 report.steps.push(Step { seq: c.seq, kind, class: classify::class(rows, c, t, overlaps, kind) });
             }
-            Explained::No { observed, allowed } => {
-                report.unexplained.push(Unexplained { seq: c.seq, writer: c.writer.clone(), observed, allowed });
+            Explained::No { observed, allowed, tried } => {
+                report.unexplained.push(Unexplained { seq: c.seq, writer: c.writer.clone(), observed, allowed, tried });
             }
         }
         rows.apply(c, t.at());

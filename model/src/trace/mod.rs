@@ -15,9 +15,12 @@ pub mod calls;
 pub mod classify;
 pub mod history;
 pub mod judge;
+pub mod refine;
 pub mod report;
 pub mod rows;
+pub mod scene;
 
 pub use history::{transactions, Call, Change, Env, Table, Txn};
-pub use judge::validate;
+pub use judge::{validate, validate_with};
+pub use refine::{Outcome, Tried};
 pub use report::{Report, Step, Unexplained};

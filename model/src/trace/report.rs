@@ -36,6 +36,9 @@ pub struct Unexplained {
     pub observed: String,
     /// Why no model action has this effect here, and what the model allows at this point.
     pub allowed: String,
+    /// Each model action asked, and what the model answered (empty where no action writes the row
+    /// so, or the judgement is not a step's: the tools' ledger, a row that changed unrecorded).
+    pub tried: Vec<super::refine::Tried>,
 }
 
 /// The outcome of validating one history.

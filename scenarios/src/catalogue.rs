@@ -997,6 +997,11 @@ pub fn exercised_by(rule: &Rule) -> Vec<Experiment> {
     crate::all().into_iter().filter(|e| rules_of(e).iter().any(|r| r.id == rule.id)).collect()
 }
 
+/// The rule with this id.
+pub fn rule(id: &str) -> Option<&'static Rule> {
+    RULES.iter().copied().find(|r| r.id == id)
+}
+
 /// The rules a check named `name` judges.
 pub fn rules_for(name: &str) -> Vec<&'static Rule> {
     RULES.iter().copied().filter(|r| judged_by(r, name)).collect()

@@ -388,7 +388,13 @@ impl RowEnd {
             _ => error.or_else(|| undeclared_rules(exp, &ctx.checks)),
         };
         for c in &mut ctx.checks {
-            c.rules = crate::catalogue::rules_for(&c.name).into_iter().map(RuleRef::from).collect();
+            // A check may name the rules its finding broke (trace validation's, as the model names
+            // them); the catalogue's rules of the check follow.
+            for r in crate::catalogue::rules_for(&c.name) {
+                if !c.rules.iter().any(|x| x.id == r.id) {
+                    c.rules.push(RuleRef::from(r));
+                }
+            }
         }
         // The row's database connections close first: checks.json is its last evidence, written
         // right before the row joins the matrix (an interrupt after it finds the row there).

@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use fenceproof_harness::check::callers::{Caller, Callers};
+use fenceproof_harness::check::rule::RuleRef;
 use fenceproof_harness::check::Check;
 use fenceproof_harness::record::oracle::CommitRow;
 use fenceproof_harness::record::timeline::Entry;
@@ -185,7 +186,10 @@ fn check(r: &Report) -> Check {
             let more = r.unexplained.len() - 1;
             let more = if more > 0 { format!(" (and {more} more unexplained)") } else { String::new() };
             let at = if u.seq > 0 { format!("commit #{}", u.seq) } else { "the tools' ledger".to_string() };
-            Check::fail(TRACE, format!("{at}: {}; {}{more}", u.observed, u.allowed))
+            let mut c = Check::fail(TRACE, format!("{at}: {}; {}{more}", u.observed, u.allowed));
+            // The rules the model names for the finding come first; the runner adds the check's own.
+            c.rules = u.rules.iter().filter_map(|id| crate::catalogue::rule(id)).map(RuleRef::from).collect();
+            c
         }
     }
 }
@@ -215,5 +219,35 @@ impl Judging {
     /// Whether trace validation runs.
     pub fn trace(self) -> bool {
         self != Judging::Rules
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fenceproof_model::trace::Unexplained;
+
+    fn finding(rules: Vec<&'static str>) -> Report {
+        let u = Unexplained {
+            seq: 7,
+            writer: "b".into(),
+            observed: "b took the lease".into(),
+            allowed: "acquire: not enabled".into(),
+            tried: Vec::new(),
+            rules,
+        };
+        Report { transactions: 3, unexplained: vec![u], ..Report::default() }
+    }
+
+    /// A finding names the rules the model gives for it, as the catalogue states them, so the
+    /// report's root line names the rule that broke rather than every rule trace validation judges.
+    #[test]
+    fn a_finding_carries_the_rules_the_model_names() {
+        let c = check(&finding(vec!["lease.acquire-free-or-expired"]));
+        assert!(!c.passed());
+        let ids: Vec<&str> = c.rules.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["lease.acquire-free-or-expired"]);
+        assert!(c.evidence.starts_with("commit #7: b took the lease"), "{}", c.evidence);
+        assert!(check(&finding(Vec::new())).rules.is_empty(), "no rule named, none invented");
     }
 }

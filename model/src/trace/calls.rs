@@ -33,6 +33,7 @@ pub fn judge(rows: &Rows, env: &Env, report: &mut Report) {
                 observed: format!("a resource was created for operation_id {id}, which no intent registered"),
                 allowed: "a tool call carries the operation_id of a registered intent (a retry keeps its key)".into(),
                 tried: Vec::new(),
+                rules: Vec::new(),
             });
             continue;
         }
@@ -54,6 +55,7 @@ pub fn judge(rows: &Rows, env: &Env, report: &mut Report) {
                 ),
                 allowed: "the call only after the claim's transaction committed".into(),
                 tried: Vec::new(),
+                rules: Vec::new(),
             }),
         }
     }
@@ -73,6 +75,7 @@ fn second_resources(env: &Env, report: &mut Report) {
                           state it reaches, restores with their recovery included)"
                     .into(),
                 tried: Vec::new(),
+                rules: Vec::new(),
             });
         }
     }

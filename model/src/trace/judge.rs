@@ -57,6 +57,7 @@ fn judge_txn(t: &Txn, env: &Env, cfg: &Config, overlaps: &classify::Overlaps, ro
                     allowed: "a row changes only by a recorded commit (no restore or promotion is on the timeline)"
                         .into(),
                     tried: Vec::new(),
+                    rules: Vec::new(),
                 });
                 rows.resync(c);
             }
@@ -70,8 +71,15 @@ fn judge_txn(t: &Txn, env: &Env, cfg: &Config, overlaps: &classify::Overlaps, ro
                 report.explained += 1;
                 report.steps.push(Step { seq: c.seq, kind, class: classify::class(rows, c, t, overlaps, kind) });
             }
-            Explained::No { observed, allowed, tried } => {
-                report.unexplained.push(Unexplained { seq: c.seq, writer: c.writer.clone(), observed, allowed, tried });
+            Explained::No { observed, allowed, tried, rules } => {
+                report.unexplained.push(Unexplained {
+                    seq: c.seq,
+                    writer: c.writer.clone(),
+                    observed,
+                    allowed,
+                    tried,
+                    rules,
+                });
             }
         }
         rows.apply(c, t.at());

@@ -48,7 +48,7 @@ pub enum Explained {
     /// By a model action of this kind.
     Step(&'static str),
     /// By none: what was committed, what the model answered, and each action tried.
-    No { observed: String, allowed: String, tried: Vec<Tried> },
+    No { observed: String, allowed: String, tried: Vec<Tried>, rules: Vec<&'static str> },
 }
 
 /// A candidate: the action's kind, what its writer holds, and its steps (hidden ones first).
@@ -88,6 +88,7 @@ fn candidates(c: &Change, control_plane: bool) -> Vec<Candidate> {
 }
 
 /// What one change is judged on: the rows before it, the rows it leaves, and the clock.
+#[derive(Clone)]
 pub struct Ask<'a> {
     pub c: &'a Change,
     pub pre: RunRows,
@@ -149,11 +150,48 @@ pub fn explain(ask: &Ask, control_plane: bool) -> Explained {
     } else {
         render(ask, &tried)
     };
-    no(ask, &allowed, tried)
+    let rules = diagnose(ask, control_plane, observed, &tried);
+    Explained::No { observed: describe(ask), allowed, tried, rules }
 }
 
 fn no(ask: &Ask, allowed: &str, tried: Vec<Tried>) -> Explained {
-    Explained::No { observed: describe(ask), allowed: allowed.to_string(), tried }
+    Explained::No { observed: describe(ask), allowed: allowed.to_string(), tried, rules: Vec::new() }
+}
+
+/// The rules an unexplained change breaks, as the model names them: an invariant an asked action
+/// broke, and the rule of each of the model's weak spots whose removed mechanism would let the
+/// model take the change (the mechanism that refused it). Empty: the model names no rule of its
+/// own (the change is simply no step of it).
+fn diagnose(ask: &Ask, control_plane: bool, observed: View, tried: &[Tried]) -> Vec<&'static str> {
+    let mut rules: Vec<&'static str> = tried
+        .iter()
+        .filter_map(|t| match t.outcome {
+            Outcome::Breaks { rule } => Some(rule),
+            _ => None,
+        })
+        .collect();
+    for spot in crate::weak_spots::WEAK_SPOTS {
+        let ablations = (spot.config)().ablations;
+        if ablations.is_empty() {
+            continue;
+        }
+        let mut weak = ask.clone();
+        weak.cfg.ablations = ablations;
+        // Without the re-check, a takeover may have evaluated its condition before it waited.
+        let mut asked = candidates(ask.c, control_plane);
+        if ask.c.table == Table::Leases {
+            asked.push(("acquire", Holds::Checked, vec![Action::Acquire(W)]));
+        }
+        let explains = asked.into_iter().any(|(_, holds, steps)| {
+            matches!(try_candidate(&weak, holds, &steps, observed), Ok(()) | Err(Outcome::Breaks { .. }))
+        });
+        if explains {
+            rules.push(spot.breaks);
+        }
+    }
+    rules.sort_unstable();
+    rules.dedup();
+    rules
 }
 
 /// Tries one candidate in every state the rows allow: the first state where the model takes all
@@ -394,6 +432,7 @@ pub fn create(c: &Change) -> Option<Explained> {
             ),
             allowed: "a new run starts pending with a free lease".into(),
             tried: Vec::new(),
+            rules: Vec::new(),
         }
     })
 }

@@ -39,6 +39,9 @@ pub struct Unexplained {
     /// Each model action asked, and what the model answered (empty where no action writes the row
     /// so, or the judgement is not a step's: the tools' ledger, a row that changed unrecorded).
     pub tried: Vec<super::refine::Tried>,
+    /// The rules of the catalogue the model names for it (an invariant broken, or the rule of the
+    /// weak spot whose mechanism refused it); empty when it names none.
+    pub rules: Vec<&'static str>,
 }
 
 /// The outcome of validating one history.

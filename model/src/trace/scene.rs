@@ -276,6 +276,10 @@ pub enum Holds {
     Lease,
     /// A claim on the operation, its call made or not.
     Claim { called: bool },
+    /// Nothing, its takeover's condition already evaluated and the statement waiting for the row
+    /// (a state only a model without PostgreSQL's re-check reaches: with it, the takeover is
+    /// evaluated again on the committed row).
+    Checked,
 }
 
 /// The model's states `pre` may be, with the writer holding `holds`: one per reading of the
@@ -359,6 +363,7 @@ fn believe(cfg: &Config, s: &mut State, owner_slot: Option<u8>, holds: Holds) {
         Holds::Nothing => {}
         Holds::Lease => w.lease = Some(belief(WRITER)),
         Holds::Claim { called } => w.claim = Some(Claim { op: 0, called }),
+        Holds::Checked => w.acquire_checked = true,
     }
     w.txn = Txn::Idle;
 }

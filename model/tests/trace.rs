@@ -207,6 +207,8 @@ fn each_one_place_bug_is_a_commit_the_model_cannot_explain() {
             |u| differs(u, "release") && u.rules == ["lease.epoch-plus-one"],
         ),
         ("epoch that skips", |h| h.lease_to("B", 20, 20, Some("B"), 5, 30), |u| differs(u, "acquire")),
+        ("owner changed within an epoch", |h| h.lease_to("B", 20, 20, Some("B"), 1, 30), |u| differs(u, "acquire")),
+        ("takeover for another owner", |h| h.lease_to("B", 20, 20, Some("C"), 2, 30), |u| differs(u, "acquire")),
         ("commit on an expired lease", |h| h.run_to("A", 20, 20, "running", 2), |u| refused(u, "commit", "commit")),
         ("blind revision overwrite", |h| h.run_to("A", 3, 3, "running", 7), |u| differs(u, "commit")),
         (

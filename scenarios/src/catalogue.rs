@@ -26,7 +26,6 @@ use fenceproof_harness::check::invariants::TERMINAL_FINAL;
 use fenceproof_harness::check::invariants::TERMINAL_HOLDER;
 use fenceproof_harness::check::remote::EFFECTS_REGISTERED;
 use fenceproof_harness::check::remote::SETTLED_AGREE;
-use fenceproof_harness::check::transitions::LEASE_MACHINE;
 use fenceproof_harness::check::transitions::LEDGER_MACHINE;
 use fenceproof_harness::check::transitions::RUN_MACHINE;
 
@@ -95,7 +94,7 @@ pub const LEASE_ACQUIRE_FREE_OR_EXPIRED: Rule = Rule {
     id: "lease.acquire-free-or-expired",
     section: "05.1",
     statement: "a takeover only of a free lease or one expired on the database clock when it is checked, for the caller, of that run only",
-    checkers: &[TAKEOVERS, LEASE_MACHINE, crate::b_old_owner_resumes::EARLY_TAKEOVER_REFUSED, crate::b_old_owner_resumes::STALE_ACQUIRE_BUSY, crate::tags::ANY_LEASE_ACQUIRE_FREE_OR_EXPIRED],
+    checkers: &[TAKEOVERS, crate::trace_check::TRACE, crate::b_old_owner_resumes::EARLY_TAKEOVER_REFUSED, crate::b_old_owner_resumes::STALE_ACQUIRE_BUSY, crate::tags::ANY_LEASE_ACQUIRE_FREE_OR_EXPIRED],
 };
 pub const LEASE_EPOCH_PLUS_ONE: Rule = Rule {
     id: "lease.epoch-plus-one",
@@ -119,7 +118,7 @@ pub const LEASE_RENEW_OWNER_EPOCH: Rule = Rule {
     statement: "a renewal extends only the named lease, and only under its owner and epoch",
     checkers: &[
         crate::tags::ANY_LEASE_RENEW_OWNER_EPOCH,
-        LEASE_MACHINE,
+        crate::trace_check::TRACE,
         crate::b_old_owner_resumes::STALE_LEAVES_LEASE,
         crate::p_role_boundary::RENEW_REFUSES_STALE_EPOCH,
         QUIET,
@@ -135,7 +134,7 @@ pub const LEASE_RELEASE_OWNER_EPOCH: Rule = Rule {
     id: "lease.release-owner-epoch",
     section: "05.2",
     statement: "release works only under owner + epoch, on the named lease only",
-    checkers: &[crate::tags::ANY_LEASE_RELEASE_OWNER_EPOCH, LEASE_MACHINE],
+    checkers: &[crate::tags::ANY_LEASE_RELEASE_OWNER_EPOCH, crate::trace_check::TRACE],
 };
 pub const LEASE_RELEASE_KEEPS_EPOCH: Rule = Rule {
     id: "lease.release-keeps-epoch",

@@ -385,7 +385,7 @@ impl RowEnd {
                 ctx.checks.retain(|c| c.name == crate::trace_check::TRACE);
                 error
             }
-            _ => error.or_else(|| undeclared_rules(exp, &ctx.checks)),
+            judging => error.or_else(|| undeclared_rules(exp, &ctx.checks, judging.trace())),
         };
         for c in &mut ctx.checks {
             // A check may name the rules its finding broke (trace validation's, as the model names
@@ -744,13 +744,16 @@ fn verdict(ctx: &Ctx, error: Option<&str>) -> (Outcome, String) {
 }
 
 /// A row that ran to its end and passed must have judged every rule it declares: an experiment
-/// whose checks were renamed or skipped is an ERROR naming the rules, never a silent PASS.
-fn undeclared_rules(exp: &Experiment, checks: &[Check]) -> Option<String> {
+/// whose checks were renamed or skipped is an ERROR naming the rules, never a silent PASS. With
+/// trace validation turned off (`--judge rules`), a rule trace validation judges is not asked of
+/// the rest: the person turned its judge off.
+fn undeclared_rules(exp: &Experiment, checks: &[Check], trace: bool) -> Option<String> {
     if checks.iter().any(|c| !c.passed()) {
         return None;
     }
     let missing: Vec<&str> = crate::catalogue::rules_of(exp)
         .into_iter()
+        .filter(|r| trace || !judged_by(r, crate::trace_check::TRACE))
         .filter(|r| !checks.iter().any(|c| judged_by(r, &c.name)))
         .map(|r| r.id)
         .collect();

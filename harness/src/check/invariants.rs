@@ -293,7 +293,6 @@ pub fn all(rows: &[CommitRow], control: &[&str]) -> Vec<Check> {
         terminal_states_are_final(rows),
         terminal_only_by_holder(rows, control),
         ledger_never_goes_back(rows),
-        super::transitions::lease_changes_follow_the_protocol(rows, control),
         super::transitions::runs_follow_their_state_machine(rows, control),
         super::transitions::ledger_follows_its_state_machine(rows, control),
         super::intents::digests_are_canonical(rows, control),

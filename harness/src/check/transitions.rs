@@ -1,7 +1,8 @@
-//! The spec's state machines, judged commit by commit over the oracle: every committed change of a
-//! lease, a run or a ledger row must be one of the transitions the protocol allows, made by a
-//! writer allowed to make it, in a transaction shaped as the protocol says. One checker per
-//! machine; each names the commit that broke it.
+//! The spec's state machines of runs and ledger rows, judged commit by commit over the oracle:
+//! every committed change must be one of the transitions the protocol allows, made by a writer
+//! allowed to make it, in a transaction shaped as the protocol says. One checker per machine; each
+//! names the commit that broke it. The lease's machine is the model's own (trace validation asks
+//! the model for every lease change), so no checker here restates it.
 //!
 //! Only conditions the oracle can prove are judged. A liveness check made inside a statement
 //! ("the lease has not expired") happens at a moment the oracle does not record, so it is judged
@@ -21,9 +22,6 @@ pub const LEDGER_MACHINE: &str =
 pub const RUN_MACHINE: &str =
     "runs follow the state machine (created pending with their lease; worker and control-plane transitions)";
 
-/// A checker's name (the rule catalogue links rules to it).
-pub const LEASE_MACHINE: &str = "lease rows change only by takeover, renewal or release of the writer's own term";
-
 fn ts(v: Option<&str>) -> Option<chrono::DateTime<chrono::FixedOffset>> {
     v.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
 }
@@ -34,46 +32,6 @@ fn is_control(r: &CommitRow, control: &[&str]) -> bool {
 
 fn verdict(name: &str, judged: usize, what: &str, bad: Vec<String>) -> Check {
     Check::from_violations(name, bad, format!("{judged} {what}, each allowed"))
-}
-
-/// Lease rows change only by a takeover (epoch + 1, to the writer), a renewal or a release by the
-/// owner of the term it changes; a takeover only of a free lease or one expired by the takeover's
-/// own clock; an owner never changes without a new epoch.
-pub fn lease_changes_follow_the_protocol(rows: &[CommitRow], control: &[&str]) -> Check {
-    let name = LEASE_MACHINE;
-    let mut bad = Vec::new();
-    let mut judged = 0;
-    for r in rows.iter().filter(|r| r.is_leases() && r.op == "UPDATE" && !is_control(r, control)) {
-        judged += 1;
-        let (oe, ne) = (r.old_i64("epoch"), r.new_i64("epoch"));
-        let (oo, no) = (r.old_str("owner"), r.new_str("owner"));
-        let at = format!("commit #{} by {}", r.seq, r.writer);
-        if oe.zip(ne).is_some_and(|(o, n)| n == o + 1) {
-            if no != Some(r.writer.as_str()) {
-                bad.push(format!("{at}: took epoch {ne:?} for {no:?}, not for itself"));
-            }
-            let expired = ts(r.old_str("expires_at")).zip(ts(r.new_str("updated_at"))).is_some_and(|(e, u)| e <= u);
-            if oo.is_some() && !expired {
-                bad.push(format!(
-                    "{at}: took epoch {ne:?} from {oo:?} whose lease ran until {:?}, later than the takeover's own clock {:?}",
-                    r.old_str("expires_at"),
-                    r.new_str("updated_at")
-                ));
-            }
-        } else if oe != ne {
-            // Epoch jumps are judged by `epochs_never_go_back`.
-        } else if oo != no && no.is_some() {
-            bad.push(format!("{at}: owner {oo:?} -> {no:?} within epoch {ne:?} (no new term)"));
-        } else if oo.is_none() {
-            if r.old_row != r.new_row {
-                bad.push(format!("{at}: changed a free lease without taking it"));
-            }
-        } else if oo != Some(r.writer.as_str()) {
-            let what = if no.is_none() { "released" } else { "renewed" };
-            bad.push(format!("{at}: {what} the term of {oo:?} (epoch {oe:?})"));
-        }
-    }
-    verdict(name, judged, "lease changes", bad)
 }
 
 /// Runs are created pending at revision 0 with their lease in the same transaction; workers move
@@ -273,43 +231,6 @@ mod tests {
     const T0: &str = "2026-01-01T00:00:00+00:00";
     const T1: &str = "2026-01-01T00:00:01+00:00";
     const T2: &str = "2026-01-01T00:00:02+00:00";
-
-    fn lease(writer: &str, old: Value, new: Value) -> Vec<CommitRow> {
-        vec![row(1, "worker_leases", "UPDATE", writer, "1", old, new)]
-    }
-
-    #[test]
-    fn lease_renewal_and_release_only_by_the_owner_and_takeovers_only_after_expiry() {
-        let check = |rows: Vec<CommitRow>| lease_changes_follow_the_protocol(&rows, &["ctl"]).passed();
-        let held = json!({"owner": "a", "epoch": 1, "expires_at": T2, "updated_at": T0});
-        assert!(check(lease("a", held.clone(), json!({"owner": "a", "epoch": 1, "expires_at": T2, "updated_at": T1}))));
-        assert!(
-            !check(lease("b", held.clone(), json!({"owner": "a", "epoch": 1, "expires_at": T2, "updated_at": T1}))),
-            "renewal by another"
-        );
-        assert!(
-            !check(lease("b", held.clone(), json!({"owner": null, "epoch": 1, "expires_at": T1, "updated_at": T1}))),
-            "release by another"
-        );
-        assert!(
-            !check(lease("b", held.clone(), json!({"owner": "b", "epoch": 1, "updated_at": T1}))),
-            "owner change without a term"
-        );
-        assert!(
-            !check(lease("b", held.clone(), json!({"owner": "b", "epoch": 2, "updated_at": T1}))),
-            "takeover before expiry"
-        );
-        assert!(check(lease(
-            "b",
-            json!({"owner": "a", "epoch": 1, "expires_at": T1}),
-            json!({"owner": "b", "epoch": 2, "updated_at": T2})
-        )));
-        assert!(
-            !check(lease("b", json!({"owner": null, "epoch": 1}), json!({"owner": "c", "epoch": 2, "updated_at": T2}))),
-            "takeover for another"
-        );
-        assert!(check(lease("ctl", held, json!({"owner": "x", "epoch": 1}))), "the control plane is not judged here");
-    }
 
     #[test]
     fn runs_start_pending_with_their_lease_and_move_only_forward() {

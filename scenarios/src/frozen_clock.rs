@@ -70,7 +70,7 @@ impl FrozenServer {
             sqlx::raw_sql(sql).execute(&pool).await?;
         }
         let now: String = sqlx::query_scalar("SELECT clock_timestamp()::text").fetch_one(&pool).await?;
-        let clock = faults::inject(ClockFault::new(&clock, at).reading(&now), &ctx.timeline).await?;
+        let clock = faults::inject(ClockFault::new(&clock, at).reading(&now).on_fresh_server(), &ctx.timeline).await?;
         // An absolute time freezes the clock there; an offset (`+0`, `-1m`) lets it run.
         let offset = at.starts_with('+') || at.starts_with('-');
         if !offset && !now.starts_with(at) {

@@ -389,11 +389,11 @@ impl RowEnd {
         };
         for c in &mut ctx.checks {
             // A check may name the rules its finding broke (trace validation's, as the model names
-            // them); the catalogue's rules of the check follow.
-            for r in crate::catalogue::rules_for(&c.name) {
-                if !c.rules.iter().any(|x| x.id == r.id) {
-                    c.rules.push(RuleRef::from(r));
-                }
+            // them); else it judges the catalogue's rules of its name. A trace validation finding
+            // the model names no rule for breaks none of the rules its passing check stands for.
+            let unnamed_finding = c.name == crate::trace_check::TRACE && !c.passed();
+            if c.rules.is_empty() && !unnamed_finding {
+                c.rules = crate::catalogue::rules_for(&c.name).into_iter().map(RuleRef::from).collect();
             }
         }
         // The row's database connections close first: checks.json is its last evidence, written

@@ -14,7 +14,7 @@ use fenceproof_harness::record::timeline::Entry;
 use fenceproof_model::config::Capability as ModelCapability;
 use fenceproof_model::trace::{self, Call, Change, Env, Report, Table};
 
-/// The checker's name (the rule catalogue links `model.history-explained` to it).
+/// The checker's name (the rule catalogue links the rules the model judges over every history to it).
 pub const TRACE: &str = "every committed change is a step of the protocol's model";
 
 /// The faults after which rows may lose committed changes (the history needs a hidden restore).
@@ -83,7 +83,7 @@ pub fn env(timeline: &[Entry], environment: &[String]) -> Env {
     Env {
         control,
         control_prefixes: vec![crate::ctx::CONTROL_PLANE_PREFIX.to_string()],
-        clock_moved_back: faults.contains(&"server-clock"),
+        clock_moved_back: clock_moved_back(timeline),
         capabilities: capabilities(),
         calls: Vec::new(),
         shared_clock: false,
@@ -94,6 +94,33 @@ pub fn env(timeline: &[Entry], environment: &[String]) -> Env {
             PROMOTION_FAULTS.iter().any(|f| e.action.contains(f)) || PROMOTION_TARGETS.contains(&e.target.as_str())
         }),
     }
+}
+
+/// Whether a server's clock may have moved back under its history, so that a statement's clock
+/// reading no longer lies between its transaction's start and commit. A clock set on a server
+/// started with it (`"fresh"`) and then moved only forward, between frozen instants, moved nothing
+/// back; any other setting (an offset, a jump, a clock set under a running history) is taken to
+/// have. The heal of a fresh server's clock comes after its history (the server stops).
+fn clock_moved_back(timeline: &[Entry]) -> bool {
+    use fenceproof_harness::record::timeline::FaultStep;
+    let instant = |e: &Entry| {
+        let at = e.detail.get("at").and_then(serde_json::Value::as_str)?;
+        chrono::NaiveDateTime::parse_from_str(at, "%Y-%m-%d %H:%M:%S%.f").ok()
+    };
+    let mut frozen = None;
+    for e in timeline {
+        let Some(f) = e.fault.as_ref().filter(|f| f.name == "server-clock") else { continue };
+        match f.step {
+            FaultStep::Inject if e.detail.get("fresh") == Some(&serde_json::Value::Bool(true)) => frozen = instant(e),
+            FaultStep::Inject => return true,
+            FaultStep::Change => match (frozen, instant(e)) {
+                (Some(was), Some(now)) if now >= was => frozen = Some(now),
+                _ => return true,
+            },
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Validates the row's history; saves `trace.json` in `dir`; the check that reports it.
@@ -124,7 +151,9 @@ pub fn judge_with_ledger(
 ) -> std::io::Result<Check> {
     let mut env = env(timeline, environment);
     env.calls = calls(ledger, &Callers::from_timeline(timeline));
-    env.shared_clock = shared_clock;
+    // A faked server clock is not the tools' clock.
+    let faked = timeline.iter().any(|e| e.fault.as_ref().is_some_and(|f| f.name == "server-clock"));
+    env.shared_clock = shared_clock && !faked;
     let report = trace::validate(&changes(rows), &env);
     std::fs::write(dir.join(SAVED), serde_json::to_string_pretty(&saved(&report)).expect("json"))?;
     Ok(check(&report))
@@ -187,7 +216,8 @@ fn check(r: &Report) -> Check {
             let more = if more > 0 { format!(" (and {more} more unexplained)") } else { String::new() };
             let at = if u.seq > 0 { format!("commit #{}", u.seq) } else { "the tools' ledger".to_string() };
             let mut c = Check::fail(TRACE, format!("{at}: {}; {}{more}", u.observed, u.allowed));
-            // The rules the model names for the finding come first; the runner adds the check's own.
+            // The rules the model names for the finding, not the others this check judges when it
+            // passes, which held.
             c.rules = u.rules.iter().filter_map(|id| crate::catalogue::rule(id)).map(RuleRef::from).collect();
             c
         }
@@ -239,6 +269,35 @@ mod tests {
         Report { transactions: 3, unexplained: vec![u], ..Report::default() }
     }
 
+    fn clock(step: fenceproof_harness::record::timeline::FaultStep, detail: serde_json::Value) -> Entry {
+        use fenceproof_harness::record::timeline::FaultMark;
+        Entry {
+            at_ms: 0.0,
+            wall: chrono::Utc::now(),
+            actor: "harness".into(),
+            action: "clock_set".into(),
+            target: "database".into(),
+            detail,
+            fault: Some(FaultMark { name: "server-clock".into(), step, began_ms: 0.0 }),
+        }
+    }
+
+    /// Time stays judged on a server started with a frozen clock that only moves forward; a clock
+    /// moved back, offset or set under a running history leaves it unjudged.
+    #[test]
+    fn only_a_clock_that_may_have_moved_back_leaves_time_unjudged() {
+        use fenceproof_harness::record::timeline::FaultStep::{Change, Heal, Inject};
+        use serde_json::json;
+        let fresh = |at: &str| clock(Inject, json!({"at": at, "fresh": true}));
+        let to = |at: &str| clock(Change, json!({"at": at}));
+        let forward = [fresh("2030-01-01 00:00:00"), to("2030-01-01 00:00:01"), clock(Heal, json!({}))];
+        assert!(!clock_moved_back(&forward));
+        assert!(clock_moved_back(&[fresh("2030-01-01 00:00:01"), to("2030-01-01 00:00:00")]));
+        assert!(clock_moved_back(&[clock(Inject, json!({"at": "2030-01-01 00:00:00"}))]), "set under a history");
+        assert!(clock_moved_back(&[fresh("+0"), to("-60s")]), "an offset jump");
+        assert!(!clock_moved_back(&[fresh("-1h")]), "a fresh server's clock behind real time");
+    }
+
     /// A finding names the rules the model gives for it, as the catalogue states them, so the
     /// report's root line names the rule that broke rather than every rule trace validation judges.
     #[test]
@@ -248,6 +307,6 @@ mod tests {
         let ids: Vec<&str> = c.rules.iter().map(|r| r.id.as_str()).collect();
         assert_eq!(ids, ["lease.acquire-free-or-expired"]);
         assert!(c.evidence.starts_with("commit #7: b took the lease"), "{}", c.evidence);
-        assert!(check(&finding(Vec::new())).rules.is_empty(), "no rule named, none invented");
+        assert!(check(&finding(Vec::new())).rules.is_empty(), "no rule named by the model, none invented");
     }
 }

@@ -97,6 +97,8 @@ pub struct ClockFault {
     pub clock: ServerClock,
     at: String,
     server_reads: Option<String>,
+    /// The server was started with this clock and has committed nothing before it.
+    fresh: bool,
 }
 
 /// The setting a healed clock returns to: real time.
@@ -104,12 +106,19 @@ pub const REAL_TIME: &str = "+0";
 
 impl ClockFault {
     pub fn new(clock: &ServerClock, at: &str) -> ClockFault {
-        ClockFault { clock: clock.clone(), at: at.to_string(), server_reads: None }
+        ClockFault { clock: clock.clone(), at: at.to_string(), server_reads: None, fresh: false }
     }
 
     /// What the server's `clock_timestamp()` read at this setting, for the evidence.
     pub fn reading(mut self, server_reads: &str) -> ClockFault {
         self.server_reads = Some(server_reads.to_string());
+        self
+    }
+
+    /// The server was started with this clock: no commit of it read another (recorded as
+    /// `"fresh": true`, so a judge of its history knows the setting moved no clock it had read).
+    pub fn on_fresh_server(mut self) -> ClockFault {
+        self.fresh = true;
         self
     }
 }
@@ -129,10 +138,14 @@ impl Fault for ClockFault {
 
     async fn inject(&mut self) -> Result<Value> {
         self.clock.set(&self.at)?;
-        Ok(match &self.server_reads {
-            Some(r) => json!({"at": self.at, "server_reads": r}),
-            None => json!({"at": self.at}),
-        })
+        let mut detail = json!({"at": self.at});
+        if let Some(r) = &self.server_reads {
+            detail["server_reads"] = json!(r);
+        }
+        if self.fresh {
+            detail["fresh"] = json!(true);
+        }
+        Ok(detail)
     }
 
     async fn heal(&mut self) -> Result<()> {

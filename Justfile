@@ -137,7 +137,7 @@ lint: && lint-rest
 lint-rest:
     cargo fmt --all -- --check
     python3 scripts/import-cycles.py
-    python3 -m pyflakes examples/python-worker/*.py audit/adapters/*.py scripts/*.py
+    python3 -m pyflakes examples/python-worker/*.py cli/tests/variants/*.py audit/adapters/*.py scripts/*.py
     GO111MODULE=off GOPATH="$PWD/examples/go-worker:/usr/share/gocode" go vet fpkit protocol fenceproof-go-worker
     check-jsonschema --check-metaschema contract/worker-protocol.v2.schema.json
     check-jsonschema --builtin-schema vendor.github-workflows examples/ci/github-actions.yml

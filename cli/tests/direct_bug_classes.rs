@@ -175,3 +175,34 @@ fn now_instead_of_clock_timestamp_in_the_protected_transaction() {
         ],
     );
 }
+
+/// §05.1: a takeover decided on the worker's own clock, written without the expiry condition. The
+/// variant module (tests/variants/clock_takeover.py) overrides only the example's `take_lease`. With
+/// the database clock behind the workers' (W-clock-behind) it takes a lease live on the database
+/// clock: trace validation refuses that commit as the model's takeover guard does, and names the
+/// rule (the safety side), not only the row's own check of B's answer.
+#[test]
+fn a_takeover_decided_on_the_workers_clock() {
+    let dir = tmp("clock-takeover");
+    let w = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/variants/clock_takeover.py");
+    let mut cmd = Command::new(FENCEPROOF);
+    cmd.args(["verify", "--quiet", "--skip-conformance", "--write-path", "direct", "--only", "W-clock-behind"])
+        .arg("--worker-bin")
+        .arg(&w)
+        .arg("--reports-dir")
+        .arg(dir.join("reports"));
+    let (out, _) = fenceproof_harness::testkit::run_bounded(&mut cmd, &dir, Duration::from_secs(240));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "the matrix must FAIL it (exit 1):\n{text}");
+    let run = std::fs::read_dir(dir.join("reports")).unwrap().next().unwrap().unwrap().path();
+    let checks: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("W-clock-behind/checks.json")).unwrap()).unwrap();
+    let trace = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "every committed change is a step of the protocol's model")
+        .expect("trace validation judged the row");
+    assert_eq!(trace["verdict"], "FAIL", "{trace}");
+    assert_eq!(trace["rules"][0]["id"], "lease.acquire-free-or-expired", "{trace}");
+}

@@ -233,19 +233,23 @@ class Protocol:
                 except psycopg.Error:
                     pass
 
+    def take_lease(self, conn, c):
+        """The takeover: one statement whose condition (free, or expired on the database clock)
+        PostgreSQL evaluates again on the committed row. Returns (epoch,), or None when refused."""
+        if self.args.write_path == "direct":
+            sql = ("UPDATE worker_leases SET owner = %s, epoch = epoch + 1, updated_at = clock_timestamp(),"
+                   " expires_at = clock_timestamp() + (%s::bigint * interval '1 millisecond')"
+                   " WHERE run_id = %s::uuid AND (owner IS NULL OR expires_at <= clock_timestamp())"
+                   " RETURNING epoch")
+            return conn.execute(sql, (self.owner, c["ttl_ms"], c["run_id"])).fetchone()
+        return conn.execute("SELECT epoch FROM fp_lease_acquire(%s::uuid, %s, %s)",
+                            (c["run_id"], self.owner, c["ttl_ms"])).fetchone()
+
     def acquire(self, c):
         conn = self.connect()
         try:
             try:
-                if self.args.write_path == "direct":
-                    sql = ("UPDATE worker_leases SET owner = %s, epoch = epoch + 1, updated_at = clock_timestamp(),"
-                           " expires_at = clock_timestamp() + (%s::bigint * interval '1 millisecond')"
-                           " WHERE run_id = %s::uuid AND (owner IS NULL OR expires_at <= clock_timestamp())"
-                           " RETURNING epoch")
-                    row = conn.execute(sql, (self.owner, c["ttl_ms"], c["run_id"])).fetchone()
-                else:
-                    row = conn.execute("SELECT epoch FROM fp_lease_acquire(%s::uuid, %s, %s)",
-                                       (c["run_id"], self.owner, c["ttl_ms"])).fetchone()
+                row = self.take_lease(conn, c)
                 if row is None:
                     exists = conn.execute("SELECT 1 FROM worker_leases WHERE run_id = %s::uuid",
                                           (c["run_id"],)).fetchone()

@@ -695,6 +695,7 @@ pub const EXERCISED: &[(&Rule, &[&Experiment])] = &[
             &crate::p_api::clock::EXPERIMENT,
             &crate::w_boundaries::lease::EXPERIMENT,
             &crate::w_boundaries::clock::EXPERIMENT,
+            &crate::w_boundaries::clock_behind::EXPERIMENT,
         ],
     ),
     (&LEASE_TAKEOVER_WAITS_FOR_VALIDATED_COMMIT, &[&crate::d_race_after_validation::EXPERIMENT]),

@@ -104,6 +104,7 @@ pub fn all() -> Vec<Experiment> {
         w_boundaries::commit::EXPERIMENT,
         w_boundaries::ledger::EXPERIMENT,
         w_boundaries::clock::EXPERIMENT,
+        w_boundaries::clock_behind::EXPERIMENT,
         w_boundaries::control::EXPERIMENT,
     ]
 }

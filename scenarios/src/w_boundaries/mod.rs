@@ -7,6 +7,7 @@
 //! wherever it writes: through the fp_* functions or directly on the tables.
 
 pub mod clock;
+pub mod clock_behind;
 pub mod commit;
 pub mod control;
 pub mod lease;

@@ -395,6 +395,11 @@ impl RowEnd {
             if c.rules.is_empty() && !unnamed_finding {
                 c.rules = crate::catalogue::rules_for(&c.name).into_iter().map(RuleRef::from).collect();
             }
+            for r in c.rules.iter_mut().filter(|r| r.statement.is_empty()) {
+                if let Some(rule) = crate::catalogue::rule(&r.id) {
+                    *r = RuleRef::from(rule);
+                }
+            }
         }
         // The row's database connections close first: checks.json is its last evidence, written
         // right before the row joins the matrix (an interrupt after it finds the row there).

@@ -176,13 +176,14 @@ impl Rows {
             }),
             Table::Leases => self.leases.get(&key).map(|l| {
                 let o = Lease::from(old);
+                let who = |o: &Option<String>| o.clone().unwrap_or_else(|| "free".into());
                 (l.owner != o.owner || l.epoch != o.epoch).then(|| {
                     format!(
-                        "lease of run {} was {:?}/epoch {}, the history had left it {:?}/epoch {}",
+                        "lease of run {} was {}/epoch {}, the history had left it {}/epoch {}",
                         short(&key),
-                        o.owner,
+                        who(&o.owner),
                         o.epoch,
-                        l.owner,
+                        who(&l.owner),
                         l.epoch
                     )
                 })

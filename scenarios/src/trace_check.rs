@@ -215,7 +215,8 @@ fn check(r: &Report) -> Check {
             let more = r.unexplained.len() - 1;
             let more = if more > 0 { format!(" (and {more} more unexplained)") } else { String::new() };
             let at = if u.seq > 0 { format!("commit #{}", u.seq) } else { "the tools' ledger".to_string() };
-            let mut c = Check::fail(TRACE, format!("{at}: {}; {}{more}", u.observed, u.allowed));
+            let cited = (u.seq > 0).then_some(u.seq);
+            let mut c = Check::fail(TRACE, format!("{at}: {}; {}{more}", u.observed, u.allowed)).citing(cited);
             // The rules the model names for the finding, not the others this check judges when it
             // passes, which held.
             c.rules = u.rules.iter().filter_map(|id| crate::catalogue::rule(id)).map(RuleRef::from).collect();

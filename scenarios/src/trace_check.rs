@@ -216,7 +216,10 @@ fn check(r: &Report) -> Check {
             let more = if more > 0 { format!(" (and {more} more unexplained)") } else { String::new() };
             let at = if u.seq > 0 { format!("commit #{}", u.seq) } else { "the tools' ledger".to_string() };
             let cited = (u.seq > 0).then_some(u.seq);
-            let mut c = Check::fail(TRACE, format!("{at}: {}; {}{more}", u.observed, u.allowed)).citing(cited);
+            // The model's findings still print some values with `{:?}` (model/src/trace).
+            let said =
+                fenceproof_harness::check::evidence::unwrapped(&format!("{at}: {}; {}{more}", u.observed, u.allowed));
+            let mut c = Check::fail(TRACE, said).citing(cited);
             // The rules the model names for the finding, not the others this check judges when it
             // passes, which held.
             c.rules = u.rules.iter().filter_map(|id| crate::catalogue::rule(id)).map(RuleRef::from).collect();

@@ -1,6 +1,8 @@
 //! Evidence as data: a violation a checker found carries the commits it cites as numbers
 //! ([`Found`]), so the report groups root causes from them and never from wording; and values are
-//! rendered as a person reads them (`succeeded`, `none`), never as Rust's `Some("succeeded")`.
+//! rendered as a person reads them (`succeeded`, `none`), never as Rust's `Some("succeeded")`
+//! ([`Shown`]); prose from outside the harness that still has such wrappers is [`unwrapped`] where
+//! it becomes a check's evidence.
 
 use std::fmt::Display;
 
@@ -130,6 +132,59 @@ pub fn listed<T: Display>(items: impl IntoIterator<Item = T>) -> String {
     }
 }
 
+/// The length of the text before the `close` that balances an already opened `open` (quotes
+/// respected), if it closes.
+pub fn balanced(text: &str, open: char, close: char) -> Option<usize> {
+    let (mut depth, mut quoted, mut escaped) = (1, false, false);
+    for (i, c) in text.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            c if c == open && !quoted => depth += 1,
+            c if c == close && !quoted => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `text` with Rust's debug wrappers of a value (`Some(..)`, `String(..)`, `Number(..)`,
+/// `Bool(..)`, at a word start) replaced by what they wrap. Only for prose built outside the
+/// harness that still prints values with `{:?}` (the model's trace findings, `model/src/trace`),
+/// where it becomes a check's evidence; the harness's checks render values with [`Shown`].
+pub fn unwrapped(text: &str) -> String {
+    ["Some(", "String(", "Number(", "Bool("].iter().fold(text.to_string(), |s, w| unwrap_calls(&s, w))
+}
+
+/// `text` with every `wrapper…)` (at a word start) replaced by what is inside the parentheses.
+fn unwrap_calls(text: &str, wrapper: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(wrapper) {
+        let word_start = rest[..at].chars().last().is_none_or(|c| !c.is_alphanumeric() && c != '_');
+        let inner_from = at + wrapper.len();
+        match balanced(&rest[inner_from..], '(', ')').filter(|_| word_start) {
+            Some(len) => {
+                out.push_str(&rest[..at]);
+                out.push_str(&unwrap_calls(&rest[inner_from..inner_from + len], wrapper));
+                rest = &rest[inner_from + len + 1..];
+            }
+            None => {
+                out.push_str(&rest[..inner_from]);
+                rest = &rest[inner_from..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +206,15 @@ mod tests {
         assert_eq!(exited::<String>(&Ok(Some(1))), "exit code 1");
         assert_eq!(exited::<String>(&Ok(None)), "killed by a signal");
         assert_eq!(listed(Vec::<i64>::new()), "none");
+    }
+
+    #[test]
+    fn debug_wrappers_from_outside_the_harness_are_unwrapped() {
+        let ev = r#"commit #9 by a at revision Some(4) while the lease was Some("worker-b")/epoch Some(2)"#;
+        assert_eq!(unwrapped(ev), r#"commit #9 by a at revision 4 while the lease was "worker-b"/epoch 2"#);
+        let ev = r#"after (String("b"), Number(2), Object {"by": String("a (stale)"), "step": Number(3)})"#;
+        assert_eq!(unwrapped(ev), r#"after ("b", 2, Object {"by": "a (stale)", "step": 3})"#);
+        assert_eq!(unwrapped("HasSome(3) stays"), "HasSome(3) stays");
     }
 
     #[test]

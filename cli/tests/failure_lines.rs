@@ -58,24 +58,31 @@ fn one_unfenced_save_prints_one_root_with_its_consequences_under_it() {
         assert!(l.chars().count() <= LONGEST, "a line of {} characters:\n{l}", l.chars().count());
         assert!(!l.contains("{\"") && !l.contains("Some(") && !l.contains("String("), "raw values:\n{l}");
     }
-    // The commit the root names is red on the row's timeline.
-    let commit = fenceproof_harness::report::broken::commits_named(roots[0])
-        .into_iter()
-        .min()
-        .unwrap_or_else(|| panic!("the root names its commit:\n{text}"));
     let run = std::fs::read_dir(&reports)
         .unwrap()
         .flatten()
         .map(|e| e.path())
         .find(|p| p.join("index.html").exists())
         .expect("a run folder");
+    let matrix: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("matrix.json")).unwrap()).unwrap();
+    // The commit the root cites (its checks carry it as data, the earliest of the row's one root)
+    // is in its line and red on the row's timeline.
+    let commit = matrix["results"][0]["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["verdict"] == "FAIL")
+        .flat_map(|c| c["commits"].as_array().cloned().unwrap_or_default())
+        .filter_map(|n| n.as_i64())
+        .min()
+        .unwrap_or_else(|| panic!("the failed checks cite a commit:\n{text}"));
+    assert!(roots[0].contains(&format!("#{commit}")), "the root names #{commit}:\n{text}");
     let html = std::fs::read_to_string(run.join("index.html")).unwrap();
     assert!(html.contains(&format!("class=\"epoch failing\">FAIL #{commit}</text>")), "no red mark at #{commit}");
     assert!(html.contains("class=\"commit failing\""), "no red commit");
     assert!(html.contains("<pre class=\"evidence\">"), "the whole evidence, folded");
     // The fingerprint covers the folder named by --worker-dir.
-    let matrix: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("matrix.json")).unwrap()).unwrap();
     assert_eq!(matrix["worker"]["folder"], worker.parent().unwrap().display().to_string());
     assert!(matrix["worker"]["files"].as_u64().unwrap_or(0) >= 2, "{}", matrix["worker"]);
 }

@@ -2,6 +2,7 @@
 //! the revision rises consecutively. The worker runs a scripted task alone (acquire, start, two
 //! checkpoints, succeed, release); the verdict comes from the oracle, not from the worker.
 
+use fenceproof_harness::check::evidence::shown;
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::record::oracle;
 use fenceproof_harness::HarnessError;
@@ -70,7 +71,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     ctx.check(Check::expect(
         REVISIONS_CONSECUTIVE,
         revs.len() == 2 && revs[0].1 == revs[0].0 + 1 && revs[1].0 == revs[0].1 && revs[1].1 == revs[1].0 + 1,
-        format!("revision steps {revs:?}"),
+        format!("revision steps {}", shown(&revs)),
     ));
     ctx.check(Check::expect(
         SAME_EPOCH,
@@ -78,7 +79,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
             && epochs[0].is_some()
             && epochs[0] == epochs[1]
             && saves.iter().all(|r| r.lease_owner() == Some(w.owner.as_str())),
-        format!("lease epochs at commit {epochs:?}"),
+        format!("lease epochs at commit {}", shown(&epochs)),
     ));
     let state = oracle::run_state(&ctx.pool, run_id).await?;
     ctx.check(Check::equal(

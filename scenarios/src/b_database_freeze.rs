@@ -14,6 +14,7 @@
 
 use std::time::Duration;
 
+use fenceproof_harness::check::evidence::{exited, shown};
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::faults::{self, ServerFreeze};
 use fenceproof_harness::procs::signals;
@@ -184,7 +185,7 @@ fn judge_freeze(
     ctx.check(Check::expect(
         A_KEPT_RUNNING,
         a_state.is_some_and(|s| s != 'T' && s != 't'),
-        format!("A's process state {a_state:?}"),
+        format!("A's process state {}", shown(a_state)),
     ));
     ctx.check(Check::expect(
         UNANSWERED_RENEWAL_LOST,
@@ -224,7 +225,7 @@ async fn judge_a_stops(
     ctx.check(Check::expect(
         A_STOPPED_UNFINISHED,
         matches!(code, Ok(Some(c)) if c != 0) && total < STEPS as usize,
-        format!("A exited {code:?} after {total} of {STEPS} checkpoints"),
+        format!("A ended ({}) after {total} of {STEPS} checkpoints", exited(&code)),
     ));
     Ok(Stopped { after_thaw, total, code })
 }

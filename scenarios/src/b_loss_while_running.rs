@@ -8,6 +8,7 @@
 //! would reject such writes anyway; only the wire shows a worker that keeps working for a run it
 //! no longer owns.
 
+use fenceproof_harness::check::evidence::exited;
 use fenceproof_harness::check::{after_loss, invariants, Check};
 use fenceproof_harness::faults::{inject, proxy::patterns};
 use fenceproof_harness::wait;
@@ -83,7 +84,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         // A learned the loss otherwise (its next step, refused) before the held renewal went on:
         // the moment of a zero-row renewal was not made, and nothing is judged of it.
         return Err(HarnessError::Inconclusive(format!(
-            "no renewal of A reached the server after B's takeover (A's exit: {code:?}): the zero-row renewal was not made"
+            "no renewal of A reached the server after B's takeover (A's exit: {}): the zero-row renewal was not made",
+            exited(&code)
         )));
     }
     if after_loss::step_under_way(&proxy.statements(), from) {
@@ -91,11 +93,12 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         // enough for A's pacing to run out): that step's later statements cannot be told from
         // new work, so the moment of a loss confirmed inside A's work was not made.
         return Err(HarnessError::Inconclusive(format!(
-            "A's next step was under way before the zero-row renewal's answer reached it (A's exit: {code:?}): the loss was not confirmed inside A's work"
+            "A's next step was under way before the zero-row renewal's answer reached it (A's exit: {}): the loss was not confirmed inside A's work",
+            exited(&code)
         )));
     }
     ctx.check(after_loss::no_write_after_loss(&proxy.statements(), from));
-    ctx.check(Check::expect(A_STOPS, matches!(code, Ok(Some(c)) if c != 0), format!("A's exit: {code:?}")));
+    ctx.check(Check::expect(A_STOPS, matches!(code, Ok(Some(c)) if c != 0), format!("A's exit: {}", exited(&code))));
 
     let done = outcome(&b.request(json!({"cmd": "succeed"}), STEP).await?).to_string();
     let released = outcome(&b.request(json!({"cmd": "release"}), STEP).await?).to_string();

@@ -8,6 +8,7 @@
 //! `B-same-owner` runs the same story with A and B sharing one owner id (a restarted host that
 //! reuses its hostname): then only the epoch tells the stale term from the current one.
 
+use fenceproof_harness::check::evidence::listed;
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::faults::PauseKind;
 use fenceproof_harness::procs::worker::WorkerProc;
@@ -310,11 +311,14 @@ async fn judge_stale_attempts(
     let window_end = ctx.oracle_mark().await?;
     let (rejected, lost) = judge_metrics(ctx, &mut s.a).await?;
     judge_rows_left(ctx, before, &after);
-    ctx.check(Check::expect(
-        NOTHING_COMMITS_WHILE_STALE,
-        window_end == window_start,
-        format!("commits #{}..#{} in the window", window_start + 1, window_end),
-    ));
+    ctx.check(
+        Check::expect(
+            NOTHING_COMMITS_WHILE_STALE,
+            window_end == window_start,
+            format!("commits #{}..#{} in the window", window_start + 1, window_end),
+        )
+        .citing(window_start + 1..=window_end),
+    );
     ctx.check(Check::expect(STALE_TOLD_LEASE_LOST, attempts.iter().all(|(_, o)| o == "lease_lost"), said(&attempts)));
     Ok(StaleA { attempts, window_end, rejected, lost })
 }
@@ -395,7 +399,10 @@ async fn verdict(
     ctx.check(Check::expect(
         ONLY_TERMINAL_IS_HOLDERS,
         terminal.len() == 1 && terminal[0] > window_end,
-        format!("terminal commits {terminal:?}; A's attempts ended at #{window_end}"),
+        format!(
+            "terminal commits {}; A's attempts ended at #{window_end}",
+            listed(terminal.iter().map(|s| format!("#{s}")))
+        ),
     ));
     let fin = oracle::run_state(&ctx.pool, s.run_id).await?;
     ctx.check(Check::equal(

@@ -460,17 +460,20 @@ impl Ctx {
         attempts.push(format!("acquire={}", stale_acquire(w, run_id).await?));
         let stale: Vec<_> =
             self.commits().await?.into_iter().filter(|c| c.seq > takeover && c.writer == w.owner).collect();
-        self.check(Check::expect(
-            names.nothing_commits,
-            stale.is_empty(),
-            format!(
-                "{} commits by {} after the takeover (#{takeover}){}; it was told: {}",
-                stale.len(),
-                w.name,
-                stale.first().map(|c| format!(", first #{} on {}", c.seq, c.table_name)).unwrap_or_default(),
-                attempts.join(" ")
-            ),
-        ));
+        self.check(
+            Check::expect(
+                names.nothing_commits,
+                stale.is_empty(),
+                format!(
+                    "{} commits by {} after the takeover (#{takeover}){}; it was told: {}",
+                    stale.len(),
+                    w.name,
+                    stale.first().map(|c| format!(", first #{} on {}", c.seq, c.table_name)).unwrap_or_default(),
+                    attempts.join(" ")
+                ),
+            )
+            .citing(stale.iter().map(|c| c.seq)),
+        );
         let after = fenceproof_harness::record::oracle::run_state(&self.pool, run_id).await?;
         self.check(Check::expect(
             names.rows_unchanged,

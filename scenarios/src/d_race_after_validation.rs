@@ -10,6 +10,7 @@
 //! anything outside the server could hold; the row then says so and passes: the race inside the
 //! function is judged by the P-api-commit probes.
 
+use fenceproof_harness::check::evidence::shown;
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::faults::proxy::{Hold, Proxy};
 use fenceproof_harness::faults::{self, DbBarrier, Injected};
@@ -237,7 +238,7 @@ async fn judge_b_waits(
         b_pid.is_some(),
         match (&b_pid, &early) {
             (Some(p), _) => format!("B backend {p} blocked by A backend {a_pid}"),
-            (None, ev) => format!("B answered while A was still held: {ev:?}"),
+            (None, ev) => format!("B answered while A was still held: {}", shown(ev)),
         },
     ));
     Ok((b_pid, early))
@@ -257,11 +258,12 @@ async fn verdict(
     let b_takeover =
         rows.iter().find(|r| r.is_leases() && r.writer == b_owner && r.new_i64("epoch") == Some(epoch_a + 1));
     let order = a_commit.zip(b_takeover).map(|(x, y)| (x.seq, y.seq));
-    ctx.check(Check::expect(
-        SERIAL_ORDER,
-        order.is_some_and(|(x, y)| x < y),
-        format!("A commit #{:?}, B takeover #{:?}", a_commit.map(|r| r.seq), b_takeover.map(|r| r.seq)),
-    ));
+    let (a_at, b_at) =
+        (shown(a_commit.map(|r| format!("#{}", r.seq))), shown(b_takeover.map(|r| format!("#{}", r.seq))));
+    ctx.check(
+        Check::expect(SERIAL_ORDER, order.is_some_and(|(x, y)| x < y), format!("A commit {a_at}, B takeover {b_at}"))
+            .citing(a_commit.map(|r| r.seq)),
+    );
     let live_at_commit = a_commit.and_then(|r| r.lease_live_at_commit);
     if let Some(seq) = b_takeover.map(|r| r.seq) {
         ctx.check(invariants::silent_after(&rows, a_owner, seq));

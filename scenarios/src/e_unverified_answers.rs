@@ -19,6 +19,7 @@
 //!   the same operation_id, registered once, and executing it creates one resource; a modified
 //!   effect (effect_version 2, another request) is a new operation_id beside the original.
 
+use fenceproof_harness::check::evidence::shown;
 use fenceproof_harness::check::intents::canonical_digest;
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::faults;
@@ -556,9 +557,10 @@ async fn judge_same_plan(
         REPLAN_KEEPS_OPERATION_ID,
         outcome(&plan_b) == "ok" && op_b == op_a && ops == vec![op_a.to_string()],
         format!(
-            "A planned {op_a}; B's plan answered `{}` {op_b:?} ({}); the ledger holds {ops:?} for step pay",
+            "A planned {op_a}; B's plan answered `{}` {op_b} ({}); the ledger holds {} for step pay",
             outcome(&plan_b),
-            data(&plan_b)["registration"]
+            shown(&data(&plan_b)["registration"]),
+            shown(&ops)
         ),
     ));
     Ok(())
@@ -591,7 +593,7 @@ async fn judge_modified_effect(
             && op_v2 != op_a
             && rows.len() == 2
             && rows.iter().any(|(o, v)| o == &op_v2 && *v == 2),
-        format!("plan of v2 answered `{}` {op_v2:?}; the ledger holds {rows:?}", outcome(&plan_v2)),
+        format!("plan of v2 answered `{}` {op_v2}; the ledger holds {}", outcome(&plan_v2), shown(&rows)),
     ));
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! arrives late: it may be kept as evidence on R1's ledger row, but it cannot advance R2 — neither
 //! directly nor when handed to R2's owner as a callback.
 
+use fenceproof_harness::check::evidence::{listed, shown};
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::oracle;
@@ -129,10 +130,14 @@ async fn judge_new_run_untouched(
     let r2_after = oracle::run_state(&ctx.pool, r2).await?;
     let op2_after = ctx.operation(op2).await?;
     let key = |s: &oracle::RunState| (s.run["status"].clone(), s.run["revision"].clone(), s.run["checkpoint"].clone());
+    let said = |s: &oracle::RunState| {
+        let (status, revision, checkpoint) = key(s);
+        format!("{} at revision {}, checkpoint {}", shown(status), shown(revision), shown(checkpoint))
+    };
     ctx.check(Check::expect(
         NEW_RUN_UNCHANGED,
         key(r2_before) == key(&r2_after),
-        format!("before {:?}; after {:?}", key(r2_before), key(&r2_after)),
+        format!("before {}; after {}", said(r2_before), said(&r2_after)),
     ));
     ctx.check(Check::expect(
         NEW_OPERATION_UNCHANGED,
@@ -143,11 +148,12 @@ async fn judge_new_run_untouched(
         ),
     ));
     let rows = ctx.commits().await?;
-    let touched_r2: Vec<String> = rows
-        .iter()
-        .filter(|r| r.seq > mark && r.run_id == Some(r2) && r.table_name != "worker_leases")
-        .map(|r| format!("#{} {} by {}", r.seq, r.table_name, r.writer))
-        .collect();
-    ctx.check(Check::expect(NOTHING_COMMITTED_ON_NEW_RUN, touched_r2.is_empty(), format!("{touched_r2:?}")));
+    let touched_r2: Vec<&CommitRow> =
+        rows.iter().filter(|r| r.seq > mark && r.run_id == Some(r2) && r.table_name != "worker_leases").collect();
+    let said = listed(touched_r2.iter().map(|r| format!("#{} {} by {}", r.seq, r.table_name, r.writer)));
+    ctx.check(
+        Check::expect(NOTHING_COMMITTED_ON_NEW_RUN, touched_r2.is_empty(), format!("commits on the new run: {said}"))
+            .citing(touched_r2.iter().map(|r| r.seq)),
+    );
     Ok((r2_after, rows))
 }

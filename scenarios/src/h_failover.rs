@@ -21,6 +21,7 @@
 
 use std::collections::BTreeMap;
 
+use fenceproof_harness::check::evidence::shown;
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::contract::{Contract, ReplicationMode};
 use fenceproof_harness::procs::tools::ToolsProc;
@@ -419,7 +420,7 @@ fn judge_fence(ctx: &mut Ctx, fence: &Fence) {
     ctx.check(match fence {
         Fence::Container { gone, id } => Check::expect(CONTAINER_GONE, *gone, format!("container {id}")),
         Fence::Native { gone, pgid, walsender } => {
-            Check::expect(NO_PROCESS_LEFT, *gone, format!("postmaster {pgid:?}, walsender {walsender:?}"))
+            Check::expect(NO_PROCESS_LEFT, *gone, format!("postmaster {}, walsender {}", shown(pgid), shown(walsender)))
         }
         Fence::External { refused, url } => Check::expect(REFUSES_CONNECTIONS, *refused, url.clone()),
         Fence::Crashed { gone, killed } => {
@@ -456,7 +457,7 @@ fn judge_contract(
             ctx.check(Check::expect(
                 LOCAL_ONLY,
                 released_on_primary && after.owner.is_some(),
-                format!("old primary released: {released_on_primary}; new primary owner {:?}", after.owner),
+                format!("old primary released: {released_on_primary}; new primary owner {}", shown(&after.owner)),
             ));
         }
     }

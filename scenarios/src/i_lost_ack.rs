@@ -18,6 +18,7 @@
 //!   although the database would still accept its lease. The lease then expires and another
 //!   worker takes over.
 
+use fenceproof_harness::check::evidence::shown;
 use fenceproof_harness::check::Check;
 use fenceproof_harness::faults::proxy::{patterns, Armed, Fired};
 use fenceproof_harness::faults::{self, Injected};
@@ -170,7 +171,7 @@ pub async fn save(ctx: &mut Ctx) -> Result<(), HarnessError> {
     ctx.check(Check::expect(
         SAVE_ANSWERED_UNKNOWN,
         answered(&ev2, 2) && answered(&ev4, 4),
-        format!("{said}; committed checkpoints {saved:?}"),
+        format!("{said}; committed checkpoints {}", shown(&saved)),
     ));
     let mut expected = vec![1, 2, 3];
     if outcome(&ev4) == "ok" {
@@ -181,14 +182,16 @@ pub async fn save(ctx: &mut Ctx) -> Result<(), HarnessError> {
         SAVE_CONTINUES_FROM_COMMITTED,
         saved == expected && outcome(&ev3) == "ok" && outcome(&ev5) == "ok",
         format!(
-            "checkpoints committed by A, in order: {saved:?} (expected {expected:?}: 2 committed, 4 did not); {said}"
+            "checkpoints committed by A, in order: {} (expected {}: 2 committed, 4 did not); {said}",
+            shown(&saved),
+            shown(&expected)
         ),
     ));
     let consecutive = steps.windows(2).all(|w| w[1].0 == w[0].0 + 1);
     ctx.check(Check::expect(
         NO_CHECKPOINT_TWICE,
         consecutive && saved.iter().collect::<std::collections::BTreeSet<_>>().len() == saved.len(),
-        format!("A's writes (revision, step): {steps:?}"),
+        format!("A's writes (revision, step): {}", shown(&steps)),
     ));
     let end = oracle::run_state(&ctx.pool, run_id).await?;
     ctx.check(Check::expect(
@@ -239,8 +242,8 @@ pub async fn terminal(ctx: &mut Ctx) -> Result<(), HarnessError> {
         ONE_TERMINAL_NEVER_FAILED,
         terminal.len() == 1 && terminal[0].1 == "succeeded" && (after_first == "running" || outcome(&ev1) == "ok"),
         format!(
-            "A's terminal commits (revision, status): {:?}; {said}",
-            terminal.iter().map(|(r, s, _)| (r, s)).collect::<Vec<_>>()
+            "A's terminal commits (revision, status): {}; {said}",
+            shown(terminal.iter().map(|(r, s, _)| (r, s)).collect::<Vec<_>>())
         ),
     ));
     drop(proxy);
@@ -379,19 +382,22 @@ pub async fn renew(ctx: &mut Ctx) -> Result<(), HarnessError> {
     // The lease must now run out: a worker that took the lost reply for a renewal keeps renewing.
     let expired = ctx.wait_lease_expired(run_id).await;
     let after: Vec<_> = ctx.commits().await?.into_iter().filter(|c| c.seq > mark && c.writer == a.owner).collect();
-    ctx.check(Check::expect(
-        NOTHING_AFTER_LOST_REPLY,
-        after.is_empty() && expired.is_ok(),
-        format!(
-            "{} commits by A after #{mark}{}; lease expiry: {}",
-            after.len(),
-            after.first().map(|c| format!(" (first: {} #{})", c.table_name, c.seq)).unwrap_or_default(),
-            match &expired {
-                Ok(()) => "expired".to_string(),
-                Err(e) => e.to_string(),
-            }
-        ),
-    ));
+    ctx.check(
+        Check::expect(
+            NOTHING_AFTER_LOST_REPLY,
+            after.is_empty() && expired.is_ok(),
+            format!(
+                "{} commits by A after #{mark}{}; lease expiry: {}",
+                after.len(),
+                after.first().map(|c| format!(" (first: {} #{})", c.table_name, c.seq)).unwrap_or_default(),
+                match &expired {
+                    Ok(()) => "expired".to_string(),
+                    Err(e) => e.to_string(),
+                }
+            ),
+        )
+        .citing(after.iter().map(|c| c.seq)),
+    );
     let text = scrape(&mut a, &ctx.dir).await?;
     let unknown = metrics::value(&text, "lease_renew_total{outcome=\"unknown\"}").unwrap_or(0.0);
     ctx.check(Check::expect(

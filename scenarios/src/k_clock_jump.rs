@@ -125,11 +125,14 @@ async fn forward_on(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), HarnessE
         said.push(format!("{label}={}", outcome(&ev)));
     }
     let stale: Vec<_> = ctx.commits().await?.into_iter().filter(|c| c.seq > takeover && c.writer == a.owner).collect();
-    ctx.check(Check::expect(
-        NOTHING_OF_A_AFTER_EARLY_TAKEOVER,
-        stale.is_empty(),
-        format!("{} commits by A after the takeover #{takeover}; A was told: {}", stale.len(), said.join(" ")),
-    ));
+    ctx.check(
+        Check::expect(
+            NOTHING_OF_A_AFTER_EARLY_TAKEOVER,
+            stale.is_empty(),
+            format!("{} commits by A after the takeover #{takeover}; A was told: {}", stale.len(), said.join(" ")),
+        )
+        .citing(stale.iter().map(|c| c.seq)),
+    );
     require_ok(&b.request(json!({"cmd": "succeed"}), STEP).await?, "B succeed")?;
     a.shutdown(STEP).await?;
     b.shutdown(STEP).await?;

@@ -14,6 +14,7 @@
 //! the fenced worker carries on (save, succeed, release) and every global invariant holds over the
 //! phase's commits. The legacy role is dropped on every path.
 
+use fenceproof_harness::check::evidence::shown;
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::db::{databases, writers};
 use fenceproof_harness::procs::worker::WorkerProc;
@@ -123,7 +124,7 @@ async fn coexisting(
     ctx.check(Check::expect(
         LEGACY_LISTED,
         legacy_listed.as_ref().is_some_and(|w| w.is_bypass() && w.grants.contains(&"UPDATE agent_runs".to_string())),
-        format!("{legacy_listed:?}"),
+        shown(legacy_listed.as_ref().map(writer)),
     ));
     let mark = ctx.oracle_mark().await?;
     let wrote = sqlx::query(LEGACY_UPDATE).bind(run_id).bind(json!({"legacy": 1})).execute(legacy).await;
@@ -152,6 +153,18 @@ async fn coexisting(
     Ok(mark2)
 }
 
+/// A direct writer as a person reads it: its role, what it is and what it may write.
+fn writer(w: &writers::DirectWriter) -> String {
+    format!(
+        "{} (login {}, superuser {}, owner {}; grants {})",
+        w.role,
+        w.can_login,
+        w.superuser,
+        w.owner,
+        fenceproof_harness::check::evidence::listed(&w.grants)
+    )
+}
+
 /// After the revoke no role can write directly, the legacy UPDATE is refused with 42501, and A
 /// carries on. Returns the SQLSTATE the legacy UPDATE got.
 async fn fenced(
@@ -162,13 +175,21 @@ async fn fenced(
 ) -> Result<Option<String>, HarnessError> {
     let listed = writers::direct_writers(&ctx.pool, None).await?;
     let still: Vec<&writers::DirectWriter> = listed.iter().filter(|w| w.is_bypass()).collect();
-    ctx.check(Check::expect(NO_DIRECT_WRITER_LEFT, still.is_empty(), format!("{still:?}")));
+    ctx.check(Check::expect(
+        NO_DIRECT_WRITER_LEFT,
+        still.is_empty(),
+        shown(still.iter().map(|w| writer(w)).collect::<Vec<_>>()),
+    ));
     let refused = sqlx::query(LEGACY_UPDATE).bind(run_id).bind(json!({"legacy": 2})).execute(&legacy).await;
     let code = match &refused {
         Err(sqlx::Error::Database(db)) => db.code().map(|c| c.to_string()),
         _ => None,
     };
-    ctx.check(Check::expect(LEGACY_REFUSED, code.as_deref() == Some("42501"), format!("{refused:?}")));
+    let said = match &refused {
+        Ok(done) => format!("the legacy UPDATE went through ({} row(s) changed)", done.rows_affected()),
+        Err(e) => format!("the legacy UPDATE was refused ({}): {e}", shown(code.as_deref())),
+    };
+    ctx.check(Check::expect(LEGACY_REFUSED, code.as_deref() == Some("42501"), said));
     legacy.close().await;
     let current: i64 = sqlx::query_scalar("SELECT revision FROM agent_runs WHERE run_id = $1")
         .bind(run_id)

@@ -215,7 +215,11 @@ fn check(r: &Report) -> Check {
             let more = r.unexplained.len() - 1;
             let more = if more > 0 { format!(" (and {more} more unexplained)") } else { String::new() };
             let at = if u.seq > 0 { format!("commit #{}", u.seq) } else { "the tools' ledger".to_string() };
-            let mut c = Check::fail(TRACE, format!("{at}: {}; {}{more}", u.observed, u.allowed));
+            let cited = (u.seq > 0).then_some(u.seq);
+            // The model's findings still print some values with `{:?}` (model/src/trace).
+            let said =
+                fenceproof_harness::check::evidence::unwrapped(&format!("{at}: {}; {}{more}", u.observed, u.allowed));
+            let mut c = Check::fail(TRACE, said).citing(cited);
             // The rules the model names for the finding, not the others this check judges when it
             // passes, which held.
             // (By id: the runner, which reads the catalogue, fills in each rule's section and words.)

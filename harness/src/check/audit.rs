@@ -212,6 +212,7 @@ pub fn stale_write(h: &AuditHistory) -> Check {
                 state.iter().map(|w| w.describe()).collect::<Vec<_>>().join("; ")
             ),
         )
+        .citing(state.iter().chain(&touch).map(|w| w.seq))
     }
 }
 
@@ -262,27 +263,30 @@ pub fn current_outcome(h: &AuditHistory) -> Check {
             end,
         ),
         (None, _) => {
-            let last = h.writes.iter().rev().find(|w| w.changes_state()).map(|w| w.describe()).unwrap_or("none".into());
+            let last = h.writes.iter().rev().find(|w| w.changes_state());
+            let said = last.map(|w| w.describe()).unwrap_or("none".into());
             return Check::fail(
                 CURRENT_OUTCOME,
-                format!("{}'s {} never committed; the job's last state change: {last}", h.taker, h.taker_outcome),
-            );
+                format!("{}'s {} never committed; the job's last state change: {said}", h.taker, h.taker_outcome),
+            )
+            .citing(last.map(|w| w.seq));
         }
     };
     // After a retry request, a fresh claim is the retry running, and the claimer's later writes are
     // its new execution's.
     let new_run = |w: &JobWrite| h.is_fresh_claim(w) || h.retried_by(&w.writer, since_at).is_some_and(|r| r <= w.at);
-    let after: Vec<String> = h
+    let after: Vec<&JobWrite> = h
         .writes
         .iter()
         .filter(|w| w.seq > since_seq && (since_seq > 0 || w.at > since_at) && w.writer != h.taker && w.changes_state())
         .filter(|w| h.taker_outcome != "retry" || !new_run(w))
-        .map(|w| w.describe())
         .collect();
     if after.is_empty() {
         Check::pass(CURRENT_OUTCOME, format!("{} stands", own))
     } else {
-        Check::fail(CURRENT_OUTCOME, format!("{} replaced by {}", own, after.join("; ")))
+        let said: Vec<String> = after.iter().map(|w| w.describe()).collect();
+        let cited = (since_seq > 0).then_some(since_seq).into_iter().chain(after.iter().map(|w| w.seq));
+        Check::fail(CURRENT_OUTCOME, format!("{} replaced by {}", own, said.join("; "))).citing(cited)
     }
 }
 
@@ -292,9 +296,9 @@ pub fn stale_checkpoint(h: &AuditHistory, checkpoints: &[JobWrite]) -> Check {
     let Some(takeover) = h.takeover_at() else {
         return Check::fail(STALE_CHECKPOINT, format!("{} never committed a change of the job", h.taker));
     };
-    let late: Vec<String> = checkpoints
+    let late_writes: Vec<&JobWrite> = checkpoints.iter().filter(|w| w.writer == h.stalled && w.at > takeover).collect();
+    let late: Vec<String> = late_writes
         .iter()
-        .filter(|w| w.writer == h.stalled && w.at > takeover)
         .map(|w| format!("#{} {} by {} at {}", w.seq, w.op, w.writer, w.at.format("%H:%M:%S%.3f")))
         .collect();
     let all = checkpoints.iter().map(|w| format!("{} by {}", w.op, w.writer)).collect::<Vec<_>>().join(", ");
@@ -314,6 +318,7 @@ pub fn stale_checkpoint(h: &AuditHistory, checkpoints: &[JobWrite]) -> Check {
                 late.join("; ")
             ),
         )
+        .citing(late_writes.iter().map(|w| w.seq))
     }
 }
 
@@ -449,6 +454,7 @@ mod tests {
         h.checkpoints.as_mut().unwrap().push(w(12, "A", 6, None, None));
         let c = stale_checkpoint(&h, h.checkpoints.as_deref().unwrap());
         assert!(!c.passed() && c.evidence.contains("#12"), "{c:?}");
+        assert_eq!(c.commits, vec![12], "the stale checkpoint is cited as data");
     }
 
     #[test]

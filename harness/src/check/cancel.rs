@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::Check;
+use super::{Check, Found};
 use crate::record::oracle::CommitRow;
 
 fn op_of(r: &CommitRow) -> Option<&str> {
@@ -54,9 +54,9 @@ pub fn prepared_cancelled_with_their_run(rows: &[CommitRow]) -> Check {
             .collect();
         for (op, (s, op_run)) in &status {
             if *s == "prepared" && op_run.as_deref() == Some(run.as_str()) && !cancelled_here.contains(op) {
-                bad.push(format!(
+                bad.push(Found::text(format!(
                     "transaction {xid} cancelled run {run} but left its prepared operation {op} prepared"
-                ));
+                )));
             }
         }
     }
@@ -64,20 +64,17 @@ pub fn prepared_cancelled_with_their_run(rows: &[CommitRow]) -> Check {
         if r.new_str("status") == Some("cancelled") && r.old_str("status") != Some("cancelled") {
             let with_run = cancels.get(r.xid.as_str()).is_some_and(|(run, _)| Some(run.clone()) == run_of(r));
             if !with_run {
-                bad.push(format!(
+                let text = format!(
                     "commit #{} by {} cancelled operation {} outside its run's cancel transaction",
                     r.seq,
                     r.writer,
                     op_of(r).unwrap_or("?")
-                ));
+                );
+                bad.push(Found::at(r.seq, text));
             }
         }
     }
-    Check::from_violations(
-        name,
-        bad,
-        format!("{} cancel transaction(s), each with its prepared operations", cancels.len()),
-    )
+    Check::from_found(name, bad, format!("{} cancel transaction(s), each with its prepared operations", cancels.len()))
 }
 
 #[cfg(test)]

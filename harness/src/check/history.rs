@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::Check;
+use super::{Check, Found};
 use crate::record::oracle::CommitRow;
 
 /// A checker's name (the rule catalogue links rules to it).
@@ -79,27 +79,25 @@ pub fn writes_commit_at_the_revision_named(rows: &[CommitRow], sent: &[SentWrite
         let Some(mark) = s.mark() else { continue };
         let commits = committed.get(mark).map(Vec::as_slice).unwrap_or_default();
         if commits.len() > 1 {
-            bad.push(format!("{} {mark} of {} committed {} times", s.cmd, s.owner, commits.len()));
+            let text = format!("{} {mark} of {} committed {} times", s.cmd, s.owner, commits.len());
+            bad.push(Found::of(commits.iter().map(|c| c.seq), text));
         }
         if let (Some(want), Some(c)) = (s.expected_revision, commits.first()) {
             judged += 1;
             let from = c.old_field("revision").and_then(Value::as_i64);
             if from != Some(want) {
-                bad.push(format!(
-                    "{} {mark} of {} named revision {want} but committed over revision {} (oracle seq {})",
+                let text = format!(
+                    "{} {mark} of {} named revision {want} but committed over revision {} (commit #{})",
                     s.cmd,
                     s.owner,
                     from.map_or("?".into(), |f| f.to_string()),
                     c.seq
-                ));
+                );
+                bad.push(Found::at(c.seq, text));
             }
         }
     }
-    if bad.is_empty() {
-        Check::pass(name, format!("{judged} committed writes, each over the revision it named"))
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_found(name, bad, format!("{judged} committed writes, each over the revision it named"))
 }
 
 /// The worker's answers agree with the oracle: `ok` has its commit, a refusal has none.
@@ -111,24 +109,23 @@ pub fn answers_agree_with_commits(rows: &[CommitRow], sent: &[SentWrite]) -> Che
     let mut judged = 0;
     for s in sent {
         let (Some(mark), Some(outcome)) = (s.mark(), s.outcome.as_deref()) else { continue };
-        let did = committed.contains_key(mark);
+        let did = committed.get(mark).map(Vec::as_slice).unwrap_or_default();
         if outcome == "ok" {
             judged += 1;
-            if !did {
-                bad.push(format!("{} {mark} of {} answered ok, nothing committed", s.cmd, s.owner));
+            if did.is_empty() {
+                bad.push(Found::text(format!("{} {mark} of {} answered ok, nothing committed", s.cmd, s.owner)));
             }
         } else if REFUSALS.contains(&outcome) {
             judged += 1;
-            if did {
-                bad.push(format!("{} {mark} of {} answered {outcome}, yet it committed", s.cmd, s.owner));
+            if !did.is_empty() {
+                let at = did.iter().map(|c| format!("#{}", c.seq)).collect::<Vec<_>>().join(", ");
+                let text =
+                    format!("{} {mark} of {} answered {outcome}, yet it committed (commit {at})", s.cmd, s.owner);
+                bad.push(Found::of(did.iter().map(|c| c.seq), text));
             }
         }
     }
-    if bad.is_empty() {
-        Check::pass(name, format!("{judged} answers, each as the oracle saw it"))
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_found(name, bad, format!("{judged} answers, each as the oracle saw it"))
 }
 
 /// A committed checkpoint is exactly the JSON that was sent (numbers, escapes, unicode, nesting).
@@ -143,19 +140,17 @@ pub fn checkpoints_stored_as_sent(rows: &[CommitRow], sent: &[SentWrite]) -> Che
             judged += 1;
             let stored = c.new_field("checkpoint");
             if stored != Some(&s.checkpoint) {
-                bad.push(format!(
-                    "{mark}: sent {}, stored {}",
+                let text = format!(
+                    "{mark}: sent {}, stored {} (commit #{})",
                     s.checkpoint,
-                    stored.map_or("nothing".into(), |v| v.to_string())
-                ));
+                    stored.map_or("nothing".into(), |v| v.to_string()),
+                    c.seq
+                );
+                bad.push(Found::at(c.seq, text));
             }
         }
     }
-    if bad.is_empty() {
-        Check::pass(name, format!("{judged} checkpoints stored byte for byte as JSON values"))
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_found(name, bad, format!("{judged} checkpoints stored byte for byte as JSON values"))
 }
 
 /// A stretch of the oracle (commits `after` < seq <= `until`) in which the only process of
@@ -190,18 +185,15 @@ pub fn quiet_windows_stay_quiet(rows: &[CommitRow], windows: &[QuietWindow]) -> 
             .collect();
         if inside.len() > w.allowed {
             for r in inside {
-                bad.push(format!(
+                let text = format!(
                     "commit #{} on {} by {} ({}) while only its stale process acted ({}; {} tolerated)",
                     r.seq, r.table_name, r.writer, r.op, w.what, w.allowed
-                ));
+                );
+                bad.push(Found::at(r.seq, text));
             }
         }
     }
-    if bad.is_empty() {
-        Check::pass(name, format!("{} window(s), nothing committed in them", windows.len()))
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_found(name, bad, format!("{} window(s), nothing committed in them", windows.len()))
 }
 
 /// Every history check.
@@ -236,28 +228,23 @@ pub fn terminal_writes_only_when_sent(rows: &[CommitRow], sent: &[SentWrite]) ->
     for ((owner, status), seqs) in &wrote {
         let n = told.get(&(*owner, *status)).copied().unwrap_or(0);
         if seqs.len() > n {
-            bad.push(format!(
-                "{owner} wrote {status} {} times (oracle seq {seqs:?}) but was told to {n} times",
-                seqs.len()
-            ));
+            let commits = seqs.iter().map(|s| format!("#{s}")).collect::<Vec<_>>().join(", ");
+            let text =
+                format!("{owner} wrote {status} {} times (commits {commits}) but was told to {n} times", seqs.len());
+            bad.push(Found::of(seqs.iter().copied(), text));
         }
     }
     for ((owner, status), n) in &said_ok {
         let did = wrote.get(&(*owner, *status)).map_or(0, Vec::len);
         if did < *n {
-            bad.push(format!(
+            bad.push(Found::text(format!(
                 "{owner} answered ok to {n} command(s) to end the run {status}, but {did} such write(s) committed"
-            ));
+            )));
         }
     }
-    if bad.is_empty() {
-        Check::pass(
-            name,
-            format!("{} terminal writes by workers, each one asked for", wrote.values().map(Vec::len).sum::<usize>()),
-        )
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    let clean =
+        format!("{} terminal writes by workers, each one asked for", wrote.values().map(Vec::len).sum::<usize>());
+    Check::from_found(name, bad, clean)
 }
 
 pub fn all(rows: &[CommitRow], sent: &[SentWrite]) -> Vec<Check> {
@@ -320,6 +307,7 @@ mod tests {
         let c = quiet_windows_stay_quiet(&rows, &[window(Some(run), 1)]);
         assert!(!c.passed(), "{c:?}");
         assert!(c.evidence.contains("#12"), "{c:?}");
+        assert_eq!(c.commits, vec![11, 12], "the commits are cited as data");
         assert!(quiet_windows_stay_quiet(&rows[..1], &[window(Some(run), 1)]).passed());
     }
 

@@ -9,7 +9,7 @@
 
 use sha2::{Digest, Sha256};
 
-use super::Check;
+use super::{Check, Found};
 use crate::record::oracle::CommitRow;
 
 /// The RFC 8785 digest of a request body.
@@ -201,15 +201,15 @@ pub fn digests_are_canonical(rows: &[CommitRow], control: &[&str]) -> Check {
                 format!("its request_digest {stored} is not {want}")
             };
             let op = r.new_str("operation_id").unwrap_or("?");
-            bad.push(format!("commit #{} by {} registered {op}: {why}", r.seq, r.writer));
+            bad.push(Found::at(r.seq, format!("commit #{} by {} registered {op}: {why}", r.seq, r.writer)));
         }
     }
     if bad.len() > 4 {
-        let more = bad.len() - 3;
-        bad.truncate(3);
-        bad.push(format!("{more} more intent(s) with a non-canonical digest"));
+        let rest: Vec<i64> = bad.drain(3..).flat_map(|f| f.commits).collect();
+        let text = format!("{} more intent(s) with a non-canonical digest", rest.len());
+        bad.push(Found::of(rest, text));
     }
-    Check::from_violations(name, bad, format!("{judged} registered intent(s), each digest canonical"))
+    Check::from_found(name, bad, format!("{judged} registered intent(s), each digest canonical"))
 }
 
 /// The name of [`planned_with_new_checkpoint`]'s check.
@@ -237,10 +237,9 @@ pub fn planned_with_new_checkpoint(rows: &[CommitRow], control: &[&str]) -> Chec
             .collect();
         let op = r.new_str("operation_id").unwrap_or("?");
         if together.is_empty() {
-            bad.push(format!(
-                "commit #{} by {}: intent {op} committed without a checkpoint of its run",
-                r.seq, r.writer
-            ));
+            let text =
+                format!("commit #{} by {}: intent {op} committed without a checkpoint of its run", r.seq, r.writer);
+            bad.push(Found::at(r.seq, text));
         } else if together.iter().all(|u| u.old_field("checkpoint") == u.new_field("checkpoint")) {
             // The checkpoint stayed as it was. That is the planned checkpoint committed apart when
             // the last change of the run's checkpoint to this value came in a transaction of its
@@ -256,18 +255,19 @@ pub fn planned_with_new_checkpoint(rows: &[CommitRow], control: &[&str]) -> Chec
                 let had_intent =
                     rows.iter().any(|i| i.table_name == "tool_operations" && i.op == "INSERT" && i.xid == u.xid);
                 if !had_intent {
-                    bad.push(format!(
+                    let text = format!(
                         "commit #{} by {}: intent {op} committed with a run update that left the checkpoint as it was ({}); that checkpoint committed at #{} without any intent: the planned checkpoint committed apart from its intent",
                         r.seq,
                         r.writer,
                         cp.cloned().unwrap_or_default(),
                         u.seq
-                    ));
+                    );
+                    bad.push(Found::of([r.seq, u.seq], text));
                 }
             }
         }
     }
-    Check::from_violations(
+    Check::from_found(
         name,
         bad,
         format!("{judged} intent(s), each with a new checkpoint of its run in its transaction"),

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-use super::Check;
+use super::evidence::shown;
+use super::{Check, Found};
 use crate::record::oracle::CommitRow;
 
 /// The pattern of a checker's names, built at run time (`*` is any text).
@@ -58,27 +59,24 @@ fn by_run(rows: &[CommitRow], pick: impl Fn(&CommitRow) -> bool) -> BTreeMap<Uui
 pub fn only_lease_holder_commits(rows: &[CommitRow], control: &[&str]) -> Check {
     let name = HOLDER;
     let mut checked = 0;
-    let bad: Vec<String> = rows
+    let bad: Vec<Found> = rows
         .iter()
         .filter(|r| r.is_runs() && r.op == "UPDATE" && !control.contains(&r.writer.as_str()))
         .inspect(|_| checked += 1)
         .filter(|r| r.lease_owner() != Some(r.writer.as_str()))
         .map(|r| {
-            format!(
-                "commit #{} by {} at revision {:?} while the lease was {:?}/epoch {:?}",
+            let text = format!(
+                "commit #{} by {} at revision {} while the lease was {}/epoch {}",
                 r.seq,
                 r.writer,
-                r.new_i64("revision"),
-                r.lease_owner(),
-                r.lease_epoch()
-            )
+                shown(r.new_i64("revision")),
+                shown(r.lease_owner()),
+                shown(r.lease_epoch())
+            );
+            Found::at(r.seq, text)
         })
         .collect();
-    if bad.is_empty() {
-        Check::pass(name, format!("{checked} worker commits, each by the lease owner at commit"))
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_found(name, bad, format!("{checked} worker commits, each by the lease owner at commit"))
 }
 
 /// Revisions of a run rise by exactly one per committed write and form one unbroken chain.
@@ -96,22 +94,23 @@ pub fn revisions_rise_by_one(rows: &[CommitRow]) -> Check {
                     let (old, new) = (r.old_i64("revision"), r.new_i64("revision"));
                     let chained = last.is_none() || old == last;
                     if !chained || new.zip(old).is_none_or(|(n, o)| n != o + 1) {
-                        bad.push(format!(
-                            "run {run} commit #{} by {}: revision {old:?} -> {new:?} (previous commit left {last:?})",
-                            r.seq, r.writer
-                        ));
+                        let text = format!(
+                            "run {run} commit #{} by {}: revision {} -> {} (previous commit left {})",
+                            r.seq,
+                            r.writer,
+                            shown(old),
+                            shown(new),
+                            shown(last)
+                        );
+                        bad.push(Found::at(r.seq, text));
                     }
                     last = new;
                 }
-                _ => bad.push(format!("run {run} commit #{}: {} of a run", r.seq, r.op)),
+                _ => bad.push(Found::at(r.seq, format!("run {run} commit #{}: {} of a run", r.seq, r.op))),
             }
         }
     }
-    if bad.is_empty() {
-        Check::pass(name, format!("{writes} writes, each +1 on the previous"))
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_found(name, bad, format!("{writes} writes, each +1 on the previous"))
 }
 
 /// Epochs never go backwards, and each change of epoch is a +1.
@@ -125,15 +124,15 @@ pub fn epochs_never_go_back(rows: &[CommitRow]) -> Check {
             match old.zip(new) {
                 Some((o, n)) if n == o => {}
                 Some((o, n)) if n == o + 1 => terms += 1,
-                _ => bad.push(format!("run {run} commit #{} by {}: epoch {old:?} -> {new:?}", r.seq, r.writer)),
+                _ => {
+                    let text =
+                        format!("run {run} commit #{} by {}: epoch {} -> {}", r.seq, r.writer, shown(old), shown(new));
+                    bad.push(Found::at(r.seq, text));
+                }
             }
         }
     }
-    if bad.is_empty() {
-        Check::pass(name, format!("{terms} new terms, each epoch + 1"))
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_found(name, bad, format!("{terms} new terms, each epoch + 1"))
 }
 
 /// A new term only replaces a lease that was free or had expired: for every epoch increment, the
@@ -152,86 +151,64 @@ pub fn takeovers_only_of_free_or_expired(rows: &[CommitRow]) -> Check {
         let expiry = r.old_str("expires_at").and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
         let expired = expiry.is_some_and(|e| e <= r.committed_at);
         if !free && !expired {
-            bad.push(format!(
-                "commit #{} by {} took epoch {:?} from {:?}, whose lease ran until {:?} (commit at {})",
+            let text = format!(
+                "commit #{} by {} took epoch {} from {}, whose lease ran until {} (commit at {})",
                 r.seq,
                 r.writer,
-                new,
-                r.old_str("owner"),
-                r.old_str("expires_at"),
+                shown(new),
+                shown(r.old_str("owner")),
+                shown(r.old_str("expires_at")),
                 r.committed_at.to_rfc3339()
-            ));
+            );
+            bad.push(Found::at(r.seq, text));
         }
     }
-    if bad.is_empty() {
-        Check::pass(name, format!("{takeovers} takeovers, each of a free or expired lease"))
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_found(name, bad, format!("{takeovers} takeovers, each of a free or expired lease"))
 }
 
 /// Terminal states never change again (a retry is a new run).
 pub fn terminal_states_are_final(rows: &[CommitRow]) -> Check {
     let name = TERMINAL_FINAL;
-    let bad: Vec<String> = rows
+    let bad: Vec<Found> = rows
         .iter()
         .filter(|r| r.is_runs() && r.op == "UPDATE" && is_terminal(r.old_str("status")))
         .map(|r| {
-            format!(
-                "commit #{} by {} moved run from {:?} to {:?}",
-                r.seq,
-                r.writer,
-                r.old_str("status"),
-                r.new_str("status")
-            )
+            let (from, to) = (shown(r.old_str("status")), shown(r.new_str("status")));
+            Found::at(r.seq, format!("commit #{} by {} moved run from {from} to {to}", r.seq, r.writer))
         })
         .collect();
-    if bad.is_empty() {
-        Check::pass(name, "no update of a terminal run")
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_found(name, bad, "no update of a terminal run")
 }
 
 /// The worker `owner` committed nothing (no run or lease change) after commit `after_seq`.
 pub fn silent_after(rows: &[CommitRow], owner: &str, after_seq: i64) -> Check {
     let name = format!("{owner} commits nothing after #{after_seq}");
-    let late: Vec<String> = rows
-        .iter()
-        .filter(|r| r.seq > after_seq && r.writer == owner)
-        .map(|r| format!("#{} {} {}", r.seq, r.op, r.table_name))
-        .collect();
+    let late: Vec<&CommitRow> = rows.iter().filter(|r| r.seq > after_seq && r.writer == owner).collect();
     if late.is_empty() {
-        Check::pass(name, "no commit")
-    } else {
-        Check::fail(name, format!("committed {}", late.join(", ")))
+        return Check::pass(name, "no commit");
     }
+    let said: Vec<String> = late.iter().map(|r| format!("#{} {} {}", r.seq, r.op, r.table_name)).collect();
+    Check::fail(name, format!("committed {}", said.join(", "))).citing(late.iter().map(|r| r.seq))
 }
 
 /// Every terminal state was written by a worker holding the lease, or by the control plane.
 pub fn terminal_only_by_holder(rows: &[CommitRow], control: &[&str]) -> Check {
     let name = TERMINAL_HOLDER;
-    let bad: Vec<String> = rows
+    let bad: Vec<Found> = rows
         .iter()
         .filter(|r| {
             r.is_runs() && r.op == "UPDATE" && is_terminal(r.new_str("status")) && !is_terminal(r.old_str("status"))
         })
         .filter(|r| !control.contains(&r.writer.as_str()) && r.lease_owner() != Some(r.writer.as_str()))
         .map(|r| {
-            format!(
-                "commit #{} by {} wrote {:?} while the lease owner was {:?}",
+            let (status, owner) = (shown(r.new_str("status")), shown(r.lease_owner()));
+            Found::at(
                 r.seq,
-                r.writer,
-                r.new_str("status"),
-                r.lease_owner()
+                format!("commit #{} by {} wrote {status} while the lease owner was {owner}", r.seq, r.writer),
             )
         })
         .collect();
-    if bad.is_empty() {
-        Check::pass(name, "every terminal write by the holder or the control plane")
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_found(name, bad, "every terminal write by the holder or the control plane")
 }
 
 /// Through a tool that deduplicates (`tools`), one operation_id never yields two real side effects
@@ -258,7 +235,7 @@ pub fn one_effect_per_operation(ledger: &[serde_json::Value], tools: &[&str]) ->
 pub fn ledger_never_goes_back(rows: &[CommitRow]) -> Check {
     let name = LEDGER_BACK;
     let settled = ["succeeded", "failed_final", "cancelled"];
-    let bad: Vec<String> = rows
+    let bad: Vec<Found> = rows
         .iter()
         .filter(|r| r.table_name == "tool_operations" && r.op == "UPDATE")
         .filter(|r| {
@@ -266,21 +243,18 @@ pub fn ledger_never_goes_back(rows: &[CommitRow]) -> Check {
             (old != "prepared" && new == "prepared") || settled.contains(&old)
         })
         .map(|r| {
-            format!(
-                "commit #{} by {}: {} {:?} -> {:?}",
+            let text = format!(
+                "commit #{} by {}: {} {} -> {}",
                 r.seq,
                 r.writer,
                 r.new_str("operation_id").unwrap_or("?"),
-                r.old_str("status"),
-                r.new_str("status")
-            )
+                shown(r.old_str("status")),
+                shown(r.new_str("status"))
+            );
+            Found::at(r.seq, text)
         })
         .collect();
-    if bad.is_empty() {
-        Check::pass(name, "no operation went back")
-    } else {
-        Check::fail(name, bad.join("; "))
-    }
+    Check::from_found(name, bad, "no operation went back")
 }
 
 /// All the global invariants at once.

@@ -10,6 +10,8 @@
 //! a formatted duration is off by hundreds of milliseconds in a transaction of a few; when a
 //! transaction did run that long, its term proves nothing and is not held against the worker.
 
+use super::evidence::listed;
+use super::Found;
 use crate::record::oracle::CommitRow;
 
 /// The least difference allowed between a term and an asked TTL (ms), whatever the span: two
@@ -55,21 +57,23 @@ impl Term {
         asked.iter().any(|a| (self.ms - *a as f64).abs() <= self.allowance_ms())
     }
 
-    /// The evidence line for a term that is none of the `asked` TTLs.
-    pub fn describe(&self, asked: &[i64]) -> String {
+    /// The violation of a term that is none of the `asked` TTLs, at its commit.
+    pub fn describe(&self, asked: &[i64]) -> Found {
         let span = self.span_ms.map_or("unknown".to_string(), |s| format!("{s:.1} ms"));
-        format!(
-            "commit #{}: a term of {:.1} ms (asked: {asked:?} ms; its transaction ran {span}, allowance {:.1} ms)",
+        let text = format!(
+            "commit #{}: a term of {:.1} ms (asked: {} ms; its transaction ran {span}, allowance {:.1} ms)",
             self.seq,
             self.ms,
+            listed(asked),
             self.allowance_ms()
-        )
+        );
+        Found::at(self.seq, text)
     }
 }
 
 /// The lease terms of `rows` that are none of the `asked` TTLs, described; and how many terms
 /// there were.
-pub fn off_terms<'a>(rows: impl IntoIterator<Item = &'a CommitRow>, asked: &[i64]) -> (usize, Vec<String>) {
+pub fn off_terms<'a>(rows: impl IntoIterator<Item = &'a CommitRow>, asked: &[i64]) -> (usize, Vec<Found>) {
     let terms: Vec<Term> = rows.into_iter().filter_map(Term::of).collect();
     let off = terms.iter().filter(|t| !t.is_one_of(asked)).map(|t| t.describe(asked)).collect();
     (terms.len(), off)
@@ -116,7 +120,8 @@ mod tests {
         let (n, off) = off_terms([&exact, &rounded], &[400]);
         assert_eq!(n, 2);
         assert_eq!(off.len(), 1, "{off:?}");
-        assert!(off[0].starts_with("commit #2: a term of 1000.0 ms"), "{off:?}");
+        assert!(off[0].text.starts_with("commit #2: a term of 1000.0 ms (asked: 400 ms;"), "{off:?}");
+        assert_eq!(off[0].commits, vec![2]);
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //! [`callers`] names the worker whose process made a tool call (the tools' record and the timeline).
 //! [`crash_points`] judges the recovery after a crash between two durable steps of one command.
 //! [`lease_terms`] judges that a lease commit's term is an asked TTL, within its transaction's span.
+//! [`evidence`] is how a checker reports a violation with the commits it cites ([`Found`]) and
+//! renders the values it saw.
 
 pub mod after_loss;
 pub mod answers;
@@ -21,6 +23,7 @@ pub mod callers;
 pub mod cancel;
 pub mod claims;
 pub mod crash_points;
+pub mod evidence;
 pub mod history;
 pub mod intents;
 pub mod invariants;
@@ -34,6 +37,8 @@ pub mod transitions;
 
 use serde::{Deserialize, Serialize};
 
+pub use evidence::{Found, Shown};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Verdict {
@@ -46,8 +51,12 @@ pub enum Verdict {
 pub struct Check {
     pub name: String,
     pub verdict: Verdict,
-    /// What was observed, in a line or two: the numbers behind the verdict.
+    /// What was observed, in a line or two: the numbers behind the verdict, for a person.
     pub evidence: String,
+    /// The oracle commits (sequence numbers) the evidence cites: the report groups root causes by
+    /// them ([`crate::report::broken`]), never by the evidence's wording.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commits: Vec<i64>,
     /// The rules of the spec this check judges (filled in from the catalogue when the row ends).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<rule::RuleRef>,
@@ -64,6 +73,7 @@ impl Check {
             name: name.into(),
             verdict: Verdict::Pass,
             evidence: evidence.into(),
+            commits: Vec::new(),
             rules: Vec::new(),
             seen_at_seq: None,
         }
@@ -74,6 +84,7 @@ impl Check {
             name: name.into(),
             verdict: Verdict::Fail,
             evidence: evidence.into(),
+            commits: Vec::new(),
             rules: Vec::new(),
             seen_at_seq: None,
         }
@@ -98,9 +109,26 @@ impl Check {
         }
     }
 
+    /// A checker's verdict from the violations it found: pass with `clean` as evidence when there
+    /// are none, else fail listing every one, citing the commits they cite.
+    pub fn from_found(name: impl Into<String>, found: Vec<Found>, clean: impl Into<String>) -> Check {
+        if found.is_empty() {
+            return Check::pass(name, clean);
+        }
+        let commits = evidence::distinct(found.iter().flat_map(|f| f.commits.iter().copied()));
+        let text: Vec<String> = found.into_iter().map(|f| f.text).collect();
+        Check::fail(name, text.join("; ")).citing(commits)
+    }
+
+    /// This check, citing `commits` as well (each once), whatever its verdict.
+    pub fn citing(mut self, commits: impl IntoIterator<Item = i64>) -> Check {
+        self.commits = evidence::distinct(self.commits.into_iter().chain(commits));
+        self
+    }
+
     /// Pass when `actual == expected`; the evidence shows both.
-    pub fn equal<T: PartialEq + std::fmt::Debug>(name: impl Into<String>, actual: T, expected: T) -> Check {
-        let ev = format!("observed {actual:?}, required {expected:?}");
+    pub fn equal<T: PartialEq + evidence::Shown>(name: impl Into<String>, actual: T, expected: T) -> Check {
+        let ev = format!("observed {}, required {}", actual.shown(), expected.shown());
         Check::expect(name, actual == expected, ev)
     }
 

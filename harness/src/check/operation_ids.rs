@@ -11,7 +11,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::Check;
+use super::{Check, Found};
 use crate::record::oracle::CommitRow;
 
 /// The name of [`operation_ids_name_no_executor`]'s check.
@@ -45,17 +45,19 @@ pub fn operation_ids_name_no_executor(rows: &[CommitRow], control: &[&str]) -> C
         let Some(op) = r.new_str("operation_id") else { continue };
         judged += 1;
         if let Some(o) = owners.iter().find(|o| op.contains(**o)) {
-            bad.push(format!("commit #{} by {}: operation_id {op:?} contains the owner id {o}", r.seq, r.writer));
+            let text = format!("commit #{} by {}: operation_id {op:?} contains the owner id {o}", r.seq, r.writer);
+            bad.push(Found::at(r.seq, text));
         } else if let Some(t) = timestamp_in(op, r.committed_at) {
-            bad.push(format!(
+            let text = format!(
                 "commit #{} by {}: operation_id {op:?} contains {t:?}, a timestamp of its registration ({})",
                 r.seq,
                 r.writer,
                 r.committed_at.to_rfc3339()
-            ));
+            );
+            bad.push(Found::at(r.seq, text));
         }
     }
-    Check::from_violations(
+    Check::from_found(
         OPERATION_ID_NAMES_NO_EXECUTOR,
         bad,
         format!("{judged} operation_id(s), none naming an owner ({} known) or a registration time", owners.len()),

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
-use super::Check;
+use super::{Check, Found};
 use crate::record::oracle::CommitRow;
 
 pub const HELD: &str = "no worker commits while the restored database is held for the recovery (oracle)";
@@ -21,16 +21,12 @@ pub const REMOTE_RECONCILED: &str =
 /// Nothing but the control plane (the recovery) committed in the hold window (`held` holds the
 /// commits between the restored server's start and the end of the recovery).
 pub fn dispatch_held(held: &[CommitRow], control: &[&str]) -> Check {
-    let bad: Vec<String> = held
+    let bad: Vec<Found> = held
         .iter()
         .filter(|r| !control.contains(&r.writer.as_str()))
-        .map(|r| format!("#{} {} {} by {}", r.seq, r.op, r.table_name, r.writer))
+        .map(|r| Found::at(r.seq, format!("#{} {} {} by {}", r.seq, r.op, r.table_name, r.writer)))
         .collect();
-    if bad.is_empty() {
-        Check::pass(HELD, format!("{} commits during the hold, all by the recovery", held.len()))
-    } else {
-        Check::fail(HELD, bad.join("; "))
-    }
+    Check::from_found(HELD, bad, format!("{} commits during the hold, all by the recovery", held.len()))
 }
 
 /// The highest epoch each run's lease reached in `rows` (a lease row's old or new epoch, or the
@@ -65,31 +61,29 @@ pub fn epochs_above_before(before: &[CommitRow], after: &[CommitRow], control: &
         let Some(epoch) = epoch else { continue };
         judged += 1;
         if epoch <= *limit {
-            bad.push(format!(
+            let text = format!(
                 "#{} {} {} by {} under epoch {epoch}, not above {limit} reached before the restore",
                 r.seq, r.op, r.table_name, r.writer
-            ));
+            );
+            bad.push(Found::at(r.seq, text));
         }
     }
-    if bad.is_empty() {
-        Check::pass(EPOCHS_ABOVE, format!("{judged} worker commits after the restore, each above {hi:?}"))
-    } else {
-        Check::fail(EPOCHS_ABOVE, bad.join("; "))
-    }
+    let highest = hi.iter().map(|(run, e)| format!("{run}: {e}")).collect::<Vec<_>>().join(", ");
+    Check::from_found(
+        EPOCHS_ABOVE,
+        bad,
+        format!("{judged} worker commits after the restore, each above the epoch before it ({highest})"),
+    )
 }
 
 /// No commit after the restore was written by one of `stale` (the workers running before it).
 pub fn stale_writers_silent(after: &[CommitRow], stale: &[String]) -> Check {
-    let bad: Vec<String> = after
+    let bad: Vec<Found> = after
         .iter()
         .filter(|r| stale.contains(&r.writer))
-        .map(|r| format!("#{} {} {} by {}", r.seq, r.op, r.table_name, r.writer))
+        .map(|r| Found::at(r.seq, format!("#{} {} {} by {}", r.seq, r.op, r.table_name, r.writer)))
         .collect();
-    if bad.is_empty() {
-        Check::pass(STALE_SILENT, format!("no commit by {} after the restore", stale.join(", ")))
-    } else {
-        Check::fail(STALE_SILENT, bad.join("; "))
-    }
+    Check::from_found(STALE_SILENT, bad, format!("no commit by {} after the restore", stale.join(", ")))
 }
 
 /// Every operation the remote executed (`remote`) is, in the ledger as the workers find it when the

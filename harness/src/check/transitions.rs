@@ -11,7 +11,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::Check;
+use super::evidence::shown;
+use super::{Check, Found};
 use crate::record::oracle::CommitRow;
 
 /// A checker's name (the rule catalogue links rules to it).
@@ -30,8 +31,8 @@ fn is_control(r: &CommitRow, control: &[&str]) -> bool {
     control.contains(&r.writer.as_str())
 }
 
-fn verdict(name: &str, judged: usize, what: &str, bad: Vec<String>) -> Check {
-    Check::from_violations(name, bad, format!("{judged} {what}, each allowed"))
+fn verdict(name: &str, judged: usize, what: &str, bad: Vec<Found>) -> Check {
+    Check::from_found(name, bad, format!("{judged} {what}, each allowed"))
 }
 
 /// Runs are created pending at revision 0 with their lease in the same transaction; workers move
@@ -45,7 +46,7 @@ pub fn runs_follow_their_state_machine(rows: &[CommitRow], control: &[&str]) -> 
     let mut judged = 0;
     let lease_inserts: BTreeSet<(String, Option<uuid::Uuid>)> =
         rows.iter().filter(|r| r.is_leases() && r.op == "INSERT").map(|r| (r.xid.clone(), r.run_id)).collect();
-    let mut runs_per_xid: BTreeMap<&str, BTreeSet<Option<uuid::Uuid>>> = BTreeMap::new();
+    let mut runs_per_xid: BTreeMap<&str, BTreeMap<Option<uuid::Uuid>, i64>> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.is_runs()) {
         if is_control(r, control) && r.op == "UPDATE" && r.old_row == r.new_row {
             continue;
@@ -55,14 +56,13 @@ pub fn runs_follow_their_state_machine(rows: &[CommitRow], control: &[&str]) -> 
         match r.op.as_str() {
             "INSERT" => {
                 if r.new_str("status") != Some("pending") || r.new_i64("revision").is_some_and(|v| v != 0) {
-                    bad.push(format!(
-                        "{at}: created a run as {:?} at revision {:?}",
-                        r.new_str("status"),
-                        r.new_i64("revision")
-                    ));
+                    let (status, revision) = (shown(r.new_str("status")), shown(r.new_i64("revision")));
+                    bad.push(Found::at(r.seq, format!("{at}: created a run as {status} at revision {revision}")));
                 }
                 if !r.xid.is_empty() && !lease_inserts.contains(&(r.xid.clone(), r.run_id)) {
-                    bad.push(format!("{at}: created run {:?} without its lease in the same transaction", r.run_id));
+                    let text =
+                        format!("{at}: created run {} without its lease in the same transaction", shown(r.run_id));
+                    bad.push(Found::at(r.seq, text));
                 }
             }
             "UPDATE" => {
@@ -73,17 +73,22 @@ pub fn runs_follow_their_state_machine(rows: &[CommitRow], control: &[&str]) -> 
                     worker_ok.contains(&step)
                 };
                 if !allowed {
-                    bad.push(format!("{at}: {} -> {}", step.0, step.1));
+                    bad.push(Found::at(r.seq, format!("{at}: {} -> {}", step.0, step.1)));
                 }
                 if !is_control(r, control) && !r.xid.is_empty() {
-                    runs_per_xid.entry(r.xid.as_str()).or_default().insert(r.run_id);
+                    runs_per_xid.entry(r.xid.as_str()).or_default().entry(r.run_id).or_insert(r.seq);
                 }
             }
             _ => {}
         }
     }
     for (xid, runs) in runs_per_xid.iter().filter(|(_, runs)| runs.len() > 1) {
-        bad.push(format!("transaction {xid} of a worker changed {} runs at once: {runs:?}", runs.len()));
+        let text = format!(
+            "transaction {xid} of a worker changed {} runs at once: {}",
+            runs.len(),
+            shown(runs.keys().collect::<Vec<_>>())
+        );
+        bad.push(Found::of(runs.values().copied(), text));
     }
     verdict(name, judged, "run changes", bad)
 }
@@ -119,7 +124,7 @@ pub fn ledger_follows_its_state_machine(rows: &[CommitRow], control: &[&str]) ->
         match r.op.as_str() {
             "INSERT" if !control_writer => replay.intent(r, &at),
             "UPDATE" => replay.update(r, &op, &at, control_writer),
-            "DELETE" => replay.bad.push(format!("{at}: deleted a ledger row")),
+            "DELETE" => replay.bad.push(Found::at(r.seq, format!("{at}: deleted a ledger row"))),
             _ => {}
         }
     }
@@ -134,7 +139,7 @@ struct LedgerReplay {
     claimers: BTreeMap<(String, String), String>,
     /// The latest committed run status, replayed in commit order.
     run_status: BTreeMap<uuid::Uuid, String>,
-    bad: Vec<String>,
+    bad: Vec<Found>,
 }
 
 impl LedgerReplay {
@@ -156,10 +161,11 @@ impl LedgerReplay {
     /// A worker's insert: a prepared intent, committed with a checkpoint of its run.
     fn intent(&mut self, r: &CommitRow, at: &str) {
         if r.new_str("status") != Some("prepared") {
-            self.bad.push(format!("{at}: inserted as {:?}, not prepared", r.new_str("status")));
+            self.bad.push(Found::at(r.seq, format!("{at}: inserted as {}, not prepared", shown(r.new_str("status")))));
         }
         if !r.xid.is_empty() && !self.run_updates.contains(&(r.xid.clone(), r.run_id, r.writer.clone())) {
-            self.bad.push(format!("{at}: intent committed without a checkpoint of its run in the same transaction"));
+            let text = format!("{at}: intent committed without a checkpoint of its run in the same transaction");
+            self.bad.push(Found::at(r.seq, text));
         }
     }
 
@@ -168,11 +174,12 @@ impl LedgerReplay {
         let (from, to) = (r.old_str("status").unwrap_or(""), r.new_str("status").unwrap_or(""));
         let (old_rev, new_rev) = (r.old_i64("revision"), r.new_i64("revision"));
         if old_rev.zip(new_rev).is_none_or(|(o, n)| n != o + 1) {
-            self.bad.push(format!("{at}: ledger revision {old_rev:?} -> {new_rev:?}, not + 1"));
+            let text = format!("{at}: ledger revision {} -> {}, not + 1", shown(old_rev), shown(new_rev));
+            self.bad.push(Found::at(r.seq, text));
         }
         for f in LEDGER_IMMUTABLE {
             if r.old_field(f) != r.new_field(f) {
-                self.bad.push(format!("{at}: changed the intent's {f}"));
+                self.bad.push(Found::at(r.seq, format!("{at}: changed the intent's {f}")));
             }
         }
         let old_owner = r.old_str("dispatch_owner").unwrap_or("").to_string();
@@ -183,21 +190,21 @@ impl LedgerReplay {
             ("prepared", "cancelled") if control_writer => {}
             ("dispatching", "succeeded" | "failed_final") => {
                 if !by_claimer {
-                    self.bad.push(format!("{at}: wrote the result of a claim made by {claimed_by:?}"));
+                    let text = format!("{at}: wrote the result of a claim made by {}", shown(&claimed_by));
+                    self.bad.push(Found::at(r.seq, text));
                 }
             }
             ("dispatching", "unknown") => {
                 let expired =
                     ts(r.old_str("dispatch_until")).zip(ts(r.new_str("updated_at"))).is_some_and(|(d, u)| d <= u);
                 if !by_claimer && !expired {
-                    self.bad.push(format!(
-                        "{at}: moved a live claim of {claimed_by:?} (until {:?}) to unknown",
-                        r.old_str("dispatch_until")
-                    ));
+                    let until = shown(r.old_str("dispatch_until"));
+                    let text = format!("{at}: moved a live claim of {} (until {until}) to unknown", shown(&claimed_by));
+                    self.bad.push(Found::at(r.seq, text));
                 }
             }
             ("unknown", "succeeded" | "failed_final" | "unknown") => {}
-            _ => self.bad.push(format!("{at}: {from} -> {to}")),
+            _ => self.bad.push(Found::at(r.seq, format!("{at}: {from} -> {to}"))),
         }
     }
 
@@ -206,11 +213,13 @@ impl LedgerReplay {
     fn claim(&mut self, r: &CommitRow, op: &str, at: &str) {
         let status = r.run_id.and_then(|run| self.run_status.get(&run));
         if !status.is_none_or(|s| s == "pending" || s == "running") {
-            self.bad.push(format!("{at}: claimed an operation of a run that was already {status:?}"));
+            let text = format!("{at}: claimed an operation of a run that was already {}", shown(status));
+            self.bad.push(Found::at(r.seq, text));
         }
         let until = ts(r.new_str("dispatch_until")).zip(ts(r.new_str("updated_at")));
         if r.new_str("dispatch_owner").is_none() || until.is_none_or(|(d, u)| d <= u) {
-            self.bad.push(format!("{at}: a claim without a dispatch owner and a deadline in the future"));
+            self.bad
+                .push(Found::at(r.seq, format!("{at}: a claim without a dispatch owner and a deadline in the future")));
         }
         if let Some(o) = r.new_str("dispatch_owner") {
             self.claimers.insert((op.to_string(), o.to_string()), r.writer.clone());

@@ -2,9 +2,9 @@
 //! cause indented under it, each line a short sentence of what was observed (no raw JSON; the
 //! whole evidence stays in the report).
 //!
-//! The grouping is decided from the evidence of one row, never across rows:
-//! - a failed check's *commits* are the oracle sequence numbers its evidence names as committed
-//!   (`commit #9`, `committed #9`, `commits #9..#9`, `#9 UPDATE`);
+//! The grouping is decided from the data of one row, never across rows, and never from the
+//! wording of its evidence (a check may say what it saw however it likes):
+//! - a failed check's *commits* are the oracle sequence numbers it cites ([`Check::commits`]);
 //! - failed checks of the same rule make one line;
 //! - rules whose earliest named commit is the same make one root: the first is the root, the
 //!   others print under it as `same commit #N`;
@@ -13,6 +13,7 @@
 //!   oracle's last commit at its refusal ([`Check::seen_at_seq`]); a check without it was judged
 //!   when the row ended, after every commit. With two or more roots nothing is attributed.
 
+use crate::check::evidence::balanced;
 use crate::check::rule::RuleRef;
 use crate::check::Check;
 
@@ -24,7 +25,7 @@ pub struct RuleLine<'a> {
     /// The rules the checks judge, each once.
     pub rules: Vec<&'a RuleRef>,
     pub checks: Vec<&'a Check>,
-    /// The earliest commit the checks' evidence names.
+    /// The earliest commit the checks cite.
     pub first_commit: Option<i64>,
 }
 
@@ -63,28 +64,6 @@ fn names_within(names: &[&str], max: usize) -> String {
     s
 }
 
-/// The oracle sequence numbers `evidence` names as commits, in order of appearance.
-pub fn commits_named(evidence: &str) -> Vec<i64> {
-    let mut out = Vec::new();
-    let b = evidence.as_bytes();
-    let mut i = 0;
-    while let Some(off) = evidence[i..].find('#') {
-        let at = i + off;
-        let digits: String = evidence[at + 1..].chars().take_while(char::is_ascii_digit).collect();
-        i = at + 1 + digits.len();
-        let Ok(n) = digits.parse::<i64>() else { continue };
-        let before = evidence[..at].trim_end();
-        let after = evidence[i..].trim_start();
-        let named = ["commit", "committed", "commits"].iter().any(|w| before.ends_with(w))
-            || before.ends_with("..")
-            || ["INSERT ", "UPDATE ", "DELETE "].iter().any(|w| after.starts_with(w));
-        if named && b.get(at.wrapping_sub(1)).is_none_or(|c| !c.is_ascii_alphanumeric()) {
-            out.push(n);
-        }
-    }
-    out
-}
-
 /// Group a row's failed checks (see the module's doc).
 pub fn grouped(r: &ExperimentResult) -> Vec<Root<'_>> {
     let mut lines: Vec<(RuleLine<'_>, Option<i64>)> = Vec::new();
@@ -94,7 +73,7 @@ pub fn grouped(r: &ExperimentResult) -> Vec<Root<'_>> {
             Some(k) => l.rules.first().is_some_and(|r| r.id == k),
             None => l.rules.is_empty() && l.checks[0].name == c.name,
         });
-        let first = commits_named(&c.evidence).into_iter().min();
+        let first = c.commits.iter().copied().min();
         let (line, seen) = match pos {
             Some(p) => &mut lines[p],
             None => {
@@ -217,71 +196,22 @@ pub fn root_check(r: &ExperimentResult) -> Option<&Check> {
 }
 
 /// The check whose evidence says most about the line's first commit (`commit #9 by a at …` over
-/// `commits #9..#9 in the window`): the longest first line among those naming it; else the first.
+/// `commits #9..#9 in the window`): the longest first line among those citing it; else the first.
 fn telling<'a>(l: &RuleLine<'a>) -> &'a Check {
     let first_line = |c: &Check| c.evidence.lines().next().unwrap_or("").len();
     l.checks
         .iter()
-        .filter(|c| l.first_commit.is_some_and(|n| commits_named(&c.evidence).contains(&n)))
+        .filter(|c| l.first_commit.is_some_and(|n| c.commits.contains(&n)))
         .max_by_key(|c| first_line(c))
         .unwrap_or(&l.checks[0])
 }
 
 /// `evidence` as a short sentence: its first line, with every JSON object a worker sent reduced to
-/// its outcome (and detail), Rust's `Some(..)`/`String(..)` wrappers removed, cut to `max` bytes.
+/// its outcome (and detail), cut to `max` bytes. The checks render the values they saw as values
+/// ([`crate::check::evidence::Shown`]); nothing here rewrites them.
 pub fn observed(evidence: &str, max: usize) -> String {
     let first = evidence.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-    let mut s = first.to_string();
-    for wrapper in ["Some(", "String(", "Number(", "Bool("] {
-        s = unwrap_calls(&s, wrapper);
-    }
-    s = objects(&s);
-    super::one_line(&s, max)
-}
-
-/// `text` with every `wrapper…)` (at a word start) replaced by what is inside the parentheses.
-fn unwrap_calls(text: &str, wrapper: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(at) = rest.find(wrapper) {
-        let word_start = rest[..at].chars().last().is_none_or(|c| !c.is_alphanumeric() && c != '_');
-        let inner_from = at + wrapper.len();
-        match matching(&rest[inner_from..], '(', ')').filter(|_| word_start) {
-            Some(len) => {
-                out.push_str(&rest[..at]);
-                out.push_str(&unwrap_calls(&rest[inner_from..inner_from + len], wrapper));
-                rest = &rest[inner_from + len + 1..];
-            }
-            None => {
-                out.push_str(&rest[..inner_from]);
-                rest = &rest[inner_from..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// The length of the text before the `close` that balances an already opened `open` (quotes
-/// respected), if it closes.
-fn matching(text: &str, open: char, close: char) -> Option<usize> {
-    let (mut depth, mut quoted, mut escaped) = (1, false, false);
-    for (i, c) in text.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' if quoted => escaped = true,
-            '"' => quoted = !quoted,
-            c if c == open && !quoted => depth += 1,
-            c if c == close && !quoted => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(i);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
+    super::one_line(&objects(first), max)
 }
 
 /// `text` with each `{…}` object reduced: a worker's answer to its outcome and detail, any other
@@ -290,7 +220,7 @@ fn objects(text: &str) -> String {
     let mut out = String::new();
     let mut rest = text;
     while let Some(at) = rest.find('{') {
-        let Some(len) = matching(&rest[at + 1..], '{', '}') else { break };
+        let Some(len) = balanced(&rest[at + 1..], '{', '}') else { break };
         let whole = &rest[at..at + len + 2];
         out.push_str(rest[..at].trim_end_matches("Object "));
         out.push_str(&summary(whole));
@@ -322,40 +252,114 @@ fn summary(object: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::{invariants, Found};
     use crate::report::tests::row;
     use crate::report::Outcome;
+    use crate::testkit::commit_rows::{commit_row, CommitRowBuilder};
+    use serde_json::json;
 
     fn rule(id: &str) -> RuleRef {
         RuleRef { id: id.into(), section: "01".into(), statement: format!("{id} holds") }
     }
 
-    fn failed(name: &str, rule_id: Option<&str>, evidence: &str) -> Check {
-        let mut c = Check::fail(name, evidence);
+    /// A failed check of `rule_id` citing `commits`.
+    fn failed(name: &str, rule_id: Option<&str>, evidence: &str, commits: &[i64]) -> Check {
+        let mut c = Check::fail(name, evidence).citing(commits.iter().copied());
         c.rules.extend(rule_id.map(rule));
         c
     }
 
-    #[test]
-    fn commits_are_read_only_where_the_evidence_says_committed() {
-        assert_eq!(commits_named("commit #9 by worker-a at revision 4"), vec![9]);
-        assert_eq!(commits_named("committed #9 UPDATE agent_runs"), vec![9]);
-        assert_eq!(commits_named("commits #9..#11 in the window"), vec![9, 11]);
-        assert_eq!(commits_named("#12 UPDATE agent_runs by a"), vec![12]);
-        assert!(commits_named("A's attempts ended at #10; ledger #3; renewal #4").is_empty());
+    /// What the report groups, without any sentence: per root its first commit and check names,
+    /// then the names under it (same commit, follows).
+    type Shape = (Option<i64>, Vec<String>, Vec<Vec<String>>, Vec<Vec<String>>);
+
+    fn shape(r: &ExperimentResult) -> Vec<Shape> {
+        let names = |l: &RuleLine<'_>| l.checks.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+        grouped(r)
+            .iter()
+            .map(|root| {
+                (
+                    root.line.first_commit,
+                    names(&root.line),
+                    root.same_commit.iter().map(names).collect(),
+                    root.follows.iter().map(names).collect(),
+                )
+            })
+            .collect()
     }
 
     #[test]
-    fn the_observed_sentence_has_no_raw_json_and_no_debug_wrappers() {
+    fn the_observed_sentence_has_no_raw_json() {
         let ev = r#"B save was set up legally and answered {"id":7,"event":"save","outcome":"invalid_state","detail":"run is running at revision 4"}"#;
         assert_eq!(
             observed(ev, 200),
             "B save was set up legally and answered invalid_state (run is running at revision 4)"
         );
-        let ev = r#"commit #9 by a at revision Some(4) while the lease was Some("worker-b")/epoch Some(2)"#;
-        assert_eq!(observed(ev, 200), r#"commit #9 by a at revision 4 while the lease was "worker-b"/epoch 2"#);
-        let ev = r#"after (String("b"), Number(2), Object {"by": String("a (stale)"), "step": Number(3)})"#;
-        assert_eq!(observed(ev, 200), r#"after ("b", 2, {"by": "a (stale)", "step": 3})"#);
         assert_eq!(observed(r#"x_total{reason="lease"} 0"#, 200), r#"x_total{reason="lease"} 0"#);
+    }
+
+    /// The invariants' checks of a stale commit (#9 by worker-a while worker-b held epoch 2), each
+    /// carrying the rule named after it.
+    fn stale_commit_checks() -> Vec<Check> {
+        let rows = vec![commit_row(9, "agent_runs", "UPDATE")
+            .by("worker-a")
+            .under_lease("worker-b", 2)
+            .change(json!({"revision": 3, "status": "running"}), json!({"revision": 4, "status": "succeeded"}))];
+        let mut checks = invariants::all(&rows, &["ctl"]);
+        checks.push(Check::fail("the final state is B's", "run succeeded by a"));
+        for c in &mut checks {
+            c.rules.push(rule(&c.name.clone()));
+        }
+        checks
+    }
+
+    /// Grouping reads the commits a check cites, never its sentence: every failed check's evidence
+    /// reworded (to nothing numbered, or to a sentence naming another commit) groups the same.
+    #[test]
+    fn rewording_the_evidence_changes_no_grouping() {
+        let checks = stale_commit_checks();
+        let holder = checks.iter().find(|c| c.name == invariants::HOLDER).expect("the holder check");
+        assert!(!holder.passed() && holder.commits == vec![9], "{holder:?}");
+        assert!(holder.evidence.contains("while the lease was worker-b/epoch 2"), "values as values: {holder:?}");
+        let before = row("S", Outcome::Fail, checks.clone(), None);
+        let want = shape(&before);
+        assert_eq!(want[0].0, Some(9), "{want:#?}");
+        assert!(want[0].1.contains(&invariants::HOLDER.to_string()), "{want:#?}");
+        assert!(want[0].3.iter().any(|l| l.contains(&"the final state is B's".to_string())), "{want:#?}");
+        for reworded in ["something else entirely", "commit #1 by nobody; commits #2..#3; #4 UPDATE agent_runs"] {
+            let mut other = checks.clone();
+            for c in other.iter_mut().filter(|c| !c.passed()) {
+                c.evidence = reworded.to_string();
+            }
+            assert_eq!(shape(&row("S", Outcome::Fail, other, None)), want, "evidence {reworded:?}");
+        }
+        // The data alone moves it: the same sentences citing another commit make another root.
+        let mut moved = checks.clone();
+        let one = moved.iter_mut().find(|c| c.name == invariants::HOLDER).expect("the holder check");
+        one.commits = vec![4];
+        assert_ne!(shape(&row("S", Outcome::Fail, moved, None)), want);
+    }
+
+    /// A checker's violations cite their commits, each once, in their order.
+    #[test]
+    fn found_violations_cite_their_commits() {
+        let c = Check::from_found(
+            "x",
+            vec![Found::at(9, "commit #9"), Found::text("a tally"), Found::of([11, 9], "two")],
+            "fine",
+        );
+        assert!(!c.passed());
+        assert_eq!(c.commits, vec![9, 11]);
+        assert_eq!(c.evidence, "commit #9; a tally; two");
+        let ok = Check::from_found("x", Vec::new(), "fine");
+        assert!(ok.passed() && ok.commits.is_empty());
+        let json = serde_json::to_value(&ok).unwrap();
+        assert!(json.get("commits").is_none(), "no commits, no field: {json}");
+        let back: Check = serde_json::from_value(serde_json::to_value(&c).unwrap()).unwrap();
+        assert_eq!(back.commits, vec![9, 11]);
+        let old: Check =
+            serde_json::from_value(json!({"name": "x", "verdict": "FAIL", "evidence": "commit #9"})).unwrap();
+        assert!(old.commits.is_empty(), "a saved report without the field reads");
     }
 
     /// One stale commit breaks three rules; the worker's word, the final state and a refused legal
@@ -366,14 +370,20 @@ mod tests {
             "a step the protocol must allow succeeds",
             Some("liveness.legal-step"),
             "B save answered {\"outcome\":\"conflict\"}",
+            &[],
         );
         refused.seen_at_seq = Some(10);
         let checks = vec![
-            failed("A's metrics count the rejected stale writes", Some("metrics.outcomes"), "rejected 0"),
-            failed("nothing commits while only the stale A acts", Some("holder.only"), "commits #9..#9 in the window"),
-            failed("A is told lease_lost for every attempt", None, "save@current=ok"),
-            failed("worker-a commits nothing after #7", Some("holder.only"), "committed #9 UPDATE agent_runs"),
-            failed("only the current lease holder commits run state", Some("commit.live"), "commit #9 by a"),
+            failed("A's metrics count the rejected stale writes", Some("metrics.outcomes"), "rejected 0", &[]),
+            failed(
+                "nothing commits while only the stale A acts",
+                Some("holder.only"),
+                "commits #9..#9 in the window",
+                &[9],
+            ),
+            failed("A is told lease_lost for every attempt", None, "save@current=ok", &[]),
+            failed("worker-a commits nothing after #7", Some("holder.only"), "committed #9 UPDATE agent_runs", &[9]),
+            failed("only the current lease holder commits run state", Some("commit.live"), "commit #9 by a", &[9]),
             refused,
             Check::pass("a passing check", "fine"),
         ];
@@ -401,9 +411,9 @@ mod tests {
     /// A check of a rule already on the root's line joins that line.
     #[test]
     fn a_rule_on_the_roots_line_is_not_repeated() {
-        let mut both = failed("only the holder commits", Some("holder.only"), "commit #9 by a");
+        let mut both = failed("only the holder commits", Some("holder.only"), "commit #9 by a", &[9]);
         both.rules.push(rule("commit.live"));
-        let checks = vec![failed("the run is unchanged", Some("commit.live"), "run changed"), both];
+        let checks = vec![failed("the run is unchanged", Some("commit.live"), "run changed", &[]), both];
         let r = row("B", Outcome::Fail, checks, None);
         let printed = lines(&r);
         assert_eq!(printed.len(), 1, "{printed:#?}");
@@ -419,12 +429,12 @@ mod tests {
     /// specific check of one of them.
     #[test]
     fn a_check_of_many_rules_absorbs_no_specific_check() {
-        let mut machine = failed("the ledger's state machine", Some("r1"), "commit #4 by d");
+        let mut machine = failed("the ledger's state machine", Some("r1"), "commit #4 by d", &[4]);
         for r in ["r2", "r3", "claim.live", "r5"] {
             machine.rules.push(rule(r));
         }
         let specific =
-            failed("a prepared operation of a finished run is not claimed", Some("claim.live"), "commit #4 by d");
+            failed("a prepared operation of a finished run is not claimed", Some("claim.live"), "commit #4 by d", &[4]);
         let printed = lines(&row("W", Outcome::Fail, vec![machine, specific], None));
         assert_eq!(printed.len(), 2, "{printed:#?}");
         assert!(printed[0].contains("§01 r1; §01 r2; (+3 rules) the ledger's state machine"), "{printed:#?}");
@@ -439,14 +449,14 @@ mod tests {
     #[test]
     fn two_roots_or_an_earlier_refusal_are_not_grouped() {
         let two = vec![
-            failed("x", Some("r1"), "commit #5 by a"),
-            failed("y", Some("r2"), "commit #8 by b"),
-            failed("z", None, "the final state"),
+            failed("x", Some("r1"), "commit #5 by a", &[5]),
+            failed("y", Some("r2"), "commit #8 by b", &[8]),
+            failed("z", None, "the final state", &[]),
         ];
         assert_eq!(grouped(&row("R", Outcome::Fail, two, None)).len(), 3);
-        let mut early = failed("a step the protocol must allow succeeds", Some("liveness.legal-step"), "refused");
+        let mut early = failed("a step the protocol must allow succeeds", Some("liveness.legal-step"), "refused", &[]);
         early.seen_at_seq = Some(3);
-        let one = vec![failed("x", Some("r1"), "commit #5 by a"), early];
+        let one = vec![failed("x", Some("r1"), "commit #5 by a", &[5]), early];
         assert_eq!(grouped(&row("R", Outcome::Fail, one, None)).len(), 2);
     }
 }

@@ -453,7 +453,7 @@ fn section(r: &ExperimentResult, run_dir: &Path) -> String {
         let _ = write!(s, "<p class=\"error\">error: {}</p>", esc(e));
     }
     s.push_str(&checks_html(r));
-    let failing: BTreeSet<i64> = r.broken_checks().flat_map(|c| super::broken::commits_named(&c.evidence)).collect();
+    let failing: BTreeSet<i64> = r.broken_checks().flat_map(|c| c.commits.iter().copied()).collect();
     if let Some(svg) = timeline_svg(&dir, &failing) {
         s.push_str(&svg);
         s.push_str(LEGEND);

@@ -432,7 +432,8 @@ pub(crate) mod tests {
             section: "06".into(),
             statement: "a protected write locks the lease row and validates owner, epoch and expiry".into(),
         };
-        let mut broken = Check::fail("old owner writes nothing", "  worker a committed #7 after the takeover\nmore");
+        let mut broken =
+            Check::fail("old owner writes nothing", "  worker a committed #7 after the takeover\nmore").citing([7]);
         broken.rules.push(rule);
         let fine = Check::pass("epochs only grow", "3 takeovers, each + 1");
         Matrix {

@@ -4,6 +4,7 @@
 //! transaction that wrote it. A worker that rounds the TTL to seconds (or passes a formatted
 //! duration) commits terms of another length.
 
+use fenceproof_harness::check::evidence::listed;
 use fenceproof_harness::check::{lease_terms, Check};
 use fenceproof_harness::record::oracle::CommitRow;
 use fenceproof_scenarios::tags::{tagged, LEASE_TTL_MILLISECONDS};
@@ -24,7 +25,7 @@ pub fn judge(rows: &[CommitRow], asked: &[i64]) -> Option<Check> {
     if n == 0 {
         return None;
     }
-    Some(Check::from_violations(name(), bad, format!("{n} terms, each an asked TTL ({asked:?} ms)")))
+    Some(Check::from_found(name(), bad, format!("{n} terms, each an asked TTL ({} ms)", listed(asked))))
 }
 
 #[cfg(test)]

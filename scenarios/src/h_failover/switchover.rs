@@ -192,7 +192,7 @@ fn judge(
     let last_acked = saves.iter().filter(|s| s.ok).map(|s| s.n).max();
     let mut lost = losses(before, after);
     if let Some(n) = last_acked.filter(|n| on_new.is_none_or(|m| m < *n as i64)) {
-        lost.push(format!("save {n} acknowledged, the new leader has checkpoint {on_new:?}"));
+        lost.push(format!("save {n} acknowledged, the new leader has checkpoint {}", opt(on_new)));
     }
     ctx.check(Check::expect(
         NOTHING_LOST,

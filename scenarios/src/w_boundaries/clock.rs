@@ -4,6 +4,7 @@
 //! `dispatch_until = clock` a dispatcher's claim has expired: a reconciler moves it on (to unknown,
 //! and then to the remote fact).
 
+use fenceproof_harness::check::evidence::listed;
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::procs::tools::ToolsProc;
 use fenceproof_harness::procs::worker::WorkerProc;
@@ -55,14 +56,21 @@ async fn steps(ctx: &mut Ctx, server: &FrozenServer) -> Result<(), HarnessError>
     let saved = a.request(json!({"cmd": "save", "checkpoint": {"at": T1}}), STEP).await?;
     let rows = ctx.commits().await?;
     let late: Vec<i64> = rows.iter().filter(|r| r.seq > mark && r.writer == a.owner).map(|r| r.seq).collect();
-    ctx.check(Check::expect(
-        tagged(
-            tags::COMMIT_LEASE_OWNER_EPOCH_LIVE,
-            &format!("at {T1}, the instant A's lease expires, A's save commits nothing"),
-        ),
-        late.is_empty(),
-        format!("A's save answered {}; commits by A: {late:?}", outcome(&saved)),
-    ));
+    ctx.check(
+        Check::expect(
+            tagged(
+                tags::COMMIT_LEASE_OWNER_EPOCH_LIVE,
+                &format!("at {T1}, the instant A's lease expires, A's save commits nothing"),
+            ),
+            late.is_empty(),
+            format!(
+                "A's save answered {}; commits by A: {}",
+                outcome(&saved),
+                listed(late.iter().map(|s| format!("#{s}")))
+            ),
+        )
+        .citing(late.iter().copied()),
+    );
     let mut b = ctx.spawn_worker("b", vec![]).await?;
     let took = b.request(acquire(600_000), STEP).await?;
     ctx.check(Check::expect(

@@ -2,6 +2,7 @@
 //! same revision and status: a save of one must change that run only. A run that was never started
 //! cannot be completed or failed (the from-state is part of the compare-and-set).
 
+use fenceproof_harness::check::evidence::{listed, shown};
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
@@ -56,16 +57,18 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let done = c.request(json!({"cmd": "succeed"}), STEP).await?;
     let failed = c.request(json!({"cmd": "fail"}), STEP).await?;
     let rows = ctx.commits().await?;
-    let wrote: Vec<String> = rows
-        .iter()
-        .filter(|r| r.seq > mark && r.is_runs())
-        .map(|r| format!("#{} {:?} -> {:?}", r.seq, r.old_str("status"), r.new_str("status")))
-        .collect();
-    ctx.check(Check::expect(
-        tagged(tags::RUNS_TRANSITION_FROM_STATE, "a run that was never started is neither completed nor failed"),
-        wrote.is_empty(),
-        format!("succeed answered {}, fail answered {}; run commits: {wrote:?}", outcome(&done), outcome(&failed)),
-    ));
+    let wrote: Vec<_> = rows.iter().filter(|r| r.seq > mark && r.is_runs()).collect();
+    let said = listed(
+        wrote.iter().map(|r| format!("#{} {} -> {}", r.seq, shown(r.old_str("status")), shown(r.new_str("status")))),
+    );
+    ctx.check(
+        Check::expect(
+            tagged(tags::RUNS_TRANSITION_FROM_STATE, "a run that was never started is neither completed nor failed"),
+            wrote.is_empty(),
+            format!("succeed answered {}, fail answered {}; run commits: {said}", outcome(&done), outcome(&failed)),
+        )
+        .citing(wrote.iter().map(|r| r.seq)),
+    );
     for w in [&mut a, &mut b, &mut c] {
         w.shutdown(STEP).await?;
     }

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use fenceproof_harness::check::evidence::shown;
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::faults::row_hold::RowHold;
 use fenceproof_harness::HarnessError;
@@ -180,7 +181,7 @@ async fn racing_retries(ctx: &mut Ctx, cp: &mut WorkerProc, cp2: &mut WorkerProc
     ctx.check(Check::expect(
         tagged(tags::RUNS_ONE_LIVE_RUN_PER_TASK, "two racing retries of one task leave it one live run"),
         live.len() == 1,
-        format!("the retries answered {} and {}; live runs of the task: {live:?}", outcome(&a1), outcome(&a2)),
+        format!("the retries answered {} and {}; live runs of the task: {}", outcome(&a1), outcome(&a2), shown(&live)),
     ));
 
     Ok(())

@@ -13,7 +13,8 @@
 
 use std::time::Duration;
 
-use fenceproof_harness::check::{invariants, lease_terms, Check};
+use fenceproof_harness::check::evidence::{listed, shown};
+use fenceproof_harness::check::{invariants, lease_terms, Check, Verdict};
 use fenceproof_harness::faults::row_hold::RowHold;
 use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::HarnessError;
@@ -70,7 +71,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         tags::LEASE_ACQUIRE_FREE_OR_EXPIRED,
         "a takeover changes the named lease only (other leases are free)",
         before == after,
-        format!("free leases before {before:?}, after {after:?}"),
+        format!("free leases before {}, after {}", shown(&before[..]), shown(&after[..])),
     );
     let mut a2 = ctx.spawn_worker_as("a2", &host, vec![]).await?;
     require_ok(&a2.request(acquire(r[1], 600_000), STEP).await?, "A2 (same host) acquires a second lease")?;
@@ -82,7 +83,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         tags::LEASE_RENEW_OWNER_EPOCH,
         "a renewal changes the named lease only (the same owner holds another at the same epoch)",
         other == other_after,
-        format!("{:?} -> {:?}", other["expires_at"], other_after["expires_at"]),
+        format!("{} -> {}", shown(&other["expires_at"]), shown(&other_after["expires_at"])),
     );
     let mine = lease(ctx, r[0]).await?;
     require_ok(&a2.request(json!({"cmd": "release"}), STEP).await?, "A2 releases its lease")?;
@@ -155,13 +156,13 @@ async fn ttl_exact(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let rows = ctx.commits().await?;
     let mine = rows.iter().filter(|r| r.writer == t.owner && r.run_id == Some(run));
     let (n, off) = lease_terms::off_terms(mine, &[TTL_MS]);
-    check(
-        ctx,
-        tags::LEASE_TTL_MILLISECONDS,
-        "a 1,234 ms TTL is a term of exactly 1,234 ms at the acquire and at a renewal (expiry - update time)",
-        n >= 2 && off.is_empty(),
-        if off.is_empty() { format!("{n} lease commits, each {TTL_MS} ms") } else { off.join("; ") },
+    let what = "a 1,234 ms TTL is a term of exactly 1,234 ms at the acquire and at a renewal (expiry - update time)";
+    let judged = Check::from_found(
+        tagged(tags::LEASE_TTL_MILLISECONDS, what),
+        off,
+        format!("{n} lease commits, each {TTL_MS} ms"),
     );
+    ctx.check(if n >= 2 { judged } else { Check { verdict: Verdict::Fail, ..judged } });
     Ok(())
 }
 
@@ -178,17 +179,17 @@ async fn expiry_without_takeover(ctx: &mut Ctx, run: Uuid) -> Result<(), Harness
     let saved = c.request(json!({"cmd": "save", "checkpoint": {"late": true}}), STEP).await?;
     let rows = ctx.commits().await?;
     let late: Vec<i64> = rows.iter().filter(|x| x.seq > mark && x.writer == c.owner).map(|x| x.seq).collect();
-    check(
-        ctx,
+    let name = tagged(
         tags::LEASE_RENEW_UNEXPIRED,
         "after its lease expired (no takeover), the worker's renewal and save commit nothing",
-        late.is_empty(),
-        format!(
-            "renew answered {}, save answered {}; commits by C after expiry: {late:?}",
-            outcome(&renewed),
-            outcome(&saved)
-        ),
     );
+    let evidence = format!(
+        "renew answered {}, save answered {}; commits by C after expiry: {}",
+        outcome(&renewed),
+        outcome(&saved),
+        listed(late.iter().map(|s| format!("#{s}")))
+    );
+    ctx.check(Check::expect(name, late.is_empty(), evidence).citing(late.iter().copied()));
     c.shutdown(STEP).await?;
 
     Ok(())
@@ -264,19 +265,15 @@ async fn seen_at_hold(
 /// nothing (the worker's commits after `mark`).
 async fn judge_held(ctx: &mut Ctx, x: &WorkerProc, what: &str, mark: i64, answer: &Value) -> Result<(), HarnessError> {
     let rows = ctx.commits().await?;
-    let late: Vec<String> = rows
-        .iter()
-        .filter(|r| r.seq > mark && r.writer == x.owner)
-        .map(|r| format!("#{} {} {}", r.seq, r.op, r.table_name))
-        .collect();
+    let late: Vec<_> = rows.iter().filter(|r| r.seq > mark && r.writer == x.owner).collect();
+    let said = listed(late.iter().map(|r| format!("#{} {} {}", r.seq, r.op, r.table_name)));
     let rule = if what == "renew" { tags::LEASE_RENEW_UNEXPIRED } else { tags::COMMIT_LEASE_OWNER_EPOCH_LIVE };
-    check(
-        ctx,
+    let name = tagged(
         rule,
         &format!("a {what} that began while the lease was live but reached its check after expiry commits nothing"),
-        late.is_empty(),
-        format!("answered {}; commits by the worker after the hold: {late:?}", outcome(answer)),
     );
+    let evidence = format!("answered {}; commits by the worker after the hold: {said}", outcome(answer));
+    ctx.check(Check::expect(name, late.is_empty(), evidence).citing(late.iter().map(|r| r.seq)));
     Ok(())
 }
 

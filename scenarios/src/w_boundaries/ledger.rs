@@ -3,6 +3,7 @@
 //! holds is skipped, not waited for (the harness holds it with a [`RowHold`], so no cooperation is
 //! needed), and the next one is claimed instead.
 
+use fenceproof_harness::check::evidence::{listed, shown};
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::faults::row_hold::RowHold;
 use fenceproof_harness::HarnessError;
@@ -60,11 +61,19 @@ async fn finished_run_not_claimed(ctx: &mut Ctx, tools: &ToolsProc) -> Result<(W
     let rows = ctx.commits().await?;
     let claimed: Vec<i64> =
         rows.iter().filter(|r| r.seq > mark && r.table_name == "tool_operations").map(|r| r.seq).collect();
-    ctx.check(Check::expect(
-        tagged(tags::CLAIM_PREPARED_OF_LIVE_RUNS, "a prepared operation of a finished run is not claimed"),
-        claimed.is_empty() && op["status"] == "prepared",
-        format!("dispatch answered {}; the operation is {}; ledger commits {claimed:?}", outcome(&pass), op["status"]),
-    ));
+    let commits = listed(claimed.iter().map(|s| format!("#{s}")));
+    ctx.check(
+        Check::expect(
+            tagged(tags::CLAIM_PREPARED_OF_LIVE_RUNS, "a prepared operation of a finished run is not claimed"),
+            claimed.is_empty() && op["status"] == "prepared",
+            format!(
+                "dispatch answered {}; the operation is {}; ledger commits {commits}",
+                outcome(&pass),
+                shown(&op["status"])
+            ),
+        )
+        .citing(claimed.iter().copied()),
+    );
 
     Ok((w, d))
 }

@@ -387,20 +387,7 @@ impl RowEnd {
             }
             judging => error.or_else(|| undeclared_rules(exp, &ctx.checks, judging.trace())),
         };
-        for c in &mut ctx.checks {
-            // A check may name the rules its finding broke (trace validation's, as the model names
-            // them); else it judges the catalogue's rules of its name. A trace validation finding
-            // the model names no rule for breaks none of the rules its passing check stands for.
-            let unnamed_finding = c.name == crate::trace_check::TRACE && !c.passed();
-            if c.rules.is_empty() && !unnamed_finding {
-                c.rules = crate::catalogue::rules_for(&c.name).into_iter().map(RuleRef::from).collect();
-            }
-            for r in c.rules.iter_mut().filter(|r| r.statement.is_empty()) {
-                if let Some(rule) = crate::catalogue::rule(&r.id) {
-                    *r = RuleRef::from(rule);
-                }
-            }
-        }
+        stamp_rules(&mut ctx.checks);
         // The row's database connections close first: checks.json is its last evidence, written
         // right before the row joins the matrix (an interrupt after it finds the row there).
         pool.close().await;
@@ -746,6 +733,23 @@ fn verdict(ctx: &Ctx, error: Option<&str>) -> (Outcome, String) {
         };
     }
     (outcome, observations)
+}
+
+/// Each check's rules: those its finding named (trace validation's, as the model names them, by
+/// id: their words are filled in here), else the catalogue's rules of its name. A trace validation
+/// finding the model names no rule for breaks none of the rules its passing check stands for.
+fn stamp_rules(checks: &mut [Check]) {
+    for c in checks {
+        let unnamed_finding = c.name == crate::trace_check::TRACE && !c.passed();
+        if c.rules.is_empty() && !unnamed_finding {
+            c.rules = crate::catalogue::rules_for(&c.name).into_iter().map(RuleRef::from).collect();
+        }
+        for r in c.rules.iter_mut().filter(|r| r.statement.is_empty()) {
+            if let Some(rule) = crate::catalogue::rule(&r.id) {
+                *r = RuleRef::from(rule);
+            }
+        }
+    }
 }
 
 /// A row that ran to its end and passed must have judged every rule it declares: an experiment

@@ -218,6 +218,17 @@ mod tests {
         }
     }
 
+    /// The matrix shows a row by its id and title: two rows with one title could not be told apart.
+    #[test]
+    fn every_row_has_a_title_of_its_own() {
+        let mut by_title = std::collections::BTreeMap::new();
+        for e in all() {
+            if let Some(other) = by_title.insert(e.title, e.id) {
+                panic!("{other} and {} share the title {:?}", e.id, e.title);
+            }
+        }
+    }
+
     #[test]
     fn a_rows_ceiling_holds_what_its_own_waits_allow() {
         use fenceproof_harness::db::patroni::{rest::SWITCHOVER, BOOTSTRAP};

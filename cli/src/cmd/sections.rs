@@ -1,5 +1,5 @@
 //! The specification's sections that the code and its output cite (`§05.2` in a comment or a
-//! message, `section: "11 E; 08, 09"` on a row, `section: "05.2"` on a rule), each checked against
+//! message of the Rust or SQL sources, `section: "11 E; 08, 09"` on a row, `section: "05.2"` on a rule), each checked against
 //! the headings of docs/protocol.md, which says in this project's words what every cited section
 //! is. `fenceproof docs` and `docs --check` fail on a section that no heading of the page names.
 
@@ -75,7 +75,7 @@ pub fn undefined_declared(defined: &BTreeSet<String>) -> Vec<Undefined> {
     out
 }
 
-/// Every section cited under `root` (its Rust sources) or declared by a row or a rule that
+/// Every section cited under `root` (its Rust and SQL sources) or declared by a row or a rule that
 /// `root`'s docs/protocol.md does not define; an error when the page cannot be read.
 pub fn undefined(root: &Path) -> Result<Vec<Undefined>, String> {
     let page = std::fs::read_to_string(root.join(PAGE)).map_err(|e| format!("cannot read {PAGE}: {e}"))?;
@@ -93,7 +93,7 @@ pub fn undefined(root: &Path) -> Result<Vec<Undefined>, String> {
     Ok(out)
 }
 
-/// The `.rs` files under `dir`, leaving out build output (`target`), run folders (`reports`) and
+/// The `.rs` and `.sql` files under `dir`, leaving out build output (`target`), run folders (`reports`) and
 /// hidden folders (`.git`).
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
@@ -103,7 +103,7 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
             if !(name == "target" || name == "reports" || name.starts_with('.')) {
                 sources(&path, out)?;
             }
-        } else if name.ends_with(".rs") {
+        } else if name.ends_with(".rs") || name.ends_with(".sql") {
             out.push(path);
         }
     }

@@ -10,7 +10,13 @@ use fenceproof_scenarios::Experiment;
 /// The experiments named by `--only` (all without it), or the usage exit code after saying why.
 /// A row that probes a team's own functions (P-api-team) comes only when named by its id, not with
 /// its family (`--only P`): it needs a contract's `[database.functions]`, which `verify` checks.
+/// An old spelling of a renamed id still selects its row, with one line on stderr naming the new id.
 pub fn only(only: Option<&[String]>) -> Result<Vec<Experiment>, u8> {
+    for old in only.unwrap_or_default() {
+        if let Some(new) = fenceproof_scenarios::renamed(old) {
+            eprintln!("fenceproof: {old} is now called {new}; --only {new} selects it");
+        }
+    }
     let mut found = fenceproof_scenarios::select(only).map_err(crate::fail::usage)?;
     let named = |id: &str| only.unwrap_or_default().iter().any(|o| o.eq_ignore_ascii_case(id));
     found.retain(|e| !e.needs(Need::TeamFunctions) || named(e.id));

@@ -94,7 +94,7 @@ fn a_renewal_without_the_expiry_condition() {
     );
 }
 
-/// §9.2: the dispatcher must confirm the run has no terminal or cancelled state; without the join
+/// §09.2: the dispatcher must confirm the run has no terminal or cancelled state; without the join
 /// on agent_runs it dispatches the intent a finished run left prepared.
 #[test]
 fn a_claim_without_the_run_status_join() {
@@ -139,7 +139,7 @@ fn a_takeover_on_the_owner_alone() {
     );
 }
 
-/// §9.3: a result is written only under the claim (status, dispatch owner, ledger revision). A
+/// §09.3: a result is written only under the claim (status, dispatch owner, ledger revision). A
 /// write keyed on the operation alone lets E-idem-pause's resumed dispatcher overwrite what the
 /// reconciler converged. (Dropping only the owner and revision, with `status = 'dispatching'`
 /// kept, changes no commit of any legal history: no transition returns a row to dispatching, so

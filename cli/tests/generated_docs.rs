@@ -1,6 +1,7 @@
 //! The docs' tables and counts that describe the code are generated from it (`fenceproof docs`):
 //! the committed README.md and docs/*.md must match what the code generates, and a block that
-//! differs is named, one line each, until `fenceproof docs` rewrites it.
+//! differs is named, one line each, until `fenceproof docs` rewrites it. A spec section the code
+//! cites must be a heading of docs/protocol.md.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -78,6 +79,32 @@ fn an_unknown_block_name_is_a_usage_error_naming_its_line() {
     let (code, out) = docs(&copy, true, &tmp.join("check"));
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("README.md") && out.contains("no generator is called `no-such-table`"), "{out}");
+}
+
+/// A spec section cited in the code must be a heading of docs/protocol.md: `docs --check` names a
+/// citation the page does not define (and `docs`, which cannot rewrite it, fails too), and passes
+/// once the page has the heading.
+#[test]
+fn a_section_the_protocol_page_does_not_define_fails_the_check() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("generated_docs/section");
+    let copy = tmp.join("copy");
+    copy_docs(&copy);
+    // Spelled with an escape so that this file cites nothing itself.
+    let section = "\u{a7}42.7";
+    std::fs::create_dir_all(copy.join("src")).unwrap();
+    std::fs::write(copy.join("src/lib.rs"), format!("//! A module.\n\n/// As spec {section} says.\nfn f() {{}}\n"))
+        .unwrap();
+    let (code, out) = docs(&copy, true, &tmp.join("check"));
+    assert_eq!(code, Some(1), "an undefined section fails the check: {out}");
+    let named: Vec<&str> = out.lines().filter(|l| l.contains("is not a heading of docs/protocol.md")).collect();
+    assert_eq!(named, vec![format!("src/lib.rs:3: {section} is not a heading of docs/protocol.md")], "{out}");
+    let (code, out) = docs(&copy, false, &tmp.join("rewrite"));
+    assert_eq!(code, Some(1), "no rewrite defines it: {out}");
+    let page = copy.join("docs/protocol.md");
+    let text = std::fs::read_to_string(&page).unwrap();
+    std::fs::write(&page, format!("{text}\n### A part the page now names ({section})\n")).unwrap();
+    let (code, out) = docs(&copy, true, &tmp.join("defined"));
+    assert_eq!(code, Some(0), "a heading defines it: {out}");
 }
 
 /// `verify --help` says which rows run where with `--database-url`, from the rows' declarations:

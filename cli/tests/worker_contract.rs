@@ -100,7 +100,7 @@ fn a_matrix_run_of_the_go_example_worker_passes_every_row() {
 fn passes_every_row(worker: &Path, dir: &Path) {
     let mut cmd = Command::new(FENCEPROOF);
     cmd.args(["verify", "--quiet", "--worker-bin"]).arg(worker).arg("--reports-dir").arg(dir.join("reports"));
-    // A whole matrix, M-paths' few hundred short runs included, on a machine the other tests load.
+    // A whole matrix, Model-paths' few hundred short runs included, on a machine the other tests load.
     let (out, _) = fenceproof_harness::testkit::run_bounded(&mut cmd, dir, Duration::from_secs(900));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));

@@ -25,9 +25,9 @@ GRANT SELECT ON agent_tasks, agent_runs, worker_leases, tool_operations TO fence
 GRANT UPDATE (owner, epoch, expires_at, updated_at) ON worker_leases TO fenceproof_direct_writer;
 -- §06/§07: the revision compare-and-set with the checkpoint and the status.
 GRANT UPDATE (checkpoint, status, revision, updated_at) ON agent_runs TO fenceproof_direct_writer;
--- §9.1: the intent, registered in the protected transaction.
+-- §09.1: the intent, registered in the protected transaction.
 GRANT INSERT (operation_id, run_id, step_id, effect_version, tool_name, request_digest, request_body, status)
   ON tool_operations TO fenceproof_direct_writer;
--- §9.2/§9.3: claim, unknown, result, convergence.
+-- §09.2/§09.3: claim, unknown, result, convergence.
 GRANT UPDATE (status, dispatch_owner, dispatch_until, remote_id, result, revision, updated_at)
   ON tool_operations TO fenceproof_direct_writer;

@@ -20,7 +20,7 @@ pub struct Coverage {
     /// a third operation, more processes); counted apart.
     pub beyond_bound: usize,
     /// Of `exercised`, those the rows that run the worker under test exercised, when a row that
-    /// drives the database itself (M-paths, the model's paths played by the reference worker) ran
+    /// drives the database itself (Model-paths, the model's paths played by the reference worker) ran
     /// beside them: its transitions say what the database was tried in, not the worker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by_worker_rows: Option<usize>,
@@ -108,7 +108,7 @@ pub fn line(c: &Coverage) -> String {
             ": {w} ({:.0}%) by the rows that run the worker, the other {} only by the reference driver of {} on the database",
             pct(w),
             c.exercised.saturating_sub(w),
-            crate::m_model_paths::EXPERIMENT.id
+            crate::model_paths::EXPERIMENT.id
         ),
         None => String::new(),
     };
@@ -166,7 +166,7 @@ mod tests {
     #[test]
     fn the_line_keeps_what_the_worker_was_tried_in_apart_from_the_database() {
         let alone = Coverage { exercised: 44, reachable: 336, beyond_bound: 0, by_worker_rows: None };
-        let row = crate::m_model_paths::EXPERIMENT.id;
+        let row = crate::model_paths::EXPERIMENT.id;
         assert!(!line(&alone).contains(row), "{}", line(&alone));
         let with_paths = Coverage { exercised: 280, by_worker_rows: Some(44), ..alone };
         let said = line(&with_paths);

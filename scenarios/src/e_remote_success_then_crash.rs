@@ -26,12 +26,22 @@ use crate::ctx::{data, require_ok, scrape, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 use crate::outbox_setup::{dispatch_held_before_result, plan_operation};
 
-pub const TITLE: &str = "Remote success then crash: executor killed before the local result write";
+/// The rows' titles: the spec's experiment, then the tool class and what must come of it.
+pub const TITLE_IDEM: &str =
+    "Remote success then crash, idempotency-key tool: the retry under the same key finds the one resource";
+pub const TITLE_DETID: &str =
+    "Remote success then crash, deterministic-id tool: the query by its id finds the one resource";
+pub const TITLE_OPQUERY: &str =
+    "Remote success then crash, tool queried by operation_id: the query finds the one resource";
+pub const TITLE_PLAIN: &str =
+    "Remote success then crash, tool with neither query nor idempotency: it stays unknown and is raised";
+pub const TITLE_IDEM_PAUSE: &str =
+    "Remote success then a paused executor, idempotency-key tool: its late result write is rejected";
 
 /// Its registration: what it needs and what it judges.
 pub const IDEM: Experiment = Experiment {
     id: "E-idem",
-    title: TITLE,
+    title: TITLE_IDEM,
     section: "11 E; 08, 09",
     needs: &[],
     judges: Judges::Protocol,
@@ -43,7 +53,7 @@ pub const IDEM: Experiment = Experiment {
 /// Its registration: what it needs and what it judges.
 pub const DETID: Experiment = Experiment {
     id: "E-detid",
-    title: TITLE,
+    title: TITLE_DETID,
     section: "11 E; 08, 09",
     needs: &[],
     judges: Judges::Protocol,
@@ -55,7 +65,7 @@ pub const DETID: Experiment = Experiment {
 /// Its registration: what it needs and what it judges.
 pub const OPQUERY: Experiment = Experiment {
     id: "E-opquery",
-    title: TITLE,
+    title: TITLE_OPQUERY,
     section: "11 E; 08, 09",
     needs: &[],
     judges: Judges::Protocol,
@@ -67,7 +77,7 @@ pub const OPQUERY: Experiment = Experiment {
 /// Its registration: what it needs and what it judges.
 pub const PLAIN: Experiment = Experiment {
     id: "E-plain",
-    title: TITLE,
+    title: TITLE_PLAIN,
     section: "11 E; 08, 09",
     needs: &[],
     judges: Judges::Protocol,
@@ -79,7 +89,7 @@ pub const PLAIN: Experiment = Experiment {
 /// Its registration: what it needs and what it judges.
 pub const IDEM_PAUSE: Experiment = Experiment {
     id: "E-idem-pause",
-    title: TITLE,
+    title: TITLE_IDEM_PAUSE,
     section: "11 E; 08, 09",
     needs: &[],
     judges: Judges::Protocol,

@@ -54,7 +54,7 @@ pub enum Need {
     ModelPaths,
 }
 
-/// What the model's paths may add to a row's ceiling (M-paths plays them in under a minute on two
+/// What the model's paths may add to a row's ceiling (Model-paths plays them in under a minute on two
 /// idle cores; in a loaded test pool its 336 paths, a short term lapsing early and the path played
 /// again with longer ones, were seen to need more than four minutes).
 pub const MODEL_PATHS_CEILING: std::time::Duration = std::time::Duration::from_secs(420);

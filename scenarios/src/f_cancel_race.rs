@@ -21,12 +21,16 @@ use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 use crate::outbox_setup::{dispatch_held_before_result, plan_operation};
 
-pub const TITLE: &str = "Cancel race: cancel at prepared, dispatching and unknown";
+/// The rows' titles: where in the ledger's state machine the cancel lands, and what must hold.
+pub const TITLE_PREPARED: &str = "Cancel race at prepared: the operation is cancelled and never dispatched";
+pub const TITLE_DISPATCHING: &str =
+    "Cancel race while dispatching: the call in flight stays dispatching and its verified result is recorded";
+pub const TITLE_UNKNOWN: &str = "Cancel race at unknown: the operation stays unknown and raised, no second create";
 
 /// Its registration: what it needs and what it judges.
 pub const PREPARED: Experiment = Experiment {
     id: "F-prepared",
-    title: TITLE,
+    title: TITLE_PREPARED,
     section: "11 F; 09.3",
     needs: &[],
     judges: Judges::Protocol,
@@ -38,7 +42,7 @@ pub const PREPARED: Experiment = Experiment {
 /// Its registration: what it needs and what it judges.
 pub const DISPATCHING: Experiment = Experiment {
     id: "F-dispatching",
-    title: TITLE,
+    title: TITLE_DISPATCHING,
     section: "11 F; 09.3",
     needs: &[],
     judges: Judges::Protocol,
@@ -50,7 +54,7 @@ pub const DISPATCHING: Experiment = Experiment {
 /// Its registration: what it needs and what it judges.
 pub const UNKNOWN: Experiment = Experiment {
     id: "F-unknown",
-    title: TITLE,
+    title: TITLE_UNKNOWN,
     section: "11 F; 09.3",
     needs: &[],
     judges: Judges::Protocol,

@@ -36,12 +36,16 @@ use uuid::Uuid;
 use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges, Need};
 
-pub const TITLE: &str = "Failover: controlled promote, judged against the deployment contract";
+/// The rows' titles: the standby's replication mode, then the experiment.
+pub const TITLE_ASYNC: &str =
+    "Failover to an asynchronous standby: controlled promote, judged against the deployment contract";
+pub const TITLE_SYNC: &str =
+    "Failover to a synchronous standby: controlled promote, judged against the deployment contract";
 
 /// Its registration: what it needs and what it judges.
 pub const ASYNC: Experiment = Experiment {
     id: "H-async",
-    title: TITLE,
+    title: TITLE_ASYNC,
     section: "11 H; 10",
     needs: &[Need::Standby(ReplicationMode::Async)],
     judges: Judges::Deployment,
@@ -53,7 +57,7 @@ pub const ASYNC: Experiment = Experiment {
 /// Its registration: what it needs and what it judges.
 pub const SYNC: Experiment = Experiment {
     id: "H-sync",
-    title: TITLE,
+    title: TITLE_SYNC,
     section: "11 H; 10",
     needs: &[Need::Standby(ReplicationMode::Sync)],
     judges: Judges::Deployment,

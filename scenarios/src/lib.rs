@@ -27,9 +27,9 @@ pub mod j_partition;
 pub mod jobs;
 pub mod k_clock_jump;
 pub mod l_rollout;
-pub mod m_model_paths;
 pub mod m_redis_prefilter;
 pub mod measured;
+pub mod model_paths;
 pub mod n_restore;
 pub mod outbox_setup;
 pub mod own_server;
@@ -92,7 +92,7 @@ pub fn all() -> Vec<Experiment> {
         m_redis_prefilter::REDIS_EXPIRY,
         m_redis_prefilter::REDIS_RESTART,
         n_restore::EXPERIMENT,
-        m_model_paths::EXPERIMENT,
+        model_paths::EXPERIMENT,
         p_role_boundary::EXPERIMENT,
         p_secret_masking::EXPERIMENT,
         p_api::lease::EXPERIMENT,
@@ -114,12 +114,24 @@ pub fn operator_experiment(m: fenceproof_protocol::mutant::Mutant) -> Option<Exp
     all().into_iter().find(|e| e.operator_of.contains(&m))
 }
 
-/// The experiments named in `only` (case-insensitive ids; a bare letter such as `B` names every
-/// row of its family: B-sigstop, B-freeze, B-dbfreeze, B-same-owner), or all of them.
+/// Ids that were renamed: each old spelling with the id of the row it names now.
+pub const RENAMED: &[(&str, &str)] = &[(model_paths::FORMER_ID, model_paths::EXPERIMENT.id)];
+
+/// The id of the row that `want` (case-insensitive) named before it was renamed, if it is an old
+/// spelling.
+pub fn renamed(want: &str) -> Option<&'static str> {
+    RENAMED.iter().find(|(old, _)| old.eq_ignore_ascii_case(want)).map(|(_, new)| *new)
+}
+
+/// The experiments named in `only` (case-insensitive ids, old spellings of renamed ones included;
+/// a family, the part of an id before its first `-` such as `B`, names every row of the family:
+/// B-sigstop, B-freeze, B-dbfreeze, B-same-owner; so does a longer prefix such as `P-api`), or
+/// all of them.
 pub fn select(only: Option<&[String]>) -> Result<Vec<Experiment>, String> {
     let all = all();
     // The opt-in rows (Patroni's) run only when `--only` names them.
     let Some(only) = only else { return Ok(all.into_iter().filter(|e| !e.opt_in()).collect()) };
+    let only: Vec<String> = only.iter().map(|w| renamed(w).map_or_else(|| w.clone(), str::to_string)).collect();
     let matches = |want: &str, id: &str| {
         id.eq_ignore_ascii_case(want)
             || (id.len() > want.len() + 1
@@ -128,7 +140,7 @@ pub fn select(only: Option<&[String]>) -> Result<Vec<Experiment>, String> {
                 && !all_ids().iter().any(|k| k.eq_ignore_ascii_case(want)))
     };
     let known: Vec<&str> = all.iter().map(|e| e.id).collect();
-    for want in only {
+    for want in &only {
         if !known.iter().any(|k| matches(want, k)) {
             return Err(format!("unknown experiment '{want}' (known: {})", known.join(", ")));
         }
@@ -172,12 +184,49 @@ mod tests {
         assert!(all().iter().any(|e| e.opt_in()), "the Patroni rows are opt-in");
     }
 
+    /// A family is the part of an id before its first `-`, and no two families share it: `M` is
+    /// the Redis pre-filter rows alone, the model's paths are a family of their own, and the old
+    /// spelling of a renamed id still selects its row.
+    #[test]
+    fn a_family_selects_its_own_rows_only() {
+        let family = |id: &str| id.split('-').next().unwrap().to_string();
+        let redis = [m_redis_prefilter::REDIS_EXPIRY.id, m_redis_prefilter::REDIS_RESTART.id];
+        let picked = select(Some(&[family(redis[0])])).unwrap();
+        assert_eq!(picked.iter().map(|e| e.id).collect::<Vec<_>>(), redis);
+        assert_ne!(family(model_paths::EXPERIMENT.id), family(redis[0]), "the model's paths are not a Redis row");
+        let paths = select(Some(&[family(model_paths::EXPERIMENT.id)])).unwrap();
+        assert_eq!(paths.iter().map(|e| e.id).collect::<Vec<_>>(), vec![model_paths::EXPERIMENT.id]);
+        // One family, one subject: every row `M` selects is a Redis pre-filter row.
+        assert!(picked.iter().all(|e| e.needs(experiment::Need::Redis)), "{:?}", picked.iter().map(|e| e.id));
+        for e in all() {
+            let rows = select(Some(&[family(e.id)])).unwrap();
+            assert!(rows.iter().all(|r| family(r.id) == family(e.id)), "{}: {:?}", e.id, rows.iter().map(|r| r.id));
+        }
+        for (old, new) in RENAMED {
+            assert_eq!(renamed(&old.to_lowercase()), Some(*new));
+            let by_old = select(Some(&[old.to_string()])).unwrap();
+            assert_eq!(by_old.iter().map(|e| e.id).collect::<Vec<_>>(), vec![*new], "{old} still selects {new}");
+            assert!(!all_ids().contains(old), "{old} is no longer an id");
+        }
+    }
+
     #[test]
     fn ids_are_unique_and_every_row_declares_a_section() {
         let mut seen = std::collections::BTreeSet::new();
         for e in all() {
             assert!(seen.insert(e.id), "{} registered twice", e.id);
             assert!(!e.section.is_empty() && !e.title.is_empty(), "{} declares no section or title", e.id);
+        }
+    }
+
+    /// The matrix shows a row by its id and title: two rows with one title could not be told apart.
+    #[test]
+    fn every_row_has_a_title_of_its_own() {
+        let mut by_title = std::collections::BTreeMap::new();
+        for e in all() {
+            if let Some(other) = by_title.insert(e.title, e.id) {
+                panic!("{other} and {} share the title {:?}", e.id, e.title);
+            }
         }
     }
 

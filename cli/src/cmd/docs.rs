@@ -5,7 +5,8 @@
 //! (a generator whose text ends with a newline) starts on the line after the opening marker and
 //! the closing marker has a line of its own; a count or a list is inline, between the markers.
 //! `fenceproof docs` rewrites every block in place; `--check` writes nothing and names each stale
-//! block in one line (exit 1), which `cli/tests/generated_docs.rs` runs.
+//! block in one line (exit 1), which `cli/tests/generated_docs.rs` runs. Both also name every
+//! spec section the code cites that docs/protocol.md has no heading for (exit 1; `sections`).
 
 use std::path::{Path, PathBuf};
 
@@ -480,30 +481,42 @@ struct StaleIn {
     first_difference: usize,
 }
 
-/// Rewrite the generated blocks under `a.root` (with `--check`, only list the stale ones). Exit 0
-/// when nothing was stale or everything was rewritten, 1 when `--check` found a stale block, 2 for
-/// a folder without the docs or a malformed marker, 3 when a page cannot be written.
+/// Rewrite the generated blocks under `a.root` (with `--check`, only list the stale ones), and
+/// list every spec section the code cites that docs/protocol.md has no heading for (which no
+/// rewrite can mend). Exit 0 when nothing was stale (or everything was rewritten) and every
+/// section is defined, 1 when `--check` found a stale block or a section is undefined, 2 for a
+/// folder without the docs or a malformed marker, 3 when a page cannot be written.
 pub fn run(a: &Args) -> u8 {
-    let (root, check) = (a.root.as_path(), a.check);
-    let paths = match files(root) {
-        Ok(p) => p,
-        Err(e) => return crate::fail::usage(format!("cannot read {}: {e}", root.join("docs").display())),
+    let found = match blocks(a.root.as_path(), a.check) {
+        Ok(found) => found,
+        Err(code) => return code,
     };
+    let undefined = match super::sections::undefined(&a.root) {
+        Ok(u) => u,
+        Err(msg) => return crate::fail::usage(msg),
+    };
+    print(&found, &undefined, a);
+    if (a.check && !found.is_empty()) || !undefined.is_empty() {
+        exit::FAILED
+    } else {
+        exit::OK
+    }
+}
+
+/// The stale generated blocks of the pages under `root`, each rewritten unless `check`; the exit
+/// code after saying why when a page cannot be read, parsed or written.
+fn blocks(root: &Path, check: bool) -> Result<Vec<StaleIn>, u8> {
+    let paths =
+        files(root).map_err(|e| crate::fail::usage(format!("cannot read {}: {e}", root.join("docs").display())))?;
     let mut found = Vec::new();
     for path in paths {
         let shown = path.strip_prefix(root).unwrap_or(&path).display().to_string();
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) => return crate::fail::usage(format!("cannot read {shown}: {e}")),
-        };
-        let (new, stale) = match rewrite(&text) {
-            Ok(r) => r,
-            Err(msg) => return crate::fail::usage(format!("{shown}: {msg}")),
-        };
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| crate::fail::usage(format!("cannot read {shown}: {e}")))?;
+        let (new, stale) = rewrite(&text).map_err(|msg| crate::fail::usage(format!("{shown}: {msg}")))?;
         if !check && !stale.is_empty() {
-            if let Err(e) = std::fs::write(&path, new) {
-                return crate::fail::harness_failed(format!("cannot write {shown}: {e}"));
-            }
+            std::fs::write(&path, new)
+                .map_err(|e| crate::fail::harness_failed(format!("cannot write {shown}: {e}")))?;
         }
         found.extend(stale.into_iter().map(|s| StaleIn {
             file: shown.clone(),
@@ -512,18 +525,14 @@ pub fn run(a: &Args) -> u8 {
             first_difference: s.first_difference,
         }));
     }
-    print(&found, a);
-    if check && !found.is_empty() {
-        exit::FAILED
-    } else {
-        exit::OK
-    }
+    Ok(found)
 }
 
-/// The stale (or rewritten) blocks: one line each and a closing line, or one JSON document.
-fn print(found: &[StaleIn], a: &Args) {
+/// The stale (or rewritten) blocks and the undefined sections: one line each and a closing line,
+/// or one JSON document.
+fn print(found: &[StaleIn], undefined: &[super::sections::Undefined], a: &Args) {
     if a.json {
-        let v = serde_json::json!({ "stale": found, "rewritten": !a.check });
+        let v = serde_json::json!({ "stale": found, "rewritten": !a.check, "undefined_sections": undefined });
         outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
         return;
     }
@@ -538,6 +547,9 @@ fn print(found: &[StaleIn], a: &Args) {
                 s.first_difference
             );
         }
+        for u in undefined {
+            outln!("{}: {} is not a heading of {}", u.at, u.section, super::sections::PAGE);
+        }
     }
     if a.check && !found.is_empty() {
         outln!("{} generated block(s) differ from the code; run `fenceproof docs` (or `just docs`)", found.len());
@@ -545,6 +557,13 @@ fn print(found: &[StaleIn], a: &Args) {
         outln!("{} generated block(s) rewritten", found.len());
     } else {
         outln!("every generated block matches the code");
+    }
+    if !undefined.is_empty() {
+        outln!(
+            "{} cited section(s) have no heading in {}: add the heading or name the section instead",
+            undefined.len(),
+            super::sections::PAGE
+        );
     }
 }
 
@@ -598,7 +617,8 @@ mod tests {
 
 /// Rewrite the tables and counts of README.md and docs/*.md that are generated from the code
 /// (between `<!-- generated:NAME -->` and `<!-- /generated -->`); `--check` only lists the
-/// stale ones, one line each, and exits 1.
+/// stale ones, one line each, and exits 1. Both exit 1 on a spec section (`§05.2`) the code or a
+/// row or rule cites that docs/protocol.md has no heading for.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Write nothing: list each stale block and exit 1 when there is one.
@@ -608,7 +628,7 @@ pub struct Args {
     #[arg(long, default_value = ".")]
     pub root: PathBuf,
     /// Print one JSON document: {"stale": [{"file", "line", "name", "first_difference"}],
-    /// "rewritten"} (rewritten: false with --check).
+    /// "rewritten", "undefined_sections": [{"at", "section"}]} (rewritten: false with --check).
     #[arg(long)]
     pub json: bool,
     /// Print only the closing line: how many blocks differ (or were rewritten).

@@ -21,6 +21,7 @@ pub mod rules;
 pub mod schedules;
 pub mod schedules_merge;
 pub mod schedules_mutants;
+pub mod sections;
 pub mod verify;
 pub mod verify_versions;
 pub mod writers;

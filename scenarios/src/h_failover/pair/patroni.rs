@@ -24,12 +24,15 @@ use super::{self as pair, wait_standby, Fence, Pair, Servers};
 use crate::ctx::{Ctx, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges, Need};
 
-pub const TITLE: &str = "Failover under Patroni with etcd: the leader crashes while replication lags";
+/// The lagging crash rows' titles, one per replication mode.
+pub const TITLE_ASYNC: &str =
+    "Failover under Patroni with etcd, asynchronous: the leader crashes while replication lags";
+pub const TITLE_SYNC: &str = "Failover under Patroni with etcd, synchronous: the leader crashes while replication lags";
 
 /// Its registration: what it needs and what it judges.
 pub const ASYNC: Experiment = Experiment {
     id: "H-patroni-async",
-    title: TITLE,
+    title: TITLE_ASYNC,
     section: "11 H; 10",
     needs: &[Need::Patroni(ReplicationMode::Async)],
     judges: Judges::Deployment,
@@ -41,7 +44,7 @@ pub const ASYNC: Experiment = Experiment {
 /// Its registration: what it needs and what it judges.
 pub const SYNC: Experiment = Experiment {
     id: "H-patroni-sync",
-    title: TITLE,
+    title: TITLE_SYNC,
     section: "11 H; 10",
     needs: &[Need::Patroni(ReplicationMode::Sync)],
     judges: Judges::Deployment,
@@ -50,13 +53,16 @@ pub const SYNC: Experiment = Experiment {
     run: |c| Box::pin(run(c, ReplicationMode::Sync)),
 };
 
-/// The title of the crash rows without lag.
-pub const CRASH_TITLE: &str = "Failover under Patroni with etcd: the leader crashes with no replication lag";
+/// The titles of the crash rows without lag, one per replication mode.
+pub const CRASH_TITLE_ASYNC: &str =
+    "Failover under Patroni with etcd, asynchronous: the leader crashes with no replication lag";
+pub const CRASH_TITLE_SYNC: &str =
+    "Failover under Patroni with etcd, synchronous: the leader crashes with no replication lag";
 
 /// Its registration: the leader crashes once the replica replayed everything (asynchronous mode).
 pub const CRASH_ASYNC: Experiment = Experiment {
     id: "H-patroni-crash",
-    title: CRASH_TITLE,
+    title: CRASH_TITLE_ASYNC,
     section: "11 H; 10",
     needs: &[Need::Patroni(ReplicationMode::Async)],
     judges: Judges::Deployment,
@@ -68,7 +74,7 @@ pub const CRASH_ASYNC: Experiment = Experiment {
 /// Its registration: the same in synchronous mode.
 pub const CRASH_SYNC: Experiment = Experiment {
     id: "H-patroni-crash-sync",
-    title: CRASH_TITLE,
+    title: CRASH_TITLE_SYNC,
     section: "11 H; 10",
     needs: &[Need::Patroni(ReplicationMode::Sync)],
     judges: Judges::Deployment,

@@ -1,4 +1,4 @@
-//! Experiment M-paths — the model's paths played on the row's database. For every transition of
+//! Experiment Model-paths — the model's paths played on the row's database. For every transition of
 //! the coverage denominator that a driver of the protocol's own statements can reach, the model
 //! gives its shortest path (`model/paths.json`); the reference worker plays each one on this
 //! database through the write path the row gives workers (the fp_* functions as the worker login,
@@ -28,7 +28,7 @@ pub const TITLE: &str = "The model's paths to every transition it can reach, pla
 
 /// Its registration: what it needs and what it judges.
 pub const EXPERIMENT: Experiment = Experiment {
-    id: "M-paths",
+    id: "Model-paths",
     title: TITLE,
     section: "11",
     needs: &[Need::ModelPaths],
@@ -37,6 +37,10 @@ pub const EXPERIMENT: Experiment = Experiment {
     operator_of: &[],
     run: |c| Box::pin(run(c)),
 };
+
+/// The id the row had while the letter M named both it and the Redis pre-filter rows
+/// (M-redis-*); `--only` still takes it, with a one-line note.
+pub const FORMER_ID: &str = "M-paths";
 
 /// The name of its check (the rule catalogue links `model.history-explained` to it).
 pub const NO_STEP_THE_MODEL_REFUSES: &str = "no step the model refuses committed on any of its paths";

@@ -132,8 +132,8 @@ fn a_takeover_on_the_owner_alone() {
         "takeover-owner-alone",
         "B-sigstop",
         &[(
-            "                           \" WHERE run_id = %s::uuid AND (owner IS NULL OR expires_at <= clock_timestamp())\"\n                           \" RETURNING epoch\")\n                    row = conn.execute(sql, (self.owner, c[\"ttl_ms\"], c[\"run_id\"])).fetchone()",
-            "                           \" WHERE run_id = %s::uuid AND (owner IS NULL OR owner <> %s)\"\n                           \" RETURNING epoch\")\n                    row = conn.execute(sql, (self.owner, c[\"ttl_ms\"], c[\"run_id\"], self.owner)).fetchone()",
+            "                   \" WHERE run_id = %s::uuid AND (owner IS NULL OR expires_at <= clock_timestamp())\"\n                   \" RETURNING epoch\")\n            return conn.execute(sql, (self.owner, c[\"ttl_ms\"], c[\"run_id\"])).fetchone()",
+            "                   \" WHERE run_id = %s::uuid AND (owner IS NULL OR owner <> %s)\"\n                   \" RETURNING epoch\")\n            return conn.execute(sql, (self.owner, c[\"ttl_ms\"], c[\"run_id\"], self.owner)).fetchone()",
         )],
         &["a takeover while A's lease is live is refused", "lease.acquire-free-or-expired"],
     );

@@ -19,11 +19,12 @@ pub struct Coverage {
     /// Transitions the rows showed that the bounded model does not reach (larger than its bound:
     /// a third operation, more processes); counted apart.
     pub beyond_bound: usize,
-    /// Of `exercised`, those the rows that run the worker under test exercised, when a row that
-    /// drives the database itself (Model-paths, the model's paths played by the reference worker) ran
-    /// beside them: its transitions say what the database was tried in, not the worker.
+    /// With the transitions a row that drives the database itself exercised (Model-paths: the
+    /// model's paths played by fenceproof's reference driver, SQL the worker never sends), when
+    /// it ran: what the database's fenced functions were tried in. `exercised` counts only the
+    /// rows that run the worker under test, and `coverage.md` lists what they left unreached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub by_worker_rows: Option<usize>,
+    pub with_database_probe: Option<usize>,
 }
 
 /// The rules each action kind bears on.
@@ -42,21 +43,17 @@ const RULES_OF_KIND: &[(&str, &str)] = &[
 
 /// The transitions the rows of `matrix` (in `run`) exercised, against the model's.
 pub fn of(run: &Path, matrix: &Matrix) -> Coverage {
-    let dirs: Vec<std::path::PathBuf> = matrix.results.iter().map(|r| run.join(&r.evidence)).collect();
-    let mut c = from_dirs(run, &dirs);
     let drives_the_database =
         |id: &str| crate::all().iter().any(|e| e.id == id && e.needs(crate::experiment::Need::ModelPaths));
+    let seen_by = |probe: bool| -> BTreeSet<String> {
+        let rows = matrix.results.iter().filter(|r| probe || !drives_the_database(&r.id));
+        rows.flat_map(|r| exercised(&run.join(&r.evidence))).collect()
+    };
+    let mut c = of_transitions(run, &seen_by(false));
     if matrix.results.iter().any(|r| drives_the_database(&r.id)) {
-        let worker_rows = matrix.results.iter().filter(|r| !drives_the_database(&r.id));
-        let seen: BTreeSet<String> = worker_rows.flat_map(|r| exercised(&run.join(&r.evidence))).collect();
-        c.by_worker_rows = Some(count(&seen).exercised);
+        c.with_database_probe = Some(count(&seen_by(true)).exercised);
     }
     c
-}
-
-fn from_dirs(run: &Path, dirs: &[std::path::PathBuf]) -> Coverage {
-    let seen: BTreeSet<String> = dirs.iter().flat_map(|d| exercised(d)).collect();
-    of_transitions(run, &seen)
 }
 
 /// The transitions one row's or schedule case's history exercised (its `trace.json` in `dir`, and
@@ -97,23 +94,22 @@ pub fn count(seen: &BTreeSet<String>) -> Coverage {
     let all = fenceproof_model::coverage::denominator();
     let exercised = all.iter().filter(|t| seen.contains(**t)).count();
     let beyond = seen.iter().filter(|t| !all.contains(t.as_str())).count();
-    Coverage { exercised, reachable: all.len(), beyond_bound: beyond, by_worker_rows: None }
+    Coverage { exercised, reachable: all.len(), beyond_bound: beyond, with_database_probe: None }
 }
 
-/// The one line `verify` prints.
+/// The one line `verify` prints: what the worker under test was tried in, by its own commits.
 pub fn line(c: &Coverage) -> String {
     let pct = |n: usize| 100.0 * n as f64 / c.reachable.max(1) as f64;
-    let workers = match c.by_worker_rows {
-        Some(w) => format!(
-            ": {w} ({:.0}%) by the rows that run the worker, the other {} only by the reference driver of {} on the database",
-            pct(w),
-            c.exercised.saturating_sub(w),
-            crate::model_paths::EXPERIMENT.id
+    let probe = match c.with_database_probe {
+        Some(d) => format!(
+            "; with {}'s reference driver on the database's fenced functions (not your worker), {d} ({:.0}%)",
+            crate::model_paths::EXPERIMENT.id,
+            pct(d)
         ),
         None => String::new(),
     };
     format!(
-        "model coverage: {} of {} reachable transitions of the bounded model exercised ({:.0}%){workers}; unreached: coverage.md",
+        "model coverage: {} of {} reachable transitions of the bounded model exercised by the worker's own commits ({:.0}%){probe}; unreached: coverage.md",
         c.exercised,
         c.reachable,
         pct(c.exercised)
@@ -124,7 +120,8 @@ fn page(all: &BTreeSet<&str>, seen: &BTreeSet<String>, exercised: usize) -> Stri
     let unreached: Vec<&str> = all.iter().copied().filter(|t| !seen.contains(*t)).collect();
     let mut s = format!(
         "# Model coverage\n\n{exercised} of {} reachable transitions of the bounded model (docs/model.md) were \
-         exercised by this run's histories. The {} unreached ones, first those a known reason keeps out of \
+         exercised by the commits of the rows that run the worker under test (a row that drives the database \
+         itself is not counted). The {} unreached ones, first those a known reason keeps out of \
          every run (docs/model.md, \"Why the rest is unreached\"), then the others by action:\n",
         all.len(),
         unreached.len()
@@ -165,12 +162,13 @@ mod tests {
 
     #[test]
     fn the_line_keeps_what_the_worker_was_tried_in_apart_from_the_database() {
-        let alone = Coverage { exercised: 44, reachable: 336, beyond_bound: 0, by_worker_rows: None };
+        let alone = Coverage { exercised: 44, reachable: 336, beyond_bound: 0, with_database_probe: None };
         let row = crate::model_paths::EXPERIMENT.id;
         assert!(!line(&alone).contains(row), "{}", line(&alone));
-        let with_paths = Coverage { exercised: 280, by_worker_rows: Some(44), ..alone };
+        assert!(line(&alone).contains("44 of 336 reachable transitions"), "{}", line(&alone));
+        let with_paths = Coverage { with_database_probe: Some(336), ..alone };
         let said = line(&with_paths);
-        assert!(said.contains("280 of 336") && said.contains("44 (13%) by the rows that run the worker"), "{said}");
-        assert!(said.contains(&format!("the other 236 only by the reference driver of {row}")), "{said}");
+        assert!(said.contains("44 of 336") && said.contains("by the worker's own commits (13%)"), "{said}");
+        assert!(said.contains(&format!("{row}'s reference driver")) && said.contains("336 (100%)"), "{said}");
     }
 }

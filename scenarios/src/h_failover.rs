@@ -327,7 +327,7 @@ fn note_outcome(
 async fn start_task(ctx: &Ctx, url: &str, tools: &ToolsProc) -> Result<Task, HarnessError> {
     // Workers give up on a dead server quickly (the fenced primary never comes back).
     let fast = || vec!["--acquire-timeout-ms".to_string(), "1500".to_string()];
-    let args = || [fast(), vec!["--tools-addr".to_string(), tools.addr.to_string()]].concat();
+    let args = || crate::ctx::Start { launch: crate::ctx::Launch::dispatcher(tools.addr), extra: fast() };
     let id = || Uuid::new_v4().simple().to_string()[..8].to_string();
     let mut cp = ctx.spawn_worker_at("cp", &format!("control-plane-{}", id()), url, fast()).await?;
     let created = cp.request(json!({"cmd": "create_run", "task_id": "task-h"}), STEP).await?;

@@ -253,7 +253,7 @@ impl From<Script> for Launch {
 pub enum FlagError {
     #[error("the harness starts it in {mode} mode without {missing}, which the worker contract passes on every {mode} start (a harness bug: the worker is not to blame)", mode = .mode.name(), missing = .missing.join(", "))]
     Missing { mode: Mode, missing: Vec<String> },
-    #[error("the harness starts it in {mode} mode with {flag}, which the worker contract passes only {cell} (a harness bug: the worker is not to blame)", mode = .mode.name())]
+    #[error("the harness starts it in {mode} mode with {flag}, which the worker contract passes elsewhere ({cell}) (a harness bug: the worker is not to blame)", mode = .mode.name())]
     Foreign { mode: Mode, flag: String, cell: &'static str },
 }
 

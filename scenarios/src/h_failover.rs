@@ -167,7 +167,7 @@ async fn wait_caught_up(primary: &PgPool, standby: &PgPool) -> Result<(), Harnes
 /// for Patroni, which the Patroni rows judge), else the default one of the mode.
 fn contract_for(ctx: &Ctx, mode: ReplicationMode) -> Contract {
     match &ctx.contract {
-        Some(c) if c.replication.mode == mode && c.patroni().is_none() => (**c).clone(),
+        Some(c) if c.replication_mode() == Some(mode) && c.patroni().is_none() => (**c).clone(),
         _ if mode == ReplicationMode::Sync => Contract::default_sync(),
         _ => Contract::default_async(),
     }
@@ -470,7 +470,7 @@ fn judge_contract(
             if ssn_empty { "asynchronously" } else { "synchronously" }
         )
     };
-    if contract.replication.acknowledged_epochs_survive_failover {
+    if contract.replication.as_ref().is_some_and(|r| r.acknowledged_epochs_survive_failover) {
         ctx.check(Check::expect(CONTRACT_NO_LOSS, lost.is_empty(), evidence.clone()));
     } else {
         ctx.check(Check::pass(CONTRACT_LOSS_REPORTED, evidence.clone()));

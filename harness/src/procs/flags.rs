@@ -154,7 +154,8 @@ pub const FLAGS: &[FlagRow] = &[
     },
 ];
 
-/// The flag that asks a worker for its mutants (passed alone).
+/// The flag that asks a worker for its mutants, the only flag of that start (its row is
+/// [`Passed::Alone`]; `mutants`, `schedules` and conformance pass it).
 pub const LIST_MUTANTS: &str = "--list-mutants";
 
 /// Every flag the table lists for `mode`: the ones passed always, then the mode's own, in table
@@ -368,6 +369,13 @@ mod tests {
             [always(), vec!["--acquire-timeout-ms".into(), "1500".into(), "--report-statements".into()]].concat();
         assert_eq!(command_line(Mode::Commands, &args), Ok(()));
         assert!(matches!(command_line(Mode::Dispatcher, &always()), Err(FlagError::Missing { .. })));
+    }
+
+    #[test]
+    fn the_list_mutants_start_is_the_tables_one_start_alone() {
+        let alone: Vec<&str> =
+            FLAGS.iter().filter(|r| r.passed == Passed::Alone).flat_map(|r| r.flags.iter().map(|f| f.0)).collect();
+        assert_eq!(alone, [LIST_MUTANTS]);
     }
 
     #[test]

@@ -32,8 +32,8 @@ pub fn for_verify(
     contract: Option<&Contract>,
     database_url: Option<&str>,
 ) -> Vec<Experiment> {
-    if let Some(c) = contract {
-        experiments.retain(|e| e.standby().is_none_or(|m| m == c.replication.mode));
+    if let Some(mode) = contract.and_then(Contract::replication_mode) {
+        experiments.retain(|e| e.standby().is_none_or(|m| m == mode));
     }
     if database_url.is_none() {
         return experiments;
@@ -134,4 +134,32 @@ pub fn for_sql_mutants(mut experiments: Vec<Experiment>, only_given: bool) -> Ve
     }
     experiments.sort_by_key(|e| e.judges != Judges::Functions);
     experiments
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fenceproof_harness::contract::ReplicationMode;
+
+    /// The replication modes of the standby rows `for_verify` keeps under `contract`.
+    fn standbys(contract: &str) -> Vec<ReplicationMode> {
+        let c = Contract::parse("t.toml", contract).unwrap();
+        let kept = for_verify(fenceproof_scenarios::all(), Some(&c), None);
+        let mut modes: Vec<ReplicationMode> = kept.iter().filter_map(|e| e.standby()).collect();
+        modes.dedup();
+        modes
+    }
+
+    #[test]
+    fn a_contract_without_a_replication_claim_keeps_every_standby_row() {
+        let all: Vec<ReplicationMode> = {
+            let mut m: Vec<_> = fenceproof_scenarios::all().iter().filter_map(|e| e.standby()).collect();
+            m.dedup();
+            m
+        };
+        assert!(all.contains(&ReplicationMode::Async) && all.contains(&ReplicationMode::Sync), "{all:?}");
+        assert_eq!(standbys("[database]\nmigrations = [\"s.sql\"]\n"), all);
+        let sync = "[replication]\nmode = \"sync\"\nacknowledged_epochs_survive_failover = true\n";
+        assert_eq!(standbys(sync), [ReplicationMode::Sync]);
+    }
 }

@@ -91,3 +91,73 @@ fn a_worker_that_dies_is_an_error_and_one_that_breaks_the_language_deviates_each
         assert!(out.stdout.is_empty(), "{marker}: left running: {}", String::from_utf8_lossy(&out.stdout));
     }
 }
+
+/// A worker that answers the preflight (commands mode, owner `preflight-…`) and exits 2 at every
+/// other start with two lines on stderr, as a worker does on a flag it misses.
+const EXITS_2_IN_ROWS: &str = r#"#!/usr/bin/env python3
+import json, sys
+argv = sys.argv[1:]
+owner = argv[argv.index("--owner") + 1] if "--owner" in argv else ""
+if not owner.startswith("preflight-"):
+    print("exits-2 worker: starting as " + owner, file=sys.stderr)
+    print("exits-2 worker: error: the flag --frobnicate is required", file=sys.stderr)
+    sys.exit(2)
+print(json.dumps({"event": "ready", "outcome": "ok", "id": None}), flush=True)
+for line in sys.stdin:
+    c = json.loads(line)
+    print(json.dumps({"event": c["cmd"], "outcome": "ok", "id": c["id"], "data": {"text": ""}}), flush=True)
+    if c["cmd"] == "exit":
+        break
+"#;
+
+/// Rows that start the worker in each mode: scripted (A; B-dbfreeze and B-running, which wait for
+/// its commits in the database), commands (C, W-control's control plane, K-forward on a server of
+/// its own, H-async's without a write path of its row's), a dispatcher behind a proxy
+/// (E-crash-commit), several workers (E-idem).
+const ROWS: &[&str] =
+    &["A", "B-dbfreeze", "B-running", "C", "E-idem", "E-crash-commit", "K-forward", "H-async", "W-control"];
+
+#[test]
+fn a_worker_that_exits_2_at_start_is_one_error_line_per_row_with_its_stderr_never_a_fail() {
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("bad_workers_rows");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let worker = tmp.join("exits-2-worker");
+    std::fs::write(&worker, EXITS_2_IN_ROWS).unwrap();
+    std::fs::set_permissions(&worker, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let reports = tmp.join("reports");
+    let mut cmd = Command::new(FENCEPROOF);
+    cmd.args(["verify", "--quiet", "--skip-conformance", "--only", &ROWS.join(","), "--worker-bin"])
+        .arg(&worker)
+        .arg("--reports-dir")
+        .arg(&reports);
+    let (out, _) = fenceproof_harness::testkit::run_bounded(&mut cmd, &tmp.join("run"), Duration::from_secs(300));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(3), "no verdict, exit 3:\n{text}");
+    assert!(!text.contains("FAIL"), "a worker that never started is blamed for a rule:\n{text}");
+    for row in ROWS {
+        let verdicts: Vec<&str> = text.lines().filter(|l| l.starts_with(&format!("{row} "))).collect();
+        assert_eq!(verdicts, [format!("{row} ERROR")], "{row}: one ERROR line:\n{text}");
+    }
+    let errors: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with("error: ")).collect();
+    assert_eq!(errors.len(), ROWS.len(), "one error line per row:\n{text}");
+    for e in &errors {
+        assert!(e.contains("error: worker "), "names the worker: {e}");
+        assert!(e.contains("exited (status 2) before answering its first command"), "its status: {e}");
+        assert!(
+            e.contains("its stderr ends: exits-2 worker: starting as ")
+                && e.ends_with("| exits-2 worker: error: the flag --frobnicate is required"),
+            "the last lines of its stderr: {e}"
+        );
+    }
+    // The matrix agrees: every row an ERROR without a failed check.
+    let run = std::fs::read_dir(&reports).unwrap().flatten().map(|e| e.path()).find(|p| p.join("matrix.json").exists());
+    let matrix: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.expect("a run folder").join("matrix.json")).unwrap())
+            .unwrap();
+    for r in matrix["results"].as_array().unwrap() {
+        assert_eq!(r["verdict"], "ERROR", "{}", r["id"]);
+        let failed = r["checks"].as_array().unwrap().iter().filter(|c| c["verdict"] == "FAIL").count();
+        assert_eq!(failed, 0, "{}: failed checks {}", r["id"], r["checks"]);
+    }
+}

@@ -31,7 +31,10 @@ pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {
 
     let out = tokio::time::timeout(
         Duration::from_secs(5),
-        tokio::process::Command::new(&ctx.worker_bin).arg("--list-mutants").kill_on_drop(true).output(),
+        tokio::process::Command::new(&ctx.worker_bin)
+            .arg(fenceproof_harness::procs::flags::LIST_MUTANTS)
+            .kill_on_drop(true)
+            .output(),
     )
     .await;
     match out {

@@ -10,25 +10,10 @@ use fenceproof_harness::HarnessError;
 use serde_json::{json, Value};
 
 use super::{new_run, run_row, steal_lease, Points, THIEF};
-use fenceproof_scenarios::ctx::{outcome, Ctx, STEP};
+use fenceproof_scenarios::ctx::{outcome, Ctx, Script, STEP};
 
-fn script_args(run_id: uuid::Uuid, steps: u32, pace_ms: u64, heartbeat_ms: u64) -> Vec<String> {
-    [
-        "--script".to_string(),
-        "--run-id".into(),
-        run_id.to_string(),
-        "--steps".into(),
-        steps.to_string(),
-        "--pace-ms".into(),
-        pace_ms.to_string(),
-        "--ttl-ms".into(),
-        "60000".into(),
-        "--heartbeat-ms".into(),
-        heartbeat_ms.to_string(),
-        "--renew-timeout-ms".into(),
-        "2000".into(),
-    ]
-    .into()
+fn script_args(run_id: uuid::Uuid, steps: u32, pace_ms: u64, heartbeat_ms: u64) -> Script {
+    Script { run_id, steps, pace_ms, ttl_ms: 60_000, heartbeat_ms, renew_timeout_ms: 2000 }
 }
 
 pub async fn run(ctx: &mut Ctx, p: &mut Points) -> Result<(), HarnessError> {

@@ -242,7 +242,10 @@ pub struct FailoverTable {
 pub struct Contract {
     #[serde(default)]
     pub database: Database,
-    pub replication: Replication,
+    /// The replication claim H judges. Optional: a contract that only brings the team's schema
+    /// (or lease parameters) claims nothing about a failover, and H runs as it does without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<Replication>,
     #[serde(default)]
     pub lease: LeaseParams,
     /// The load the deployment must carry (used by `fenceproof bench` to size it).
@@ -266,11 +269,11 @@ impl Contract {
     pub fn default_async() -> Contract {
         Contract {
             database: Database::default(),
-            replication: Replication {
+            replication: Some(Replication {
                 mode: ReplicationMode::Async,
                 synchronous_commit: SynchronousCommit::On,
                 acknowledged_epochs_survive_failover: false,
-            },
+            }),
             lease: LeaseParams::default(),
             load: LoadParams::default(),
             failover: None,
@@ -281,11 +284,11 @@ impl Contract {
     pub fn default_sync() -> Contract {
         Contract {
             database: Database::default(),
-            replication: Replication {
+            replication: Some(Replication {
                 mode: ReplicationMode::Sync,
                 synchronous_commit: SynchronousCommit::On,
                 acknowledged_epochs_survive_failover: true,
-            },
+            }),
             lease: LeaseParams::default(),
             load: LoadParams::default(),
             failover: None,
@@ -321,16 +324,37 @@ impl Contract {
         Ok(c)
     }
 
-    /// Contradictions a deployment can never satisfy.
-    pub fn validate(&self, file: &str) -> Result<(), ContractError> {
+    /// The replication mode the contract claims, when it makes a replication claim.
+    pub fn replication_mode(&self) -> Option<ReplicationMode> {
+        self.replication.as_ref().map(|r| r.mode)
+    }
+
+    /// The replication claim, when given, must be one a deployment can hold; a `[failover]` is
+    /// judged against it, so it needs one.
+    fn validate_replication(&self, file: &str) -> Result<(), ContractError> {
         let err = |field: &str, message: String| Err(ContractError { file: file.into(), field: field.into(), message });
-        let r = &self.replication;
+        let Some(r) = &self.replication else {
+            return match self.failover {
+                Some(_) => err(
+                    "replication",
+                    "a [failover] is judged against the replication claim: give [replication] with mode and acknowledged_epochs_survive_failover".into(),
+                ),
+                None => Ok(()),
+            };
+        };
         if r.mode == ReplicationMode::Sync && !r.synchronous_commit.waits_for_standby() {
             return err(
                 "replication.synchronous_commit",
                 format!("'{}' does not wait for the standby, so a sync contract cannot hold (use on, remote_write or remote_apply)", r.synchronous_commit.as_str()),
             );
         }
+        Ok(())
+    }
+
+    /// Contradictions a deployment can never satisfy.
+    pub fn validate(&self, file: &str) -> Result<(), ContractError> {
+        let err = |field: &str, message: String| Err(ContractError { file: file.into(), field: field.into(), message });
+        self.validate_replication(file)?;
         let l = &self.lease;
         if l.ttl_ms <= 0 || l.ttl_ms > 600_000 {
             return err("lease.ttl_ms", format!("{} must be > 0 and <= 600000", l.ttl_ms));
@@ -402,7 +426,7 @@ impl Contract {
     pub fn patroni(&self) -> Option<PatroniSettings> {
         let f = self.failover.as_ref().filter(|f| f.manager == Manager::Patroni)?;
         Some(PatroniSettings {
-            synchronous_mode: f.synchronous_mode.unwrap_or(self.replication.mode == ReplicationMode::Sync),
+            synchronous_mode: f.synchronous_mode.unwrap_or(self.replication_mode() == Some(ReplicationMode::Sync)),
             synchronous_mode_strict: f.synchronous_mode_strict.unwrap_or(false),
             synchronous_node_count: f.synchronous_node_count.unwrap_or(1),
             maximum_lag_on_failover: f.maximum_lag_on_failover.unwrap_or(1_048_576),
@@ -465,11 +489,11 @@ impl Contract {
             );
         }
         let p = self.patroni().expect("manager = patroni");
-        let sync = self.replication.mode == ReplicationMode::Sync;
-        if p.synchronous_mode != sync {
+        let mode = self.replication_mode().unwrap_or(ReplicationMode::Async);
+        if p.synchronous_mode != (mode == ReplicationMode::Sync) {
             return err(
                 "failover.synchronous_mode",
-                format!("{} contradicts replication.mode = \"{}\"", p.synchronous_mode, self.replication.mode.as_str()),
+                format!("{} contradicts replication.mode = \"{}\"", p.synchronous_mode, mode.as_str()),
             );
         }
         if p.synchronous_mode_strict && !p.synchronous_mode {
@@ -555,9 +579,27 @@ mod tests {
     #[test]
     fn a_good_contract_parses() {
         let c = Contract::parse("t.toml", SYNC).unwrap();
-        assert_eq!(c.replication.mode, ReplicationMode::Sync);
-        assert_eq!(c.replication.synchronous_commit, SynchronousCommit::RemoteApply);
+        let r = c.replication.as_ref().expect("a replication claim");
+        assert_eq!(r.mode, ReplicationMode::Sync);
+        assert_eq!(r.synchronous_commit, SynchronousCommit::RemoteApply);
         assert_eq!(c.database.backend, BackendKind::Native);
+    }
+
+    #[test]
+    fn a_schema_alone_is_a_contract_and_a_failover_needs_the_claim() {
+        let schema = "[database]\nmigrations = [\"team-schema/0001.sql\"]\n";
+        let c = Contract::parse("t.toml", schema).unwrap();
+        assert_eq!((c.replication.as_ref(), c.replication_mode()), (None, None));
+        assert_eq!(c.lease, LeaseParams::default());
+        let patroni = "\n[failover]\nmanager = \"patroni\"\n";
+        let e = Contract::parse("t.toml", &format!("{schema}{patroni}")).unwrap_err();
+        assert_eq!(e.field, "replication", "{e}");
+        assert!(e.message.contains("give [replication]"), "{e}");
+        // With the claim, the same Patroni contract holds.
+        let claimed = format!(
+            "{schema}\n[replication]\nmode = \"async\"\nacknowledged_epochs_survive_failover = false\n{patroni}"
+        );
+        assert_eq!(Contract::parse("t.toml", &claimed).unwrap().replication_mode(), Some(ReplicationMode::Async));
     }
 
     #[test]

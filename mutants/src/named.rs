@@ -125,7 +125,7 @@ impl KillMatrix {
 /// The mutants a worker binary offers (`--list-mutants`), as (name, rule).
 pub fn list(worker_bin: &Path) -> Result<Vec<(String, String)>, HarnessError> {
     let out = std::process::Command::new(worker_bin)
-        .arg("--list-mutants")
+        .arg(fenceproof_harness::procs::flags::LIST_MUTANTS)
         .output()
         .map_err(|e| HarnessError::Other(format!("cannot run {}: {e}", worker_bin.display())))?;
     if !out.status.success() {

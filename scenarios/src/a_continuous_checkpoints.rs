@@ -8,7 +8,7 @@ use fenceproof_harness::record::oracle;
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 
-use crate::ctx::{Ctx, CONTROL, STEP};
+use crate::ctx::{Ctx, Script, CONTROL, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 
 pub const TITLE: &str = "Continuous checkpoints: two sequential writes in one epoch";
@@ -37,20 +37,9 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let run_id = runs::create_run(&ctx.pool, "task-a", serde_json::json!({}))
         .await
         .map_err(|e| HarnessError::Other(e.to_string()))?;
-    let args = [
-        "--script",
-        "--run-id",
-        &run_id.to_string(),
-        "--steps",
-        "2",
-        "--ttl-ms",
-        "5000",
-        "--heartbeat-ms",
-        "500",
-        "--renew-timeout-ms",
-        "1000",
-    ];
-    let mut w = ctx.spawn_worker("a", args.iter().map(|s| s.to_string()).collect()).await?;
+    // The task runs unpaced: row A judges consecutive writes, not work between them.
+    let script = Script { run_id, steps: 2, pace_ms: 0, ttl_ms: 5000, heartbeat_ms: 500, renew_timeout_ms: 1000 };
+    let mut w = ctx.spawn_worker("a", script).await?;
     let code = w.wait_exit(STEP).await?;
     ctx.check(Check::equal(SCRIPT_EXITS_0, code, Some(0)));
 

@@ -88,7 +88,7 @@ async fn story(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let mut a = ctx.spawn_worker("a", script(run_id)).await?;
     let a_owner = a.owner.clone();
     // A is in the middle of its task: three checkpoints committed.
-    wait_checkpoints(ctx, &a_owner, 3).await?;
+    a.unless_exited(wait_checkpoints(ctx, &a_owner, 3)).await?;
 
     // The fault: the whole server stops. Nothing may touch the database until it is thawed.
     let freeze = faults::inject(ServerFreeze::new(&target), &ctx.timeline).await?;
@@ -133,7 +133,7 @@ async fn story(ctx: &mut Ctx) -> Result<(), HarnessError> {
 }
 
 /// A's scripted task: many paced checkpoints, a short heartbeat and renewal timeout.
-fn script(run_id: uuid::Uuid) -> Vec<String> {
+fn script(run_id: uuid::Uuid) -> crate::ctx::Script {
     crate::ctx::Script {
         run_id,
         steps: STEPS,
@@ -142,7 +142,6 @@ fn script(run_id: uuid::Uuid) -> Vec<String> {
         heartbeat_ms: A_HEARTBEAT_MS,
         renew_timeout_ms: A_RENEW_TIMEOUT_MS,
     }
-    .args()
 }
 
 /// `owner`'s run-state commits (start, checkpoints, terminal), after `after` when given.

@@ -55,7 +55,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         .await
         .map_err(|e| HarnessError::Other(e.to_string()))?;
     let (mut a, proxy) = ctx.spawn_worker_proxied("a", script(run_id)).await?;
-    first_checkpoint(ctx, &a.owner, run_id).await?;
+    let owner = a.owner.clone();
+    a.unless_exited(first_checkpoint(ctx, &owner, run_id)).await?;
     let held_open = open_across_work(ctx, &a.owner).await?;
     ctx.check(Check::from_violations(
         NO_TRANSACTION_DURING_WORK,
@@ -157,7 +158,7 @@ async fn open_across_work(ctx: &Ctx, owner: &str) -> Result<Vec<String>, Harness
 }
 
 /// A's scripted task: paced checkpoints, a short lease and heartbeat, a long renewal timeout.
-fn script(run_id: uuid::Uuid) -> Vec<String> {
+fn script(run_id: uuid::Uuid) -> crate::ctx::Script {
     crate::ctx::Script {
         run_id,
         steps: 3,
@@ -166,5 +167,4 @@ fn script(run_id: uuid::Uuid) -> Vec<String> {
         heartbeat_ms: A_HEARTBEAT_MS,
         renew_timeout_ms: A_RENEW_TIMEOUT_MS,
     }
-    .args()
 }

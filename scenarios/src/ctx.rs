@@ -156,10 +156,11 @@ impl Ctx {
         Ok(())
     }
 
-    /// Start a worker process named `name` with a fresh owner id.
-    pub async fn spawn_worker(&self, name: &str, extra_args: Vec<String>) -> Result<WorkerProc, HarnessError> {
+    /// Start a worker process named `name` with a fresh owner id (`start`: its mode and further
+    /// arguments; a plain argument list starts it in commands mode, a [`Script`] scripted).
+    pub async fn spawn_worker(&self, name: &str, start: impl Into<Start>) -> Result<WorkerProc, HarnessError> {
         let owner = format!("worker-{name}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-        self.spawn_worker_as(name, &owner, extra_args).await
+        self.spawn_worker_as(name, &owner, start).await
     }
 
     /// Start a worker process named `name` with the given owner id (which may be shared, as a
@@ -168,22 +169,24 @@ impl Ctx {
         &self,
         name: &str,
         owner: &str,
-        mut extra_args: Vec<String>,
+        start: impl Into<Start>,
     ) -> Result<WorkerProc, HarnessError> {
-        let url = self.worker_url(&mut extra_args)?;
-        self.spawn_worker_at(name, owner, &url, extra_args).await
+        let mut start = start.into();
+        let url = self.worker_url(&mut start.extra)?;
+        self.spawn_worker_at(name, owner, &url, start).await
     }
 
     /// Start a worker (fresh owner id) that reaches the server only through its own fault proxy.
     pub async fn spawn_worker_proxied(
         &self,
         name: &str,
-        mut extra_args: Vec<String>,
+        start: impl Into<Start>,
     ) -> Result<(WorkerProc, fenceproof_harness::faults::proxy::Proxy), HarnessError> {
         let owner = format!("worker-{name}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-        let url = self.worker_url(&mut extra_args)?;
+        let mut start = start.into();
+        let url = self.worker_url(&mut start.extra)?;
         let proxy = fenceproof_harness::faults::proxy::Proxy::start(name, &url, self.timeline.clone()).await?;
-        let w = self.spawn_worker_at(name, &owner, proxy.url(), extra_args).await?;
+        let w = self.spawn_worker_at(name, &owner, proxy.url(), start).await?;
         Ok((w, proxy))
     }
 
@@ -215,20 +218,25 @@ impl Ctx {
         name: &str,
         owner: &str,
         database_url: &str,
-        mut extra_args: Vec<String>,
+        start: impl Into<Start>,
     ) -> Result<WorkerProc, HarnessError> {
+        let Start { launch, extra: mut extra_args } = start.into();
         let owner = owner.to_string();
-        // A row that starts workers on a server of its own (H, N) names no write path: on the
+        // A row that starts workers on a server of its own (H, N) names no write path: the
+        // contract passes one always, the session's (a mutant lives on the direct path); on the
         // direct path they run the worker's own statements there too, as the direct login.
         let mut database_url = database_url.to_string();
-        if self.write_path == WritePath::Direct && !extra_args.iter().any(|a| a == "--write-path") {
-            extra_args.extend(["--write-path".to_string(), "direct".to_string()]);
-            if self.worker_login.is_some() && !self.mutant() && !owner.starts_with(CONTROL_PLANE_PREFIX) {
-                database_url = fenceproof_harness::db::databases::url_as(
-                    &database_url,
-                    fenceproof_harness::db::databases::DIRECT_LOGIN,
-                )?;
-            }
+        let named = extra_args.iter().any(|a| a == "--write-path");
+        if !named {
+            let direct = self.write_path == WritePath::Direct || self.mutant();
+            extra_args.extend(["--write-path".to_string(), (if direct { "direct" } else { "api" }).to_string()]);
+        }
+        let direct_login = self.worker_login.is_some() && !self.mutant() && !owner.starts_with(CONTROL_PLANE_PREFIX);
+        if self.write_path == WritePath::Direct && !named && direct_login {
+            database_url = fenceproof_harness::db::databases::url_as(
+                &database_url,
+                fenceproof_harness::db::databases::DIRECT_LOGIN,
+            )?;
         }
         extra_args.extend(self.worker_args.iter().cloned());
         // One secret store per experiment, shared by its workers and dispatchers.
@@ -241,6 +249,7 @@ impl Ctx {
                 binary: self.worker_bin.clone(),
                 database_url,
                 dir: self.dir.clone(),
+                launch,
                 extra_args,
             },
             self.timeline.clone(),
@@ -269,7 +278,7 @@ impl Ctx {
 
     /// Start a worker that can reach the fake tools (a dispatcher / reconciler).
     pub async fn spawn_dispatcher(&self, name: &str, tools: &ToolsProc) -> Result<WorkerProc, HarnessError> {
-        self.spawn_worker(name, vec!["--tools-addr".into(), tools.addr.to_string()]).await
+        self.spawn_worker(name, Launch::dispatcher(tools.addr)).await
     }
 
     /// Start the reference worker (whatever worker the row tests) as a dispatcher: the driver of
@@ -522,31 +531,32 @@ pub async fn scrape(w: &mut WorkerProc, dir: &std::path::Path) -> Result<String,
     Ok(text)
 }
 
-/// A scripted worker's task (the worker contract's `--script` mode): its arguments.
-pub struct Script {
-    pub run_id: uuid::Uuid,
-    pub steps: u32,
-    pub pace_ms: u64,
-    pub ttl_ms: i64,
-    pub heartbeat_ms: u64,
-    pub renew_timeout_ms: u64,
+/// A scripted worker's task (the worker contract's `--script` mode): the values of its flags,
+/// which the contract's Flags table turns into its command line.
+pub use fenceproof_harness::procs::flags::{Launch, Script};
+
+/// How a row starts a worker: its mode ([`Launch`]) and further arguments. A plain argument list
+/// starts a worker in commands mode; a [`Script`] starts a scripted one.
+pub struct Start {
+    pub launch: Launch,
+    pub extra: Vec<String>,
 }
 
-impl Script {
-    /// The command-line arguments that start the task.
-    pub fn args(&self) -> Vec<String> {
-        let mut args = vec!["--script".to_string()];
-        for (flag, value) in [
-            ("--run-id", self.run_id.to_string()),
-            ("--steps", self.steps.to_string()),
-            ("--pace-ms", self.pace_ms.to_string()),
-            ("--ttl-ms", self.ttl_ms.to_string()),
-            ("--heartbeat-ms", self.heartbeat_ms.to_string()),
-            ("--renew-timeout-ms", self.renew_timeout_ms.to_string()),
-        ] {
-            args.extend([flag.to_string(), value]);
-        }
-        args
+impl From<Vec<String>> for Start {
+    fn from(extra: Vec<String>) -> Start {
+        Start { launch: Launch::Commands, extra }
+    }
+}
+
+impl From<Launch> for Start {
+    fn from(launch: Launch) -> Start {
+        Start { launch, extra: Vec::new() }
+    }
+}
+
+impl From<Script> for Start {
+    fn from(s: Script) -> Start {
+        Launch::Scripted(s).into()
     }
 }
 

@@ -186,7 +186,7 @@ async fn crash_dispatch(ctx: &mut Ctx, tools: &ToolsProc, n: usize) -> Result<Op
     let run_id = new_run(ctx, &format!("task-crash-dispatch-{n}")).await?;
     let mut p = plan_operation(ctx, &format!("owner{n}"), run_id, "idem", true).await?;
     let (mut d, proxy) =
-        ctx.spawn_worker_proxied(&format!("dispatch{n}"), vec!["--tools-addr".into(), tools.addr.to_string()]).await?;
+        ctx.spawn_worker_proxied(&format!("dispatch{n}"), crate::ctx::Launch::dispatcher(tools.addr)).await?;
     let dispatch = json!({"cmd": "dispatch", "claim_ttl_ms": CLAIM_TTL_MS, "call_timeout_ms": 5000, "limit": 1});
     let answered = crash_or_answer(ctx, &mut d, &proxy, n, dispatch).await?;
     drop(proxy);

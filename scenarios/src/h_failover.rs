@@ -172,7 +172,7 @@ async fn wait_caught_up(primary: &PgPool, standby: &PgPool) -> Result<(), Harnes
 /// for Patroni, which the Patroni rows judge), else the default one of the mode.
 fn contract_for(ctx: &Ctx, mode: ReplicationMode) -> Contract {
     match &ctx.contract {
-        Some(c) if c.replication.mode == mode && c.patroni().is_none() => (**c).clone(),
+        Some(c) if c.replication_mode() == Some(mode) && c.patroni().is_none() => (**c).clone(),
         _ if mode == ReplicationMode::Sync => Contract::default_sync(),
         _ => Contract::default_async(),
     }
@@ -332,7 +332,7 @@ fn note_outcome(
 async fn start_task(ctx: &Ctx, url: &str, tools: &ToolsProc) -> Result<Task, HarnessError> {
     // Workers give up on a dead server quickly (the fenced primary never comes back).
     let fast = || vec!["--acquire-timeout-ms".to_string(), "1500".to_string()];
-    let args = || [fast(), vec!["--tools-addr".to_string(), tools.addr.to_string()]].concat();
+    let args = || crate::ctx::Start { launch: crate::ctx::Launch::dispatcher(tools.addr), extra: fast() };
     let id = || Uuid::new_v4().simple().to_string()[..8].to_string();
     let mut cp = ctx.spawn_worker_at("cp", &format!("control-plane-{}", id()), url, fast()).await?;
     let created = cp.request(json!({"cmd": "create_run", "task_id": "task-h"}), STEP).await?;
@@ -475,7 +475,7 @@ fn judge_contract(
             if ssn_empty { "asynchronously" } else { "synchronously" }
         )
     };
-    if contract.replication.acknowledged_epochs_survive_failover {
+    if contract.replication.as_ref().is_some_and(|r| r.acknowledged_epochs_survive_failover) {
         ctx.check(Check::expect(CONTRACT_NO_LOSS, lost.is_empty(), evidence.clone()));
     } else {
         ctx.check(Check::pass(CONTRACT_LOSS_REPORTED, evidence.clone()));

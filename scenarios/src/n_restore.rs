@@ -169,9 +169,9 @@ fn fast() -> Vec<String> {
     vec!["--acquire-timeout-ms".to_string(), "1500".to_string()]
 }
 
-/// A dispatcher's arguments: as [`fast`], and the tools' address.
-fn with_tools(tools: &ToolsProc) -> Vec<String> {
-    [fast(), vec!["--tools-addr".to_string(), tools.addr.to_string()]].concat()
+/// A dispatcher's start: as [`fast`], reaching the tools.
+fn with_tools(tools: &ToolsProc) -> crate::ctx::Start {
+    crate::ctx::Start { launch: crate::ctx::Launch::dispatcher(tools.addr), extra: fast() }
 }
 
 /// A fresh owner id for worker `n`.

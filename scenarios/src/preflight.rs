@@ -9,21 +9,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use fenceproof_harness::procs::worker::{WorkerProc, WorkerSpec};
+use fenceproof_harness::procs::worker::{stderr_tail, WorkerProc, WorkerSpec, STDERR_LINES};
 use fenceproof_harness::record::timeline::Timeline;
 use fenceproof_harness::HarnessError;
 use serde_json::json;
 
 /// How long the worker has to answer its first command.
 pub const FIRST_ANSWER: Duration = Duration::from_secs(15);
-
-/// The last non-empty lines of a file, joined with " | ".
-fn tail(path: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let start = lines.len().saturating_sub(n);
-    lines[start..].iter().map(|l| l.chars().take(200).collect::<String>()).collect::<Vec<_>>().join(" | ")
-}
 
 /// Start `binary` against `database_url` in `dir` and require an answer to `metrics`.
 pub async fn check_worker(binary: &Path, database_url: &str, dir: &Path) -> Result<(), HarnessError> {
@@ -36,6 +28,7 @@ pub async fn check_worker(binary: &Path, database_url: &str, dir: &Path) -> Resu
             binary: binary.to_path_buf(),
             database_url: database_url.to_string(),
             dir: dir.to_path_buf(),
+            launch: fenceproof_harness::procs::flags::Launch::Commands,
             // Every flag the contract marks "always passed" (docs/worker-protocol.md, Flags), so a
             // worker that insists on them answers here as it will in the rows.
             extra_args: vec![
@@ -84,8 +77,8 @@ fn deviates(binary: &Path, detail: String) -> HarnessError {
     HarnessError::WorkerContract { name: binary.display().to_string(), detail }
 }
 
-/// What the worker last printed: its last events and the last lines of its stderr.
-fn last_output(w: &WorkerProc, dir: &Path) -> String {
+/// What the worker last printed on stdout, as a clause after its stderr's ("" when nothing).
+fn events_said(w: &WorkerProc) -> String {
     let out: Vec<String> = w
         .history
         .iter()
@@ -93,40 +86,47 @@ fn last_output(w: &WorkerProc, dir: &Path) -> String {
         .take(3)
         .map(|e| e.get("line").and_then(|l| l.as_str()).map(String::from).unwrap_or_else(|| e.to_string()))
         .collect();
-    let err = tail(&dir.join("worker-preflight.stderr.log"), 3);
-    match (out.is_empty(), err.is_empty()) {
-        (true, true) => "it printed nothing".to_string(),
-        _ => format!(
-            "its last output: {} {}",
-            out.join(" | "),
-            if err.is_empty() { String::new() } else { format!("stderr: {err}") }
-        ),
+    if out.is_empty() {
+        String::new()
+    } else {
+        format!("; its last output: {}", out.join(" | "))
     }
 }
 
-/// Why the worker gave no answer (`e`): it exited (with its status), or it hangs (then it is
-/// killed); with what it last printed.
+/// The last lines of the preflight worker's stderr, as a clause.
+fn stderr_said(dir: &Path) -> String {
+    match stderr_tail(&dir.join("worker-preflight.stderr.log"), STDERR_LINES) {
+        t if t.is_empty() => "its stderr is empty".to_string(),
+        t => format!("its stderr ends: {t}"),
+    }
+}
+
+/// Why the worker gave no answer (`e`): it exited (with its status and the last lines of its
+/// stderr, which the worker's own error carries), or it hangs (then it is killed); with what it
+/// last printed.
 async fn no_answer(w: &mut WorkerProc, e: &HarnessError, dir: &Path) -> String {
+    let seen = e.to_string();
+    let seen = seen.trim_start_matches("worker preflight: ").to_string();
+    if seen.starts_with("exited (") {
+        return format!("{seen}{}", events_said(w));
+    }
     match w.wait_exit(Duration::from_millis(500)).await {
-        Ok(code) => {
-            let seen = e.to_string();
-            let seen = seen.trim_start_matches("worker preflight: ");
-            let broke =
-                if ["exited before", "write command", "flush command", "stdin closed"].iter().any(|p| seen.contains(p))
-                {
-                    String::new()
-                } else {
-                    format!(" (the harness saw: {seen})")
-                };
-            format!(
-                "exited ({}){broke} before answering its first command; {}",
-                code.map(|c| format!("status {c}")).unwrap_or_else(|| "killed by a signal".into()),
-                last_output(w, dir)
-            )
+        Ok(code) => format!(
+            "exited ({}) before answering its first command (the harness saw: {seen}); {}{}",
+            code.map(|c| format!("status {c}")).unwrap_or_else(|| "killed by a signal".into()),
+            stderr_said(dir),
+            events_said(w)
+        ),
+        Err(HarnessError::Worker { detail, .. }) if detail.starts_with("exited (") => {
+            format!("{detail} (the harness saw: {seen}){}", events_said(w))
         }
         Err(_) => {
             let _ = w.kill().await;
-            format!("did not answer its first command (metrics) within {FIRST_ANSWER:?} ({e}); {}", last_output(w, dir))
+            format!(
+                "did not answer its first command (metrics) within {FIRST_ANSWER:?} ({e}); {}{}",
+                stderr_said(dir),
+                events_said(w)
+            )
         }
     }
 }

@@ -38,6 +38,7 @@ const BLOCKS: &[Block] = &[
     Block { name: "sql-mutant-count", make: sql_mutant_count },
     Block { name: "equivalent-count", make: equivalent_count },
     Block { name: "fp-functions", make: super::fp_functions::markdown },
+    Block { name: "worker-flags", make: fenceproof_harness::procs::flags::markdown },
     Block { name: "external-rows", make: external_rows },
     Block { name: "external-row-count", make: external_row_count },
     Block { name: "external-inside-count", make: || external_inside().len().to_string() },

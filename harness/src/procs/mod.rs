@@ -7,6 +7,7 @@
 pub mod adapter;
 pub mod cgroup;
 pub mod event_schema;
+pub mod flags;
 pub mod freezer;
 pub mod passfile;
 pub mod redis;

@@ -17,6 +17,32 @@ use tokio::sync::mpsc;
 
 use crate::error::{HarnessError, Result};
 use crate::procs::event_schema;
+use crate::procs::flags::{self, Launch};
+
+/// How long a worker whose stdout closed has to report its exit status.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// How many of its stderr's last lines an exited worker's error shows.
+pub const STDERR_LINES: usize = 3;
+/// What a worker that never answered exited before.
+pub const FIRST_ANSWER: &str = "answering its first command";
+
+/// An exit status in words: `status 2`, or `killed by signal 9`.
+pub fn describe_status(s: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => format!("status {c}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        (None, None) => "no status".to_string(),
+    }
+}
+
+/// The last `n` non-empty lines of a file (each cut to 200 characters), joined with " | ".
+pub fn stderr_tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let start = lines.len().saturating_sub(n);
+    lines[start..].iter().map(|l| l.chars().take(200).collect::<String>()).collect::<Vec<_>>().join(" | ")
+}
 
 /// The longest line a worker may print on stdout (one JSON event).
 pub const MAX_LINE: usize = 1 << 20;
@@ -72,8 +98,31 @@ pub struct WorkerSpec {
     pub database_url: String,
     /// Folder for its events and stderr files.
     pub dir: PathBuf,
-    /// Extra arguments (e.g. scripted mode).
+    /// Its mode, with the values of the mode's own flags (`--script …`, `--tools-addr`).
+    pub launch: Launch,
+    /// Further arguments: the flags passed always beyond the process's own (`--write-path`,
+    /// `--secrets-dir`, `--trace-id`) and optional ones. A flag of another mode is refused.
     pub extra_args: Vec<String>,
+}
+
+impl WorkerSpec {
+    /// Its command line after `--database-url`, `--owner` and `--events`: the mode's flags, then the
+    /// extra arguments.
+    fn args(&self) -> Vec<String> {
+        [self.launch.args(), self.extra_args.clone()].concat()
+    }
+
+    /// The whole command line, judged against the contract's Flags table before anything starts.
+    fn command(&self, url: &str, events: &Path) -> Result<std::process::Command> {
+        let own = ["--database-url", url, "--owner", &self.owner, "--events", &events.display().to_string()]
+            .map(String::from);
+        let args = [own.to_vec(), self.args()].concat();
+        flags::command_line(self.launch.mode(), &args)
+            .map_err(|e| HarnessError::Worker { name: self.name.clone(), detail: e.to_string() })?;
+        let mut cmd = std::process::Command::new(&self.binary);
+        cmd.args(&args);
+        Ok(cmd)
+    }
 }
 
 /// Read the worker's stdout, one JSON event a line, into a channel.
@@ -159,6 +208,11 @@ pub struct WorkerProc {
     /// which every wait on it is granted beyond its timeout).
     spawned: std::time::Instant,
     ready_in: Option<Duration>,
+    /// Where its stderr goes (its last lines name why it exited).
+    stderr_path: PathBuf,
+    /// Whether it has answered any command (a scripted step counts): one that exits before its
+    /// first answer never started its part, and the row has no verdict.
+    answered: bool,
 }
 
 impl WorkerProc {
@@ -170,27 +224,18 @@ impl WorkerProc {
             });
         }
         let events_path = spec.dir.join(format!("worker-{}.events.jsonl", spec.name));
-        let stderr = std::fs::File::create(spec.dir.join(format!("worker-{}.stderr.log", spec.name)))?;
-        let mut std_cmd = std::process::Command::new(&spec.binary);
+        let stderr_path = spec.dir.join(format!("worker-{}.stderr.log", spec.name));
         // Worker contract v2: no password on a command line (every user of the machine can read
         // those); it goes the libpq way, in the worker's environment.
         // A URL without one (a team's `--database-url`) leaves the worker what the harness was
         // given itself: PGPASSWORD, PGPASSFILE or ~/.pgpass, which libpq-style clients read alone.
         let (url, password) = without_password(&spec.database_url);
+        let mut std_cmd = spec.command(&url, &events_path)?;
         if let Some(pw) = password {
             std_cmd.env("PGPASSWORD", pw);
         }
-        std_cmd
-            .arg("--database-url")
-            .arg(&url)
-            .arg("--owner")
-            .arg(&spec.owner)
-            .arg("--events")
-            .arg(&events_path)
-            .args(&spec.extra_args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr);
+        let stderr = std::fs::File::create(&stderr_path)?;
+        std_cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr);
         prepare(&mut std_cmd, Signal::SIGKILL, None);
         let mut cmd = tokio::process::Command::from(std_cmd);
         cmd.kill_on_drop(true);
@@ -204,7 +249,7 @@ impl WorkerProc {
             "harness",
             "spawn",
             &spec.name,
-            json!({ "pid": pid.as_raw(), "owner": spec.owner, "args": spec.extra_args }),
+            json!({ "pid": pid.as_raw(), "owner": spec.owner, "mode": spec.launch.mode().name(), "args": spec.args() }),
         );
 
         let rx = read_events(child.stdout.take().expect("stdout piped"));
@@ -224,6 +269,8 @@ impl WorkerProc {
             violation: None,
             spawned: std::time::Instant::now(),
             ready_in: None,
+            stderr_path,
+            answered: false,
         })
     }
 
@@ -256,12 +303,47 @@ impl WorkerProc {
         self.timeline.record("harness", "command", &self.name, redacted(&cmd));
         let mut line = serde_json::to_string(&cmd).expect("json");
         line.push('\n');
-        let name = self.name.clone();
-        let err = |detail: String| HarnessError::Worker { name: name.clone(), detail };
-        let stdin = self.stdin.as_mut().ok_or_else(|| err("stdin closed".into()))?;
-        stdin.write_all(line.as_bytes()).await.map_err(|e| err(format!("write command: {e}")))?;
-        stdin.flush().await.map_err(|e| err(format!("flush command: {e}")))?;
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| HarnessError::Worker { name: self.name.clone(), detail: "stdin closed".into() })?;
+        let written = match stdin.write_all(line.as_bytes()).await {
+            Ok(()) => stdin.flush().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
+            // A closed pipe: the worker has exited (or closed its stdin), which says more than the pipe.
+            return Err(match self.child.try_wait() {
+                Ok(None) => self.err(&format!("write command: {e}")),
+                _ => self.exited(&format!("answering command {id}")).await,
+            });
+        }
         Ok(id)
+    }
+
+    /// The error of a worker that exited while the harness needed it (its stdout closed, or its
+    /// stdin): its exit status and the last lines of its stderr, and "before answering its first
+    /// command" when it never answered one (it never started its part: no verdict, never a FAIL).
+    async fn exited(&mut self, what: &str) -> HarnessError {
+        // Its stdout is closed, so it is exiting: its status comes within a bounded moment.
+        let status = match tokio::time::timeout(EXIT_GRACE, self.child.wait()).await {
+            Ok(Ok(s)) => {
+                registry::unregister(self.pid);
+                self.timeline.record("harness", "exited", &self.name, json!({ "code": s.code() }));
+                describe_status(s)
+            }
+            _ => format!("its status unknown: it closed its stdout and still ran after {EXIT_GRACE:?}"),
+        };
+        let before = if self.answered { what.to_string() } else { FIRST_ANSWER.to_string() };
+        self.err(&format!("exited ({status}) before {before}; {}", self.stderr_said()))
+    }
+
+    /// The last lines of this worker's stderr, as one clause.
+    fn stderr_said(&self) -> String {
+        match stderr_tail(&self.stderr_path, STDERR_LINES) {
+            t if t.is_empty() => "its stderr is empty".to_string(),
+            t => format!("its stderr ends: {t}"),
+        }
     }
 
     /// Wait for the answer to command `id`.
@@ -299,7 +381,7 @@ impl WorkerProc {
                     }
                     return Err(HarnessError::timed_out(format!("worker {}: {what}", self.name), began.elapsed(), lag));
                 }
-                Ok(None) => return Err(self.err(&format!("exited before {what}"))),
+                Ok(None) => return Err(self.exited(what).await),
                 Ok(Some(ev)) => {
                     if ev["event"] == "protocol_violation" {
                         return Err(self.deviates(ev["detail"].as_str().unwrap_or("broke the language")));
@@ -327,6 +409,7 @@ impl WorkerProc {
     /// Keep `ev` in the history (the newest MAX_HISTORY events), and judge it against the worker
     /// contract: the first event that breaks it is kept as this worker's violation.
     fn remember(&mut self, ev: &Value) {
+        self.answered |= ev["id"].is_u64();
         if self.ready_in.is_none() && ev["event"] == "ready" {
             self.ready_in = Some(self.spawned.elapsed());
         }
@@ -435,18 +518,49 @@ impl WorkerProc {
         })??;
         registry::unregister(self.pid);
         // Drain what it printed before exiting.
+        self.drain().await;
+        self.timeline.record("harness", "exited", &self.name, json!({ "code": status.code() }));
+        // Events nobody waited for are judged too (a scripted worker is only waited on to exit).
+        if let Some(v) = &self.violation {
+            return Err(self.deviates(v));
+        }
+        // A worker that exits without a single answer (a scripted one's first step included)
+        // never started its part: no verdict on the protocol, whatever its status.
+        if !self.answered {
+            return Err(self.err(&format!(
+                "exited ({}) before {FIRST_ANSWER}; {}",
+                describe_status(status),
+                self.stderr_said()
+            )));
+        }
+        Ok(status.code())
+    }
+
+    /// Wait on `fut` (a wait on this worker's progress seen elsewhere, as a scripted worker's
+    /// commits in the database) unless the worker exits first without a single answer: then the
+    /// error names its exit status and its stderr, not the wait that could never end. A worker
+    /// that exits after answering leaves the wait to decide.
+    pub async fn unless_exited<T>(&mut self, fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        tokio::pin!(fut);
+        tokio::select! {
+            r = &mut fut => return r,
+            _ = self.child.wait() => {}
+        }
+        self.drain().await;
+        if !self.answered {
+            return Err(self.exited(FIRST_ANSWER).await);
+        }
+        fut.await
+    }
+
+    /// Read what an exited worker printed before it exited (each event within 500 ms).
+    async fn drain(&mut self) {
         while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_millis(500), self.events.recv()).await {
             self.remember(&ev);
             if self.backlog.len() < MAX_BACKLOG {
                 self.backlog.push(ev);
             }
         }
-        self.timeline.record("harness", "exited", &self.name, json!({ "code": status.code() }));
-        // Events nobody waited for are judged too (a scripted worker is only waited on to exit).
-        if let Some(v) = &self.violation {
-            return Err(self.deviates(v));
-        }
-        Ok(status.code())
     }
 
     /// The events file this worker writes.

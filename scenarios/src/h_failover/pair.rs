@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use fenceproof_harness::contract::{Contract, Failover, ReplicationMode};
+use fenceproof_harness::contract::{Contract, Failover, ReplicationMode, SynchronousCommit};
 use fenceproof_harness::db::container::ContainerDb;
 use fenceproof_harness::db::docker::PrivateNetwork;
 use fenceproof_harness::db::native::NativeCluster;
@@ -110,8 +110,8 @@ impl Servers {
     }
 
     async fn own(ctx: &Ctx, contract: &Contract, mode: ReplicationMode) -> Result<Servers, HarnessError> {
-        let settings_c =
-            vec![("synchronous_commit".to_string(), contract.replication.synchronous_commit.as_str().to_string())];
+        let commit = contract.replication.as_ref().map_or(SynchronousCommit::On, |r| r.synchronous_commit);
+        let settings_c = vec![("synchronous_commit".to_string(), commit.as_str().to_string())];
         let pair = Pair::start(ctx, settings_c, mode).await?;
         let (primary, standby) = pair.servers().expect("a pair the harness built");
         let admin = databases::pool(&primary.url_for("postgres"), "fenceproof-harness", 2).await?;

@@ -83,8 +83,12 @@ async fn target(ctx: &Ctx) -> Result<Target, HarnessError> {
         let schema = ctx.oracle_schema.strip_suffix("_o").unwrap_or(&ctx.oracle_schema).to_string();
         return Ok(Target { plan, own: None, leader_url, schema: Some(schema) });
     }
-    let mode =
-        ctx.contract.as_ref().filter(|c| c.patroni().is_some()).map_or(ReplicationMode::Async, |c| c.replication.mode);
+    let mode = ctx
+        .contract
+        .as_ref()
+        .filter(|c| c.patroni().is_some())
+        .and_then(|c| c.replication_mode())
+        .unwrap_or(ReplicationMode::Async);
     let contract = super::patroni::contract_for(ctx, mode);
     let settings = contract.patroni().expect("a Patroni contract");
     let servers = super::patroni::start(ctx, settings, mode).await?;

@@ -106,7 +106,7 @@ async fn run_crash(ctx: &mut Ctx, mode: ReplicationMode) -> Result<(), HarnessEr
 /// mode with the claim that holds there (no loss claimed under asynchronous mode).
 pub fn contract_for(ctx: &Ctx, mode: ReplicationMode) -> Contract {
     match &ctx.contract {
-        Some(c) if c.replication.mode == mode && c.patroni().is_some() => (**c).clone(),
+        Some(c) if c.replication_mode() == Some(mode) && c.patroni().is_some() => (**c).clone(),
         _ => {
             let mut c =
                 if mode == ReplicationMode::Sync { Contract::default_sync() } else { Contract::default_async() };

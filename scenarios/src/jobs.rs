@@ -43,6 +43,7 @@ fn execute(index: usize, u: Unit, plan: ContextPlan, end: RowEnd) -> Running {
                 let res = within_granted(ceiling, t0, (u.exp.run)(&mut ctx)).await;
                 end.finish(&u.exp, &u.args, ctx, res, start).await
             }
+            Ok(Err(e)) if e.out_of_connections() => Ok(end.starved_unmade(&u.exp, &e, t0)),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(HarnessError::Other(format!("{}: its database was not made within {ceiling:?}", u.exp.id))),
         };

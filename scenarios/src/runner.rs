@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use fenceproof_harness::check::rule::{judged_by, RuleRef};
 use fenceproof_harness::check::Check;
+use fenceproof_harness::db::connections::Budget;
 use fenceproof_harness::db::container::{self, ContainerDb};
 use fenceproof_harness::db::external::{self, ExternalDb};
 use fenceproof_harness::db::native::NativeCluster;
@@ -156,6 +157,9 @@ pub struct Session {
     /// Keep the rows finished so far for an interrupt to save ([`fenceproof_harness::report::partial`]):
     /// set by `verify`, whose run folder is a matrix.
     pub keep_partial: bool,
+    /// What the server allows the rows in connections, read when the session started (`None`: it
+    /// could not be read; rows are then admitted by `jobs` alone).
+    pub connections: Option<Budget>,
 }
 
 impl Session {
@@ -177,6 +181,7 @@ impl Session {
         let run = RunDir::create(&opts.reports_dir)?;
         let (server, pg_bin) = start_server(opts, choice, &image, &run).await?;
         let reproduce = Reproduce::of(&ran_on(opts, &server));
+        let connections = read_budget(&server).await;
         Ok(Session {
             reproduce,
             worker: WorkerUnderTest::of_in(
@@ -201,6 +206,7 @@ impl Session {
             judging: opts.judging,
             starved_reruns: opts.starved_reruns,
             keep_partial: false,
+            connections,
         })
     }
 
@@ -643,6 +649,35 @@ pub(crate) struct RowStart {
 impl RowStart {
     pub(crate) fn now() -> RowStart {
         RowStart { at: Instant::now(), cpu: fenceproof_harness::pressure::mark() }
+    }
+}
+
+/// What `server` allows the rows in connections ([`Budget`]), read as the harness's admin (on a
+/// server of its own) or as the team's login (on `--database-url`, whose own limit then counts),
+/// and said in the log. `None`, with a warning, when it cannot be read.
+async fn read_budget(server: &Server) -> Option<Budget> {
+    let url = match server {
+        Server::Native(c) => c.url_for("postgres"),
+        Server::Container(c) => c.url_for("postgres"),
+        Server::External(e) => e.url.clone(),
+    };
+    let read = async {
+        let pool = databases::pool(&url, "fenceproof-harness", 1).await?;
+        let budget = Budget::read(&pool).await;
+        pool.close().await;
+        Ok::<_, HarnessError>(budget?)
+    };
+    match read.await {
+        Ok(b) => {
+            tracing::info!("the server's connections: {}", b.describe());
+            Some(b)
+        }
+        Err(e) => {
+            tracing::warn!(
+                "the server's connection settings could not be read ({e}); rows are admitted by --jobs alone"
+            );
+            None
+        }
     }
 }
 

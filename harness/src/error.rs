@@ -32,6 +32,12 @@ pub enum HarnessError {
     #[error("no verdict: {0}")]
     Inconclusive(String),
 
+    /// The server had no connection to give to something the harness or its own driver needed
+    /// (a pool's wait ran out, or SQLSTATE 53300): the machine was out of a resource, so the row is
+    /// STARVED, never a verdict ([`crate::db::connections`]).
+    #[error("no connection to be had for {what}: {detail}")]
+    OutOfConnections { what: String, detail: String },
+
     #[error("worker {name}: {detail}")]
     Worker { name: String, detail: String },
 
@@ -71,6 +77,17 @@ impl HarnessError {
     /// machine such a row is STARVED, not ERROR.
     pub fn is_wait(&self) -> bool {
         matches!(self, HarnessError::Timeout { .. } | HarnessError::Starved { .. } | HarnessError::Inconclusive(_))
+    }
+
+    /// Whether this error is the want of a server connection, not an answer of anything under
+    /// test: [`HarnessError::OutOfConnections`], or a database error of the harness's own pools
+    /// that [`crate::db::connections::refused`] names.
+    pub fn out_of_connections(&self) -> bool {
+        match self {
+            HarnessError::OutOfConnections { .. } => true,
+            HarnessError::Database(e) => crate::db::connections::refused(e),
+            _ => false,
+        }
     }
 
     /// The error of a wait for `what` that ran out after `after`, having lost `lag` of it to the

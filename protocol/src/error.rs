@@ -94,6 +94,13 @@ pub enum ProtocolError {
 }
 
 impl ProtocolError {
+    /// Whether the database had no connection to give ([`no_connection`]): the
+    /// pool's wait ran out or the server refused the session for want of slots. Nothing was sent,
+    /// so it says nothing of the protocol; a harness reads it as the machine out of a resource.
+    pub fn out_of_connections(&self) -> bool {
+        matches!(self, ProtocolError::Database(e) if no_connection(e))
+    }
+
     /// The rejection reason when this error is a protected-write rejection.
     pub fn reject_reason(&self) -> Option<RejectReason> {
         match self {
@@ -126,3 +133,18 @@ impl ProtocolError {
         }
     }
 }
+
+/// True when the database had no connection to give: the pool's wait for one ran out
+/// (`PoolTimedOut`: no statement was sent), or the server refused a new session for want of slots
+/// (SQLSTATE 53300 `too_many_connections`, also sent as "remaining connection slots are reserved
+/// for …"). The machine was out of a resource; the database answered nothing about the protocol.
+pub fn no_connection(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::PoolTimedOut => true,
+        sqlx::Error::Database(db) => db.code().as_deref() == Some(TOO_MANY_CONNECTIONS),
+        _ => false,
+    }
+}
+
+/// SQLSTATE `too_many_connections`.
+pub const TOO_MANY_CONNECTIONS: &str = "53300";

@@ -6,12 +6,15 @@
 //!   transaction, the transaction) did not take effect.
 //! - An error without a server answer (I/O, closed connection, timeout) on COMMIT or on an
 //!   autocommit write means the outcome is unknown: read back, never assume failure.
+//! - No connection to be had (the pool's wait for one ran out, or the server refused a new
+//!   session: SQLSTATE 53300) means nothing was sent: the write did not happen
+//!   ([`crate::error::no_connection`]).
 
 use std::future::Future;
 
 use uuid::Uuid;
 
-use crate::error::ProtocolError;
+use crate::error::{no_connection, ProtocolError};
 
 /// How many times a short transaction may be run in total when it keeps hitting 40001.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,10 +44,10 @@ pub fn server_answered(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(_) | sqlx::Error::RowNotFound | sqlx::Error::ColumnDecode { .. })
 }
 
-/// Classify an error from COMMIT or from an autocommit write: a server answer is definite,
-/// anything else leaves the outcome unknown.
+/// Classify an error from COMMIT or from an autocommit write: a server answer is definite, and so
+/// is no connection at all (nothing was sent); anything else leaves the outcome unknown.
 pub fn classify_write_error(e: sqlx::Error, operation: &'static str, run_id: Uuid) -> ProtocolError {
-    if server_answered(&e) {
+    if server_answered(&e) || no_connection(&e) {
         ProtocolError::Database(e)
     } else {
         ProtocolError::OutcomeUnknown { operation, run_id, detail: e.to_string() }
@@ -105,7 +108,19 @@ mod tests {
     fn io_errors_on_commit_are_unknown_outcomes() {
         let e = sqlx::Error::Io(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset"));
         assert!(matches!(classify_write_error(e, "commit", Uuid::nil()), ProtocolError::OutcomeUnknown { .. }));
-        let e = sqlx::Error::PoolTimedOut;
+        let e = sqlx::Error::PoolClosed;
         assert!(matches!(classify_write_error(e, "commit", Uuid::nil()), ProtocolError::OutcomeUnknown { .. }));
+    }
+
+    /// A write that got no connection was never sent: a definite failure the caller can tell as
+    /// the database out of connections, never an unknown outcome to read back.
+    #[test]
+    fn no_connection_is_definite_and_told_apart() {
+        let e = classify_write_error(sqlx::Error::PoolTimedOut, "mark_unknown", Uuid::nil());
+        assert!(matches!(e, ProtocolError::Database(sqlx::Error::PoolTimedOut)), "{e:?}");
+        assert!(e.out_of_connections());
+        let io = sqlx::Error::Io(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset"));
+        assert!(!ProtocolError::Database(io).out_of_connections());
+        assert!(!ProtocolError::Conflict { run_id: Uuid::nil(), expected: 1, found: None }.out_of_connections());
     }
 }

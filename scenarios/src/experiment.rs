@@ -59,6 +59,17 @@ pub enum Need {
 /// again with longer ones, were seen to need more than four minutes).
 pub const MODEL_PATHS_CEILING: std::time::Duration = std::time::Duration::from_secs(420);
 
+/// The most server connections a row holds at once: its control pool (4), its database's making
+/// (1), and its workers' sessions. The most seen with the reference worker was 11 (W-lease); 16
+/// leaves room for three workers of a team's with pools of four. Measured:
+/// docs/measurements.md, "Connections a row holds".
+pub const ROW_CONNECTIONS: u32 = 16;
+
+/// The most a row that plays the model's paths holds: beside a row's own, the driver keeps a
+/// session (a pool of up to 2) for each model process's owner id across the paths, a barrier pool
+/// (4) and observers on both databases. The most seen was 54; 64 leaves a fifth more.
+pub const MODEL_PATHS_CONNECTIONS: u32 = 64;
+
 /// How a contract lets the harness fail over a team's deployment (against `--database-url`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TeamFailover {
@@ -205,6 +216,17 @@ impl Experiment {
             BASE_CEILING + MODEL_PATHS_CEILING
         } else {
             BASE_CEILING
+        }
+    }
+
+    /// The most connections it holds at once on the session's server: its control pool, its
+    /// workers', its tools' and its drivers' ([`ROW_CONNECTIONS`], or [`MODEL_PATHS_CONNECTIONS`]
+    /// for a row that plays the model's paths). The matrix admits rows by it.
+    pub fn connections(&self) -> u32 {
+        if self.needs(Need::ModelPaths) {
+            MODEL_PATHS_CONNECTIONS
+        } else {
+            ROW_CONNECTIONS
         }
     }
 

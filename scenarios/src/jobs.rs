@@ -5,6 +5,10 @@
 //! nothing beside it. Everything runs on the session's one thread (children are tied to the thread
 //! that spawned them); rows overlap in their waits, which are most of their time. The matrix keeps
 //! the selection's order whatever order the rows finish in.
+//!
+//! The server's connections are budgeted as the cores are: a row starts only while the
+//! connections the running rows hold ([`Experiment::connections`]) and its own fit what the server
+//! allows them ([`fenceproof_harness::db::connections::Budget`], read when the session started).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -43,6 +47,7 @@ fn execute(index: usize, u: Unit, plan: ContextPlan, end: RowEnd) -> Running {
                 let res = within_granted(ceiling, t0, (u.exp.run)(&mut ctx)).await;
                 end.finish(&u.exp, &u.args, ctx, res, start).await
             }
+            Ok(Err(e)) if e.out_of_connections() => Ok(end.starved_unmade(&u.exp, &e, t0)),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(HarnessError::Other(format!("{}: its database was not made within {ceiling:?}", u.exp.id))),
         };
@@ -72,11 +77,17 @@ async fn within_granted<F: Future + Unpin>(
     }
 }
 
-/// Which rows run now: the next ones in [`start_order`], while fewer than `jobs` run and no row that
-/// must be alone runs or waits to.
+/// Which rows run now: the next ones in [`start_order`], while fewer than `jobs` run, no row that
+/// must be alone runs or waits to, and the connections the running rows hold leave room for the
+/// next one's.
 struct Scheduler {
     next: usize,
     alone_running: bool,
+    /// The connections the running rows hold at most, by their declarations.
+    held: u32,
+    /// How many connections the server allows the rows (`None`: not known; no admission by
+    /// connections).
+    budget: Option<u32>,
 }
 
 /// The order rows start in (indices into the selection): those that must run alone first, while
@@ -113,11 +124,19 @@ fn start_order(experiments: &[Experiment], jobs: usize, history: &BTreeMap<Strin
 }
 
 impl Scheduler {
+    fn new(budget: Option<u32>) -> Scheduler {
+        Scheduler { next: 0, alone_running: false, held: 0, budget }
+    }
+
+    /// Whether `exp` may start beside the `running` rows. A row starts on an empty field whatever
+    /// it holds: it has nothing to wait for (a server too small for it alone may still refuse it a
+    /// connection, and the row is then STARVED).
     fn may_start(&self, exp: &Experiment, running: usize, jobs: usize) -> bool {
         if running == 0 {
             return true;
         }
-        !self.alone_running && !exp.runs_alone() && running < jobs
+        let fits = self.budget.is_none_or(|b| self.held + exp.connections() <= b);
+        !self.alone_running && !exp.runs_alone() && running < jobs && fits
     }
 }
 
@@ -264,7 +283,7 @@ impl Session {
         let mut slots: Vec<Option<ExperimentResult>> = vec![None; units.len()];
         let mut stopped = std::collections::HashSet::new();
         let mut running: FuturesUnordered<Running> = FuturesUnordered::new();
-        let mut sched = Scheduler { next: 0, alone_running: false };
+        let mut sched = Scheduler::new(self.connections.map(|b| b.for_rows()));
         let mut died: Option<String> = None;
         let mut done = 0;
         let watch = tokio::spawn(watch_stalls(self.run.path.join("harness-stalls.txt")));
@@ -279,6 +298,7 @@ impl Session {
                     break;
                 }
                 sched.alone_running = u.exp.runs_alone();
+                sched.held += u.exp.connections();
                 progress(&u.label, done, units.len(), u.exp.id);
                 let plan = self.unit_context(u)?;
                 let end = RowEnd {
@@ -292,6 +312,7 @@ impl Session {
             let Some(ran) = running.next().await else { break };
             sched.alone_running = sched.alone_running && !running.is_empty();
             let u = &units[ran.index];
+            sched.held = sched.held.saturating_sub(u.exp.connections());
             if let Ok(r) = &ran.result {
                 log_finished(&u.label, r);
             }
@@ -471,14 +492,34 @@ mod tests {
 
     #[test]
     fn a_row_that_must_be_alone_waits_for_an_empty_field_and_keeps_it() {
-        let s = Scheduler { next: 0, alone_running: false };
+        let s = Scheduler::new(None);
         assert!(s.may_start(&row("x", false), 1, 4), "room for another");
         assert!(!s.may_start(&row("x", false), 4, 4), "all jobs taken");
         assert!(!s.may_start(&row("f", true), 1, 4), "an alone row waits for the others");
         assert!(s.may_start(&row("f", true), 0, 4), "and starts on an empty field");
-        let during = Scheduler { next: 0, alone_running: true };
+        let during = Scheduler { alone_running: true, ..Scheduler::new(None) };
         assert!(!during.may_start(&row("x", false), 1, 4), "nothing starts beside it");
         assert!(s.may_start(&row("x", false), 0, 1) && !s.may_start(&row("x", false), 1, 1), "--jobs 1: one at a time");
+    }
+
+    /// A row starts only while the connections the running rows hold and its own fit the budget;
+    /// a row on an empty field starts whatever it holds; without a budget only the jobs count.
+    #[test]
+    fn a_row_is_admitted_only_while_its_connections_fit_the_server() {
+        let (plain, paths) = (row("x", false), crate::model_paths::EXPERIMENT);
+        let (p, m) = (plain.connections(), paths.connections());
+        assert!(m > p, "Model-paths declares more than a plain row ({m} against {p})");
+        let budget = 2 * p + m;
+        let mut s = Scheduler::new(Some(budget));
+        s.held = p + m;
+        assert!(s.may_start(&plain, 2, 8), "{} + {p} fits {budget}", s.held);
+        assert!(!s.may_start(&paths, 2, 8), "{} + {m} is more than {budget}", s.held);
+        s.held = 2 * p + m;
+        assert!(!s.may_start(&plain, 3, 8), "the budget is spent, jobs or not");
+        assert!(Scheduler::new(Some(1)).may_start(&paths, 0, 8), "an empty field admits any row");
+        let free = Scheduler { held: 10_000, ..Scheduler::new(None) };
+        assert!(free.may_start(&paths, 3, 8), "no budget read: only the jobs count");
+        assert!(!free.may_start(&paths, 8, 8));
     }
 
     #[test]

@@ -71,10 +71,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         cmd["tools_ledger"] = json!(tools.ledger.display().to_string());
     }
     let answer = w.request_reference(cmd, MODEL_PATHS_CEILING).await?;
-    // The driver is the harness's own: when it cannot play, there is no verdict.
-    if answer["outcome"] != "ok" {
-        return Err(HarnessError::Other(format!("the driver of the model's paths stopped: {}", answer["detail"])));
-    }
+    driver_played(&answer)?;
     w.request(json!({"cmd": "exit"}), STEP).await.ok();
     judge(ctx, &answer["data"]);
     // The paths' control plane (each run's create and cancel) is `control-plane-<owner>`; the
@@ -101,6 +98,23 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         }));
     }
     Ok(())
+}
+
+/// What the driver is called in errors.
+const DRIVER: &str = "the driver of the model's paths";
+
+/// The driver is the harness's own: when it cannot play, there is no verdict. When it stopped for
+/// want of a connection (its answer's data names the resource, as the reference worker types its
+/// error: `{"out_of": "connections"}`), the machine was out of one, and the row is STARVED.
+fn driver_played(answer: &Value) -> Result<(), HarnessError> {
+    if answer["outcome"] == "ok" {
+        return Ok(());
+    }
+    let detail = answer["detail"].to_string();
+    if answer["data"]["out_of"] == "connections" {
+        return Err(HarnessError::OutOfConnections { what: DRIVER.into(), detail });
+    }
+    Err(HarnessError::Other(format!("{DRIVER} stopped: {detail}")))
 }
 
 /// How many paths played a restore.
@@ -168,4 +182,25 @@ fn judge(ctx: &mut Ctx, data: &Value) {
         "{spec} of them hold a step only the spec's own statements take (a takeover of a finished run's lease), played \
          on the direct write path; {skipped} such paths skipped (no direct login on this database)"
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The driver's answer out of connections (as the reference worker sends it) is the want of a
+    /// resource; any other stop is the harness's failure; a played answer is neither.
+    #[test]
+    fn a_driver_out_of_connections_is_told_from_one_that_failed() {
+        let out = json!({"event": "play_paths", "outcome": "db_error",
+            "detail": "database error: pool timed out while waiting for an open connection",
+            "data": {"out_of": "connections"}});
+        let e = driver_played(&out).unwrap_err();
+        assert!(matches!(e, HarnessError::OutOfConnections { .. }), "{e:?}");
+        assert!(e.out_of_connections());
+        let broke = json!({"event": "play_paths", "outcome": "invalid_intent", "detail": "a path did not parse"});
+        let e = driver_played(&broke).unwrap_err();
+        assert!(!e.out_of_connections(), "{e:?}");
+        assert!(driver_played(&json!({"outcome": "ok", "data": {"paths": []}})).is_ok());
+    }
 }

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use fenceproof_harness::check::rule::{judged_by, RuleRef};
 use fenceproof_harness::check::Check;
+use fenceproof_harness::db::connections::Budget;
 use fenceproof_harness::db::container::{self, ContainerDb};
 use fenceproof_harness::db::external::{self, ExternalDb};
 use fenceproof_harness::db::native::NativeCluster;
@@ -156,6 +157,9 @@ pub struct Session {
     /// Keep the rows finished so far for an interrupt to save ([`fenceproof_harness::report::partial`]):
     /// set by `verify`, whose run folder is a matrix.
     pub keep_partial: bool,
+    /// What the server allows the rows in connections, read when the session started (`None`: it
+    /// could not be read; rows are then admitted by `jobs` alone).
+    pub connections: Option<Budget>,
 }
 
 impl Session {
@@ -177,6 +181,7 @@ impl Session {
         let run = RunDir::create(&opts.reports_dir)?;
         let (server, pg_bin) = start_server(opts, choice, &image, &run).await?;
         let reproduce = Reproduce::of(&ran_on(opts, &server));
+        let connections = read_budget(&server).await;
         Ok(Session {
             reproduce,
             worker: WorkerUnderTest::of_in(
@@ -201,6 +206,7 @@ impl Session {
             judging: opts.judging,
             starved_reruns: opts.starved_reruns,
             keep_partial: false,
+            connections,
         })
     }
 
@@ -341,6 +347,23 @@ pub(crate) struct RowEnd {
 }
 
 impl RowEnd {
+    /// The row of `exp` whose database could not be made for want of a server connection (`e`):
+    /// STARVED, to run again alone, with nothing else to show.
+    pub(crate) fn starved_unmade(&self, exp: &Experiment, e: &HarnessError, t0: Instant) -> ExperimentResult {
+        let why = format!("its database was not made: {e} (the server had no connection to give)");
+        ExperimentResult {
+            id: exp.id.into(),
+            title: exp.title.into(),
+            outcome: Outcome::Starved,
+            duration_ms: t0.elapsed().as_millis(),
+            observations: why.clone(),
+            checks: Vec::new(),
+            error: Some(why),
+            reproduce: self.reproduce.clone(),
+            evidence: String::new(),
+        }
+    }
+
     /// The end of one row: its evidence saved, the answers and declared rules judged, the
     /// verdict. `res` is how its story ended.
     pub(crate) async fn finish(
@@ -621,6 +644,35 @@ impl RowStart {
     }
 }
 
+/// What `server` allows the rows in connections ([`Budget`]), read as the harness's admin (on a
+/// server of its own) or as the team's login (on `--database-url`, whose own limit then counts),
+/// and said in the log. `None`, with a warning, when it cannot be read.
+async fn read_budget(server: &Server) -> Option<Budget> {
+    let url = match server {
+        Server::Native(c) => c.url_for("postgres"),
+        Server::Container(c) => c.url_for("postgres"),
+        Server::External(e) => e.url.clone(),
+    };
+    let read = async {
+        let pool = databases::pool(&url, "fenceproof-harness", 1).await?;
+        let budget = Budget::read(&pool).await;
+        pool.close().await;
+        Ok::<_, HarnessError>(budget?)
+    };
+    match read.await {
+        Ok(b) => {
+            tracing::info!("the server's connections: {}", b.describe());
+            Some(b)
+        }
+        Err(e) => {
+            tracing::warn!(
+                "the server's connection settings could not be read ({e}); rows are admitted by --jobs alone"
+            );
+            None
+        }
+    }
+}
+
 /// What kind of end a row without a verdict came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stop {
@@ -630,6 +682,9 @@ enum Stop {
     /// or the tools' ledger (a lease that lapsed there, an answer the tools gave after its caller
     /// had gone): time kept the moment from being made, whichever process was slow.
     Moment,
+    /// The server had no connection for the harness or its own driver (a pool's wait ran out,
+    /// SQLSTATE 53300): the machine was out of a resource, whatever the lag.
+    Connections,
     /// Anything else (a crashed process, a harness fault, a worker outside its language).
     Other,
 }
@@ -639,26 +694,28 @@ impl Stop {
     fn of(e: &HarnessError) -> Stop {
         match e {
             HarnessError::Inconclusive(_) => Stop::Moment,
+            e if e.out_of_connections() => Stop::Connections,
             e if e.is_wait() => Stop::Wait,
             _ => Stop::Other,
         }
     }
 }
 
-/// Whether a row without a verdict was starved: it ended on a probe whose moment passed, or on
-/// a wait that ran out (or its ceiling) while the harness lost enough of the row to its own
-/// scheduling delay (`lag`) or the whole machine queued for its cores (`cpu`, the row's CPU
-/// pressure); then the delays, described.
+/// Whether a row without a verdict was starved: it ended on a probe whose moment passed, on the
+/// want of a server connection, or on a wait that ran out (or its ceiling) while the harness lost
+/// enough of the row to its own scheduling delay (`lag`) or the whole machine queued for its cores
+/// (`cpu`, the row's CPU pressure); then the delays, described.
 fn starved(outcome: Outcome, stop: Stop, lag: Lag, cpu: Option<Stall>) -> Option<String> {
     let machine = cpu.filter(Stall::starved);
     let starved = match stop {
-        Stop::Moment => true,
+        Stop::Moment | Stop::Connections => true,
         Stop::Wait => lag.starved() || machine.is_some(),
         Stop::Other => false,
     };
-    let said = match machine {
-        Some(m) => format!("{}; {}", lag.describe(), m.describe()),
-        None => lag.describe(),
+    let said = match (stop, machine) {
+        (Stop::Connections, _) => "the server had no connection to give".to_string(),
+        (_, Some(m)) => format!("{}; {}", lag.describe(), m.describe()),
+        (_, None) => lag.describe(),
     };
     (outcome == Outcome::Error && starved).then_some(said)
 }
@@ -1045,6 +1102,26 @@ mod tests {
         let timeout = HarnessError::Timeout { what: "B's ready".into(), after_ms: 15_000 };
         assert_eq!(Stop::of(&timeout), Stop::Wait);
         assert_eq!(Stop::of(&HarnessError::Other("the server did not start".into())), Stop::Other);
+    }
+
+    /// A connection the harness or its driver could not get is the machine out of a resource: the
+    /// row is STARVED on a quiet harness too, and a verdict reached before it stands.
+    #[test]
+    fn a_refused_or_timed_out_connection_is_starved_never_error() {
+        let quiet = Lag { total: Duration::from_millis(40), worst: Duration::from_millis(25) };
+        let pool = HarnessError::Database(sqlx::Error::PoolTimedOut);
+        assert_eq!(Stop::of(&pool), Stop::Connections);
+        let driver = HarnessError::OutOfConnections {
+            what: "the driver of the model's paths".into(),
+            detail: "database error: pool timed out while waiting for an open connection".into(),
+        };
+        assert_eq!(Stop::of(&driver), Stop::Connections);
+        let s = starved(Outcome::Error, Stop::of(&driver), quiet, None).expect("no connection: STARVED");
+        assert!(s.contains("no connection"), "{s}");
+        assert_eq!(starved(Outcome::Fail, Stop::Connections, quiet, None), None, "a FAIL found before stays a FAIL");
+        // A lost connection is no refusal: on a quiet machine it stays an ERROR.
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        assert_eq!(Stop::of(&HarnessError::Database(sqlx::Error::Io(reset))), Stop::Other);
     }
 
     #[test]

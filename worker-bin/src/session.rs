@@ -68,6 +68,11 @@ pub struct Session {
     held: Mutex<Held>,
 }
 
+/// The key of a failed answer's data that names the resource the database was out of.
+pub const OUT_OF: &str = "out_of";
+/// Its value when the database had no connection to give.
+pub const CONNECTIONS: &str = "connections";
+
 /// The answer to one command.
 pub struct Outcome {
     pub outcome: String,
@@ -82,8 +87,12 @@ impl Outcome {
     pub fn note(outcome: &str, detail: impl Into<String>) -> Outcome {
         Outcome { outcome: outcome.into(), detail: Some(detail.into()), data: None }
     }
+    /// The answer of a command that failed with `e`. When the database had no connection to give
+    /// (the pool's wait ran out, or SQLSTATE 53300), its data says so as `{"out_of": "connections"}`:
+    /// the harness's own drivers (`play_paths`) are then out of a resource, not answered.
     fn err(e: &ProtocolError) -> Outcome {
-        Outcome { outcome: e.kind().into(), detail: Some(e.to_string()), data: None }
+        let data = e.out_of_connections().then(|| serde_json::json!({ OUT_OF: CONNECTIONS }));
+        Outcome { outcome: e.kind().into(), detail: Some(e.to_string()), data }
     }
 }
 
@@ -517,5 +526,21 @@ impl Session {
             }
         });
         stop
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A command that got no connection says so in its data (the harness's drivers read it); the
+    /// database's own refusals carry no such data.
+    #[test]
+    fn an_answer_without_a_connection_names_the_resource() {
+        let o = Outcome::err(&ProtocolError::Database(sqlx::Error::PoolTimedOut));
+        assert_eq!(o.outcome, "db_error");
+        assert_eq!(o.data, Some(json!({ "out_of": "connections" })));
+        let refused = ProtocolError::LeaseBusy { run_id: uuid::Uuid::nil(), holder: "w".into(), epoch: 1 };
+        assert_eq!(Outcome::err(&refused).data, None);
     }
 }

@@ -6,7 +6,10 @@
 //! database from it for each experiment, so experiment order never matters. [`restorable`] is a
 //! server of either kind that can be backed up and restored (experiment N). [`patroni`] is a
 //! Patroni cluster with etcd, for the failover rows where Patroni decides what is promoted.
+//! [`connections`] treats the server's connections as a resource: what a refused one looks like,
+//! and how many the rows may hold at once.
 
+pub mod connections;
 pub mod container;
 pub mod databases;
 pub mod docker;

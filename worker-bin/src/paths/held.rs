@@ -48,7 +48,7 @@ pub async fn validate(d: &Driver, key: i64, c: Commit) -> Result<Option<Held>, P
     loop {
         if task.is_finished() {
             sqlx::query("SELECT pg_advisory_unlock_all()").execute(&mut *holder).await?;
-            return match task.await.map_err(|e| ProtocolError::InvalidIntent(e.to_string()))? {
+            return match super::answered(task.await.map_err(|e| ProtocolError::InvalidIntent(e.to_string()))?)? {
                 Ok(_) => Err(ProtocolError::InvalidIntent("a held commit passed its barrier".into())),
                 Err(_) => Ok(None),
             };

@@ -183,6 +183,17 @@ impl Driver {
     }
 }
 
+/// The database's answer to a step: what it committed, or its refusal. An error that is no answer
+/// at all (the database had no connection to give: [`ProtocolError::out_of_connections`]) is the
+/// driver's own error instead: a path never reads a missing connection as the database refusing a
+/// step (a probe would pass, a path would end early), and the row is out of a resource.
+pub fn answered<T>(r: Result<T, ProtocolError>) -> Result<Result<T, ProtocolError>, ProtocolError> {
+    match r {
+        Err(e) if e.out_of_connections() => Err(e),
+        r => Ok(r),
+    }
+}
+
 /// The URLs `play_paths` is given (secrets, never on a command line).
 pub struct Urls {
     /// The owner's URL of the row's database.

@@ -16,7 +16,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::held::{self, Commit, Held};
-use super::{Driver, PathReport};
+use super::{answered, Driver, PathReport};
 
 /// A grant that outlives any path (the longest term the protocol accepts is 10 minutes).
 const LONG_MS: i64 = 300_000;
@@ -165,7 +165,7 @@ impl Play<'_> {
             Action::GiveUp(i) => self.give_up(i).await,
             Action::MarkUnknown(n) => self.mark_unknown(n).await,
             Action::Reconcile(n) => self.reconcile(n).await,
-            Action::Cancel => Ok(runs::cancel(&self.control, self.run_id).await.is_ok()),
+            Action::Cancel => Ok(answered(runs::cancel(&self.control, self.run_id).await)?.is_ok()),
             Action::Tick => self.tick().await.map(|_| true),
             Action::Kill(i) => {
                 self.slots[i as usize] = Slot { session: self.slots[i as usize].session, ..Slot::default() };
@@ -252,7 +252,7 @@ impl Play<'_> {
         self.slots[i as usize].session += 1;
         let owner = self.owner(i);
         let pool = self.pool(&owner).await?;
-        match lease::acquire(&pool, self.run_id, &owner, self.term()?).await {
+        match answered(lease::acquire(&pool, self.run_id, &owner, self.term()?).await)? {
             Ok(terms) => {
                 self.slots[i as usize].lease = Some(terms.lease);
                 Ok(true)
@@ -264,13 +264,13 @@ impl Play<'_> {
     async fn renew(&mut self, i: u8) -> Result<bool, ProtocolError> {
         let Some(l) = self.slots[i as usize].lease.clone() else { return Ok(false) };
         let pool = self.pool(&l.owner).await?;
-        Ok(lease::renew(&pool, &l, self.term()?).await.is_ok())
+        Ok(answered(lease::renew(&pool, &l, self.term()?).await)?.is_ok())
     }
 
     async fn release(&mut self, i: u8) -> Result<bool, ProtocolError> {
         let Some(l) = self.slots[i as usize].lease.clone() else { return Ok(false) };
         let pool = self.pool(&l.owner).await?;
-        Ok(lease::release(&pool, &l).await.is_ok())
+        Ok(answered(lease::release(&pool, &l).await)?.is_ok())
     }
 
     /// The model's validation: the protected commit starts and waits at its barrier once its lease
@@ -306,7 +306,7 @@ impl Play<'_> {
 
     async fn commit(&mut self, i: u8) -> Result<bool, ProtocolError> {
         let Some(h) = self.slots[i as usize].held.take() else { return Ok(false) };
-        match h.commit(self.d.step_timeout).await? {
+        match answered(h.commit(self.d.step_timeout).await?)? {
             Ok(revision) => {
                 self.slots[i as usize].expect = revision;
                 Ok(true)
@@ -352,7 +352,7 @@ impl Play<'_> {
         if l.owner.is_some() && !l.expired() {
             let probe = format!("{}.probe", self.d.owner);
             let pool = self.pool(&probe).await?;
-            if lease::acquire(&pool, self.run_id, &probe, Ttl::from_millis(self.grant_ms)?).await.is_ok() {
+            if answered(lease::acquire(&pool, self.run_id, &probe, Ttl::from_millis(self.grant_ms)?).await)?.is_ok() {
                 return self
                     .committed(Action::Acquire(0), &before, "a takeover of the lease the model holds live")
                     .await;

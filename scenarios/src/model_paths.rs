@@ -42,7 +42,7 @@ pub const EXPERIMENT: Experiment = Experiment {
 /// (M-redis-*); `--only` still takes it, with a one-line note.
 pub const FORMER_ID: &str = "M-paths";
 
-/// The name of its check (the rule catalogue links `model.history-explained` to it).
+/// The name of its check: the database's fenced functions against the model's paths.
 pub const NO_STEP_THE_MODEL_REFUSES: &str = "no step the model refuses committed on any of its paths";
 
 /// A lease or claim that must lapse before the path's next clock tick is granted this long (a

@@ -552,7 +552,7 @@ pub const LIBRARIES: &[Library] = &[
         recovery: "none: a fetch takes only new and retried tasks (fetch_task_type.sql); an in_progress task stays with its worker",
         production: Production {
             timing: Timing { stall_s: 2.0, heartbeat_s: 0.0, sweep_s: 0.2, extra_s: 0.0 },
-            defaults: "no number to move: fang has no stall recovery (`fang/src/asynk/queries/fetch_task_type.sql` takes only new and retried tasks)",
+            defaults: "no number to move: fang has no stall recovery (`fang/src/asynk/queries_postgres/fetch_task_type.sql` takes only new and retried tasks)",
             deviation: "the same as fast: there is no threshold to set",
         },
         completion_guard: "none (update_task_state by task id)",

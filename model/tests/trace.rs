@@ -297,6 +297,25 @@ fn ledger_bugs_are_unexplained() {
     assert!(refused(&u, "claim", "claim"), "{u:?}");
 }
 
+/// A claim whose transaction began before the run's final write could be visible to it (within
+/// `VISIBLE_AFTER_US`) read the run as it was: the model's claim of a running run explains it. The
+/// same claim a few seconds later is refused.
+#[test]
+fn a_claim_racing_the_runs_final_write_is_judged_by_what_it_could_see() {
+    let history = |claim_at: i64| {
+        let mut h = H::new();
+        h.lease_to("A", 1, 1, Some("A"), 1, 30);
+        h.run_to("A", 2, 2, "running", 1);
+        h.plan("A", 3, 3, "op-1");
+        h.run_to("A", 4, 4, "succeeded", 3);
+        h.op_to("D", claim_at, claim_at, "op-1", ("dispatching", Some("D"), Some(40)));
+        h
+    };
+    assert_eq!(history(4).first_unexplained(&env()), None, "began as the final write committed");
+    let late = history(9).first(&env()).expect("a claim of a finished run");
+    assert!(refused(&late, "claim", "claim"), "{late:?}");
+}
+
 #[test]
 fn a_moved_clock_leaves_time_unjudged_and_a_restore_allows_lost_commits() {
     let mut h = H::new();

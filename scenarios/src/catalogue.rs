@@ -1011,6 +1011,18 @@ pub fn rules_for(name: &str) -> Vec<&'static Rule> {
 mod tests {
     use super::*;
 
+    /// A checker that judges several rules names, per violation, the rule it breaks by id: each such
+    /// id is a rule of this catalogue (a misspelt one would leave a finding without its rule).
+    #[test]
+    fn the_rules_a_violation_names_are_the_catalogues() {
+        let src = include_str!("../../harness/src/check/transitions.rs");
+        let ids: Vec<&str> = src.split(".breaks(\"").skip(1).filter_map(|t| t.split('"').next()).collect();
+        assert!(ids.len() >= 8, "{ids:?}");
+        for id in ids {
+            assert!(rule(id).is_some(), "{id} is no rule of the catalogue");
+        }
+    }
+
     #[test]
     fn every_rule_has_a_checker_an_experiment_and_a_unique_id() {
         let mut ids = std::collections::BTreeSet::new();

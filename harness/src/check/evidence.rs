@@ -8,27 +8,35 @@ use std::fmt::Display;
 
 use serde_json::Value;
 
-/// One violation a checker found: the oracle commits it cites (sequence numbers) and its sentence.
+/// One violation a checker found: the oracle commits it cites (sequence numbers), its sentence,
+/// and, for a checker that judges several rules, the rule ids this violation breaks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
     pub commits: Vec<i64>,
     pub text: String,
+    pub rules: Vec<&'static str>,
 }
 
 impl Found {
     /// A violation at one commit.
     pub fn at(commit: i64, text: impl Into<String>) -> Found {
-        Found { commits: vec![commit], text: text.into() }
+        Found { commits: vec![commit], text: text.into(), rules: Vec::new() }
     }
 
     /// A violation citing several commits (in the order the sentence names them).
     pub fn of(commits: impl IntoIterator<Item = i64>, text: impl Into<String>) -> Found {
-        Found { commits: commits.into_iter().collect(), text: text.into() }
+        Found { commits: commits.into_iter().collect(), text: text.into(), rules: Vec::new() }
     }
 
     /// A violation that cites no commit (a transaction, an answer, a final state).
     pub fn text(text: impl Into<String>) -> Found {
-        Found { commits: Vec::new(), text: text.into() }
+        Found { commits: Vec::new(), text: text.into(), rules: Vec::new() }
+    }
+
+    /// This violation breaks rule `id` (of the catalogue) among those its checker judges.
+    pub fn breaks(mut self, id: &'static str) -> Found {
+        self.rules.push(id);
+        self
     }
 }
 

@@ -116,8 +116,20 @@ impl Check {
             return Check::pass(name, clean);
         }
         let commits = evidence::distinct(found.iter().flat_map(|f| f.commits.iter().copied()));
+        // When every violation names the rules it breaks, the check carries those alone (by id; the
+        // runner fills in their words), not every rule its passing self stands for.
+        let mut rules: Vec<&str> = Vec::new();
+        if found.iter().all(|f| !f.rules.is_empty()) {
+            for id in found.iter().flat_map(|f| f.rules.iter().copied()) {
+                if !rules.contains(&id) {
+                    rules.push(id);
+                }
+            }
+        }
         let text: Vec<String> = found.into_iter().map(|f| f.text).collect();
-        Check::fail(name, text.join("; ")).citing(commits)
+        let mut c = Check::fail(name, text.join("; ")).citing(commits);
+        c.rules = rules.into_iter().map(rule::RuleRef::id).collect();
+        c
     }
 
     /// This check, citing `commits` as well (each once), whatever its verdict.

@@ -26,6 +26,13 @@ pub struct RuleRef {
     pub statement: String,
 }
 
+impl RuleRef {
+    /// A rule named by id alone, its section and words to be filled in from the catalogue.
+    pub fn id(id: &str) -> RuleRef {
+        RuleRef { id: id.into(), section: String::new(), statement: String::new() }
+    }
+}
+
 impl From<&Rule> for RuleRef {
     fn from(r: &Rule) -> RuleRef {
         RuleRef { id: r.id.into(), section: r.section.into(), statement: r.statement.into() }

@@ -57,12 +57,13 @@ pub fn runs_follow_their_state_machine(rows: &[CommitRow], control: &[&str]) -> 
             "INSERT" => {
                 if r.new_str("status") != Some("pending") || r.new_i64("revision").is_some_and(|v| v != 0) {
                     let (status, revision) = (shown(r.new_str("status")), shown(r.new_i64("revision")));
-                    bad.push(Found::at(r.seq, format!("{at}: created a run as {status} at revision {revision}")));
+                    let text = format!("{at}: created a run as {status} at revision {revision}");
+                    bad.push(Found::at(r.seq, text).breaks("runs.created-with-lease"));
                 }
                 if !r.xid.is_empty() && !lease_inserts.contains(&(r.xid.clone(), r.run_id)) {
                     let text =
                         format!("{at}: created run {} without its lease in the same transaction", shown(r.run_id));
-                    bad.push(Found::at(r.seq, text));
+                    bad.push(Found::at(r.seq, text).breaks("runs.created-with-lease"));
                 }
             }
             "UPDATE" => {
@@ -73,7 +74,8 @@ pub fn runs_follow_their_state_machine(rows: &[CommitRow], control: &[&str]) -> 
                     worker_ok.contains(&step)
                 };
                 if !allowed {
-                    bad.push(Found::at(r.seq, format!("{at}: {} -> {}", step.0, step.1)));
+                    let rule = if step.0 == "pending" { "runs.start" } else { "runs.transition-from-state" };
+                    bad.push(Found::at(r.seq, format!("{at}: {} -> {}", step.0, step.1)).breaks(rule));
                 }
                 if !is_control(r, control) && !r.xid.is_empty() {
                     runs_per_xid.entry(r.xid.as_str()).or_default().entry(r.run_id).or_insert(r.seq);
@@ -88,7 +90,7 @@ pub fn runs_follow_their_state_machine(rows: &[CommitRow], control: &[&str]) -> 
             runs.len(),
             shown(runs.keys().collect::<Vec<_>>())
         );
-        bad.push(Found::of(runs.values().copied(), text));
+        bad.push(Found::of(runs.values().copied(), text).breaks("commit.one-run-per-transaction"));
     }
     verdict(name, judged, "run changes", bad)
 }
@@ -161,11 +163,12 @@ impl LedgerReplay {
     /// A worker's insert: a prepared intent, committed with a checkpoint of its run.
     fn intent(&mut self, r: &CommitRow, at: &str) {
         if r.new_str("status") != Some("prepared") {
-            self.bad.push(Found::at(r.seq, format!("{at}: inserted as {}, not prepared", shown(r.new_str("status")))));
+            let text = format!("{at}: inserted as {}, not prepared", shown(r.new_str("status")));
+            self.bad.push(Found::at(r.seq, text).breaks("intent.same-transaction"));
         }
         if !r.xid.is_empty() && !self.run_updates.contains(&(r.xid.clone(), r.run_id, r.writer.clone())) {
             let text = format!("{at}: intent committed without a checkpoint of its run in the same transaction");
-            self.bad.push(Found::at(r.seq, text));
+            self.bad.push(Found::at(r.seq, text).breaks("intent.same-transaction"));
         }
     }
 
@@ -175,7 +178,7 @@ impl LedgerReplay {
         let (old_rev, new_rev) = (r.old_i64("revision"), r.new_i64("revision"));
         if old_rev.zip(new_rev).is_none_or(|(o, n)| n != o + 1) {
             let text = format!("{at}: ledger revision {} -> {}, not + 1", shown(old_rev), shown(new_rev));
-            self.bad.push(Found::at(r.seq, text));
+            self.bad.push(Found::at(r.seq, text).breaks("ledger.revision-plus-one"));
         }
         for f in LEDGER_IMMUTABLE {
             if r.old_field(f) != r.new_field(f) {
@@ -191,7 +194,7 @@ impl LedgerReplay {
             ("dispatching", "succeeded" | "failed_final") => {
                 if !by_claimer {
                     let text = format!("{at}: wrote the result of a claim made by {}", shown(&claimed_by));
-                    self.bad.push(Found::at(r.seq, text));
+                    self.bad.push(Found::at(r.seq, text).breaks("result.claim-owner-revision-digest"));
                 }
             }
             ("dispatching", "unknown") => {
@@ -200,7 +203,7 @@ impl LedgerReplay {
                 if !by_claimer && !expired {
                     let until = shown(r.old_str("dispatch_until"));
                     let text = format!("{at}: moved a live claim of {} (until {until}) to unknown", shown(&claimed_by));
-                    self.bad.push(Found::at(r.seq, text));
+                    self.bad.push(Found::at(r.seq, text).breaks("unknown.expired-claim-as-seen"));
                 }
             }
             ("unknown", "succeeded" | "failed_final" | "unknown") => {}
@@ -214,12 +217,12 @@ impl LedgerReplay {
         let status = r.run_id.and_then(|run| self.run_status.get(&run));
         if !status.is_none_or(|s| s == "pending" || s == "running") {
             let text = format!("{at}: claimed an operation of a run that was already {}", shown(status));
-            self.bad.push(Found::at(r.seq, text));
+            self.bad.push(Found::at(r.seq, text).breaks("claim.prepared-of-live-runs"));
         }
         let until = ts(r.new_str("dispatch_until")).zip(ts(r.new_str("updated_at")));
         if r.new_str("dispatch_owner").is_none() || until.is_none_or(|(d, u)| d <= u) {
-            self.bad
-                .push(Found::at(r.seq, format!("{at}: a claim without a dispatch owner and a deadline in the future")));
+            let text = format!("{at}: a claim without a dispatch owner and a deadline in the future");
+            self.bad.push(Found::at(r.seq, text).breaks("claim.prepared-of-live-runs"));
         }
         if let Some(o) = r.new_str("dispatch_owner") {
             self.claimers.insert((op.to_string(), o.to_string()), r.writer.clone());
@@ -300,6 +303,10 @@ mod tests {
             claim.clone(),
         ];
         assert!(!check(cancelled_run.clone()), "claim of a cancelled run");
+        // The finding names the one rule it breaks, not every rule the machine judges.
+        let found = ledger_follows_its_state_machine(&cancelled_run, &["ctl"]);
+        let ids: Vec<&str> = found.rules.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["claim.prepared-of-live-runs"], "{found:?}");
         cancelled_run[0].new_row = Some(json!({"status": "running"}));
         assert!(check(cancelled_run));
         let done = |w: &str, until_field: &str| {

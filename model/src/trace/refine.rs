@@ -198,7 +198,7 @@ fn diagnose(ask: &Ask, control_plane: bool, observed: View, tried: &[Tried]) -> 
 /// its steps, leaves the observed rows and keeps its invariants explains the change.
 fn try_candidate(ask: &Ask, holds: Holds, steps: &[Action], observed: View) -> Result<(), Outcome> {
     let mut best: Option<Outcome> = None;
-    for pre in pre_states(ask, holds, steps) {
+    for (pre, observed) in pre_states(ask, holds, steps, observed) {
         let outcome = match run_steps(&ask.cfg, &pre, steps) {
             Err(n) => {
                 Outcome::NotEnabled { step: steps[n].kind(), after: steps[..n].iter().map(|a| a.kind()).collect() }
@@ -231,24 +231,34 @@ fn try_candidate(ask: &Ask, holds: Holds, steps: &[Action], observed: View) -> R
 /// The model's states the change may have been taken from. A claim reads its run's status when
 /// its transaction began; a run that became final less than [`VISIBLE_AFTER_US`] before may not
 /// have been visible to it yet, so the state before the final write is tried too.
-fn pre_states(ask: &Ask, holds: Holds, steps: &[Action]) -> Vec<State> {
-    let mut variants = vec![ask.pre.clone()];
+fn pre_states(ask: &Ask, holds: Holds, steps: &[Action], observed: View) -> Vec<(State, View)> {
+    let mut variants = vec![(ask.pre.clone(), observed)];
     let claims = steps.iter().any(|a| matches!(a, Action::Claim(..)));
     if claims {
         if let Some(run) = ask.pre.run.as_ref().filter(|r| super::rows::terminal(&r.status)) {
             let seen = run.terminal_at.is_some_and(|t| ask.clock.judged && t + VISIBLE_AFTER_US <= ask.clock.began);
             if !seen {
+                // The claim read the run as it was before its final write: so does the comparison
+                // (the claim itself does not write the run).
                 let mut v = ask.pre.clone();
                 v.run = Some(super::rows::Run { status: "running".into(), ..run.clone() });
-                variants.push(v);
+                let mut post = ask.post.clone();
+                if post.run == ask.pre.run {
+                    post.run = v.run.clone();
+                }
+                if let Some(seen_so) = scene::observed(&v, &post, ask.max_epoch, &ask.c.writer, &ask.clock) {
+                    variants.push((v, seen_so));
+                }
             }
         }
     }
-    variants
-        .iter()
-        .filter_map(|pre| scene::states(&ask.cfg, pre, ask.max_epoch, &ask.c.writer, holds, &ask.clock))
-        .flatten()
-        .collect()
+    let mut out = Vec::new();
+    for (pre, seen_so) in &variants {
+        for s in scene::states(&ask.cfg, pre, ask.max_epoch, &ask.c.writer, holds, &ask.clock).into_iter().flatten() {
+            out.push((s, *seen_so));
+        }
+    }
+    out
 }
 
 /// Takes `steps` in the model from `pre`: each must be enabled where it is taken (`Err`: the

@@ -104,16 +104,9 @@ async fn story(ctx: &mut Ctx) -> Result<(), HarnessError> {
         return noticed.map(|_| ());
     }
     // A that finished its whole task before the freeze took hold had no renewal to go unanswered:
-    // the moment the row judges never came (a freeze the kernel applied late, on a busy machine),
-    // which is no verdict, not a FAIL of A: the row is run again alone (STARVED).
+    // the moment the row judges never came, which is no verdict, not a FAIL of A.
     if noticed.is_err() {
-        let done = checkpoints(&ctx.commits().await?, &a_owner);
-        if done >= STEPS as usize {
-            return Err(HarnessError::Inconclusive(format!(
-                "the moment was not created: A finished all {done} checkpoints of its task before the server's \
-                 freeze took hold, so no renewal of A could go unanswered"
-            )));
-        }
+        unmade_moment(&ctx.commits().await?, &a_owner)?;
     }
     judge_freeze(ctx, &confirmed, a_state, &noticed);
 
@@ -143,6 +136,41 @@ fn script(run_id: uuid::Uuid) -> crate::ctx::Script {
         heartbeat_ms: A_HEARTBEAT_MS,
         renew_timeout_ms: A_RENEW_TIMEOUT_MS,
     }
+}
+
+/// When A finished every checkpoint before the freeze took hold: by the database's clock, a task
+/// paced as asked spans at least (STEPS - 1) × PACE_MS, and then the freeze came late (a busy
+/// machine: no verdict, run again alone, STARVED); a task done in under half of that was not paced,
+/// which the worker, not the machine, did (an ERROR naming it).
+fn unmade_moment(rows: &[oracle::CommitRow], owner: &str) -> Result<(), HarnessError> {
+    let done = checkpoints(rows, owner);
+    if done < STEPS as usize {
+        return Ok(());
+    }
+    let times: Vec<_> = rows
+        .iter()
+        .filter(|r| r.is_runs() && r.op == "UPDATE" && r.writer == owner)
+        .filter(|r| r.old_str("status") == Some("running") && r.new_str("status") == Some("running"))
+        .map(|r| r.committed_at)
+        .collect();
+    let span_ms = match (times.iter().min(), times.iter().max()) {
+        (Some(a), Some(b)) => (*b - *a).num_milliseconds(),
+        _ => 0,
+    };
+    let paced_ms = (STEPS as i64 - 1) * PACE_MS as i64;
+    if span_ms * 2 < paced_ms {
+        return Err(HarnessError::Worker {
+            name: owner.to_string(),
+            detail: format!(
+                "its {done} checkpoints span {span_ms} ms on the database clock, asked to be paced {PACE_MS} ms apart \
+                 (--pace-ms): the moment this row judges cannot be made"
+            ),
+        });
+    }
+    Err(HarnessError::Inconclusive(format!(
+        "the moment was not created: A finished all {done} paced checkpoints ({span_ms} ms) before the server's \
+         freeze took hold, so no renewal of A could go unanswered"
+    )))
 }
 
 /// `owner`'s run-state commits (start, checkpoints, terminal), after `after` when given.
@@ -284,4 +312,34 @@ async fn judge_b_finishes(
     ));
     ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fenceproof_harness::testkit::commit_rows::{commit_row, CommitRowBuilder};
+    use serde_json::json;
+
+    fn task(owner: &str, apart_ms: i64) -> Vec<oracle::CommitRow> {
+        let t0 = chrono::Utc::now();
+        (0..STEPS as i64)
+            .map(|i| {
+                commit_row(i + 1, "agent_runs", "UPDATE")
+                    .by(owner)
+                    .change(json!({"status": "running"}), json!({"status": "running"}))
+                    .at(t0 + chrono::Duration::milliseconds(i * apart_ms))
+            })
+            .collect()
+    }
+
+    /// A task paced as asked and done before the freeze took hold is the machine's (STARVED); one
+    /// done without its pacing is the worker's (an ERROR naming it); a task still running is neither.
+    #[test]
+    fn an_unmade_moment_is_told_apart_by_the_database_clock() {
+        let paced = unmade_moment(&task("a", PACE_MS as i64), "a");
+        assert!(matches!(paced, Err(HarnessError::Inconclusive(_))), "{paced:?}");
+        let unpaced = unmade_moment(&task("a", 1), "a");
+        assert!(matches!(unpaced, Err(HarnessError::Worker { .. })), "{unpaced:?}");
+        assert!(unmade_moment(&task("a", 1)[..10], "a").is_ok(), "the task was not finished");
+    }
 }

@@ -1,15 +1,15 @@
 //! Trace validation: a recorded history (the oracle's commits, grouped into transactions) is
-//! checked to be a behaviour of the model. Each committed change is mapped to the model action
-//! whose effect it is — a takeover, renewal or release of the lease, a protected commit of the
-//! run, a claim, result write, unknown marking or reconciliation of an operation, a control-plane
-//! step — and that action's guard is checked on the rows the history had reached, with the
-//! database's own clock: a statement's clock reading lies between its transaction's start and its
-//! commit. Hidden steps (clock ticks, lock and validation reads, a refused CAS, a process's local
-//! decisions) leave no commit and are allowed between any two. A change no action explains is
-//! the validation's finding: the first one names its commit and what the model allows there.
+//! checked to be a behaviour of the model, by the model itself. Each committed change is abstracted
+//! to the model's state it was taken from ([`scene`]), and the model's own `enabled`, `step::next`
+//! and invariants say which of its actions, taken there, leaves the rows as the commit did
+//! ([`refine`]); no guard is written here a second time. Time is read from the database's own
+//! clock: a statement's reading lies between its transaction's start and its commit. Hidden steps
+//! (clock ticks, lock and validation reads, a refused CAS, a process's local decisions) leave no
+//! commit. A change no action explains is the validation's finding, with each action asked and the
+//! model's answer, and the rule the model names for it.
 //!
-//! It is an independent judge beside the rule checks: it knows nothing of experiments, only the
-//! model's actions, so it judges every row, schedule and control run the same way.
+//! It judges beside the rule checks and knows nothing of experiments, so it judges every row,
+//! schedule and control run the same way.
 
 pub mod calls;
 pub mod classify;

@@ -14,7 +14,7 @@ use fenceproof_harness::HarnessError;
 use fenceproof_model::action::Action;
 
 use super::lane::{Lane, Place};
-use super::play::{self, PathReport};
+use super::play::{self, Grant, PathReport};
 use super::AGAIN_LONGER;
 use crate::ctx::{with_database, Ctx, CONTROL};
 
@@ -58,19 +58,19 @@ pub async fn play(
     ctx: &Ctx,
     lane: &mut Lane,
     mine: Vec<(usize, &(String, Vec<Action>))>,
-    grant_ms: i64,
+    grant: Grant,
     total: usize,
 ) -> Result<Vec<(usize, PathReport, usize)>, HarnessError> {
     let mut out = Vec::new();
     for (i, (t, p)) in &mine {
-        out.push((*i, play::play(ctx, lane, *i, t, p, grant_ms).await?, 0));
+        out.push((*i, play::play(ctx, lane, *i, t, p, grant).await?, 0));
     }
     for k in 0..out.len() {
         if out[k].1.diverged.is_none() {
             continue;
         }
         let (i, (t, p)) = mine[k];
-        let mut r = play::play(ctx, lane, total + i, t, p, grant_ms * AGAIN_LONGER).await?;
+        let mut r = play::play(ctx, lane, total + i, t, p, grant.longer(AGAIN_LONGER)).await?;
         r.again_of = Some(out[k].1.run_id.clone());
         out[k] = (i, r, 1);
     }

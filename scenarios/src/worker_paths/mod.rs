@@ -52,8 +52,12 @@ pub const NO_REFUSED_STEP_ANSWERED_OK: &str = "the worker answered ok to no step
 /// The environment variable that selects paths by their transition (comma-separated).
 pub const ONLY_PATHS: &str = "FENCEPROOF_MODEL_PATH";
 
-/// The least term of a grant a tick must see lapse (stretched by the worker's measured round trip).
-const GRANT_FLOOR_MS: u64 = 200;
+/// The least term of a grant a tick must see lapse.
+const GRANT_FLOOR_MS: i64 = 150;
+
+/// How many of the worker's measured round trips each step between a grant and its tick adds to
+/// the grant's term.
+const STEP_ROUND_TRIPS: i64 = 4;
 
 /// How much longer the terms are when a path that stopped is played again.
 const AGAIN_LONGER: i64 = 5;
@@ -63,11 +67,12 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let mut lanes = lanes::open(ctx, paths.len()).await?;
     let c: &Ctx = ctx;
     let rt = measured::timed(c, lanes[0].get(c, Who::Slot(0)).await?).await?;
-    let grant_ms = measured::covering(GRANT_FLOOR_MS, 1, &rt) as i64;
+    let step_ms = (rt.request().as_millis() as i64) * STEP_ROUND_TRIPS;
+    let grant = play::Grant { floor_ms: GRANT_FLOOR_MS, step_ms };
     let n = lanes.len();
     let played = futures_util::future::join_all(lanes.iter_mut().enumerate().map(|(k, lane)| {
         let mine: Vec<(usize, &(String, Vec<Action>))> = paths.iter().enumerate().filter(|(i, _)| i % n == k).collect();
-        lanes::play(c, lane, mine, grant_ms, paths.len())
+        lanes::play(c, lane, mine, grant, paths.len())
     }))
     .await;
     let mut reports: Vec<(usize, PathReport, usize)> = Vec::new();
@@ -81,7 +86,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     std::fs::write(ctx.dir.join("paths.json"), text)?;
     judge(ctx, &reports, again);
     ctx.note(format!(
-        "{n} lane(s) side by side; terms of {grant_ms} ms where a tick follows (round trip {})",
+        "{n} lane(s) side by side; a grant a tick follows lasts {GRANT_FLOOR_MS} ms + {step_ms} ms per step before \
+         the tick (round trip {})",
         rt.describe()
     ));
     lanes::close(ctx, lanes).await

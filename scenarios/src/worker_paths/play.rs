@@ -77,6 +77,27 @@ enum Stop {
     Unheld(String),
 }
 
+/// The terms of the grants a clock tick of a path must see lapse: long enough for the steps
+/// between the grant and the tick (`step_ms` each, from the worker's measured round trip), at
+/// least `floor_ms`.
+#[derive(Debug, Clone, Copy)]
+pub struct Grant {
+    pub floor_ms: i64,
+    pub step_ms: i64,
+}
+
+impl Grant {
+    /// Both `k` times as long.
+    pub fn longer(self, k: i64) -> Grant {
+        Grant { floor_ms: self.floor_ms * k, step_ms: self.step_ms * k }
+    }
+
+    /// The term of a grant with `steps` steps before the next tick.
+    fn term(self, steps: usize) -> i64 {
+        self.floor_ms + self.step_ms * steps as i64
+    }
+}
+
 /// A path being played.
 pub struct Play<'a> {
     ctx: &'a Ctx,
@@ -88,7 +109,7 @@ pub struct Play<'a> {
     run_id: Uuid,
     path: &'a [Action],
     at: usize,
-    grant_ms: i64,
+    grant: Grant,
     caps: Vec<Capability>,
     held: Vec<Held>,
     /// Operation n's operation_id, from its plan's answer.
@@ -102,15 +123,15 @@ pub struct Play<'a> {
     stop: Option<Stop>,
 }
 
-/// Play `path` (the path to `transition`) as path number `idx`, each grant a tick must see lapse
-/// lasting `grant_ms`.
+/// Play `path` (the path to `transition`) as path number `idx`, the grants a tick must see lapse
+/// lasting as `grant` says.
 pub async fn play(
     ctx: &Ctx,
     lane: &mut Lane,
     idx: usize,
     transition: &str,
     path: &[Action],
-    grant_ms: i64,
+    grant: Grant,
 ) -> Result<PathReport, HarnessError> {
     let (model, states) = replay(path).ok_or_else(|| {
         HarnessError::Other(format!("the path to {transition} is no behaviour of the model's bounds"))
@@ -134,7 +155,7 @@ pub async fn play(
         run_id,
         path,
         at: 0,
-        grant_ms,
+        grant,
         ops: vec![None; caps.len()],
         caps,
         held: Vec::new(),
@@ -218,7 +239,7 @@ impl Play<'_> {
             Action::MarkUnknown(n) => self.mark_unknown(n).await,
             Action::Reconcile(n) => self.reconcile(n).await,
             Action::Cancel => self.simple(Who::ControlPlane, json!({"cmd": "cancel", "run_id": self.run_id})).await,
-            Action::Tick => wait::tick(&self.pool, self.run_id, self.grant_ms).await.map(|_| true),
+            Action::Tick => wait::tick(&self.pool, self.run_id, self.grant.term(self.path.len())).await.map(|_| true),
             Action::Kill(i) => self.lane.kill(Who::Slot(i)).await.map(|_| true),
             // The row lock is taken with the validation (the model's own lock keeps every other
             // process off the lease row in between); the call is the dispatch's.
@@ -468,7 +489,7 @@ impl Play<'_> {
             return Ok(None);
         }
         let before = wait::terms(&self.pool, self.run_id).await?;
-        let cmd = json!({"cmd": "acquire", "run_id": self.run_id, "ttl_ms": self.grant_ms,
+        let cmd = json!({"cmd": "acquire", "run_id": self.run_id, "ttl_ms": self.grant.floor_ms,
             "heartbeat_ms": HEARTBEAT_OFF_MS, "renew_timeout_ms": STEP.as_millis() as u64});
         if !self.simple(Who::Probe, cmd).await? {
             return Ok(None);
@@ -512,10 +533,9 @@ impl Play<'_> {
 
     /// The term of a grant made now: short when a clock tick of the path follows it.
     fn term(&self) -> i64 {
-        if self.path[self.at..].contains(&Action::Tick) {
-            self.grant_ms
-        } else {
-            LONG_MS
+        match self.path[self.at..].iter().position(|a| *a == Action::Tick) {
+            Some(steps) => self.grant.term(steps),
+            None => LONG_MS,
         }
     }
 

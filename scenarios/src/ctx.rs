@@ -70,6 +70,8 @@ pub struct Ctx {
     /// Writers the experiment itself runs outside the protocol (a legacy direct writer): trace
     /// validation counts their commits as the environment's, not as protocol steps.
     pub environment: Vec<String>,
+    /// The command that runs this row alone again, as its `reproduce:` line prints it.
+    pub reproduce: String,
 }
 
 /// A worker whose term is over tries everything anyway: renew, save at the revision it knows and

@@ -316,6 +316,7 @@ impl Session {
             notes: Vec::new(),
             own_commits: None,
             environment: Vec::new(),
+            reproduce: self.reproduce(id),
         };
         Ok(ContextPlan { place, ctx })
     }

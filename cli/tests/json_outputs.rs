@@ -107,8 +107,9 @@ fn merge_json_is_the_merged_matrix_with_its_folder() {
 }
 
 /// The subcommands `fenceproof --help` lists.
-fn subcommands() -> Vec<String> {
-    let out = fenceproof(&["--help"]);
+/// The commands `fenceproof <path> --help` lists (clap's own `help` left out).
+fn subcommands(path: &[&str]) -> Vec<String> {
+    let out = fenceproof(&[path, &["--help"][..]].concat());
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let commands = text.split("Commands:").nth(1).expect("a Commands section");
     commands
@@ -122,10 +123,18 @@ fn subcommands() -> Vec<String> {
 
 #[test]
 fn every_subcommand_with_a_result_offers_json() {
-    let commands = subcommands();
+    let commands = subcommands(&[]);
     assert!(commands.len() >= 14 && commands.iter().any(|c| c == "docs"), "{commands:?}");
-    for c in commands.iter().filter(|c| *c != "docs") {
-        let out = fenceproof(&[c, "--help"]);
+    // A group (`mutants`, `schedules`) has no flags of its own: each of its commands has them.
+    let grouped = |c: &String| match c.as_str() {
+        "mutants" | "schedules" => subcommands(&[c.as_str()]).into_iter().map(|s| format!("{c} {s}")).collect(),
+        _ => vec![c.clone()],
+    };
+    let paths: Vec<String> = commands.iter().filter(|c| *c != "docs").flat_map(grouped).collect();
+    assert!(paths.iter().any(|p| p == "mutants sql") && paths.iter().any(|p| p == "schedules run"), "{paths:?}");
+    for c in &paths {
+        let args: Vec<&str> = c.split_whitespace().chain(["--help"]).collect();
+        let out = fenceproof(&args);
         assert_eq!(out.status.code(), Some(0), "{c} --help");
         let help = String::from_utf8_lossy(&out.stdout);
         assert!(help.contains("--json"), "`fenceproof {c} --help` does not mention --json:\n{help}");

@@ -8,14 +8,11 @@
 use fenceproof_harness::check::{invariants, Check};
 use fenceproof_harness::record::oracle::CommitRow;
 
-use crate::ctx::CONTROL;
-use crate::experiment::Experiment;
-
 /// What an experiment tells the invariants judge about its row.
 #[derive(Debug, Clone, Default)]
 pub struct InvariantScope {
-    /// Writers beside [`CONTROL`] that are the harness's control plane (a control-plane process
-    /// the story started, a restorer).
+    /// Writers that are the harness's control plane: its own session (`ctx::CONTROL`, which the
+    /// runner puts first), then a control-plane process the story started, a restorer.
     pub control: Vec<String>,
     /// Judge only the commits after this sequence number: the protocol's steps start there (a
     /// rollout's fenced phase, what follows a restore's recovery).
@@ -26,14 +23,19 @@ pub struct InvariantScope {
 }
 
 impl InvariantScope {
+    /// A row's scope before its story: `control` (the harness's own session) the one
+    /// control-plane writer.
+    pub fn new(control: &str) -> InvariantScope {
+        InvariantScope { control: vec![control.to_string()], ..InvariantScope::default() }
+    }
+
     /// The invariants' checks over `history`, as this scope reads it.
     pub fn judge(&self, history: &[CommitRow]) -> Vec<Check> {
         let rows: Vec<CommitRow> = match self.after_seq {
             Some(seq) => history.iter().filter(|r| r.seq > seq).cloned().collect(),
             None => history.to_vec(),
         };
-        let mut control: Vec<&str> = vec![CONTROL];
-        control.extend(self.control.iter().map(String::as_str));
+        let control: Vec<&str> = self.control.iter().map(String::as_str).collect();
         invariants::all(&rows, &control).into_iter().filter(|c| !self.skip.contains(&c.name.as_str())).collect()
     }
 }
@@ -49,16 +51,16 @@ pub fn judged(checks: &[Check], scope: &InvariantScope) -> bool {
 }
 
 /// The runner's step for a row whose story ran to its end: the invariants judged over `history`
-/// when `exp` declares them, unless the story already judged them (the Model-paths row, until it
+/// when the row declares them (`declared`: its `Checks::invariants`), unless the story already judged them (the Model-paths row, until it
 /// says its scope on its context). `Err`: the ERROR that names the judge, when the row declares it
 /// and it could not judge (its history was not read).
 pub fn apply(
-    exp: &Experiment,
+    declared: bool,
     scope: &InvariantScope,
     history: Result<&[CommitRow], String>,
     checks: &mut Vec<Check>,
 ) -> Result<(), String> {
-    if !exp.checks.invariants || judged(checks, scope) {
+    if !declared || judged(checks, scope) {
         return Ok(());
     }
     match history {
@@ -71,8 +73,8 @@ pub fn apply(
 }
 
 /// A row that declares the invariants judge and ran to its end without it: the ERROR naming it.
-pub fn unjudged_error(exp: &Experiment, scope: &InvariantScope, checks: &[Check]) -> Option<String> {
-    (exp.checks.invariants && !judged(checks, scope)).then(|| unjudged("its checks do not hold the judge's"))
+pub fn unjudged_error(declared: bool, scope: &InvariantScope, checks: &[Check]) -> Option<String> {
+    (declared && !judged(checks, scope)).then(|| unjudged("its checks do not hold the judge's"))
 }
 
 fn unjudged(why: &str) -> String {
@@ -82,50 +84,42 @@ fn unjudged(why: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::{Checks, Judges};
+    use crate::experiment::Checks;
 
-    fn experiment(checks: Checks) -> Experiment {
-        Experiment {
-            id: "X-test",
-            title: "a row for the runner's judges",
-            section: "11 A",
-            needs: &[],
-            judges: Judges::Protocol,
-            checks,
-            operator_of: &[],
-            run: |_| Box::pin(async { Ok(()) }),
-        }
+    /// Whether a row declared so declares the invariants judge.
+    fn experiment(checks: Checks) -> bool {
+        checks.invariants
     }
 
     #[test]
     fn a_row_that_declares_the_judge_is_judged_by_the_runner() {
         let mut checks = Vec::new();
-        apply(&experiment(Checks::ALL), &InvariantScope::default(), Ok(&[]), &mut checks).expect("judged");
+        apply(experiment(Checks::ALL), &InvariantScope::default(), Ok(&[]), &mut checks).expect("judged");
         assert_eq!(checks.len(), names().len());
-        assert!(unjudged_error(&experiment(Checks::ALL), &InvariantScope::default(), &checks).is_none());
+        assert!(unjudged_error(experiment(Checks::ALL), &InvariantScope::default(), &checks).is_none());
         // Judged once: a second pass (or a story that judged itself) adds nothing.
-        apply(&experiment(Checks::ALL), &InvariantScope::default(), Ok(&[]), &mut checks).expect("judged");
+        apply(experiment(Checks::ALL), &InvariantScope::default(), Ok(&[]), &mut checks).expect("judged");
         assert_eq!(checks.len(), names().len());
     }
 
     #[test]
     fn a_row_that_declares_the_judge_and_is_not_judged_is_an_error_naming_it() {
         let mut checks = Vec::new();
-        let e = apply(&experiment(Checks::ALL), &InvariantScope::default(), Err("no oracle".into()), &mut checks)
+        let e = apply(experiment(Checks::ALL), &InvariantScope::default(), Err("no oracle".into()), &mut checks)
             .expect_err("not judged");
         assert!(e.contains("invariants judge") && e.contains("no oracle"), "{e}");
         assert!(checks.is_empty());
-        let e = unjudged_error(&experiment(Checks::NO_ANSWERS), &InvariantScope::default(), &checks);
+        let e = unjudged_error(experiment(Checks::NO_ANSWERS), &InvariantScope::default(), &checks);
         assert!(e.is_some_and(|e| e.contains("invariants judge")));
     }
 
     #[test]
     fn a_row_that_does_not_declare_it_is_left_alone() {
         let mut checks = Vec::new();
-        apply(&experiment(Checks::MEASUREMENT), &InvariantScope::default(), Err("no oracle".into()), &mut checks)
+        apply(experiment(Checks::MEASUREMENT), &InvariantScope::default(), Err("no oracle".into()), &mut checks)
             .expect("not declared");
         assert!(checks.is_empty());
-        assert!(unjudged_error(&experiment(Checks::MEASUREMENT), &InvariantScope::default(), &checks).is_none());
+        assert!(unjudged_error(experiment(Checks::MEASUREMENT), &InvariantScope::default(), &checks).is_none());
     }
 
     #[test]

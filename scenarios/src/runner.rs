@@ -316,7 +316,7 @@ impl Session {
             notes: Vec::new(),
             own_commits: None,
             environment: Vec::new(),
-            invariants: crate::invariants_judge::InvariantScope::default(),
+            invariants: crate::invariants_judge::InvariantScope::new(crate::ctx::CONTROL),
         };
         Ok(ContextPlan { place, ctx })
     }
@@ -356,7 +356,7 @@ fn judge_invariants(
         (Some(saved), _) => saved.as_deref().map_err(String::clone),
         (None, rows) => rows.map_err(|e| format!("the row's history was not read: {e}")),
     };
-    crate::invariants_judge::apply(exp, &ctx.invariants, history, &mut ctx.checks).err()
+    crate::invariants_judge::apply(exp.checks.invariants, &ctx.invariants, history, &mut ctx.checks).err()
 }
 
 /// What finishing a row needs of its session, owned (rows side by side finish inside their own
@@ -434,7 +434,9 @@ impl RowEnd {
                 error
             }
             judging => error
-                .or_else(|| crate::invariants_judge::unjudged_error(exp, &ctx.invariants, &ctx.checks))
+                .or_else(|| {
+                    crate::invariants_judge::unjudged_error(exp.checks.invariants, &ctx.invariants, &ctx.checks)
+                })
                 .or_else(|| undeclared_rules(exp, &ctx.checks, judging.trace())),
         };
         stamp_rules(&mut ctx.checks);

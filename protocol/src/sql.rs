@@ -1,6 +1,6 @@
 //! The direct write path's statements, in one place: every statement the protocol runs on the
 //! tables themselves (when it is not calling the fenced `fp_*` functions), by name. `fenceproof
-//! mutants-sql` derives generated mutants from this list, and a `mutants` build of the worker can
+//! mutants sql` derives generated mutants from this list, and a `mutants` build of the worker can
 //! be told to run one statement in its mutated form (`--sql-mutant FILE`); the reference build
 //! always runs these texts as they are.
 
@@ -157,7 +157,7 @@ pub fn set_override(name: &str, text: &str) -> bool {
 static REPORTED: std::sync::Mutex<Option<std::collections::BTreeSet<String>>> = std::sync::Mutex::new(None);
 
 /// From now on, say on stderr the first time this process runs each direct-path statement, as
-/// `fenceproof-worker: direct statement <name>` (mutants build only): `fenceproof mutants-sql`
+/// `fenceproof-worker: direct statement <name>` (mutants build only): `fenceproof mutants sql`
 /// reads the reference's lines to run a statement's mutants only through the rows that reach it.
 #[cfg(feature = "mutants")]
 pub fn report_statements() {

@@ -23,6 +23,7 @@ pub mod g_retry_isolation;
 pub mod h_failover;
 pub mod h_lease_params;
 pub mod i_lost_ack;
+pub mod invariants_judge;
 pub mod j_partition;
 pub mod jobs;
 pub mod k_clock_jump;

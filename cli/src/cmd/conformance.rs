@@ -24,13 +24,8 @@ pub struct Args {
     /// Print every point checked, not only the deviations (--json always holds every point).
     #[arg(long)]
     all: bool,
-    /// Print the report as one JSON document on stdout: conformance.json's fields (every point)
-    /// plus "report", the run folder.
-    #[arg(long)]
-    json: bool,
-    /// Print only what failed and the closing count line, and no progress on stderr (for CI logs).
-    #[arg(long, conflicts_with = "json")]
-    quiet: bool,
+    #[command(flatten)]
+    out: crate::cmd::output::Output,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -41,7 +36,7 @@ pub async fn run(a: Args) -> u8 {
     {
         return crate::fail::usage(msg);
     }
-    let print = crate::cmd::Print::new(a.json, a.quiet);
+    let print = a.out.print();
     let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), Deployment::default(), None);
     crate::interrupt::interruptible(probes(&opts, a.only.as_deref(), a.all, print)).await
 }

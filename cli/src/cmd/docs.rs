@@ -535,13 +535,13 @@ fn blocks(root: &Path, check: bool) -> Result<Vec<StaleIn>, u8> {
 /// The stale (or rewritten) blocks and the undefined sections: one line each and a closing line,
 /// or one JSON document.
 fn print(found: &[StaleIn], undefined: &[super::sections::Undefined], a: &Args) {
-    if a.json {
+    if a.out.json {
         let v = serde_json::json!({ "stale": found, "rewritten": !a.check, "undefined_sections": undefined });
         outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
         return;
     }
     let verb = if a.check { "is stale" } else { "rewritten" };
-    if !a.quiet {
+    if !a.out.quiet {
         for s in found {
             outln!(
                 "{}:{}: generated:{} {verb} (first difference at its line {})",
@@ -631,11 +631,6 @@ pub struct Args {
     /// The folder holding README.md and docs/.
     #[arg(long, default_value = ".")]
     pub root: PathBuf,
-    /// Print one JSON document: {"stale": [{"file", "line", "name", "first_difference"}],
-    /// "rewritten", "undefined_sections": [{"at", "section"}]} (rewritten: false with --check).
-    #[arg(long)]
-    pub json: bool,
-    /// Print only the closing line: how many blocks differ (or were rewritten).
-    #[arg(long, conflicts_with = "json")]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub out: crate::cmd::output::Output,
 }

@@ -134,6 +134,13 @@ where
     }
 }
 
+/// End backend `pid`'s session (`pg_terminate_backend`), as a server-side bound on a cut-off
+/// session would (`idle_in_transaction_session_timeout`, or TCP keepalives): its transaction rolls
+/// back and its locks go. Whether it was ended.
+pub async fn end_session(pool: &PgPool, pid: i32) -> bool {
+    sqlx::query_scalar::<_, bool>("SELECT pg_terminate_backend($1)").bind(pid).fetch_one(pool).await.unwrap_or(false)
+}
+
 /// The settings that bound how long a cut-off session can hold its locks, as the server has them:
 /// `idle_in_transaction_session_timeout=0, tcp_keepalives_idle=7200, …` (0: no bound).
 pub async fn session_bounds(pool: &PgPool) -> String {

@@ -28,6 +28,7 @@ pub mod j_partition;
 pub mod jobs;
 pub mod k_clock_jump;
 pub mod l_rollout;
+pub mod lock_waits;
 pub mod m_redis_prefilter;
 pub mod measured;
 pub mod model_paths;

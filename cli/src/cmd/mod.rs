@@ -7,6 +7,8 @@ pub mod bench;
 pub mod bench_plan;
 pub mod cleanup;
 pub mod conformance;
+pub mod direct_path;
+pub mod direct_sql;
 pub mod docs;
 pub mod fp_functions;
 pub mod groups;

@@ -466,14 +466,15 @@ impl Play<'_> {
         if rest.first() == Some(&Action::GiveUp(i)) {
             return (Some(ToolFault::Error5xx), false);
         }
-        // rest[0] is the call (a worker path calls at once); then the session's next step.
-        let next = rest.iter().enumerate().skip(1).find(|(_, a)| a.process() == Some(i));
+        // rest[0] is the call (a worker path calls at once); then the claim session's next step
+        // (the same model process's lease and commit steps are not its claim session's).
+        let next = rest.iter().enumerate().skip(1).find(|(_, a)| {
+            matches!(a, Action::WriteResult(j) | Action::GiveUp(j) | Action::Kill(j) if *j == i)
+        });
         match next {
             Some((1, Action::WriteResult(_))) => (None, false),
             Some((1, Action::GiveUp(_))) => (Some(ToolFault::DropAfterCommit), false),
             Some((_, Action::GiveUp(_))) => (Some(ToolFault::DropAfterCommit), true),
-            // Its result waits while other steps come, or, when it writes none on the path, until
-            // the path ends: the claim stays dispatching as the model leaves it.
             Some(_) | None => (None, true),
         }
     }

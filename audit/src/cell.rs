@@ -149,6 +149,7 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
         held: None,
         held_pid: 0,
         observed: Vec::new(),
+        tree: lib.process_tree,
     };
     let outcome = drive(env, lib, exp, dir, index, &timeline, &mut state).await;
     if let Some(h) = state.held.take() {
@@ -272,6 +273,8 @@ struct Cell {
     observed: Vec<String>,
     frozen: Option<Frozen>,
     tools: Option<ToolsProc>,
+    /// A's worker is a tree of processes: its pauses and freezes take the whole tree.
+    tree: bool,
 }
 
 /// START/END entries of the tools' ledger: (worker, phase, at).
@@ -329,16 +332,20 @@ async fn wait_end_a(ledger: &Path, events: &Path) -> Result<(), HarnessError> {
 async fn settle(pool: &sqlx::PgPool, lib: &Library, worker: &str, after_seq: i64) -> Result<bool, HarnessError> {
     let app = app_name(worker);
     let registry = lib.registry.map(|r| r.table).unwrap_or("");
+    let (results, column) = lib.results_table.unwrap_or(("", ""));
     let deadline = Instant::now() + SETTLE;
     loop {
         let n: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM fenceproof_audit.commits WHERE writer = $1 AND seq > $2
-                AND (op = 'DELETE' OR old_row->>$3 IS DISTINCT FROM new_row->>$3) AND table_name <> $4",
+                AND (op = 'DELETE' OR old_row->>$3 IS DISTINCT FROM new_row->>$3
+                     OR (table_name = $5 AND old_row->>$6 IS DISTINCT FROM new_row->>$6)) AND table_name <> $4",
         )
         .bind(&app)
         .bind(after_seq)
         .bind(lib.status_column)
         .bind(registry)
+        .bind(results)
+        .bind(column)
         .fetch_one(pool)
         .await?;
         if n > 0 {
@@ -574,6 +581,9 @@ async fn prepare(
     if let Some(r) = lib.registry {
         audit_commits::watch(&pool, r.table).await?;
     }
+    if let Some((t, _)) = lib.results_table {
+        audit_commits::watch(&pool, t).await?;
+    }
     timeline.record("harness", "setup", lib.name, json!({"database": db, "table": lib.table}));
 
     let tools = ToolsProc::spawn(env.tools_bin, dir, timeline, None).await?;
@@ -733,8 +743,9 @@ async fn hold_a(
     let except = cell.held_pid;
     let at = match exp.hold {
         HoldKind::Sigstop | HoldKind::HeldWrite => {
-            sigstop(a_pid, timeline).await?;
-            let (p, r) = (|| sigstop(a_pid, timeline), || sigcont(a_pid, timeline));
+            let tree = cell.tree;
+            sigstop(a_pid, tree, timeline).await?;
+            let (p, r) = (|| sigstop(a_pid, tree, timeline), || sigcont(a_pid, tree, timeline));
             hold::outside_library_locks(pool, lib, &app_name("A"), except, timeline, p, r).await?
         }
         HoldKind::Freeze => freeze_a(pool, lib, except, timeline, cell).await?,
@@ -756,14 +767,20 @@ async fn hold_a(
 }
 
 /// Stop A with SIGSTOP, the moment in the timeline (the pause behind a verdict is read from there).
-async fn sigstop(pid: nix::unistd::Pid, timeline: &Timeline) -> Result<(), HarnessError> {
-    timeline.record("harness", pause::STOP, "A", json!({"how": "SIGSTOP"}));
+async fn sigstop(pid: nix::unistd::Pid, tree: bool, timeline: &Timeline) -> Result<(), HarnessError> {
+    timeline.record("harness", pause::STOP, "A", json!({"how": "SIGSTOP", "process_group": tree}));
+    if tree {
+        signals::send_group(pid, nix::sys::signal::Signal::SIGSTOP)?;
+    }
     signals::pause(pid).await
 }
 
 /// Let A go on with SIGCONT, the moment in the timeline.
-async fn sigcont(pid: nix::unistd::Pid, timeline: &Timeline) -> Result<(), HarnessError> {
-    timeline.record("harness", pause::CONT, "A", json!({"how": "SIGCONT"}));
+async fn sigcont(pid: nix::unistd::Pid, tree: bool, timeline: &Timeline) -> Result<(), HarnessError> {
+    timeline.record("harness", pause::CONT, "A", json!({"how": "SIGCONT", "process_group": tree}));
+    if tree {
+        signals::send_group(pid, nix::sys::signal::Signal::SIGCONT)?;
+    }
     signals::resume(pid).await
 }
 
@@ -777,7 +794,14 @@ async fn freeze_a(
 ) -> Result<hold::PausedAt, HarnessError> {
     let a_pid = cell.workers[0].pid;
     timeline.record("harness", pause::STOP, "A", json!({"how": "freeze"}));
-    let frozen = std::sync::Arc::new(tokio::sync::Mutex::new(Some(Frozen::freeze(a_pid).await?)));
+    let tree = cell.tree;
+    let freeze_a = move || async move {
+        match tree {
+            true => Frozen::freeze_tree(a_pid).await,
+            false => Frozen::freeze(a_pid).await,
+        }
+    };
+    let frozen = std::sync::Arc::new(tokio::sync::Mutex::new(Some(freeze_a().await?)));
     let (f, t1) = (frozen.clone(), timeline.clone());
     let thaw = move || {
         let (f, t1) = (f.clone(), t1.clone());
@@ -794,7 +818,7 @@ async fn freeze_a(
         let (g, t2) = (g.clone(), t2.clone());
         async move {
             t2.record("harness", pause::STOP, "A", json!({"how": "freeze"}));
-            *g.lock().await = Some(Frozen::freeze(a_pid).await?);
+            *g.lock().await = Some(freeze_a().await?);
             Ok(())
         }
     };
@@ -935,7 +959,7 @@ async fn outcome_without_start(pool: &sqlx::PgPool, lib: &Library) -> Result<boo
 /// Resume or thaw A, and close its hold window.
 async fn bring_back(exp: &AuditExperiment, cell: &mut Cell, timeline: &Timeline) -> Result<(), HarnessError> {
     match exp.hold {
-        HoldKind::Sigstop | HoldKind::HeldWrite => sigcont(cell.workers[0].pid, timeline).await?,
+        HoldKind::Sigstop | HoldKind::HeldWrite => sigcont(cell.workers[0].pid, cell.tree, timeline).await?,
         HoldKind::Freeze => {
             if let Some(f) = cell.frozen.take() {
                 timeline.record("harness", pause::CONT, "A", json!({"how": "thaw"}));
@@ -995,7 +1019,18 @@ pub fn history(
         status_before: status(&c.old_row),
         status_after: status(&c.new_row),
     };
-    let writes = commits.iter().filter(|c| c.table_name == lib.table).map(write).collect();
+    let mut writes: Vec<JobWrite> = commits.iter().filter(|c| c.table_name == lib.table).map(write).collect();
+    if let Some((table, column)) = lib.results_table {
+        // The results table's record of how the task ended, read as `column=value`.
+        let result = |row: &Option<Value>| row.as_ref().map(|r| format!("{column}={}", r[column]));
+        let results = commits.iter().filter(|c| c.table_name == table);
+        writes.extend(results.map(|c| JobWrite {
+            status_before: result(&c.old_row),
+            status_after: result(&c.new_row),
+            ..write(c)
+        }));
+        writes.sort_by_key(|w| w.seq);
+    }
     let checkpoints = checkpoint_table.map(|t| {
         commits
             .iter()

@@ -109,6 +109,13 @@ pub struct Library {
     /// Its registry of live workers, when a cell's outcome hangs on it: watched by the commit
     /// triggers in every cell, read back for the cell's note (`crate::registry`).
     pub registry: Option<Registry>,
+    /// The library's table of task results, when it keeps the outcome apart from the queue row
+    /// (table, the column that says how the task ended): its commits are judged with the job
+    /// table's, each status read as `column=value`.
+    pub results_table: Option<(&'static str, &'static str)>,
+    /// Its worker is a tree of processes (a django-q2 `qcluster`: the Sentinel forks pusher,
+    /// workers and monitor): the harness pauses and resumes the worker's whole process group.
+    pub process_tree: bool,
     /// Experiments the library's design does not allow, each with the reason (reported instead of
     /// a verdict).
     pub not_applicable: &'static [(&'static str, &'static str)],
@@ -187,6 +194,8 @@ pub const LIBRARIES: &[Library] = &[
         takeover_touches: "the lease row (fp_lease_acquire: owner, epoch, expiry) and the run row (B's running -> running transition)",
         recovery_lock: None,
         registry: None,
+        results_table: None,
+        process_tree: false,
         not_applicable: &[],
     },
     Library {
@@ -219,6 +228,8 @@ pub const LIBRARIES: &[Library] = &[
             named: false,
             why: "a worker starting prunes the workers whose heartbeat is older than its stalled_worker_timeout (procrastinate's default 30 s here); a job's worker_id references its worker's row, so a pruned worker cannot claim a job again",
         }),
+        results_table: None,
+        process_tree: false,
         not_applicable: &[],
     },
     Library {
@@ -246,6 +257,8 @@ pub const LIBRARIES: &[Library] = &[
         takeover_touches: "the job row (dequeue re-picks it: status, heartbeat)",
         recovery_lock: None,
         registry: None,
+        results_table: None,
+        process_tree: false,
         not_applicable: &[],
     },
     Library {
@@ -280,6 +293,8 @@ pub const LIBRARIES: &[Library] = &[
             named: true,
             why: "the Recovery plugin takes back only the running jobs of a worker id whose last_seen is older than heartbeat_timeout; a worker started under the same worker_id refreshes that id's last_seen",
         }),
+        results_table: None,
+        process_tree: false,
         not_applicable: &[],
     },
     Library {
@@ -307,6 +322,8 @@ pub const LIBRARIES: &[Library] = &[
         takeover_touches: "the workflow_status row (recovery: a new owner_xid and executor id)",
         recovery_lock: None,
         registry: None,
+        results_table: None,
+        process_tree: false,
         not_applicable: &[
             ("pause-early-retry", "DBOS has no job-level retry request: a step's retries run inside the same execution"),
             ("long-job-success", "DBOS has no heartbeat: a live executor's workflows are recovered only when it is declared dead (Conductor, 60 s without its heartbeat to Conductor, or an operator); the adapter's recovery declares every other executor dead at once"),
@@ -337,6 +354,8 @@ pub const LIBRARIES: &[Library] = &[
         takeover_touches: "the task row and the run rows (the expired run fails, a new run is claimed)",
         recovery_lock: None,
         registry: None,
+        results_table: None,
+        process_tree: false,
         not_applicable: &[],
     },
     Library {
@@ -359,11 +378,13 @@ pub const LIBRARIES: &[Library] = &[
         },
         completion_guard: "none (the job row is updated by key, whatever its status)",
         control: false,
-        checkpoint_table: None,
+        checkpoint_table: Some("public.saq_jobs"),
         held_at: HeldAt::Trigger("expire_at\\s*="),
         takeover_touches: "the job row (the sweep: active -> aborting -> queued; B's dequeue: active)",
         recovery_lock: None,
         registry: None,
+        results_table: None,
+        process_tree: false,
         not_applicable: &[],
     },
     Library {
@@ -376,13 +397,13 @@ pub const LIBRARIES: &[Library] = &[
         claimed: &[],
         success: Success::Deleted,
         protocol_schema: false,
-        fast: Timing { stall_s: 2.0, heartbeat_s: 0.0, sweep_s: 0.2, extra_s: 0.0 },
-        takeover_s: 60,
-        recovery: "built in, no heartbeat: the ORM broker's dequeue re-delivers a task whose lock (pulled at + retry=2 s) passed",
+        fast: Timing { stall_s: 25.0, heartbeat_s: 0.0, sweep_s: 0.2, extra_s: 0.0 },
+        takeover_s: 90,
+        recovery: "built in, no heartbeat: the ORM broker's dequeue re-delivers a task whose lock (pulled at + retry=25 s) passed; run as `qcluster` with timeout=20 s < retry, as django-q2 asks",
         production: Production {
             timing: Timing { stall_s: 60.0, heartbeat_s: 0.0, sweep_s: 0.2, extra_s: 0.0 },
-            defaults: "`django_q/conf.py` Conf: `RETRY = conf.get(\"retry\", 60)` (a pulled task is delivered again 60 s later unless acknowledged), `POLL = conf.get(\"poll\", 0.2)`; no heartbeat",
-            deviation: "",
+            defaults: "`django_q/conf.py` Conf: `RETRY = conf.get(\"retry\", 60)` (a pulled task is delivered again 60 s later unless acknowledged), `POLL = conf.get(\"poll\", 0.2)`, `TIMEOUT = conf.get(\"timeout\", None)` with the warning \"Retry and timeout are misconfigured\" when timeout is unset or larger than retry; no heartbeat",
+            deviation: "timeout is set to retry - 5 s (55 s), as the warning asks: django-q2 has no default for it",
         },
         completion_guard: "none (acknowledge deletes the queue row by primary key)",
         control: false,
@@ -391,6 +412,8 @@ pub const LIBRARIES: &[Library] = &[
         takeover_touches: "the queue row (B's dequeue: lock)",
         recovery_lock: None,
         registry: None,
+        results_table: Some(("public.django_q_task", "success")),
+        process_tree: true,
         not_applicable: &[],
     },
     Library {
@@ -418,6 +441,8 @@ pub const LIBRARIES: &[Library] = &[
         takeover_touches: "the message row (B's poll: attempt_at, attempts)",
         recovery_lock: None,
         registry: None,
+        results_table: None,
+        process_tree: false,
         not_applicable: &[],
     },
     Library {
@@ -447,6 +472,8 @@ pub const LIBRARIES: &[Library] = &[
         takeover_touches: "the task row (B's dequeue: state, heartbeat) and its advisory lock",
         recovery_lock: None,
         registry: None,
+        results_table: None,
+        process_tree: false,
         not_applicable: &[],
     },
     Library {
@@ -476,6 +503,8 @@ pub const LIBRARIES: &[Library] = &[
         takeover_touches: "the job row (reenqueue_orphaned: status, lock_by; B's fetch)",
         recovery_lock: None,
         registry: None,
+        results_table: None,
+        process_tree: false,
         not_applicable: &[],
     },
     Library {
@@ -503,6 +532,8 @@ pub const LIBRARIES: &[Library] = &[
         takeover_touches: "the job row (the sweep clears locked_by, locked_at; B's claim) and the workers row",
         recovery_lock: Some(GRAPHILE_SWEEP_LOCK),
         registry: None,
+        results_table: None,
+        process_tree: false,
         not_applicable: &[(
             "same-name-early-success",
             "the worker id is random per worker instance (graphile_worker_<hex>); the library offers no way to reuse one",
@@ -533,6 +564,8 @@ pub const LIBRARIES: &[Library] = &[
         takeover_touches: "the message row (B's read: vt, read_ct)",
         recovery_lock: None,
         registry: None,
+        results_table: None,
+        process_tree: false,
         not_applicable: &[],
     },
     Library {
@@ -562,6 +595,8 @@ pub const LIBRARIES: &[Library] = &[
         takeover_touches: "the task row (a fetch: new or retried -> in_progress)",
         recovery_lock: None,
         registry: None,
+        results_table: None,
+        process_tree: false,
         not_applicable: &[(
             "kill-control",
             "fang recovers no task of a dead worker: a fetch takes only new and retried tasks (fetch_task_type.sql), so a killed worker's in_progress task is never run again",

@@ -642,7 +642,12 @@ async fn hold_and_take_over(
     if let (Some(from), Some(how)) = (cell.sigterm_at, cell.workers[0].exited()) {
         // A exited on SIGTERM without finishing its job: judged as killed from then on.
         cell.holds.push(Hold { worker: "A".into(), from, to: None });
-        cell.observed.push(format!("A exited on SIGTERM ({how}) without waiting for its job"));
+        let ended = count(&ledger_marks(&stage.ledger_path)?, "A", "end") > 0;
+        cell.observed.push(match ended {
+            // Its library let the job's execution end first (django-q2's timeout stops it).
+            true => format!("A exited on SIGTERM ({how}) once its job's execution had ended"),
+            false => format!("A exited on SIGTERM ({how}) without waiting for its job"),
+        });
     }
     Ok(())
 }

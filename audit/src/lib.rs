@@ -8,6 +8,7 @@
 //! - [`experiments`]: the fixed set of experiments (how the first worker is held, when it comes
 //!   back, how its execution ends);
 //! - [`cell`]: one library under one experiment, from a fresh database to its checks;
+//! - [`citations`]: every published verdict's file and function in the library's source, checked against the installed version;
 //! - [`hold`]: a write of A held inside the database, and a pause placed outside a library's recovery lock;
 //! - [`registry`]: a library's registry of live workers, and what a cell's note says from it;
 //! - [`requeue`]: who claimed a job the stale worker's retry put back in the queue;
@@ -19,6 +20,7 @@
 //! - [`pause`]: how long A was held, read from the cell's timeline.
 
 pub mod cell;
+pub mod citations;
 pub mod experiments;
 pub mod hold;
 pub mod libraries;

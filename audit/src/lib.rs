@@ -14,6 +14,7 @@
 //! - [`requeue`]: who claimed a job the stale worker's retry put back in the queue;
 //! - [`takeover`]: how a cell knows B took the job: its START, or the system's own ownership record;
 //! - [`report`]: the audit table in the terminal, JSON, Markdown and HTML;
+//! - [`page_settings`]: each page's settings paragraph (what ran, the production defaults, the warnings);
 //! - [`pages`]: the published pages (`docs/audit/*.md`) checked against the published results;
 //! - [`rust_build`]: the Rust libraries' adapters, built (in a workspace of their own) when the audit runs;
 //! - [`settings`]: the stall-recovery settings a run uses (fast, or each library's production defaults);
@@ -24,6 +25,7 @@ pub mod citations;
 pub mod experiments;
 pub mod hold;
 pub mod libraries;
+pub mod page_settings;
 pub mod pages;
 pub mod pause;
 pub mod registry;

@@ -165,4 +165,3 @@ mod mkdir_tests {
         assert!(!e.contains("need root"), "{e}");
     }
 }
-

@@ -377,7 +377,7 @@ class Protocol:
                   "digest": digest(request), "request": request}
         checkpoint = {"planned": step, "operation_id": operation_id}
         revision, detail = self.transition("plan", "running", "running", checkpoint, c.get("expected_revision"),
-                                           intent=intent)
+                                           c.get("faults"), intent=intent)
         return {"operation_id": operation_id, "registration": detail or "new", "revision": revision,
                 "digest_input": canonical(request)}
 

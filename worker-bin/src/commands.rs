@@ -23,6 +23,8 @@ pub enum Command {
     Start {
         #[serde(default)]
         expected_revision: Option<i64>,
+        #[serde(default)]
+        faults: FaultPoints,
     },
     /// Save a checkpoint under the held lease (expected_revision defaults to the last one known).
     Save {
@@ -36,11 +38,15 @@ pub enum Command {
     Succeed {
         #[serde(default)]
         expected_revision: Option<i64>,
+        #[serde(default)]
+        faults: FaultPoints,
     },
     /// running -> failed (a business failure).
     Fail {
         #[serde(default)]
         expected_revision: Option<i64>,
+        #[serde(default)]
+        faults: FaultPoints,
     },
     /// Save a "step planned" checkpoint and register the step's intent in the same transaction.
     Plan {
@@ -51,6 +57,8 @@ pub enum Command {
         effect_version: i32,
         #[serde(default)]
         expected_revision: Option<i64>,
+        #[serde(default)]
+        faults: FaultPoints,
     },
     /// One dispatcher pass: claim up to `limit` prepared operations and call their tools.
     Dispatch {

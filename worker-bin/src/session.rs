@@ -32,11 +32,27 @@ fn without_faults(cmd: Command) -> Command {
         Command::Save { checkpoint, expected_revision, .. } => {
             Command::Save { checkpoint, expected_revision, faults: FaultPoints::none() }
         }
+        Command::Start { expected_revision, .. } => Command::Start { expected_revision, faults: FaultPoints::none() },
+        Command::Succeed { expected_revision, .. } => {
+            Command::Succeed { expected_revision, faults: FaultPoints::none() }
+        }
+        Command::Fail { expected_revision, .. } => Command::Fail { expected_revision, faults: FaultPoints::none() },
+        Command::Plan { step_id, tool, request, effect_version, expected_revision, .. } => {
+            Command::Plan { step_id, tool, request, effect_version, expected_revision, faults: FaultPoints::none() }
+        }
         Command::Dispatch { claim_ttl_ms, call_timeout_ms, limit, .. } => {
             Command::Dispatch { claim_ttl_ms, call_timeout_ms, limit, faults: FaultPoints::none() }
         }
         other => other,
     }
+}
+
+/// What a `plan` command registers.
+struct PlanStep<'a> {
+    step_id: &'a str,
+    tool: &'a str,
+    request: &'a Value,
+    effect_version: i32,
 }
 
 #[derive(Default)]
@@ -173,8 +189,9 @@ impl Session {
     async fn run(self: &Arc<Self>, cmd: Command) -> Result<Option<Value>, ProtocolError> {
         let cmd = without_faults(cmd);
         match cmd {
-            Command::Plan { step_id, tool, request, effect_version, expected_revision } => {
-                self.plan(&step_id, &tool, &request, effect_version, expected_revision).await
+            Command::Plan { step_id, tool, request, effect_version, expected_revision, faults } => {
+                let step = PlanStep { step_id: &step_id, tool: &tool, request: &request, effect_version };
+                self.plan(step, expected_revision, &faults).await
             }
             Command::Dispatch { claim_ttl_ms, call_timeout_ms, limit, faults } => {
                 let tools = self.tools(call_timeout_ms)?;
@@ -208,17 +225,17 @@ impl Session {
             Command::Acquire { run_id, ttl_ms, heartbeat_ms, renew_timeout_ms } => {
                 self.acquire(run_id, ttl_ms, heartbeat_ms, renew_timeout_ms).await.map(|_| None)
             }
-            Command::Start { expected_revision } => {
-                self.transition(Transition::start(None), expected_revision, &FaultPoints::none()).await.map(|_| None)
+            Command::Start { expected_revision, faults } => {
+                self.transition(Transition::start(None), expected_revision, &faults).await.map(|_| None)
             }
             Command::Save { checkpoint, expected_revision, faults } => {
                 self.transition(Transition::save(checkpoint), expected_revision, &faults).await.map(|_| None)
             }
-            Command::Succeed { expected_revision } => {
-                self.transition(Transition::succeed(None), expected_revision, &FaultPoints::none()).await.map(|_| None)
+            Command::Succeed { expected_revision, faults } => {
+                self.transition(Transition::succeed(None), expected_revision, &faults).await.map(|_| None)
             }
-            Command::Fail { expected_revision } => {
-                self.transition(Transition::fail(None), expected_revision, &FaultPoints::none()).await.map(|_| None)
+            Command::Fail { expected_revision, faults } => {
+                self.transition(Transition::fail(None), expected_revision, &faults).await.map(|_| None)
             }
             Command::Renew => {
                 let (l, ttl) = self.lease_and_ttl()?;
@@ -293,12 +310,11 @@ impl Session {
     /// save the "planned" checkpoint and register the intent in one protected transaction.
     async fn plan(
         &self,
-        step_id: &str,
-        tool: &str,
-        request: &Value,
-        effect_version: i32,
+        step: PlanStep<'_>,
         expected_revision: Option<i64>,
+        faults: &FaultPoints,
     ) -> Result<Option<Value>, ProtocolError> {
+        let PlanStep { step_id, tool, request, effect_version } = step;
         let (l, _) = self.lease_and_ttl()?;
         // Secret fields are masked to references; their values go to the secret store
         // before the intent that references them can commit.
@@ -313,16 +329,8 @@ impl Session {
         self.settle_unknown(&l).await?;
         let expected = expected_revision.or(self.held().revision).unwrap_or(0);
         let checkpoint = json!({ "planned": step_id, "operation_id": intent.operation_id });
-        let (revision, reg) = outbox::plan_step(
-            &self.pool,
-            &l,
-            expected,
-            checkpoint,
-            &intent,
-            &FaultPoints::none(),
-            RetryBudget::default(),
-        )
-        .await?;
+        let (revision, reg) =
+            outbox::plan_step(&self.pool, &l, expected, checkpoint, &intent, faults, RetryBudget::default()).await?;
         if late {
             self.store_secrets(&intent.operation_id, &secrets)?;
         }

@@ -1,0 +1,137 @@
+//! Experiment Model-paths — the model drives your worker. For every transition of the coverage
+//! denominator that the worker contract can drive a worker to, the model gives its shortest path
+//! (`model/worker_paths.json`, a walk of the model restricted to what the contract's commands and
+//! fault points express); each path is played through the worker under test, one run per path:
+//! each model process is a worker process of the binary under test (and a dispatcher), the
+//! reconciler and the control plane are too, and each model action is the command of the process
+//! that takes it ([`play`]). The history is the row's like any other: trace validation judges
+//! every commit of it against the model, and the coverage counts what the worker's own commits
+//! reached. After each grant the model holds live, a spare worker tries a takeover the model
+//! refuses.
+//!
+//! A step the worker refused where the model takes it stops its path, which is played once more
+//! with terms ten times as long (a short term may lapse early on a busy machine); a step it
+//! answered ok where the model refuses it (on time by the database clock) is a finding; an
+//! interleaving that this worker or database cannot be held in (a write that ignores its barrier,
+//! a command that waits on a held transaction) is named and ends that path, no verdict on it.
+//! `FENCEPROOF_MODEL_PATH` (transitions, comma-separated) plays those paths only.
+
+mod lane;
+mod play;
+mod wait;
+
+use fenceproof_harness::check::Check;
+use fenceproof_harness::HarnessError;
+use fenceproof_model::action::Action;
+use fenceproof_model::coverage::WORKER_PATHS;
+
+use crate::ctx::{Ctx, CONTROL};
+use crate::experiment::{Checks, Experiment, Judges, Need};
+use crate::measured;
+use lane::{Lane, Who};
+use play::PathReport;
+
+pub const TITLE: &str = "The model drives your worker: its paths to every transition the worker contract can reach";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "Model-paths",
+    title: TITLE,
+    section: "11",
+    needs: &[Need::ModelPaths],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
+
+/// The name of its check: the worker's answers against the model's refusals.
+pub const NO_REFUSED_STEP_ANSWERED_OK: &str = "the worker answered ok to no step the model refuses on its paths";
+
+/// The environment variable that selects paths by their transition (comma-separated).
+pub const ONLY_PATHS: &str = "FENCEPROOF_MODEL_PATH";
+
+/// The least term of a grant a tick must see lapse (stretched by the worker's measured round trip).
+const GRANT_FLOOR_MS: u64 = 100;
+
+/// How much longer the terms are when a path that stopped is played again.
+const AGAIN_LONGER: i64 = 10;
+
+pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let tools = ctx.spawn_tools().await?;
+    let paths = selected()?;
+    let c: &Ctx = ctx;
+    let mut lane = Lane::new(tools.addr);
+    let rt = measured::timed(c, lane.get(c, Who::Slot(0)).await?).await?;
+    let grant_ms = measured::covering(GRANT_FLOOR_MS, 1, &rt) as i64;
+    let mut reports = Vec::new();
+    for (idx, (t, p)) in paths.iter().enumerate() {
+        reports.push(play::play(c, &mut lane, idx, t, p, grant_ms).await?);
+    }
+    let again: Vec<usize> = (0..reports.len()).filter(|i| reports[*i].diverged.is_some()).collect();
+    for (k, i) in again.iter().enumerate() {
+        let (t, p) = &paths[*i];
+        let mut r = play::play(c, &mut lane, paths.len() + k, t, p, grant_ms * AGAIN_LONGER).await?;
+        r.again_of = Some(reports[*i].run_id.clone());
+        reports[*i] = r;
+    }
+    lane.stop().await?;
+    let control: Vec<String> =
+        std::iter::once(CONTROL.to_string()).chain(lane.control_owners.iter().cloned()).collect();
+    let text = serde_json::to_string_pretty(&reports).map_err(|e| HarnessError::Other(e.to_string()))?;
+    std::fs::write(ctx.dir.join("paths.json"), text)?;
+    judge(ctx, &reports, again.len());
+    ctx.note(format!("terms of {grant_ms} ms where a tick follows (round trip {})", rt.describe()));
+    let rows = ctx.commits().await?;
+    let control: Vec<&str> = control.iter().map(String::as_str).collect();
+    ctx.checks.extend(fenceproof_harness::check::invariants::all(&rows, &control));
+    Ok(())
+}
+
+/// The paths to play: every worker path, or those `FENCEPROOF_MODEL_PATH` names.
+fn selected() -> Result<Vec<(String, Vec<Action>)>, HarnessError> {
+    let all: std::collections::BTreeMap<String, Vec<Action>> = serde_json::from_str(WORKER_PATHS)
+        .map_err(|e| HarnessError::Other(format!("model/worker_paths.json does not parse: {e}")))?;
+    let only = std::env::var(ONLY_PATHS).ok().filter(|v| !v.trim().is_empty());
+    let wanted = |k: &str| only.as_deref().is_none_or(|o| o.split(',').any(|t| t.trim() == k));
+    let picked: Vec<_> = all.into_iter().filter(|(k, _)| wanted(k)).collect();
+    if picked.is_empty() {
+        return Err(HarnessError::Other(format!("{ONLY_PATHS} names no transition of model/worker_paths.json")));
+    }
+    Ok(picked)
+}
+
+/// The check and the notes from the paths' reports.
+fn judge(ctx: &mut Ctx, reports: &[PathReport], again: usize) {
+    let refused: Vec<String> = reports
+        .iter()
+        .filter_map(|r| Some(format!("{}: {} (run {})", r.transition, r.refused_by_model.as_ref()?, r.run_id)))
+        .collect();
+    ctx.check(Check::expect(
+        NO_REFUSED_STEP_ANSWERED_OK,
+        refused.is_empty() && !reports.is_empty(),
+        if refused.is_empty() {
+            format!("{} paths played, no step the model refuses answered ok", reports.len())
+        } else {
+            format!("{} of {} paths: {}", refused.len(), reports.len(), refused.join("; "))
+        },
+    ));
+    for r in reports.iter().filter(|r| r.refused_by_model.is_some()).take(3) {
+        ctx.note(format!("replay that path alone: {ONLY_PATHS}='{}' with this row's reproduce line", r.transition));
+    }
+    let diverged: Vec<&PathReport> = reports.iter().filter(|r| r.diverged.is_some()).collect();
+    let unheld: Vec<&PathReport> = reports.iter().filter(|r| r.unheld.is_some()).collect();
+    let more = reports.iter().filter(|r| r.refuses_more.is_some()).count();
+    let whole = reports.iter().filter(|r| !r.stopped()).count();
+    ctx.note(format!(
+        "{} paths driven through the worker: {whole} to their end, {} stopped where the worker refused a step the model \
+         takes (after {again} played again with longer terms){}, {} where the interleaving could not be held{}, \
+         {more} where it refused a takeover of a finished run's lease (as the fp_* functions do; the spec's statements \
+         take it)",
+        reports.len(),
+        diverged.len(),
+        diverged.first().map(|r| format!(" (first: {}: {})", r.transition, r.diverged.as_deref().unwrap_or(""))).unwrap_or_default(),
+        unheld.len(),
+        unheld.first().map(|r| format!(" (first: {}: {})", r.transition, r.unheld.as_deref().unwrap_or(""))).unwrap_or_default(),
+    ));
+}

@@ -143,7 +143,7 @@ fi
 # audit/requirements.txt, in a project-local environment (.audit/venv, not committed). It installs in
 # the background while the workspace builds, and setup waits for it at the end.
 audit_pid=
-if ! .audit/venv/bin/python -c "import procrastinate, pgqueuer, chancy, psycopg, dbos, absurd_sdk, absurdctl, saq, django_q" >/dev/null 2>&1 \
+if ! .audit/venv/bin/python -c "import procrastinate, pgqueuer, chancy, psycopg, dbos, absurd_sdk, absurdctl, saq, django_q, django_tasks_db" >/dev/null 2>&1 \
    || ! cmp -s audit/requirements.txt .audit/venv/requirements.installed; then
   say "installing the audited job queues into .audit/venv (audit/requirements.txt), beside the build"
   ( python3 -m venv .audit/venv \

@@ -619,6 +619,41 @@ pub const LIBRARIES: &[Library] = &[
             "fang recovers no task of a dead worker: a fetch takes only new and retried tasks (fetch_task_type.sql), so a killed worker's in_progress task is never run again",
         )],
     },
+    Library {
+        name: "django_tasks",
+        version: "0.12.0 (django-tasks with django-tasks-db 0.13.0, Django 5.2.19)",
+        runtime: Runtime::Python,
+        adapter: "lib_django_tasks.py",
+        table: "public.django_tasks_database_dbtaskresult",
+        status_column: "status",
+        claimed: &["RUNNING"],
+        success: Success::Status("SUCCESSFUL"),
+        protocol_schema: false,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 0.0, sweep_s: 0.2, extra_s: 0.0 },
+        // Nothing recovers a RUNNING task: the takeover never comes, and the cell says so within
+        // this bound.
+        takeover_s: 10,
+        recovery: "none: `db_worker` takes only READY tasks (`DBTaskResultQuerySet.ready`); a RUNNING task stays with its worker",
+        production: Production {
+            timing: Timing { stall_s: 2.0, heartbeat_s: 0.0, sweep_s: 1.0, extra_s: 0.0 },
+            defaults: "no number to move: django-tasks-db has no heartbeat, lease or recovery (`django_tasks_db/management/commands/db_worker.py` Worker.run claims READY tasks only); `--interval` defaults to 1 s",
+            deviation: "the same as fast but the 1 s poll: there is no threshold to set",
+        },
+        completion_guard: "none (set_successful and set_failed save by primary key)",
+        control: false,
+        checkpoint_table: None,
+        held_at: HeldAt::Trigger("\"finished_at\"\\s*="),
+        takeover_touches: "the task row (a claim: READY -> RUNNING)",
+        recovery_lock: None,
+        registry: None,
+        warns: "",
+        results_table: None,
+        process_tree: false,
+        not_applicable: &[
+            ("pause-early-retry", "django-tasks has no retry request: a task that raises is FAILED for good (Worker.run_task -> DBTaskResult.set_failed)"),
+            ("kill-control", "django-tasks-db recovers no task of a dead worker: db_worker takes only READY tasks, so a killed worker's RUNNING task is never run again"),
+        ],
+    },
 ];
 
 /// The libraries named in `names` (all when `None`), or the unknown name.

@@ -1060,3 +1060,54 @@ pub fn history(
         checkpoints,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::libraries::LIBRARIES;
+
+    fn commit(seq: i64, table: &str, op: &str, writer: &str, old: Option<Value>, new: Option<Value>) -> AuditCommit {
+        let at = DateTime::from_timestamp(1_800_000_000 + seq, 0).expect("a time");
+        let writer = format!("fp-audit-{writer}");
+        AuditCommit {
+            seq,
+            table_name: table.into(),
+            op: op.into(),
+            writer,
+            backend_pid: 1,
+            committed_at: at,
+            old_row: old,
+            new_row: new,
+        }
+    }
+
+    /// django-q2's late success over B's final failure: invisible on the queue table (B's
+    /// acknowledge deleted the row), a stale write and a lost outcome on its results table.
+    #[test]
+    fn a_stale_success_in_the_results_table_is_judged() {
+        let lib = *LIBRARIES.iter().find(|l| l.name == "django_q2").expect("django_q2");
+        let (q, t) = ("public.django_q_ormq", "public.django_q_task");
+        let commits = [
+            commit(1, q, "UPDATE", "A", Some(json!({"lock": "1"})), Some(json!({"lock": "2"}))),
+            commit(3, q, "UPDATE", "B", Some(json!({"lock": "2"})), Some(json!({"lock": "3"}))),
+            commit(5, t, "INSERT", "B", None, Some(json!({"success": false}))),
+            commit(6, q, "DELETE", "B", Some(json!({"lock": "3"})), None),
+            commit(8, t, "UPDATE", "A", Some(json!({"success": false})), Some(json!({"success": true}))),
+        ];
+        let at = |s: i64| DateTime::from_timestamp(1_800_000_000 + s, 0).expect("a time");
+        let marks = [
+            ("A".into(), "start".into(), at(1)),
+            ("B".into(), "start".into(), at(3)),
+            ("B".into(), "end".into(), at(4)),
+        ];
+        let holds = [Hold { worker: "A".into(), from: at(2), to: Some(at(7)) }];
+        let judged = |lib: &Library| {
+            let mut h = history(lib, None, &marks, &commits, &holds);
+            h.taker_outcome = "fail".into();
+            audit::judge(&h).into_iter().filter(|c| !c.passed()).map(|c| c.name).collect::<Vec<_>>()
+        };
+        assert_eq!(judged(&lib), [audit::STALE_WRITE, audit::CURRENT_OUTCOME], "the results table shows it");
+        let blind = Library { results_table: None, ..lib };
+        assert!(judged(&blind).is_empty(), "the queue table alone does not");
+    }
+}

@@ -1,14 +1,17 @@
-//! The processes a path drives: one worker process of the binary under test per model process
-//! (each also a dispatcher, as the model's processes are), a reconciler, the control plane, and a
-//! spare worker that tries the takeovers the model refuses. They are started when a path first
-//! needs them and kept across paths (each path is a run of its own); a model process the path
-//! kills is started afresh, with a new owner id, when a later path needs it.
-
-use std::net::SocketAddr;
+//! The processes a lane of paths drives, on the lane's database: one worker process of the binary
+//! under test per model process (each also a dispatcher, as the model's processes are), a
+//! reconciler, the control plane, and a spare worker that tries the takeovers the model refuses;
+//! the lane's own fake tools (a tool fault armed for one lane's call is no other lane's). They are
+//! started when a path first needs them and kept across the lane's paths (each path is a run of
+//! its own); a model process a path kills is started afresh, with a new owner id, when a later
+//! path needs it. Lanes run side by side, each on a database of its own: a dispatcher claims, and
+//! a reconciler settles, any run's operations of its database.
 
 use fenceproof_harness::procs::flags::Launch;
+use fenceproof_harness::procs::tools::ToolsProc;
 use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::HarnessError;
+use sqlx::PgPool;
 
 use crate::ctx::{Ctx, STEP};
 
@@ -27,9 +30,20 @@ pub enum Who {
     Probe,
 }
 
+/// Where a lane plays: its database (`None`: the row's own), an owner's URL and an observer there.
+pub struct Place {
+    pub name: String,
+    pub database: Option<String>,
+    /// The schema owner's URL of the lane's database (barriers are taken there).
+    pub url: String,
+    /// An observer's pool on it (the control login).
+    pub pool: PgPool,
+}
+
 /// The lane's processes.
 pub struct Lane {
-    tools: SocketAddr,
+    pub place: Place,
+    tools: ToolsProc,
     slots: [Option<WorkerProc>; SLOTS],
     reconciler: Option<WorkerProc>,
     control: Option<WorkerProc>,
@@ -41,8 +55,9 @@ pub struct Lane {
 }
 
 impl Lane {
-    pub fn new(tools: SocketAddr) -> Lane {
+    pub fn new(place: Place, tools: ToolsProc) -> Lane {
         Lane {
+            place,
             tools,
             slots: [None, None],
             reconciler: None,
@@ -54,35 +69,35 @@ impl Lane {
     }
 
     /// The fake tools' address (their faults are armed there).
-    pub fn tools(&self) -> SocketAddr {
-        self.tools
+    pub fn tools(&self) -> std::net::SocketAddr {
+        self.tools.addr
     }
 
     /// The process `who`, started now when it is not running.
     pub async fn get(&mut self, ctx: &Ctx, who: Who) -> Result<&mut WorkerProc, HarnessError> {
-        if self.place(who).is_none() {
+        if self.slot(who).is_none() {
             self.started += 1;
-            let w = match who {
-                Who::ControlPlane => {
-                    let w = ctx.spawn_control_plane().await?;
-                    self.control_owners.push(w.owner.clone());
-                    w
-                }
-                _ => {
-                    let name = format!("{}-{}", name(who), self.started);
-                    let mut w = ctx.spawn_worker(&name, Launch::dispatcher(self.tools)).await?;
-                    w.wait_event("the worker's ready event", STEP, |e| e["event"] == "ready").await?;
-                    w
-                }
+            let name = format!("{}{}-{}", self.place.name, name(who), self.started);
+            let w = match (who, &self.place.database) {
+                (Who::ControlPlane, None) => ctx.spawn_control_plane().await?,
+                (Who::ControlPlane, Some(db)) => ctx.spawn_control_plane_in(&name, db).await?,
+                (_, None) => ctx.spawn_worker(&name, Launch::dispatcher(self.tools.addr)).await?,
+                (_, Some(db)) => ctx.spawn_worker_in(&name, db, Launch::dispatcher(self.tools.addr)).await?,
             };
-            *self.place(who) = Some(w);
+            let mut w = w;
+            if who == Who::ControlPlane {
+                self.control_owners.push(w.owner.clone());
+            } else {
+                w.wait_event("the worker's ready event", STEP, |e| e["event"] == "ready").await?;
+            }
+            *self.slot(who) = Some(w);
         }
-        Ok(self.place(who).as_mut().expect("started above"))
+        Ok(self.slot(who).as_mut().expect("started above"))
     }
 
     /// SIGKILL `who` (a model process's kill); a later path starts a new one.
     pub async fn kill(&mut self, who: Who) -> Result<(), HarnessError> {
-        if let Some(mut w) = self.place(who).take() {
+        if let Some(mut w) = self.slot(who).take() {
             w.kill().await?;
         }
         Ok(())
@@ -92,14 +107,14 @@ impl Lane {
     pub async fn stop(&mut self) -> Result<(), HarnessError> {
         let all = [Who::Slot(0), Who::Slot(1), Who::Reconciler, Who::ControlPlane, Who::Probe];
         for who in all {
-            if let Some(mut w) = self.place(who).take() {
+            if let Some(mut w) = self.slot(who).take() {
                 w.shutdown(STEP).await?;
             }
         }
         Ok(())
     }
 
-    fn place(&mut self, who: Who) -> &mut Option<WorkerProc> {
+    fn slot(&mut self, who: Who) -> &mut Option<WorkerProc> {
         match who {
             Who::Slot(i) => &mut self.slots[i as usize % SLOTS],
             Who::Reconciler => &mut self.reconciler,

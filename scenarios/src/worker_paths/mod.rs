@@ -10,13 +10,14 @@
 //! refuses.
 //!
 //! A step the worker refused where the model takes it stops its path, which is played once more
-//! with terms ten times as long (a short term may lapse early on a busy machine); a step it
+//! with terms five times as long (a short term may lapse early on a busy machine); a step it
 //! answered ok where the model refuses it (on time by the database clock) is a finding; an
 //! interleaving that this worker or database cannot be held in (a write that ignores its barrier,
 //! a command that waits on a held transaction) is named and ends that path, no verdict on it.
 //! `FENCEPROOF_MODEL_PATH` (transitions, comma-separated) plays those paths only.
 
 mod lane;
+mod lanes;
 mod play;
 mod wait;
 
@@ -25,10 +26,10 @@ use fenceproof_harness::HarnessError;
 use fenceproof_model::action::Action;
 use fenceproof_model::coverage::WORKER_PATHS;
 
-use crate::ctx::{Ctx, CONTROL};
+use crate::ctx::Ctx;
 use crate::experiment::{Checks, Experiment, Judges, Need};
 use crate::measured;
-use lane::{Lane, Who};
+use lane::Who;
 use play::PathReport;
 
 pub const TITLE: &str = "The model drives your worker: its paths to every transition the worker contract can reach";
@@ -51,41 +52,45 @@ pub const NO_REFUSED_STEP_ANSWERED_OK: &str = "the worker answered ok to no step
 /// The environment variable that selects paths by their transition (comma-separated).
 pub const ONLY_PATHS: &str = "FENCEPROOF_MODEL_PATH";
 
-/// The least term of a grant a tick must see lapse (stretched by the worker's measured round trip).
-const GRANT_FLOOR_MS: u64 = 100;
+/// The least term of a grant a tick must see lapse.
+const GRANT_FLOOR_MS: i64 = 150;
+
+/// How many of the worker's measured round trips each step between a grant and its tick adds to
+/// the grant's term.
+const STEP_ROUND_TRIPS: i64 = 4;
 
 /// How much longer the terms are when a path that stopped is played again.
-const AGAIN_LONGER: i64 = 10;
+const AGAIN_LONGER: i64 = 5;
 
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
-    let tools = ctx.spawn_tools().await?;
     let paths = selected()?;
+    let mut lanes = lanes::open(ctx, paths.len()).await?;
     let c: &Ctx = ctx;
-    let mut lane = Lane::new(tools.addr);
-    let rt = measured::timed(c, lane.get(c, Who::Slot(0)).await?).await?;
-    let grant_ms = measured::covering(GRANT_FLOOR_MS, 1, &rt) as i64;
-    let mut reports = Vec::new();
-    for (idx, (t, p)) in paths.iter().enumerate() {
-        reports.push(play::play(c, &mut lane, idx, t, p, grant_ms).await?);
+    let rt = measured::timed(c, lanes[0].get(c, Who::Slot(0)).await?).await?;
+    let step_ms = (rt.request().as_millis() as i64) * STEP_ROUND_TRIPS;
+    let grant = play::Grant { floor_ms: GRANT_FLOOR_MS, step_ms };
+    let n = lanes.len();
+    let played = futures_util::future::join_all(lanes.iter_mut().enumerate().map(|(k, lane)| {
+        let mine: Vec<(usize, &(String, Vec<Action>))> = paths.iter().enumerate().filter(|(i, _)| i % n == k).collect();
+        lanes::play(c, lane, mine, grant, paths.len())
+    }))
+    .await;
+    let mut reports: Vec<(usize, PathReport, usize)> = Vec::new();
+    for r in played {
+        reports.extend(r?);
     }
-    let again: Vec<usize> = (0..reports.len()).filter(|i| reports[*i].diverged.is_some()).collect();
-    for (k, i) in again.iter().enumerate() {
-        let (t, p) = &paths[*i];
-        let mut r = play::play(c, &mut lane, paths.len() + k, t, p, grant_ms * AGAIN_LONGER).await?;
-        r.again_of = Some(reports[*i].run_id.clone());
-        reports[*i] = r;
-    }
-    lane.stop().await?;
-    let control: Vec<String> =
-        std::iter::once(CONTROL.to_string()).chain(lane.control_owners.iter().cloned()).collect();
+    reports.sort_by_key(|(i, _, _)| *i);
+    let again: usize = reports.iter().map(|(_, _, a)| a).sum();
+    let reports: Vec<PathReport> = reports.into_iter().map(|(_, r, _)| r).collect();
     let text = serde_json::to_string_pretty(&reports).map_err(|e| HarnessError::Other(e.to_string()))?;
     std::fs::write(ctx.dir.join("paths.json"), text)?;
-    judge(ctx, &reports, again.len());
-    ctx.note(format!("terms of {grant_ms} ms where a tick follows (round trip {})", rt.describe()));
-    let rows = ctx.commits().await?;
-    let control: Vec<&str> = control.iter().map(String::as_str).collect();
-    ctx.checks.extend(fenceproof_harness::check::invariants::all(&rows, &control));
-    Ok(())
+    judge(ctx, &reports, again);
+    ctx.note(format!(
+        "{n} lane(s) side by side; a grant a tick follows lasts {GRANT_FLOOR_MS} ms + {step_ms} ms per step before \
+         the tick (round trip {})",
+        rt.describe()
+    ));
+    lanes::close(ctx, lanes).await
 }
 
 /// The paths to play: every worker path, or those `FENCEPROOF_MODEL_PATH` names.

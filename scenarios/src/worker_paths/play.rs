@@ -77,15 +77,39 @@ enum Stop {
     Unheld(String),
 }
 
+/// The terms of the grants a clock tick of a path must see lapse: long enough for the steps
+/// between the grant and the tick (`step_ms` each, from the worker's measured round trip), at
+/// least `floor_ms`.
+#[derive(Debug, Clone, Copy)]
+pub struct Grant {
+    pub floor_ms: i64,
+    pub step_ms: i64,
+}
+
+impl Grant {
+    /// Both `k` times as long.
+    pub fn longer(self, k: i64) -> Grant {
+        Grant { floor_ms: self.floor_ms * k, step_ms: self.step_ms * k }
+    }
+
+    /// The term of a grant with `steps` steps before the next tick.
+    fn term(self, steps: usize) -> i64 {
+        self.floor_ms + self.step_ms * steps as i64
+    }
+}
+
 /// A path being played.
 pub struct Play<'a> {
     ctx: &'a Ctx,
     lane: &'a mut Lane,
+    /// An observer on the lane's database, and its owner's URL (barriers are taken there).
+    pool: sqlx::PgPool,
+    url: String,
     idx: usize,
     run_id: Uuid,
     path: &'a [Action],
     at: usize,
-    grant_ms: i64,
+    grant: Grant,
     caps: Vec<Capability>,
     held: Vec<Held>,
     /// Operation n's operation_id, from its plan's answer.
@@ -99,15 +123,15 @@ pub struct Play<'a> {
     stop: Option<Stop>,
 }
 
-/// Play `path` (the path to `transition`) as path number `idx`, each grant a tick must see lapse
-/// lasting `grant_ms`.
+/// Play `path` (the path to `transition`) as path number `idx`, the grants a tick must see lapse
+/// lasting as `grant` says.
 pub async fn play(
     ctx: &Ctx,
     lane: &mut Lane,
     idx: usize,
     transition: &str,
     path: &[Action],
-    grant_ms: i64,
+    grant: Grant,
 ) -> Result<PathReport, HarnessError> {
     let (model, states) = replay(path).ok_or_else(|| {
         HarnessError::Other(format!("the path to {transition} is no behaviour of the model's bounds"))
@@ -121,14 +145,17 @@ pub async fn play(
         .and_then(|r| r.parse().ok())
         .ok_or_else(|| HarnessError::Other(format!("create_run answered no run_id: {ev}")))?;
     let caps = model.cfg.caps[..model.cfg.ops as usize].to_vec();
+    let (pool, url) = (lane.place.pool.clone(), lane.place.url.clone());
     let mut p = Play {
         ctx,
         lane,
+        pool,
+        url,
         idx,
         run_id,
         path,
         at: 0,
-        grant_ms,
+        grant,
         ops: vec![None; caps.len()],
         caps,
         held: Vec::new(),
@@ -161,7 +188,7 @@ impl Play<'_> {
         for (k, a) in self.path.iter().enumerate() {
             self.at = k;
             let (s, n) = (&states[k], &states[k + 1]);
-            let before = wait::terms(self.ctx, self.run_id, &self.ops).await?;
+            let before = wait::terms(&self.pool, self.run_id).await?;
             let committed = self.step(*a, s).await?;
             report.played = k + 1;
             if let Some(Stop::Unheld(why)) = self.stop.take() {
@@ -178,7 +205,7 @@ impl Play<'_> {
                     report.diverged = Some(format!("step {} {a:?}: the model takes it, the worker refused it", k + 1));
                     return Ok(());
                 }
-                (Some(false), true) if !wait::late(self.ctx, *a, &before, &self.ops).await? => {
+                (Some(false), true) if !wait::late(&self.pool, *a, &before, &self.ops).await? => {
                     report.refused_by_model =
                         Some(format!("step {} {a:?}: the worker answered ok, the model refuses it", k + 1));
                     return Ok(());
@@ -212,7 +239,7 @@ impl Play<'_> {
             Action::MarkUnknown(n) => self.mark_unknown(n).await,
             Action::Reconcile(n) => self.reconcile(n).await,
             Action::Cancel => self.simple(Who::ControlPlane, json!({"cmd": "cancel", "run_id": self.run_id})).await,
-            Action::Tick => wait::tick(self.ctx, self.run_id, self.grant_ms).await.map(|_| true),
+            Action::Tick => wait::tick(&self.pool, self.run_id, self.grant.term(self.path.len())).await.map(|_| true),
             Action::Kill(i) => self.lane.kill(Who::Slot(i)).await.map(|_| true),
             // The row lock is taken with the validation (the model's own lock keeps every other
             // process off the lease row in between); the call is the dispatch's.
@@ -242,7 +269,7 @@ impl Play<'_> {
         if others.is_empty() {
             return Ok((id, Some(w.reply(id, STEP).await?)));
         }
-        match wait::answer_or_wait(self.ctx, w, id, &owner, Barriers { own: None, others: &others }).await? {
+        match wait::answer_or_wait(&self.pool, w, id, &owner, Barriers { own: None, others: &others }).await? {
             Waited::Answered(ev) => Ok((id, Some(ev))),
             Waited::AtBarrier => Ok((id, None)),
             Waited::Blocked(why) => {
@@ -289,13 +316,13 @@ impl Play<'_> {
         plan: Option<u8>,
     ) -> Result<Option<Value>, HarnessError> {
         let dispatch = point == "before_result_write";
-        let barrier = faults::inject(DbBarrier::new(&self.ctx.db_url, key).at(point), &self.ctx.timeline).await?;
+        let barrier = faults::inject(DbBarrier::new(&self.url, key).at(point), &self.ctx.timeline).await?;
         let others: Vec<i32> = self.held.iter().map(|h| h.barrier.holder_pid).collect();
         let own = Some(barrier.holder_pid);
         let w = self.lane.get(self.ctx, who).await?;
         let owner = w.owner.clone();
         let id = w.send(cmd).await?;
-        match wait::answer_or_wait(self.ctx, w, id, &owner, Barriers { own, others: &others }).await? {
+        match wait::answer_or_wait(&self.pool, w, id, &owner, Barriers { own, others: &others }).await? {
             Waited::AtBarrier => {
                 self.held.push(Held { who, id, barrier, plan, dispatch });
                 Ok(None)
@@ -461,13 +488,13 @@ impl Play<'_> {
         if !grant || l.owner.is_none() || l.expired() || !self.held.is_empty() || self.stop.is_some() {
             return Ok(None);
         }
-        let before = wait::terms(self.ctx, self.run_id, &self.ops).await?;
-        let cmd = json!({"cmd": "acquire", "run_id": self.run_id, "ttl_ms": self.grant_ms,
+        let before = wait::terms(&self.pool, self.run_id).await?;
+        let cmd = json!({"cmd": "acquire", "run_id": self.run_id, "ttl_ms": self.grant.floor_ms,
             "heartbeat_ms": HEARTBEAT_OFF_MS, "renew_timeout_ms": STEP.as_millis() as u64});
         if !self.simple(Who::Probe, cmd).await? {
             return Ok(None);
         }
-        if wait::late(self.ctx, Action::Acquire(0), &before, &self.ops).await? {
+        if wait::late(&self.pool, Action::Acquire(0), &before, &self.ops).await? {
             self.stop = Some(Stop::Unheld(
                 "the spare worker's takeover came after the lease lapsed on the database clock".into(),
             ));
@@ -506,10 +533,9 @@ impl Play<'_> {
 
     /// The term of a grant made now: short when a clock tick of the path follows it.
     fn term(&self) -> i64 {
-        if self.path[self.at..].contains(&Action::Tick) {
-            self.grant_ms
-        } else {
-            LONG_MS
+        match self.path[self.at..].iter().position(|a| *a == Action::Tick) {
+            Some(steps) => self.grant.term(steps),
+            None => LONG_MS,
         }
     }
 

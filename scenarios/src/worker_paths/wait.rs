@@ -10,7 +10,9 @@ use fenceproof_model::action::Action;
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::ctx::{Ctx, STEP};
+use sqlx::PgPool;
+
+use crate::ctx::STEP;
 
 /// How often a wait on two things at once looks at each.
 const POLL: Duration = Duration::from_millis(5);
@@ -35,7 +37,7 @@ pub struct Barriers<'a> {
 /// Wait for command `id` of `w` (whose sessions are named `owner`) to answer, or for its session
 /// to wait at its own barrier, or on a session that is no barrier's (an open transaction).
 pub async fn answer_or_wait(
-    ctx: &Ctx,
+    pool: &PgPool,
     w: &mut WorkerProc,
     id: u64,
     owner: &str,
@@ -46,7 +48,7 @@ pub async fn answer_or_wait(
         if let Some(ev) = w.poll_event(|e| e["id"] == serde_json::json!(id)) {
             return Ok(Waited::Answered(ev));
         }
-        if let Some(w) = waits_on(ctx, owner, &barriers).await? {
+        if let Some(w) = waits_on(pool, owner, &barriers).await? {
             return Ok(w);
         }
         if began.elapsed() > STEP {
@@ -60,7 +62,7 @@ pub async fn answer_or_wait(
 /// What the sessions named `owner` wait on, if anything: their command's barrier, or a session
 /// that holds no barrier (named with its statement). A session waiting at another command's
 /// barrier is that command's, already held.
-async fn waits_on(ctx: &Ctx, owner: &str, barriers: &Barriers<'_>) -> Result<Option<Waited>, HarnessError> {
+async fn waits_on(pool: &PgPool, owner: &str, barriers: &Barriers<'_>) -> Result<Option<Waited>, HarnessError> {
     let blockers: Vec<(i32, String, String)> = sqlx::query_as(
         "SELECT b.pid, coalesce(b.application_name, ''), left(coalesce(b.query, ''), 120)
            FROM pg_stat_activity a, unnest(pg_blocking_pids(a.pid)) AS blocker(pid)
@@ -68,7 +70,7 @@ async fn waits_on(ctx: &Ctx, owner: &str, barriers: &Barriers<'_>) -> Result<Opt
           WHERE a.application_name = $1",
     )
     .bind(owner)
-    .fetch_all(&ctx.pool)
+    .fetch_all(pool)
     .await?;
     if blockers.iter().any(|(pid, _, _)| Some(*pid) == barriers.own) {
         return Ok(Some(Waited::AtBarrier));
@@ -87,20 +89,20 @@ pub struct Terms {
 }
 
 /// The run's terms now.
-pub async fn terms(ctx: &Ctx, run_id: Uuid, _ops: &[Option<String>]) -> Result<Terms, HarnessError> {
+pub async fn terms(pool: &PgPool, run_id: Uuid) -> Result<Terms, HarnessError> {
     let lease: Option<i64> = sqlx::query_scalar(
         "SELECT (extract(epoch FROM expires_at) * 1e6)::bigint FROM worker_leases
           WHERE run_id = $1 AND owner IS NOT NULL",
     )
     .bind(run_id)
-    .fetch_optional(&ctx.pool)
+    .fetch_optional(pool)
     .await?;
     let claims: Vec<(String, i64)> = sqlx::query_as(
         "SELECT operation_id, (extract(epoch FROM dispatch_until) * 1e6)::bigint FROM tool_operations
           WHERE run_id = $1 AND status = 'dispatching'",
     )
     .bind(run_id)
-    .fetch_all(&ctx.pool)
+    .fetch_all(pool)
     .await?;
     Ok(Terms { lease, claims })
 }
@@ -108,7 +110,7 @@ pub async fn terms(ctx: &Ctx, run_id: Uuid, _ops: &[Option<String>]) -> Result<T
 /// Whether a takeover or an unknown marking the model refuses (the lease, or that operation's
 /// claim, still live there) came after that very term had passed on the database clock: the
 /// harness was late, and the worker was right to commit it. No other refusal hangs on time.
-pub async fn late(ctx: &Ctx, a: Action, before: &Terms, ops: &[Option<String>]) -> Result<bool, HarnessError> {
+pub async fn late(pool: &PgPool, a: Action, before: &Terms, ops: &[Option<String>]) -> Result<bool, HarnessError> {
     let term = match a {
         Action::Acquire(_) => before.lease,
         Action::MarkUnknown(n) => {
@@ -118,13 +120,13 @@ pub async fn late(ctx: &Ctx, a: Action, before: &Terms, ops: &[Option<String>]) 
         _ => return Ok(false),
     };
     let now: i64 =
-        sqlx::query_scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1e6)::bigint").fetch_one(&ctx.pool).await?;
+        sqlx::query_scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1e6)::bigint").fetch_one(pool).await?;
     Ok(term.is_some_and(|t| t <= now))
 }
 
 /// The clock's tick: every term of the run has passed on the database clock.
-pub async fn tick(ctx: &Ctx, run_id: Uuid, grant_ms: i64) -> Result<(), HarnessError> {
-    let pool = ctx.pool.clone();
+pub async fn tick(pool: &PgPool, run_id: Uuid, grant_ms: i64) -> Result<(), HarnessError> {
+    let pool = pool.clone();
     let bound = STEP + Duration::from_millis(grant_ms.max(0) as u64);
     wait::until("every term of the path's run to pass on the database clock", bound, || {
         let pool = pool.clone();

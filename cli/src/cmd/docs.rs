@@ -66,6 +66,8 @@ const BLOCKS: &[Block] = &[
     Block { name: "audit-chancy", make: || audit_library("chancy") },
     Block { name: "audit-django_tasks", make: || audit_library("django_tasks") },
     Block { name: "audit-settings-django_tasks", make: || audit_settings("django_tasks") },
+    Block { name: "audit-dramatiq_pg", make: || audit_library("dramatiq_pg") },
+    Block { name: "audit-settings-dramatiq_pg", make: || audit_settings("dramatiq_pg") },
     Block { name: "audit-settings-dbos", make: || audit_settings("dbos") },
     Block { name: "audit-settings-absurd", make: || audit_settings("absurd") },
     Block { name: "audit-settings-sqlxmq", make: || audit_settings("sqlxmq") },

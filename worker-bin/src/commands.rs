@@ -18,7 +18,14 @@ pub struct Request {
 #[serde(tag = "cmd", rename_all = "snake_case")]
 pub enum Command {
     /// Acquire (or take over) the run's lease and start the heartbeat.
-    Acquire { run_id: Uuid, ttl_ms: i64, heartbeat_ms: u64, renew_timeout_ms: u64 },
+    Acquire {
+        run_id: Uuid,
+        ttl_ms: i64,
+        heartbeat_ms: u64,
+        renew_timeout_ms: u64,
+        #[serde(default)]
+        faults: FaultPoints,
+    },
     /// pending -> running under the held lease.
     Start {
         #[serde(default)]

@@ -24,6 +24,7 @@ pub async fn run(session: &Arc<Session>, s: Script) -> bool {
         ttl_ms: s.ttl_ms,
         heartbeat_ms: s.heartbeat_ms,
         renew_timeout_ms: s.renew_timeout_ms,
+        faults: FaultPoints::none(),
     }];
     plan.push(Command::Start { expected_revision: None, faults: FaultPoints::none() });
     for step in 1..=s.steps {

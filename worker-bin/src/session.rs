@@ -10,7 +10,7 @@ use fenceproof_protocol::operation::Intent;
 use fenceproof_protocol::retry::RetryBudget;
 use fenceproof_protocol::secrets::{mask, SecretStore};
 use fenceproof_protocol::{
-    dispatch, lease, outbox, protected_transition, FaultPoints, Lease, ProtocolError, Transition, Ttl,
+    dispatch, lease, outbox, protected_transition, FaultPoint, FaultPoints, Lease, ProtocolError, Transition, Ttl,
 };
 use serde_json::{json, Value};
 use sqlx::PgPool;
@@ -33,6 +33,9 @@ fn without_faults(cmd: Command) -> Command {
             Command::Save { checkpoint, expected_revision, faults: FaultPoints::none() }
         }
         Command::Start { expected_revision, .. } => Command::Start { expected_revision, faults: FaultPoints::none() },
+        Command::Acquire { run_id, ttl_ms, heartbeat_ms, renew_timeout_ms, .. } => {
+            Command::Acquire { run_id, ttl_ms, heartbeat_ms, renew_timeout_ms, faults: FaultPoints::none() }
+        }
         Command::Succeed { expected_revision, .. } => {
             Command::Succeed { expected_revision, faults: FaultPoints::none() }
         }
@@ -222,7 +225,9 @@ impl Session {
             Command::Advance { operation_id, expected_revision } => {
                 self.advance(&operation_id, expected_revision).await
             }
-            Command::Acquire { run_id, ttl_ms, heartbeat_ms, renew_timeout_ms } => {
+            Command::Acquire { run_id, ttl_ms, heartbeat_ms, renew_timeout_ms, faults } => {
+                // The takeover is one statement: its barrier is right before it.
+                faults.pass_outside_tx(FaultPoint::BeforeTakeoverWrite, &self.pool).await?;
                 self.acquire(run_id, ttl_ms, heartbeat_ms, renew_timeout_ms).await.map(|_| None)
             }
             Command::Start { expected_revision, faults } => {

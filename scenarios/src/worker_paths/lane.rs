@@ -28,7 +28,12 @@ pub enum Who {
     ControlPlane,
     /// The spare worker that tries what the model refuses.
     Probe,
+    /// A second spare worker, the probe's rival in a race of two takeovers.
+    Rival,
 }
+
+/// Every process of a lane.
+const ALL: [Who; 6] = [Who::Slot(0), Who::Slot(1), Who::Reconciler, Who::ControlPlane, Who::Probe, Who::Rival];
 
 /// Where a lane plays: its database (`None`: the row's own), an owner's URL and an observer there.
 pub struct Place {
@@ -48,6 +53,7 @@ pub struct Lane {
     reconciler: Option<WorkerProc>,
     control: Option<WorkerProc>,
     probe: Option<WorkerProc>,
+    rival: Option<WorkerProc>,
     /// Processes started so far (each gets a name of its own: a killed slot's successor too).
     started: usize,
     /// The owner ids the control plane ran under (the invariants' authorized control plane).
@@ -63,6 +69,7 @@ impl Lane {
             reconciler: None,
             control: None,
             probe: None,
+            rival: None,
             started: 0,
             control_owners: Vec::new(),
         }
@@ -95,6 +102,15 @@ impl Lane {
         Ok(self.slot(who).as_mut().expect("started above"))
     }
 
+    /// Start every process of the lane now (a process started in the middle of a path, a Python
+    /// interpreter's start-up say, would let a short term lapse before its first command).
+    pub async fn warm(&mut self, ctx: &Ctx) -> Result<(), HarnessError> {
+        for who in ALL {
+            self.get(ctx, who).await?;
+        }
+        Ok(())
+    }
+
     /// SIGKILL `who` (a model process's kill); a later path starts a new one.
     pub async fn kill(&mut self, who: Who) -> Result<(), HarnessError> {
         if let Some(mut w) = self.slot(who).take() {
@@ -105,8 +121,7 @@ impl Lane {
 
     /// Ask every process to exit.
     pub async fn stop(&mut self) -> Result<(), HarnessError> {
-        let all = [Who::Slot(0), Who::Slot(1), Who::Reconciler, Who::ControlPlane, Who::Probe];
-        for who in all {
+        for who in ALL {
             if let Some(mut w) = self.slot(who).take() {
                 w.shutdown(STEP).await?;
             }
@@ -120,6 +135,7 @@ impl Lane {
             Who::Reconciler => &mut self.reconciler,
             Who::ControlPlane => &mut self.control,
             Who::Probe => &mut self.probe,
+            Who::Rival => &mut self.rival,
         }
     }
 }
@@ -131,5 +147,6 @@ fn name(who: Who) -> String {
         Who::Reconciler => "reconciler".into(),
         Who::ControlPlane => "cp".into(),
         Who::Probe => "probe".into(),
+        Who::Rival => "rival".into(),
     }
 }

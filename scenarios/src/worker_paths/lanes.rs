@@ -61,6 +61,7 @@ pub async fn play(
     grant: Grant,
     total: usize,
 ) -> Result<Vec<(usize, PathReport, usize)>, HarnessError> {
+    lane.warm(ctx).await?;
     let mut out = Vec::new();
     for (i, (t, p)) in &mine {
         out.push((*i, play::play(ctx, lane, *i, t, p, grant).await?, 0));

@@ -56,8 +56,10 @@ pub const ONLY_PATHS: &str = "FENCEPROOF_MODEL_PATH";
 const GRANT_FLOOR_MS: i64 = 150;
 
 /// How many of the worker's measured round trips each step between a grant and its tick adds to
-/// the grant's term.
+/// the grant's term, and the least it adds (a round trip measured without database work can read
+/// 0 ms).
 const STEP_ROUND_TRIPS: i64 = 4;
+const STEP_FLOOR_MS: i64 = 20;
 
 /// How much longer the terms are when a path that stopped is played again.
 const AGAIN_LONGER: i64 = 5;
@@ -67,7 +69,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let mut lanes = lanes::open(ctx, paths.len()).await?;
     let c: &Ctx = ctx;
     let rt = measured::timed(c, lanes[0].get(c, Who::Slot(0)).await?).await?;
-    let step_ms = (rt.request().as_millis() as i64) * STEP_ROUND_TRIPS;
+    let step_ms = ((rt.request().as_millis() as i64) * STEP_ROUND_TRIPS).max(STEP_FLOOR_MS);
     let grant = play::Grant { floor_ms: GRANT_FLOOR_MS, step_ms };
     let n = lanes.len();
     let played = futures_util::future::join_all(lanes.iter_mut().enumerate().map(|(k, lane)| {

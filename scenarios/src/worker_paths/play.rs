@@ -217,7 +217,43 @@ impl Play<'_> {
                 return Ok(());
             }
         }
+        if let Some(found) = self.race(&states[states.len() - 1]).await? {
+            report.refused_by_model = Some(format!("after the path: {found}"));
+        }
         Ok(())
+    }
+
+    /// Where the path left the lease free or expired (and its run can still be worked on): two
+    /// takeovers of it, the first held right before its write (`before_takeover_write`) while the
+    /// second takes the lease. The first must then be refused: the lease is live again, and the
+    /// model takes no takeover of a live lease. `Some(finding)` when it answered ok.
+    async fn race(&mut self, last: &State) -> Result<Option<String>, HarnessError> {
+        let l = last.primary.lease;
+        let open = l.owner.is_none() || l.expired();
+        if !open || last.primary.run.terminal() || !self.held.is_empty() || self.stop.is_some() {
+            return Ok(None);
+        }
+        let run_id = self.run_id;
+        let acquire = |ttl: i64| {
+            json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": ttl,
+                "heartbeat_ms": HEARTBEAT_OFF_MS, "renew_timeout_ms": STEP.as_millis() as u64})
+        };
+        let key = self.ctx.lock_key(0x5250_0000 + (self.idx as i64) % 0x0100_0000);
+        let mut first = acquire(self.grant.floor_ms);
+        first["faults"] = json!({"barriers": [{"point": "before_takeover_write", "key": key}]});
+        if self.send_held(Who::Probe, first, key, "before_takeover_write", None).await?.is_some() {
+            // It answered without waiting at the point: this worker's takeover is not held there.
+            return Ok(None);
+        }
+        let second = self.simple(Who::Rival, acquire(LONG_MS)).await?;
+        let Some(h) = self.held.pop() else { return Ok(None) };
+        h.barrier.heal().await?;
+        let ev = self.lane.get(self.ctx, h.who).await?.reply(h.id, STEP).await?;
+        Ok((second && outcome(&ev) == "ok").then(|| {
+            "two takeovers of one expired lease, the first held before its write: the second took it, and the first \
+             answered ok over the live lease"
+                .to_string()
+        }))
     }
 
     /// Play one action; whether the worker answered that it committed (hidden steps: true).
@@ -240,7 +276,7 @@ impl Play<'_> {
             Action::Reconcile(n) => self.reconcile(n).await,
             Action::Cancel => self.simple(Who::ControlPlane, json!({"cmd": "cancel", "run_id": self.run_id})).await,
             Action::Tick => wait::tick(&self.pool, self.run_id, self.grant.term(self.path.len())).await.map(|_| true),
-            Action::Kill(i) => self.lane.kill(Who::Slot(i)).await.map(|_| true),
+            Action::Kill(i) => self.kill(i).await.map(|_| true),
             // The row lock is taken with the validation (the model's own lock keeps every other
             // process off the lease row in between); the call is the dispatch's.
             Action::Lock(_) | Action::Call(_) => Ok(true),
@@ -248,6 +284,13 @@ impl Play<'_> {
                 Err(HarnessError::Other(format!("a worker path holds {other:?}, which no contract command takes")))
             }
         }
+    }
+
+    /// SIGKILL model process `i`, and start its successor now (a later path's, with a new owner
+    /// id), so that no process starts in the middle of a path.
+    async fn kill(&mut self, i: u8) -> Result<(), HarnessError> {
+        self.lane.kill(Who::Slot(i)).await?;
+        self.lane.warm(self.ctx).await
     }
 
     /// Send `cmd` to `who` and wait for its answer; whether it was ok. While another command

@@ -98,6 +98,10 @@ func (w *worker) Handle(c *fpkit.Command) (interface{}, error) {
 	ctx := context.Background()
 	switch c.Cmd {
 	case "acquire":
+		// The takeover is one statement: the harness may hold it right before it.
+		if err := c.Faults.Outside(ctx, w.store.DB, "before_takeover_write"); err != nil {
+			return nil, outcome("acquire", err)
+		}
 		return nil, w.acquire(ctx, c.RunID, c.TTLms, c.HeartbeatMs, c.RenewTimeoutMs)
 	case "start":
 		_, _, err := w.transition(ctx, "start", "pending", "running", nil, c.ExpectedRevision, c.Faults, "", nil)

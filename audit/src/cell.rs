@@ -989,6 +989,17 @@ fn with_last_words(e: HarnessError, w: &AdapterWorker) -> HarnessError {
     }
 }
 
+/// The commits of the library's results table (when it has one) as writes of the job, each status
+/// read as `column=value` (django-q2's `success=false`).
+fn result_writes(lib: &Library, commits: &[AuditCommit], write: impl Fn(&AuditCommit) -> JobWrite) -> Vec<JobWrite> {
+    let Some((table, column)) = lib.results_table else { return Vec::new() };
+    let result = |row: &Option<Value>| row.as_ref().map(|r| format!("{column}={}", r[column]));
+    let results = commits.iter().filter(|c| c.table_name == table);
+    results
+        .map(|c| JobWrite { status_before: result(&c.old_row), status_after: result(&c.new_row), ..write(c) })
+        .collect()
+}
+
 /// The library-neutral history the checkers judge.
 pub fn history(
     lib: &Library,
@@ -1025,17 +1036,8 @@ pub fn history(
         status_after: status(&c.new_row),
     };
     let mut writes: Vec<JobWrite> = commits.iter().filter(|c| c.table_name == lib.table).map(write).collect();
-    if let Some((table, column)) = lib.results_table {
-        // The results table's record of how the task ended, read as `column=value`.
-        let result = |row: &Option<Value>| row.as_ref().map(|r| format!("{column}={}", r[column]));
-        let results = commits.iter().filter(|c| c.table_name == table);
-        writes.extend(results.map(|c| JobWrite {
-            status_before: result(&c.old_row),
-            status_after: result(&c.new_row),
-            ..write(c)
-        }));
-        writes.sort_by_key(|w| w.seq);
-    }
+    writes.extend(result_writes(lib, commits, write));
+    writes.sort_by_key(|w| w.seq);
     let checkpoints = checkpoint_table.map(|t| {
         commits
             .iter()

@@ -62,6 +62,13 @@ async def audit_job(ctx):
         raise
 
 
+async def say_sweep_lock(queue, name):
+    """Whether this worker's sweep holds saq's sweep lock, once its first sweeps have run (an event:
+    secondary evidence of which worker recovers)."""
+    await asyncio.sleep(1.5)
+    common.emit("sweep_lock", worker=name, held=bool(getattr(queue, "_has_sweep_lock", False)))
+
+
 async def main(args):
     common.ARGS = args
     logging.basicConfig(stream=sys.stderr, level=logging.INFO)
@@ -82,6 +89,8 @@ async def main(args):
                             timers={"sweep": args.sweep_s, "abort": 1, "schedule": 1, "worker_info": 10},
                             poll_interval=0.25)
             common.emit("ready", worker=args.name)
+            if recover:
+                asyncio.get_running_loop().create_task(say_sweep_lock(queue, args.name))
             await worker.start()
     finally:
         await queue.disconnect()

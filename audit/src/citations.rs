@@ -26,6 +26,7 @@ pub const SOURCES: &[(&str, Source)] = &[
     ("dbos", Source::Python),
     ("absurd", Source::Python),
     ("saq", Source::Python),
+    ("saq_sweeper", Source::Python),
     ("django_q2", Source::Python),
     ("django_tasks", Source::Python),
     ("dramatiq_pg", Source::Python),

@@ -5,7 +5,7 @@
 //! Model-paths-db where the database allows, so on the harness's own servers no reason applies). A reason is a claim about the protocol, PostgreSQL and
 //! the harness's experiments and schedules; each one's text says what it rests on. The transitions
 //! no reason covers are listed as such (no run reached them, and nothing known rules them out):
-//! they are what `schedules --steer` aims at.
+//! they are what `schedules run --steer` aims at.
 
 use std::fmt::Write as _;
 
@@ -109,7 +109,7 @@ pub fn markdown() -> String {
     let rest = all.iter().filter(|l| reason_of(l).is_none()).count();
     let _ = writeln!(
         s,
-        "| (none) | | {rest} | no reason is established: reachable as far as is known, the ones `schedules --steer` aims at |"
+        "| (none) | | {rest} | no reason is established: reachable as far as is known, the ones `schedules run --steer` aims at |"
     );
     s
 }

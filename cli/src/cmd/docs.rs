@@ -38,6 +38,11 @@ const BLOCKS: &[Block] = &[
     Block { name: "sql-mutant-count", make: sql_mutant_count },
     Block { name: "equivalent-count", make: equivalent_count },
     Block { name: "fp-functions", make: super::fp_functions::markdown },
+    Block { name: "direct-tables", make: super::direct_path::tables_markdown },
+    Block { name: "direct-statements", make: super::direct_path::statements_markdown },
+    Block { name: "direct-skipped", make: super::direct_path::skipped_list },
+    Block { name: "direct-skipped-count", make: super::direct_path::skipped_count },
+    Block { name: "direct-row-count", make: super::direct_path::kept_count },
     Block { name: "worker-flags", make: fenceproof_harness::procs::flags::markdown },
     Block { name: "external-rows", make: external_rows },
     Block { name: "external-row-count", make: external_row_count },
@@ -560,13 +565,13 @@ fn blocks(root: &Path, check: bool) -> Result<Vec<StaleIn>, u8> {
 /// The stale (or rewritten) blocks and the undefined sections: one line each and a closing line,
 /// or one JSON document.
 fn print(found: &[StaleIn], undefined: &[super::sections::Undefined], a: &Args) {
-    if a.json {
+    if a.out.json {
         let v = serde_json::json!({ "stale": found, "rewritten": !a.check, "undefined_sections": undefined });
         outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
         return;
     }
     let verb = if a.check { "is stale" } else { "rewritten" };
-    if !a.quiet {
+    if !a.out.quiet {
         for s in found {
             outln!(
                 "{}:{}: generated:{} {verb} (first difference at its line {})",
@@ -656,11 +661,6 @@ pub struct Args {
     /// The folder holding README.md and docs/.
     #[arg(long, default_value = ".")]
     pub root: PathBuf,
-    /// Print one JSON document: {"stale": [{"file", "line", "name", "first_difference"}],
-    /// "rewritten", "undefined_sections": [{"at", "section"}]} (rewritten: false with --check).
-    #[arg(long)]
-    pub json: bool,
-    /// Print only the closing line: how many blocks differ (or were rewritten).
-    #[arg(long, conflicts_with = "json")]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub out: crate::cmd::output::Output,
 }

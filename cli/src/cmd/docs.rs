@@ -69,6 +69,25 @@ const BLOCKS: &[Block] = &[
     Block { name: "audit-procrastinate", make: || audit_library("procrastinate") },
     Block { name: "audit-pgqueuer", make: || audit_library("pgqueuer") },
     Block { name: "audit-chancy", make: || audit_library("chancy") },
+    Block { name: "audit-django_tasks", make: || audit_library("django_tasks") },
+    Block { name: "audit-settings-django_tasks", make: || audit_settings("django_tasks") },
+    Block { name: "audit-dramatiq_pg", make: || audit_library("dramatiq_pg") },
+    Block { name: "audit-settings-dramatiq_pg", make: || audit_settings("dramatiq_pg") },
+    Block { name: "audit-saq_sweeper", make: || audit_library("saq_sweeper") },
+    Block { name: "audit-settings-saq_sweeper", make: || audit_settings("saq_sweeper") },
+    Block { name: "audit-settings-dbos", make: || audit_settings("dbos") },
+    Block { name: "audit-settings-absurd", make: || audit_settings("absurd") },
+    Block { name: "audit-settings-sqlxmq", make: || audit_settings("sqlxmq") },
+    Block { name: "audit-settings-underway", make: || audit_settings("underway") },
+    Block { name: "audit-settings-apalis", make: || audit_settings("apalis") },
+    Block { name: "audit-settings-graphile_worker", make: || audit_settings("graphile_worker") },
+    Block { name: "audit-settings-saq", make: || audit_settings("saq") },
+    Block { name: "audit-settings-django_q2", make: || audit_settings("django_q2") },
+    Block { name: "audit-settings-pgmq", make: || audit_settings("pgmq") },
+    Block { name: "audit-settings-fang", make: || audit_settings("fang") },
+    Block { name: "audit-settings-procrastinate", make: || audit_settings("procrastinate") },
+    Block { name: "audit-settings-pgqueuer", make: || audit_settings("pgqueuer") },
+    Block { name: "audit-settings-chancy", make: || audit_settings("chancy") },
     Block { name: "model-invariants", make: model_invariants_markdown },
     Block { name: "model-situations", make: model_situations_markdown },
     Block { name: "model-outside", make: model_outside_markdown },
@@ -111,6 +130,12 @@ pub fn model_weak_spots_markdown() -> String {
 }
 
 /// One library's cells of the published results.
+/// The settings paragraph of library `name`'s page.
+fn audit_settings(name: &str) -> String {
+    let lib = fenceproof_audit::libraries::LIBRARIES.iter().find(|l| l.name == name);
+    lib.map(fenceproof_audit::page_settings::markdown).unwrap_or_default()
+}
+
 fn audit_library(name: &str) -> String {
     fenceproof_audit::report::summary_library_markdown(&audit_results(), name)
 }

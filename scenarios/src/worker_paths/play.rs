@@ -468,9 +468,11 @@ impl Play<'_> {
         }
         // rest[0] is the call (a worker path calls at once); then the claim session's next step
         // (the same model process's lease and commit steps are not its claim session's).
-        let next = rest.iter().enumerate().skip(1).find(|(_, a)| {
-            matches!(a, Action::WriteResult(j) | Action::GiveUp(j) | Action::Kill(j) if *j == i)
-        });
+        let next = rest
+            .iter()
+            .enumerate()
+            .skip(1)
+            .find(|(_, a)| matches!(a, Action::WriteResult(j) | Action::GiveUp(j) | Action::Kill(j) if *j == i));
         match next {
             Some((1, Action::WriteResult(_))) => (None, false),
             Some((1, Action::GiveUp(_))) => (Some(ToolFault::DropAfterCommit), false),

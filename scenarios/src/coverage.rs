@@ -94,7 +94,8 @@ fn refusals_section(tried: &[(String, bool)]) -> String {
     }
     let mut s = format!(
         "\n## Refused commands tried\n\n{} commands were sent where the model refuses their action (steps of \
-         Model-paths' paths, its probes after each grant and its races of two takeovers), each judged by trace \
+         Model-paths' paths, its probes after each grant, its stale holders' saves after each takeover and its races \
+         of two takeovers), each judged by trace \
          validation like every commit:\n\n| action | state classes | refused | answered ok |\n|---|---|---|---|\n",
         tried.len()
     );

@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::lane::{Lane, Who};
+use super::lane::{Lane, Who, SLOTS};
 use super::wait::{self, Barriers, Waited};
 use crate::ctx::{outcome, Ctx, STEP};
 
@@ -220,6 +220,10 @@ impl Play<'_> {
                 _ => {}
             }
             if let Some(found) = self.probe(*a, n, report).await? {
+                report.refused_by_model = Some(format!("after step {}: {found}", k + 1));
+                return Ok(());
+            }
+            if let Some(found) = self.stale_write(*a, n, committed, report).await? {
                 report.refused_by_model = Some(format!("after step {}: {found}", k + 1));
                 return Ok(());
             }
@@ -562,6 +566,37 @@ impl Play<'_> {
             return Ok(None);
         }
         Ok(Some("a takeover of the lease the model holds live answered ok".into()))
+    }
+
+    /// After a takeover, each other process that still believes an older epoch of the lease (and
+    /// has no transaction open) is sent a save: the model refuses a write from a stale epoch, and
+    /// so must the worker's statement. `Some(finding)` when it answered ok.
+    async fn stale_write(
+        &mut self,
+        a: Action,
+        n: &State,
+        committed: bool,
+        report: &mut PathReport,
+    ) -> Result<Option<String>, HarnessError> {
+        let Action::Acquire(j) = a else { return Ok(None) };
+        if !committed || !self.held.is_empty() || self.stop.is_some() {
+            return Ok(None);
+        }
+        for i in (0..SLOTS as u8).filter(|i| *i != j) {
+            let p = n.procs[i as usize];
+            let stale = p.lease.is_some_and(|b| b.epoch < n.primary.lease.epoch);
+            if !stale || p.txn != fenceproof_model::state::Txn::Idle || p.cond != fenceproof_model::state::Cond::Running
+            {
+                continue;
+            }
+            let cmd = json!({"cmd": "save", "checkpoint": {"path": self.idx, "stale": true}});
+            let ok = self.simple(Who::Slot(i), cmd).await?;
+            report.refusals.push((refusal(n, Action::Commit(i, Write::Checkpoint)), !ok));
+            if ok {
+                return Ok(Some(format!("a save by process {i}, whose epoch was taken over, answered ok")));
+            }
+        }
+        Ok(None)
     }
 
     /// The write process `i` commits next on the path (or, when it commits no more, a checkpoint,

@@ -129,3 +129,148 @@ fn giving_up_a_claim_that_moved_on_changes_no_row() {
     assert_eq!(t.primary, s.primary, "the reconciler moved the claim on: no row matches");
     assert!(t.procs[1].claim.is_none());
 }
+
+/// The bounds the fingerprints walk: each small enough to walk whole in well under a second, and
+/// together reaching every guard of `enabled` and every branch of the steps at least once (each
+/// fault, replication mode, capability and ablation in one of them).
+fn fingerprint_bounds() -> Vec<(&'static str, Config)> {
+    use fenceproof_model::config::{Ablation, Capability, Replication};
+    let small = Config {
+        ops: 1,
+        symmetry: false,
+        restores: 0,
+        promotes: 0,
+        jumps: 0,
+        max_revision: 2,
+        replication: Replication::Off,
+        ..Config::default_bound()
+    };
+    let mut b = vec![
+        ("small", small.clone()),
+        ("two-ops", Config { ops: 2, max_revision: 3, max_sessions: 1, ..small.clone() }),
+        ("symmetric", Config { symmetry: true, ..small.clone() }),
+        ("kill", Config { kills: 1, ..small.clone() }),
+        ("abort", Config { aborts: 1, ..small.clone() }),
+        ("lost-ack", Config { lost_acks: 1, max_sessions: 1, ..small.clone() }),
+        ("pauses", Config { pauses: true, max_sessions: 1, ..small.clone() }),
+        ("restart-owner-reuse", Config { restarts: 1, owner_reuse: true, max_sessions: 1, ..small.clone() }),
+        ("restart", Config { restarts: 1, max_sessions: 1, ..small.clone() }),
+        ("jumps", Config { jumps: 1, jump: 2, max_sessions: 1, ..small.clone() }),
+        ("sync-promote", Config { replication: Replication::Sync, promotes: 1, ..small.clone() }),
+        ("async-promote", Config { replication: Replication::Async, promotes: 1, max_sessions: 1, max_revision: 1, ..small.clone() }),
+        ("restore", Config { restores: 1, ..small.clone() }),
+        ("sessions-1", Config { max_sessions: 1, ..small.clone() }),
+        ("ttl-2", Config { ttl: 2, claim_ttl: 2, ..small.clone() }),
+    ];
+    for (name, cap) in [("cap-detid", Capability::DeterministicId), ("cap-query", Capability::Query), ("cap-none", Capability::None)] {
+        b.push((name, Config { caps: [cap, Capability::None], ..small.clone() }));
+    }
+    for a in [
+        Ablation::NoRowLock,
+        Ablation::NoRecheck,
+        Ablation::NoEpochCheck,
+        Ablation::NoRevisionCas,
+        Ablation::ReleaseZeroesEpoch,
+        Ablation::RenewWithoutExpiry,
+        Ablation::ClaimWithoutRunStatus,
+        Ablation::ResultWithoutClaimCheck,
+    ] {
+        // Room for a completed run beside a planned operation, a stale revision and a reused owner
+        // id: what each removed check is there to stop.
+        let c = Config { ablations: vec![a], max_revision: 3, max_sessions: 1, kills: 1, ..small.clone() };
+        let c = if a == Ablation::NoEpochCheck { Config { owner_reuse: true, restarts: 1, kills: 0, max_revision: 2, ..c } } else { c };
+        b.push((ablation_name(a), c));
+    }
+    b.push((
+        "ablation-resume-before-recovery",
+        Config { ablations: vec![Ablation::ResumeBeforeRecovery], restores: 1, max_sessions: 1, ..small.clone() },
+    ));
+    b
+}
+
+fn ablation_name(a: fenceproof_model::config::Ablation) -> &'static str {
+    use fenceproof_model::config::Ablation::*;
+    match a {
+        NoRowLock => "ablation-no-row-lock",
+        NoRecheck => "ablation-no-recheck",
+        NoEpochCheck => "ablation-no-epoch-check",
+        NoRevisionCas => "ablation-no-revision-cas",
+        ReleaseZeroesEpoch => "ablation-release-zeroes-epoch",
+        RenewWithoutExpiry => "ablation-renew-without-expiry",
+        ClaimWithoutRunStatus => "ablation-claim-without-run-status",
+        ResultWithoutClaimCheck => "ablation-result-without-claim-check",
+        ResumeBeforeRecovery => "ablation-resume-before-recovery",
+    }
+}
+
+/// One bound's fingerprint: its reachable states; per action kind, the transitions that change
+/// the state and the enabled actions that change nothing; per rule, the states that break it; per
+/// situation, the states that reach it.
+fn fingerprint(c: &Config) -> String {
+    use fenceproof_model::properties::{INVARIANTS, SITUATIONS};
+    use std::collections::{BTreeMap, HashSet, VecDeque};
+    use stateright::Model;
+    let m = ProtocolModel::new(c.clone());
+    let mut seen: HashSet<State> = m.init_states().into_iter().collect();
+    let mut queue: VecDeque<State> = seen.iter().cloned().collect();
+    let (mut moves, mut idle, mut broken, mut reached) =
+        (BTreeMap::new(), BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+    let mut actions = Vec::new();
+    while let Some(s) = queue.pop_front() {
+        assert!(seen.len() < 400_000, "the bound {} is too large for a fingerprint", c.describe());
+        for i in INVARIANTS.iter().filter(|i| !(i.holds)(&m, &s)) {
+            *broken.entry(i.rule).or_insert(0usize) += 1;
+        }
+        for x in SITUATIONS.iter().filter(|x| (x.reached)(&m, &s)) {
+            *reached.entry(x.name).or_insert(0usize) += 1;
+        }
+        actions.clear();
+        m.actions(&s, &mut actions);
+        for a in &actions {
+            match m.next_state(&s, *a) {
+                Some(n) => {
+                    *moves.entry(a.kind()).or_insert(0usize) += 1;
+                    if seen.insert(n.clone()) {
+                        queue.push_back(n);
+                    }
+                }
+                None => *idle.entry(a.kind()).or_insert(0usize) += 1,
+            }
+        }
+    }
+    let list = |m: &BTreeMap<&str, usize>| m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+    format!(
+        "states {}\n  moves {}\n  idle {}\n  broken {}\n  reached {}",
+        seen.len(),
+        list(&moves),
+        list(&idle),
+        list(&broken),
+        list(&reached)
+    )
+}
+
+/// The model's semantics, pinned: the fingerprint of every bound of [`fingerprint_bounds`] equals
+/// the one recorded in tests/fingerprints.txt. A change of a guard, a step, a property or a fault
+/// changes some count here, so a model change is a decision someone records (rewrite the file with
+/// FENCEPROOF_BLESS=1 and review its diff), never a silent weakening.
+#[test]
+fn the_fingerprints_of_the_small_bounds_are_the_recorded_ones() {
+    let got: String = fingerprint_bounds()
+        .iter()
+        .map(|(name, c)| {
+            let t0 = std::time::Instant::now();
+            let f = format!("{name}: {}\n", fingerprint(c));
+            eprintln!("{name}: {:.2}s", t0.elapsed().as_secs_f64());
+            f
+        })
+        .collect();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fingerprints.txt");
+    if std::env::var_os("FENCEPROOF_BLESS").is_some() {
+        std::fs::write(&path, &got).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    for (g, w) in got.lines().zip(want.lines()) {
+        assert_eq!(g, w, "the model's fingerprint changed (FENCEPROOF_BLESS=1 records the new one; review its diff)");
+    }
+    assert_eq!(got, want);
+}

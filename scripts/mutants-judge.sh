@@ -3,8 +3,9 @@
 # each PART is some files and the tests that judge them, run per mutant:
 #
 #   model        model/src (guards, steps, properties, trace validation): the model crate's fast
-#                tests (lib, semantics with the fingerprints of small bounds, trace, weak_spots);
-#                its exhaustive checks (explore, paths, transitions: minutes each) are not run per mutant.
+#                tests (semantics, with the fingerprints of small bounds, and trace; the lib has no
+#                unit tests, and weak_spots' ablations are among the fingerprints' bounds); its
+#                exhaustive checks (explore, paths, transitions: minutes each) are not run per mutant.
 #   model-core   model/src/enabled.rs, step/ and properties.rs alone, with the same tests.
 #   check        harness/src/check: the harness's unit tests (the checkers' verdicts on recorded histories).
 #   db           harness/src/db/team_schema.rs and privileges.rs: the harness's unit tests; their real
@@ -26,9 +27,9 @@ shift
 files=()
 tests=()
 case "$part" in
-  model) files=(-f 'model/src/**/*.rs'); pkg=fenceproof-model; tests=(--lib --test semantics --test trace --test weak_spots) ;;
+  model) files=(-f 'model/src/**/*.rs'); pkg=fenceproof-model; tests=(--test semantics --test trace) ;;
   model-core) files=(-f model/src/enabled.rs -f 'model/src/step/*.rs' -f model/src/properties.rs); pkg=fenceproof-model
-    tests=(--lib --test semantics --test trace --test weak_spots) ;;
+    tests=(--test semantics --test trace) ;;
   check) files=(-f 'harness/src/check/**/*.rs'); pkg=fenceproof-harness; tests=(--lib) ;;
   db) files=(-f harness/src/db/team_schema.rs -f harness/src/db/privileges.rs); pkg=fenceproof-harness; tests=(--lib) ;;
   conformance) files=(-f 'conformance/src/**/*.rs'); pkg=fenceproof-cli; tests=(--test worker_contract) ;;

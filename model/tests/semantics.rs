@@ -157,12 +157,17 @@ fn fingerprint_bounds() -> Vec<(&'static str, Config)> {
         ("restart", Config { restarts: 1, max_sessions: 1, ..small.clone() }),
         ("jumps", Config { jumps: 1, jump: 2, max_sessions: 1, ..small.clone() }),
         ("sync-promote", Config { replication: Replication::Sync, promotes: 1, ..small.clone() }),
-        ("async-promote", Config { replication: Replication::Async, promotes: 1, max_sessions: 1, max_revision: 1, ..small.clone() }),
+        (
+            "async-promote",
+            Config { replication: Replication::Async, promotes: 1, max_sessions: 1, max_revision: 1, ..small.clone() },
+        ),
         ("restore", Config { restores: 1, ..small.clone() }),
         ("sessions-1", Config { max_sessions: 1, ..small.clone() }),
         ("ttl-2", Config { ttl: 2, claim_ttl: 2, ..small.clone() }),
     ];
-    for (name, cap) in [("cap-detid", Capability::DeterministicId), ("cap-query", Capability::Query), ("cap-none", Capability::None)] {
+    for (name, cap) in
+        [("cap-detid", Capability::DeterministicId), ("cap-query", Capability::Query), ("cap-none", Capability::None)]
+    {
         b.push((name, Config { caps: [cap, Capability::None], ..small.clone() }));
     }
     for a in [
@@ -178,7 +183,11 @@ fn fingerprint_bounds() -> Vec<(&'static str, Config)> {
         // Room for a completed run beside a planned operation, a stale revision and a reused owner
         // id: what each removed check is there to stop.
         let c = Config { ablations: vec![a], max_revision: 3, max_sessions: 1, kills: 1, ..small.clone() };
-        let c = if a == Ablation::NoEpochCheck { Config { owner_reuse: true, restarts: 1, kills: 0, max_revision: 2, ..c } } else { c };
+        let c = if a == Ablation::NoEpochCheck {
+            Config { owner_reuse: true, restarts: 1, kills: 0, max_revision: 2, ..c }
+        } else {
+            c
+        };
         b.push((ablation_name(a), c));
     }
     b.push((
@@ -208,8 +217,8 @@ fn ablation_name(a: fenceproof_model::config::Ablation) -> &'static str {
 /// situation, the states that reach it.
 fn fingerprint(c: &Config) -> String {
     use fenceproof_model::properties::{INVARIANTS, SITUATIONS};
-    use std::collections::{BTreeMap, HashSet, VecDeque};
     use stateright::Model;
+    use std::collections::{BTreeMap, HashSet, VecDeque};
     let m = ProtocolModel::new(c.clone());
     let mut seen: HashSet<State> = m.init_states().into_iter().collect();
     let mut queue: VecDeque<State> = seen.iter().cloned().collect();

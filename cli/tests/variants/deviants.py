@@ -81,9 +81,11 @@ class ReadyNotOk(Base):
         return super().emit(event, cmd_id, outcome, detail, data)
 
 
-class DiesOnMetrics(Base):
+class DiesOnRenew(Base):
+    """Exits when asked to renew (the preflight sends `metrics` first, which it answers)."""
+
     def run(self, c):
-        if c["cmd"] == "metrics":
+        if c["cmd"] == "renew":
             os._exit(9)
         return super().run(c)
 
@@ -184,13 +186,6 @@ class ReleaseKeepsLease(Base):
         self.held()
         self.stop_heartbeat()
         return None
-
-
-class FailCancels(Base):
-    def transition(self, name, frm, to, checkpoint, expected, faults=None, require_op=None, intent=None):
-        if name == "fail":
-            to = "cancelled"
-        return super().transition(name, frm, to, checkpoint, expected, faults, require_op, intent)
 
 
 class ExitStatus(Base):
@@ -519,7 +514,7 @@ VARIANTS = {
     # flags
     "ready-not-ok": (ReadyNotOk, {}),
     "metrics-refused": (Base, {"wrong": ("metrics", 1, "ok", "bad_command")}),
-    "dies-mid-probe": (DiesOnMetrics, {}),
+    "dies-mid-probe": (DiesOnRenew, {}),
     "list-unformatted": (Base, {"list_mutants": "unformatted"}),
     "list-slow": (Base, {"list_mutants": "slow"}),
     # lease
@@ -556,7 +551,8 @@ VARIANTS = {
     "release-answers-lost": (Base, {"wrong": ("release", 1, "ok", "lease_lost")}),
     "release-keeps-lease": (ReleaseKeepsLease, {}),
     "fail-answers-invalid": (Base, {"wrong": ("fail", 1, "ok", "invalid_state")}),
-    "fail-cancels": (FailCancels, {}),
+    # (a fail that moves the run to `cancelled` instead is refused by fp_run_transition)
+    "fail-answers-early": (Base, {"defer": ("fail", 1)}),
     "exit-answers-error": (Base, {"wrong": ("exit", 1, "ok", "error")}),
     "exit-status-3": (ExitStatus, {}),
     # barriers

@@ -32,7 +32,6 @@ const DEVIANTS: &[Deviant] = &[
     // flags
     d("ready-not-ok", "flags", "the worker starts with the flags the harness passes and says `ready`"),
     d("metrics-refused", "flags", "metrics answers `ok`"),
-    d("dies-mid-probe", "flags", "the probe runs to its end"),
     d(
         "list-unformatted",
         "flags",
@@ -42,6 +41,7 @@ const DEVIANTS: &[Deviant] = &[
     // preflight starts the same program first and stops conformance (exit 3).
     d("list-slow", "flags", "--list-mutants ends promptly"),
     // lease
+    d("dies-mid-probe", "lease", "the probe runs to its end"),
     d("acquire-free-busy", "lease", "acquire of a free lease answers `ok`"),
     d("answer-named-otherwise", "lease", "an answer is named after its command (`\"event\": \"acquire\"`)"),
     d("epoch-off-by-one", "lease", "an ok acquire names the lease's epoch (1 for a new run)"),
@@ -87,7 +87,7 @@ const DEVIANTS: &[Deviant] = &[
     d("release-answers-lost", "lease", "release of a held lease answers `ok`"),
     d("release-keeps-lease", "lease", "release frees the lease and keeps its epoch"),
     d("fail-answers-invalid", "lease", "fail of a running run answers `ok`"),
-    d("fail-cancels", "lease", "fail moves the run to `failed`"),
+    d("fail-answers-early", "lease", "fail moves the run to `failed`"),
     d("exit-answers-error", "lease", "exit answers `ok`"),
     d("exit-status-3", "lease", "exit ends the process with status 0"),
     // barriers

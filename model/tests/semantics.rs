@@ -289,3 +289,25 @@ fn the_fingerprints_of_the_small_bounds_are_the_recorded_ones() {
     }
     assert_eq!(got, want);
 }
+
+/// The guards the small bounds never reach, each pinned on a state built for it (a mutant of such
+/// a guard changes no fingerprint, so only these tests tell it from the original).
+mod pinned_guards {
+    use super::*;
+    use fenceproof_model::state::EPOCHS;
+
+    /// A state of [`cfg`] whose lease row has reached `epoch`, free, and every worker idle.
+    fn at_epoch(c: &Config, epoch: u8) -> State {
+        let mut s = ProtocolModel::new(c.clone()).initial();
+        s.primary.lease.epoch = epoch as _;
+        s
+    }
+
+    #[test]
+    fn no_takeover_past_the_last_epoch_the_model_keeps() {
+        let c = cfg();
+        let last = (EPOCHS - 1) as u8;
+        assert!(is_enabled(&c, &at_epoch(&c, last - 1), Action::Acquire(0)), "one more epoch fits");
+        assert!(!is_enabled(&c, &at_epoch(&c, last), Action::Acquire(0)), "epoch {last} is the model's last");
+    }
+}

@@ -310,4 +310,14 @@ mod pinned_guards {
         assert!(is_enabled(&c, &at_epoch(&c, last - 1), Action::Acquire(0)), "one more epoch fits");
         assert!(!is_enabled(&c, &at_epoch(&c, last), Action::Acquire(0)), "epoch {last} is the model's last");
     }
+
+    #[test]
+    fn a_second_restore_needs_a_backup() {
+        // The one backup is taken by the first restore; a budget of two leaves one restore with no
+        // backup to restore from, which must not be offered.
+        let c = Config { restores: 2, ..cfg() };
+        let s = walk(&c, &[Action::Restore]);
+        assert_eq!((s.budget.restores, s.backup.is_some()), (1, false));
+        assert!(!is_enabled(&c, &s, Action::Restore), "no backup, no restore");
+    }
 }

@@ -176,7 +176,7 @@ fn bad_input_is_a_one_line_error_and_starts_nothing() {
     for (args, code, says) in [
         (vec!["--only", "Z"], 2, "unknown experiment 'Z'"),
         // An old spelling of a renamed id is a note, not an error; the unknown id beside it is.
-        (vec!["--only", "M-paths,Z"], 2, "fenceproof: M-paths is now called Model-paths"),
+        (vec!["--only", "M-paths,Z"], 2, "fenceproof: M-paths is now called Model-paths-db"),
         (vec!["--no-such-flag"], 2, "--no-such-flag"),
         (vec!["--pg-bin", "/nonexistent/pg"], 3, "/nonexistent/pg"),
         (vec!["--worker-bin", "/nonexistent/worker"], 2, "/nonexistent/worker"),

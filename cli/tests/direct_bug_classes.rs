@@ -206,3 +206,39 @@ fn a_takeover_decided_on_the_workers_clock() {
     assert_eq!(trace["verdict"], "FAIL", "{trace}");
     assert_eq!(trace["rules"][0]["id"], "lease.acquire-free-or-expired", "{trace}");
 }
+
+/// The same variant driven by the model (Model-paths): where a path leaves the lease expired, two
+/// takeovers race for it, the first held right before its write (`before_takeover_write`) while
+/// the second takes the lease. The variant decided "expired" before the hold and writes without
+/// the expiry condition, so it takes a lease live on the database clock: trace validation and the
+/// takeover rule both FAIL it by `lease.acquire-free-or-expired`, with no clock fault at all.
+#[test]
+fn a_takeover_decided_before_its_write_races_in_the_models_paths() {
+    let dir = tmp("clock-takeover-paths");
+    let w = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/variants/clock_takeover.py");
+    let mut cmd = Command::new(FENCEPROOF);
+    cmd.args(["verify", "--quiet", "--skip-conformance", "--write-path", "direct", "--only", "Model-paths"])
+        .env("FENCEPROOF_MODEL_PATH", RACED_PATHS.join(","))
+        .arg("--worker-bin")
+        .arg(&w)
+        .arg("--reports-dir")
+        .arg(dir.join("reports"));
+    let (out, _) = fenceproof_harness::testkit::run_bounded(&mut cmd, &dir, Duration::from_secs(240));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "the matrix must FAIL it (exit 1):\n{text}");
+    let run = std::fs::read_dir(dir.join("reports")).unwrap().next().unwrap().unwrap().path();
+    let checks: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("Model-paths/checks.json")).unwrap()).unwrap();
+    let failed: Vec<&serde_json::Value> =
+        checks.as_array().unwrap().iter().filter(|c| c["verdict"] == "FAIL").collect();
+    let trace = failed.iter().find(|c| c["name"] == "every committed change is a step of the protocol's model");
+    let trace = trace.unwrap_or_else(|| panic!("trace validation failed it: {failed:?}"));
+    assert_eq!(trace["rules"][0]["id"], "lease.acquire-free-or-expired", "{trace}");
+    assert!(trace["evidence"].as_str().unwrap().contains("probe"), "the held takeover's commit: {trace}");
+}
+
+/// Paths that leave the lease expired on a run that can still be worked on (the race follows them).
+const RACED_PATHS: &[&str] = &[
+    "lease=expired run=pending op=- other-in-flight=false open=false stale=false | release",
+    "lease=expired run=pending op=- other-in-flight=false open=false stale=false | commit",
+];

@@ -1,4 +1,4 @@
-//! Model-paths end to end: the reference worker plays the model's paths on a fresh database and the
+//! Model-paths-db end to end: the reference worker plays the model's paths on a fresh database and the
 //! fenced functions pass; a function that lets a step the model refuses commit is caught by the
 //! row's own check, trace validation switched off (`--judge rules`): a takeover without the expiry
 //! condition by the probe after a grant, a renewal without it on a path.
@@ -25,7 +25,7 @@ fn the_reference_plays_every_path_and_a_dropped_expiry_condition_is_caught_by_th
     let tmp = scratch("model_paths");
     let (out, _) = fenceproof_harness::testkit::run_bounded(
         fenceproof()
-            .args(["mutants-sql", "--only", "Model-paths", "--judge", "rules", "--jobs", "3", "--json", "--mutants"])
+            .args(["mutants-sql", "--only", "Model-paths-db", "--judge", "rules", "--jobs", "3", "--json", "--mutants"])
             .arg(MUTANTS.join(","))
             .arg("--reports-dir")
             .arg(tmp.join("reports")),
@@ -36,7 +36,7 @@ fn the_reference_plays_every_path_and_a_dropped_expiry_condition_is_caught_by_th
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let m: serde_json::Value = serde_json::from_str(&stdout).expect("the kill matrix as JSON");
-    assert_eq!(m["reference_passed"], true, "the reference passes Model-paths: {m}");
+    assert_eq!(m["reference_passed"], true, "the reference passes Model-paths-db: {m}");
     let rows = m["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 2, "{m}");
     for r in rows {

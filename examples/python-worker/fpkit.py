@@ -228,13 +228,13 @@ class ContractKit:
         if cmd == "acquire":
             return self.acquire(c)
         if cmd == "start":
-            self.transition("start", "pending", "running", None, c.get("expected_revision"))
+            self.transition("start", "pending", "running", None, c.get("expected_revision"), c.get("faults"))
         elif cmd == "save":
             self.transition("save", "running", "running", c["checkpoint"], c.get("expected_revision"), c.get("faults"))
         elif cmd == "succeed":
-            self.transition("succeed", "running", "succeeded", None, c.get("expected_revision"))
+            self.transition("succeed", "running", "succeeded", None, c.get("expected_revision"), c.get("faults"))
         elif cmd == "fail":
-            self.transition("fail", "running", "failed", None, c.get("expected_revision"))
+            self.transition("fail", "running", "failed", None, c.get("expected_revision"), c.get("faults"))
         elif cmd == "plan":
             return self.plan(c)
         elif cmd == "advance":

@@ -235,7 +235,9 @@ class Protocol:
 
     def take_lease(self, conn, c):
         """The takeover: one statement whose condition (free, or expired on the database clock)
-        PostgreSQL evaluates again on the committed row. Returns (epoch,), or None when refused."""
+        PostgreSQL evaluates again on the committed row. Returns (epoch,), or None when refused.
+        The harness may hold it right before its write (fault point before_takeover_write)."""
+        self.barrier(conn, c.get("faults"), "before_takeover_write", in_tx=False)
         if self.args.write_path == "direct":
             sql = ("UPDATE worker_leases SET owner = %s, epoch = epoch + 1, updated_at = clock_timestamp(),"
                    " expires_at = clock_timestamp() + (%s::bigint * interval '1 millisecond')"
@@ -377,7 +379,7 @@ class Protocol:
                   "digest": digest(request), "request": request}
         checkpoint = {"planned": step, "operation_id": operation_id}
         revision, detail = self.transition("plan", "running", "running", checkpoint, c.get("expected_revision"),
-                                           intent=intent)
+                                           c.get("faults"), intent=intent)
         return {"operation_id": operation_id, "registration": detail or "new", "revision": revision,
                 "digest_input": canonical(request)}
 

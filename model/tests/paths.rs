@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 
 use fenceproof_model::action::Action;
 use fenceproof_model::config::Config;
-use fenceproof_model::coverage::{classes, commits, denominator, key, observable, paths, replay, PATHS};
+use fenceproof_model::coverage::{
+    classes, commits, denominator, key, observable, paths, replay, worker_paths, worker_playable, PATHS, WORKER_PATHS,
+};
 use fenceproof_model::ProtocolModel;
 
 fn generated() -> BTreeMap<String, Vec<Action>> {
@@ -36,4 +38,32 @@ fn ends_in(path: &[Action], k: &str) -> bool {
     let Some((_, states)) = replay(path) else { return false };
     let (s, n, a) = (&states[states.len() - 2], &states[states.len() - 1], path[path.len() - 1]);
     commits(s, a, n) && observable(a.kind()).is_some_and(|o| key(&classes(s, a).0, o) == k)
+}
+
+/// The worker's paths (`model/worker_paths.json`): current, each a behaviour ending in the
+/// transition it names whose every step the contract can drive a worker through; and what they
+/// reach, against the driver's paths, is the figure docs/model.md gives.
+#[test]
+fn worker_paths_are_current_and_drive_only_what_the_contract_expresses() {
+    let all = worker_paths(&ProtocolModel::new(Config::driver_bound()), 20_000_000).expect("bound exhausted");
+    if std::env::var_os("FENCEPROOF_BLESS").is_some() {
+        let text = serde_json::to_string_pretty(&all).expect("json");
+        std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/worker_paths.json"), text + "\n").expect("write");
+        return;
+    }
+    let have: BTreeMap<String, Vec<Action>> = serde_json::from_str(WORKER_PATHS).expect("worker_paths.json");
+    assert_eq!(have, all, "model/worker_paths.json is stale: regenerate with FENCEPROOF_BLESS=1");
+    for (k, p) in &have {
+        assert!(ends_in(p, k), "the worker's path to {k} is not a playable behaviour ending in it");
+        let (_, states) = replay(p).expect("replays");
+        assert!(p.iter().zip(&states).all(|(a, s)| worker_playable(s, a)), "{k}: a step the contract cannot drive");
+    }
+    // A claim held before its call is what the contract cannot express: no worker path holds one.
+    let held = |p: &[Action]| {
+        p.windows(2)
+            .any(|w| matches!((w[0], w[1]), (Action::Claim(i, _), b) if b != Action::Call(i) && b != Action::GiveUp(i)))
+    };
+    assert!(have.values().all(|p| !held(p)), "a worker path holds a claim before its call");
+    let driver: BTreeMap<String, Vec<Action>> = serde_json::from_str(PATHS).expect("paths.json");
+    assert!(have.keys().all(|k| driver.contains_key(k)), "a worker path to a transition the driver cannot reach");
 }

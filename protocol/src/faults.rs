@@ -20,6 +20,8 @@ pub enum FaultPoint {
     BeforeCommit,
     /// In a dispatcher: the remote call has answered, the result is not yet written.
     BeforeResultWrite,
+    /// In a takeover: whatever the worker reads to decide it has been read, its write is next.
+    BeforeTakeoverWrite,
 }
 
 /// One barrier: wait at `point` until advisory key `key` is free.

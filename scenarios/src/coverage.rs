@@ -19,7 +19,7 @@ pub struct Coverage {
     /// Transitions the rows showed that the bounded model does not reach (larger than its bound:
     /// a third operation, more processes); counted apart.
     pub beyond_bound: usize,
-    /// With the transitions a row that drives the database itself exercised (Model-paths: the
+    /// With the transitions a row that drives the database itself exercised (Model-paths-db: the
     /// model's paths played by fenceproof's reference driver, SQL the worker never sends), when
     /// it ran: what the database's fenced functions were tried in. `exercised` counts only the
     /// rows that run the worker under test, and `coverage.md` lists what they left unreached.
@@ -44,7 +44,7 @@ const RULES_OF_KIND: &[(&str, &str)] = &[
 /// The transitions the rows of `matrix` (in `run`) exercised, against the model's.
 pub fn of(run: &Path, matrix: &Matrix) -> Coverage {
     let drives_the_database =
-        |id: &str| crate::all().iter().any(|e| e.id == id && e.needs(crate::experiment::Need::ModelPaths));
+        |id: &str| crate::all().iter().any(|e| e.id == id && e.needs(crate::experiment::Need::DatabaseProbe));
     let seen_by = |probe: bool| -> BTreeSet<String> {
         let rows = matrix.results.iter().filter(|r| probe || !drives_the_database(&r.id));
         rows.flat_map(|r| exercised(&run.join(&r.evidence))).collect()

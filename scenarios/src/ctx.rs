@@ -163,6 +163,29 @@ impl Ctx {
         self.spawn_worker_as(name, &owner, start).await
     }
 
+    /// Start a worker process named `name` (a fresh owner id) on database `database` of the row's
+    /// server, with the login and write path the row gives its workers.
+    pub async fn spawn_worker_in(
+        &self,
+        name: &str,
+        database: &str,
+        start: impl Into<Start>,
+    ) -> Result<WorkerProc, HarnessError> {
+        let owner = format!("worker-{name}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let mut start = start.into();
+        let url = with_database(&self.worker_url(&mut start.extra)?, database)?;
+        self.spawn_worker_in_dir(name, &owner, &url, start, &self.dir.join(database_folder(database))).await
+    }
+
+    /// A control-plane process named `name` (see [`Ctx::spawn_control_plane`]) on database
+    /// `database`.
+    pub async fn spawn_control_plane_in(&self, name: &str, database: &str) -> Result<WorkerProc, HarnessError> {
+        let owner = format!("{CONTROL_PLANE_PREFIX}{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let url = with_database(&self.db_url, database)?;
+        let args: Vec<String> = vec!["--write-path".into(), "direct".into()];
+        self.spawn_worker_in_dir(name, &owner, &url, args, &self.dir.join(database_folder(database))).await
+    }
+
     /// Start a worker process named `name` with the given owner id (which may be shared, as a
     /// restarted host reusing its hostname would).
     pub async fn spawn_worker_as(
@@ -220,6 +243,18 @@ impl Ctx {
         database_url: &str,
         start: impl Into<Start>,
     ) -> Result<WorkerProc, HarnessError> {
+        self.spawn_worker_in_dir(name, owner, database_url, start, &self.dir.clone()).await
+    }
+
+    /// [`Ctx::spawn_worker_at`], its events and stderr kept in `dir`.
+    async fn spawn_worker_in_dir(
+        &self,
+        name: &str,
+        owner: &str,
+        database_url: &str,
+        start: impl Into<Start>,
+        dir: &std::path::Path,
+    ) -> Result<WorkerProc, HarnessError> {
         let Start { launch, extra: mut extra_args } = start.into();
         let owner = owner.to_string();
         // A row that starts workers on a server of its own (H, N) names no write path: the
@@ -248,7 +283,7 @@ impl Ctx {
                 owner,
                 binary: self.worker_bin.clone(),
                 database_url,
-                dir: self.dir.clone(),
+                dir: dir.to_path_buf(),
                 launch,
                 extra_args,
             },
@@ -519,6 +554,19 @@ impl Ctx {
 }
 
 /// The outcome field of a worker's answer.
+/// The folder of a row's second database's processes (their events, stderr, tools' ledger):
+/// the part of its name after the row's own, `<row db>_lane1` → `lane1`.
+pub fn database_folder(database: &str) -> &str {
+    database.rsplit('_').next().unwrap_or(database)
+}
+
+/// `url` naming database `database` instead of its own.
+pub fn with_database(url: &str, database: &str) -> Result<String, HarnessError> {
+    let mut u = url::Url::parse(url).map_err(|e| HarnessError::Other(format!("bad database URL: {e}")))?;
+    u.set_path(&format!("/{database}"));
+    Ok(u.to_string())
+}
+
 pub fn outcome(ev: &serde_json::Value) -> &str {
     ev["outcome"].as_str().unwrap_or("?")
 }

@@ -52,6 +52,9 @@ pub enum Need {
     /// It plays the model's paths, some hundreds of short runs one after another: its story may
     /// take [`MODEL_PATHS_CEILING`] beyond the base ceiling.
     ModelPaths,
+    /// It drives the database itself with fenceproof's own driver (SQL the worker never sends):
+    /// what it exercises is not counted as the worker's coverage.
+    DatabaseProbe,
 }
 
 /// What the model's paths may add to a row's ceiling (Model-paths plays them in under a minute on two
@@ -113,7 +116,8 @@ impl Need {
             | Need::Redis
             | Need::QuietMachine
             | Need::TeamFunctions
-            | Need::ModelPaths => None,
+            | Need::ModelPaths
+            | Need::DatabaseProbe => None,
         }
     }
 }

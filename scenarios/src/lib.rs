@@ -45,6 +45,7 @@ pub mod tags;
 pub mod trace_check;
 pub mod unreached;
 pub mod w_boundaries;
+pub mod worker_paths;
 
 pub use experiment::{Experiment, ExperimentFuture};
 
@@ -92,6 +93,7 @@ pub fn all() -> Vec<Experiment> {
         m_redis_prefilter::REDIS_EXPIRY,
         m_redis_prefilter::REDIS_RESTART,
         n_restore::EXPERIMENT,
+        worker_paths::EXPERIMENT,
         model_paths::EXPERIMENT,
         p_role_boundary::EXPERIMENT,
         p_secret_masking::EXPERIMENT,
@@ -194,8 +196,12 @@ mod tests {
         let picked = select(Some(&[family(redis[0])])).unwrap();
         assert_eq!(picked.iter().map(|e| e.id).collect::<Vec<_>>(), redis);
         assert_ne!(family(model_paths::EXPERIMENT.id), family(redis[0]), "the model's paths are not a Redis row");
+        // `Model` is the model's paths: driving the worker, and probing the database's functions.
         let paths = select(Some(&[family(model_paths::EXPERIMENT.id)])).unwrap();
-        assert_eq!(paths.iter().map(|e| e.id).collect::<Vec<_>>(), vec![model_paths::EXPERIMENT.id]);
+        let ids = paths.iter().map(|e| e.id).collect::<Vec<_>>();
+        assert_eq!(ids, vec![worker_paths::EXPERIMENT.id, model_paths::EXPERIMENT.id]);
+        let one = select(Some(&[worker_paths::EXPERIMENT.id.to_string()])).unwrap();
+        assert_eq!(one.len(), 1, "Model-paths selects itself, not the database's probe");
         // One family, one subject: every row `M` selects is a Redis pre-filter row.
         assert!(picked.iter().all(|e| e.needs(experiment::Need::Redis)), "{:?}", picked.iter().map(|e| e.id));
         for e in all() {

@@ -50,6 +50,11 @@ impl RoundTrip {
 /// time [`SAMPLES`] `metrics` requests and one query of the control pool. Recorded in the timeline.
 pub async fn round_trip(ctx: &Ctx, w: &mut WorkerProc) -> Result<RoundTrip, HarnessError> {
     w.wait_event("the worker's ready event", STEP, |e| e["event"] == "ready").await?;
+    timed(ctx, w).await
+}
+
+/// [`round_trip`] of a worker already seen ready.
+pub async fn timed(ctx: &Ctx, w: &mut WorkerProc) -> Result<RoundTrip, HarnessError> {
     let mut worker = Duration::ZERO;
     for _ in 0..SAMPLES {
         let t = Instant::now();

@@ -1,4 +1,5 @@
-//! Experiment Model-paths — the model's paths played on the row's database. For every transition of
+//! Experiment Model-paths-db — a probe of the database's fenced functions, not of the worker: the
+//! model's paths played on the row's database by fenceproof's own driver. For every transition of
 //! the coverage denominator that a driver of the protocol's own statements can reach, the model
 //! gives its shortest path (`model/paths.json`); the reference worker plays each one on this
 //! database through the write path the row gives workers (the fp_* functions as the worker login,
@@ -24,14 +25,15 @@ use crate::trace_check;
 use crate::ctx::{Ctx, CONTROL, CONTROL_PLANE_PREFIX, STEP};
 use crate::experiment::{Checks, Experiment, Judges, Need, MODEL_PATHS_CEILING};
 
-pub const TITLE: &str = "The model's paths to every transition it can reach, played on the database";
+pub const TITLE: &str =
+    "The database's fenced functions probed along the model's paths by fenceproof's own driver (not your worker)";
 
 /// Its registration: what it needs and what it judges.
 pub const EXPERIMENT: Experiment = Experiment {
-    id: "Model-paths",
+    id: "Model-paths-db",
     title: TITLE,
     section: "11",
-    needs: &[Need::ModelPaths],
+    needs: &[Need::ModelPaths, Need::DatabaseProbe],
     judges: Judges::Functions,
     checks: Checks::ALL,
     operator_of: &[],
@@ -39,7 +41,8 @@ pub const EXPERIMENT: Experiment = Experiment {
 };
 
 /// The id the row had while the letter M named both it and the Redis pre-filter rows
-/// (M-redis-*); `--only` still takes it, with a one-line note.
+/// (M-redis-*), before Model-paths came to drive the worker under test; `--only` still takes it,
+/// with a one-line note.
 pub const FORMER_ID: &str = "M-paths";
 
 /// The name of its check: the database's fenced functions against the model's paths.

@@ -159,6 +159,28 @@ pub fn judge_with_ledger(
     Ok(check(&report))
 }
 
+/// Trace validation of another database of a row (named `name`) whose processes called tools of
+/// their own (`ledger`), saved as `trace-<name>.json` beside the row's.
+pub fn judge_named(
+    dir: &Path,
+    name: &str,
+    rows: &[CommitRow],
+    timeline: &[Entry],
+    environment: &[String],
+    shared_clock: bool,
+    ledger: &[serde_json::Value],
+) -> std::io::Result<Check> {
+    let mut env = env(timeline, environment);
+    env.calls = calls(ledger, &Callers::from_timeline(timeline));
+    env.shared_clock = shared_clock;
+    let report = trace::validate(&changes(rows), &env);
+    let file = dir.join(format!("trace-{name}.json"));
+    std::fs::write(file, serde_json::to_string_pretty(&saved(&report)).expect("json"))?;
+    let mut c = check(&report);
+    c.evidence = format!("{name} database: {}", c.evidence);
+    Ok(c)
+}
+
 /// Trace validation of a second database of a row (named `name`), saved as `trace-<name>.json`:
 /// its own history, with the tools' creations left out (the row's history judges them).
 pub fn judge_other(

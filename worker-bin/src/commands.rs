@@ -18,11 +18,20 @@ pub struct Request {
 #[serde(tag = "cmd", rename_all = "snake_case")]
 pub enum Command {
     /// Acquire (or take over) the run's lease and start the heartbeat.
-    Acquire { run_id: Uuid, ttl_ms: i64, heartbeat_ms: u64, renew_timeout_ms: u64 },
+    Acquire {
+        run_id: Uuid,
+        ttl_ms: i64,
+        heartbeat_ms: u64,
+        renew_timeout_ms: u64,
+        #[serde(default)]
+        faults: FaultPoints,
+    },
     /// pending -> running under the held lease.
     Start {
         #[serde(default)]
         expected_revision: Option<i64>,
+        #[serde(default)]
+        faults: FaultPoints,
     },
     /// Save a checkpoint under the held lease (expected_revision defaults to the last one known).
     Save {
@@ -36,11 +45,15 @@ pub enum Command {
     Succeed {
         #[serde(default)]
         expected_revision: Option<i64>,
+        #[serde(default)]
+        faults: FaultPoints,
     },
     /// running -> failed (a business failure).
     Fail {
         #[serde(default)]
         expected_revision: Option<i64>,
+        #[serde(default)]
+        faults: FaultPoints,
     },
     /// Save a "step planned" checkpoint and register the step's intent in the same transaction.
     Plan {
@@ -51,6 +64,8 @@ pub enum Command {
         effect_version: i32,
         #[serde(default)]
         expected_revision: Option<i64>,
+        #[serde(default)]
+        faults: FaultPoints,
     },
     /// One dispatcher pass: claim up to `limit` prepared operations and call their tools.
     Dispatch {

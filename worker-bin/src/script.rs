@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::commands::Command;
 use crate::session::Session;
+use fenceproof_protocol::FaultPoints;
 
 pub struct Script {
     pub run_id: uuid::Uuid,
@@ -23,8 +24,9 @@ pub async fn run(session: &Arc<Session>, s: Script) -> bool {
         ttl_ms: s.ttl_ms,
         heartbeat_ms: s.heartbeat_ms,
         renew_timeout_ms: s.renew_timeout_ms,
+        faults: FaultPoints::none(),
     }];
-    plan.push(Command::Start { expected_revision: None });
+    plan.push(Command::Start { expected_revision: None, faults: FaultPoints::none() });
     for step in 1..=s.steps {
         plan.push(Command::Save {
             checkpoint: serde_json::json!({ "step": step, "of": s.steps }),
@@ -32,7 +34,7 @@ pub async fn run(session: &Arc<Session>, s: Script) -> bool {
             faults: Default::default(),
         });
     }
-    plan.push(Command::Succeed { expected_revision: None });
+    plan.push(Command::Succeed { expected_revision: None, faults: FaultPoints::none() });
     plan.push(Command::Release);
 
     for (i, cmd) in plan.into_iter().enumerate() {

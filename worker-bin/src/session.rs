@@ -10,7 +10,7 @@ use fenceproof_protocol::operation::Intent;
 use fenceproof_protocol::retry::RetryBudget;
 use fenceproof_protocol::secrets::{mask, SecretStore};
 use fenceproof_protocol::{
-    dispatch, lease, outbox, protected_transition, FaultPoints, Lease, ProtocolError, Transition, Ttl,
+    dispatch, lease, outbox, protected_transition, FaultPoint, FaultPoints, Lease, ProtocolError, Transition, Ttl,
 };
 use serde_json::{json, Value};
 use sqlx::PgPool;
@@ -32,11 +32,30 @@ fn without_faults(cmd: Command) -> Command {
         Command::Save { checkpoint, expected_revision, .. } => {
             Command::Save { checkpoint, expected_revision, faults: FaultPoints::none() }
         }
+        Command::Start { expected_revision, .. } => Command::Start { expected_revision, faults: FaultPoints::none() },
+        Command::Acquire { run_id, ttl_ms, heartbeat_ms, renew_timeout_ms, .. } => {
+            Command::Acquire { run_id, ttl_ms, heartbeat_ms, renew_timeout_ms, faults: FaultPoints::none() }
+        }
+        Command::Succeed { expected_revision, .. } => {
+            Command::Succeed { expected_revision, faults: FaultPoints::none() }
+        }
+        Command::Fail { expected_revision, .. } => Command::Fail { expected_revision, faults: FaultPoints::none() },
+        Command::Plan { step_id, tool, request, effect_version, expected_revision, .. } => {
+            Command::Plan { step_id, tool, request, effect_version, expected_revision, faults: FaultPoints::none() }
+        }
         Command::Dispatch { claim_ttl_ms, call_timeout_ms, limit, .. } => {
             Command::Dispatch { claim_ttl_ms, call_timeout_ms, limit, faults: FaultPoints::none() }
         }
         other => other,
     }
+}
+
+/// What a `plan` command registers.
+struct PlanStep<'a> {
+    step_id: &'a str,
+    tool: &'a str,
+    request: &'a Value,
+    effect_version: i32,
 }
 
 #[derive(Default)]
@@ -173,8 +192,9 @@ impl Session {
     async fn run(self: &Arc<Self>, cmd: Command) -> Result<Option<Value>, ProtocolError> {
         let cmd = without_faults(cmd);
         match cmd {
-            Command::Plan { step_id, tool, request, effect_version, expected_revision } => {
-                self.plan(&step_id, &tool, &request, effect_version, expected_revision).await
+            Command::Plan { step_id, tool, request, effect_version, expected_revision, faults } => {
+                let step = PlanStep { step_id: &step_id, tool: &tool, request: &request, effect_version };
+                self.plan(step, expected_revision, &faults).await
             }
             Command::Dispatch { claim_ttl_ms, call_timeout_ms, limit, faults } => {
                 let tools = self.tools(call_timeout_ms)?;
@@ -205,20 +225,22 @@ impl Session {
             Command::Advance { operation_id, expected_revision } => {
                 self.advance(&operation_id, expected_revision).await
             }
-            Command::Acquire { run_id, ttl_ms, heartbeat_ms, renew_timeout_ms } => {
+            Command::Acquire { run_id, ttl_ms, heartbeat_ms, renew_timeout_ms, faults } => {
+                // The takeover is one statement: its barrier is right before it.
+                faults.pass_outside_tx(FaultPoint::BeforeTakeoverWrite, &self.pool).await?;
                 self.acquire(run_id, ttl_ms, heartbeat_ms, renew_timeout_ms).await.map(|_| None)
             }
-            Command::Start { expected_revision } => {
-                self.transition(Transition::start(None), expected_revision, &FaultPoints::none()).await.map(|_| None)
+            Command::Start { expected_revision, faults } => {
+                self.transition(Transition::start(None), expected_revision, &faults).await.map(|_| None)
             }
             Command::Save { checkpoint, expected_revision, faults } => {
                 self.transition(Transition::save(checkpoint), expected_revision, &faults).await.map(|_| None)
             }
-            Command::Succeed { expected_revision } => {
-                self.transition(Transition::succeed(None), expected_revision, &FaultPoints::none()).await.map(|_| None)
+            Command::Succeed { expected_revision, faults } => {
+                self.transition(Transition::succeed(None), expected_revision, &faults).await.map(|_| None)
             }
-            Command::Fail { expected_revision } => {
-                self.transition(Transition::fail(None), expected_revision, &FaultPoints::none()).await.map(|_| None)
+            Command::Fail { expected_revision, faults } => {
+                self.transition(Transition::fail(None), expected_revision, &faults).await.map(|_| None)
             }
             Command::Renew => {
                 let (l, ttl) = self.lease_and_ttl()?;
@@ -293,12 +315,11 @@ impl Session {
     /// save the "planned" checkpoint and register the intent in one protected transaction.
     async fn plan(
         &self,
-        step_id: &str,
-        tool: &str,
-        request: &Value,
-        effect_version: i32,
+        step: PlanStep<'_>,
         expected_revision: Option<i64>,
+        faults: &FaultPoints,
     ) -> Result<Option<Value>, ProtocolError> {
+        let PlanStep { step_id, tool, request, effect_version } = step;
         let (l, _) = self.lease_and_ttl()?;
         // Secret fields are masked to references; their values go to the secret store
         // before the intent that references them can commit.
@@ -313,16 +334,8 @@ impl Session {
         self.settle_unknown(&l).await?;
         let expected = expected_revision.or(self.held().revision).unwrap_or(0);
         let checkpoint = json!({ "planned": step_id, "operation_id": intent.operation_id });
-        let (revision, reg) = outbox::plan_step(
-            &self.pool,
-            &l,
-            expected,
-            checkpoint,
-            &intent,
-            &FaultPoints::none(),
-            RetryBudget::default(),
-        )
-        .await?;
+        let (revision, reg) =
+            outbox::plan_step(&self.pool, &l, expected, checkpoint, &intent, faults, RetryBudget::default()).await?;
         if late {
             self.store_secrets(&intent.operation_id, &secrets)?;
         }

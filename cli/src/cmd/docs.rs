@@ -196,6 +196,9 @@ fn need_label(n: Need) -> &'static str {
         Need::Redis => "Redis",
         Need::QuietMachine => "runs alone (measures timing)",
         Need::ModelPaths => "plays the model's paths (a longer story)",
+        Need::DatabaseProbe => {
+            "drives the database with fenceproof's own driver (not counted as your worker's coverage)"
+        }
         Need::TeamFunctions => "a contract's [database.functions], opt-in",
     }
 }

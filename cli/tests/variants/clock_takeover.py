@@ -26,6 +26,8 @@ class ClockTakeover(protocol.Protocol):
         owner, expires_at = row
         if owner is not None and expires_at > datetime.datetime.now(datetime.timezone.utc):
             return None
+        # Decided: the write is next (where the harness may hold it, as the contract's point says).
+        self.barrier(conn, c.get("faults"), "before_takeover_write", in_tx=False)
         return conn.execute("UPDATE worker_leases SET owner = %s, epoch = epoch + 1,"
                             " expires_at = clock_timestamp() + (%s::bigint * interval '1 millisecond'),"
                             " updated_at = clock_timestamp() WHERE run_id = %s::uuid RETURNING epoch",

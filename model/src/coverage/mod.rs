@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 pub use class::{fine_key, in_flight, key, Class, Facts, Fine, LeaseClass};
 pub use of_state::{classes, target};
-pub use paths::{commits, paths, playable, replay, spec_only, step};
+pub use paths::{commits, paths, playable, replay, spec_only, step, takes, worker_paths, worker_playable};
 pub use walk::{observable_reachable, reachable, Reachable};
 
 /// The action kinds a recorded history shows (each is a commit); the others are hidden steps.
@@ -42,6 +42,10 @@ pub const DENOMINATOR: &str = include_str!("../../transitions.txt");
 /// The shortest playable path to each transition a driver can reach, as generated into
 /// `paths.json` by `model/tests/paths.rs` (the model-paths experiment plays them).
 pub const PATHS: &str = include_str!("../../paths.json");
+/// The paths the worker contract can drive a worker through ([`worker_paths`]), kept in
+/// `worker_paths.json` by `model/tests/paths.rs` (the Model-paths experiment drives the worker
+/// under test through them).
+pub const WORKER_PATHS: &str = include_str!("../../worker_paths.json");
 
 /// The denominator's transitions.
 pub fn denominator() -> BTreeSet<&'static str> {

@@ -75,11 +75,38 @@ pub fn playable(s: &State, a: &Action) -> bool {
 /// paths without a step only the spec's statements take, then, for the transitions those leave
 /// unreached, the paths with one.
 pub fn paths(model: &ProtocolModel, max_states: usize) -> Option<BTreeMap<String, Vec<Action>>> {
-    let mut found = walk(model, max_states, false)?;
-    for (k, p) in walk(model, max_states, true)? {
+    let mut found = walk(model, max_states, false, playable)?;
+    for (k, p) in walk(model, max_states, true, playable)? {
         found.entry(k).or_insert(p);
     }
-    for (k, p) in walk(&ProtocolModel::new(restoring(&model.cfg)), max_states, false)? {
+    for (k, p) in walk(&ProtocolModel::new(restoring(&model.cfg)), max_states, false, playable)? {
+        found.entry(k).or_insert(p);
+    }
+    Some(found)
+}
+
+/// Whether the worker under test can be driven through `a` from `s` by the worker contract's
+/// commands (`worker_paths`): a step [`playable`] by a driver, but for what the contract has no
+/// command or fault point for. The contract's `dispatch` claims and calls in one pass (there is no
+/// point to hold a dispatcher between its claim and its call), so a claim's call, or its giving up
+/// when the request was lost, is its claim session's next step; a restore and the recovery after
+/// it are the environment's and the operator's, not the worker's.
+pub fn worker_playable(s: &State, a: &Action) -> bool {
+    if !playable(s, a) || matches!(a, Action::Restore | Action::Recover | Action::Restart) {
+        return false;
+    }
+    match s.procs.iter().position(|p| p.claim.is_some_and(|c| !c.called)) {
+        Some(p) => matches!(*a, Action::Call(i) | Action::GiveUp(i) if i as usize == p),
+        None => true,
+    }
+}
+
+/// The shortest path to each observable transition the worker contract can drive a worker
+/// through ([`worker_playable`]), keyed like [`paths`]: without, then with, the step only the
+/// spec's own statements take.
+pub fn worker_paths(model: &ProtocolModel, max_states: usize) -> Option<BTreeMap<String, Vec<Action>>> {
+    let mut found = walk(model, max_states, false, worker_playable)?;
+    for (k, p) in walk(model, max_states, true, worker_playable)? {
         found.entry(k).or_insert(p);
     }
     Some(found)
@@ -91,8 +118,14 @@ pub fn restoring(cfg: &crate::config::Config) -> crate::config::Config {
     crate::config::Config { restores: 1, kills: 0, ..cfg.clone() }
 }
 
-/// One walk: with `spec_steps`, the steps only the spec's statements take are played too.
-fn walk(model: &ProtocolModel, max_states: usize, spec_steps: bool) -> Option<BTreeMap<String, Vec<Action>>> {
+/// One walk over the steps `takes` allows: with `spec_steps`, the steps only the spec's statements
+/// take are played too.
+fn walk(
+    model: &ProtocolModel,
+    max_states: usize,
+    spec_steps: bool,
+    takes: fn(&State, &Action) -> bool,
+) -> Option<BTreeMap<String, Vec<Action>>> {
     let mut cfg = model.cfg.clone();
     cfg.symmetry = false;
     let raw = ProtocolModel::new(cfg);
@@ -110,7 +143,7 @@ fn walk(model: &ProtocolModel, max_states: usize, spec_steps: bool) -> Option<BT
         let s = states[next].0.clone();
         actions.clear();
         raw.actions(&s, &mut actions);
-        for a in actions.drain(..).filter(|a| playable(&s, a) && (spec_steps || !spec_only(&s, a))) {
+        for a in actions.drain(..).filter(|a| takes(&s, a) && (spec_steps || !spec_only(&s, a))) {
             let Some(n) = step(&raw, &s, a) else { continue };
             if let Some(k) = observable(a.kind()).filter(|_| commits(&s, a, &n)) {
                 found.entry(key(&classes(&s, a).0, k)).or_insert_with(|| path_to(&states, next, a));
@@ -144,6 +177,26 @@ pub fn step(m: &ProtocolModel, s: &State, a: Action) -> Option<State> {
 /// abstract row; the real statement always writes a new expiry).
 pub fn commits(s: &State, a: Action, n: &State) -> bool {
     n.primary != s.primary || matches!(a, Action::Renew(i) if n.procs[i as usize].lease.is_some())
+}
+
+/// Whether the model commits `a` from `s` (reaching `n`) as a database or a worker answers it: a
+/// renewal that kept its lease, a validation that holds the lease checked, any other step that
+/// changed the rows; `None` for a step no database records (a tick, a call, the row lock, a kill).
+pub fn takes(s: &State, a: Action, n: &State) -> Option<bool> {
+    match a {
+        Action::Renew(i) => Some(n.procs[i as usize].lease.is_some()),
+        Action::Validate(i) => Some(n.procs[i as usize].txn == Txn::Validated),
+        Action::Acquire(_)
+        | Action::Release(_)
+        | Action::Commit(..)
+        | Action::Claim(..)
+        | Action::WriteResult(_)
+        | Action::GiveUp(_)
+        | Action::MarkUnknown(_)
+        | Action::Reconcile(_)
+        | Action::Cancel => Some(n.primary != s.primary),
+        _ => None,
+    }
 }
 
 /// The actions from the initial state to `states[at]`, then `last`.

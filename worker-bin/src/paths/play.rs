@@ -3,8 +3,8 @@
 
 use fenceproof_model::action::Action;
 use fenceproof_model::config::Capability;
-use fenceproof_model::coverage::replay;
-use fenceproof_model::state::{State, Txn, Write, PROCS};
+use fenceproof_model::coverage::{replay, takes};
+use fenceproof_model::state::{State, Write, PROCS};
 use fenceproof_model::ProtocolModel;
 use fenceproof_protocol::dispatch::RemoteAnswer;
 use fenceproof_protocol::ids::{Lease, Ttl};
@@ -122,7 +122,7 @@ impl Play<'_> {
             let committed = self.step(*a, s).await?;
             self.follow(*a, n).await?;
             report.played = k + 1;
-            match (expected(s, *a, n), committed) {
+            match (takes(s, *a, n), committed) {
                 (Some(true), false) => {
                     report.diverged =
                         Some(format!("step {} {a:?}: the model takes it, the database refused it", k + 1));
@@ -421,23 +421,4 @@ impl Play<'_> {
 pub struct Terms {
     lease: Option<i64>,
     claims: Vec<(String, i64)>,
-}
-
-/// Whether the model commits `a` from `s` (reaching `n`); `None` for a step the database does not
-/// record (a tick, a call, the lock).
-fn expected(s: &State, a: Action, n: &State) -> Option<bool> {
-    match a {
-        Action::Renew(i) => Some(n.procs[i as usize].lease.is_some()),
-        Action::Validate(i) => Some(n.procs[i as usize].txn == Txn::Validated),
-        Action::Acquire(_)
-        | Action::Release(_)
-        | Action::Commit(..)
-        | Action::Claim(..)
-        | Action::WriteResult(_)
-        | Action::GiveUp(_)
-        | Action::MarkUnknown(_)
-        | Action::Reconcile(_)
-        | Action::Cancel => Some(n.primary != s.primary),
-        _ => None,
-    }
 }

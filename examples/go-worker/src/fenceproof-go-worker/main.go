@@ -98,9 +98,13 @@ func (w *worker) Handle(c *fpkit.Command) (interface{}, error) {
 	ctx := context.Background()
 	switch c.Cmd {
 	case "acquire":
+		// The takeover is one statement: the harness may hold it right before it.
+		if err := c.Faults.Outside(ctx, w.store.DB, "before_takeover_write"); err != nil {
+			return nil, outcome("acquire", err)
+		}
 		return nil, w.acquire(ctx, c.RunID, c.TTLms, c.HeartbeatMs, c.RenewTimeoutMs)
 	case "start":
-		_, _, err := w.transition(ctx, "start", "pending", "running", nil, c.ExpectedRevision, nil, "", nil)
+		_, _, err := w.transition(ctx, "start", "pending", "running", nil, c.ExpectedRevision, c.Faults, "", nil)
 		return nil, err
 	case "save":
 		if len(c.Checkpoint) == 0 {
@@ -109,10 +113,10 @@ func (w *worker) Handle(c *fpkit.Command) (interface{}, error) {
 		_, _, err := w.transition(ctx, "save", "running", "running", c.Checkpoint, c.ExpectedRevision, c.Faults, "", nil)
 		return nil, err
 	case "succeed":
-		_, _, err := w.transition(ctx, "succeed", "running", "succeeded", nil, c.ExpectedRevision, nil, "", nil)
+		_, _, err := w.transition(ctx, "succeed", "running", "succeeded", nil, c.ExpectedRevision, c.Faults, "", nil)
 		return nil, err
 	case "fail":
-		_, _, err := w.transition(ctx, "fail", "running", "failed", nil, c.ExpectedRevision, nil, "", nil)
+		_, _, err := w.transition(ctx, "fail", "running", "failed", nil, c.ExpectedRevision, c.Faults, "", nil)
 		return nil, err
 	case "plan":
 		return w.plan(ctx, c)
@@ -435,7 +439,7 @@ func (w *worker) plan(ctx context.Context, c *fpkit.Command) (interface{}, error
 	intent := &protocol.Intent{OperationID: operationID, StepID: step, EffectVersion: version, Tool: tool,
 		Digest: digest, Request: request}
 	checkpoint, _ := json.Marshal(map[string]string{"planned": step, "operation_id": operationID})
-	rev, registration, err := w.transition(ctx, "plan", "running", "running", checkpoint, c.ExpectedRevision, nil, "", intent)
+	rev, registration, err := w.transition(ctx, "plan", "running", "running", checkpoint, c.ExpectedRevision, c.Faults, "", intent)
 	if err != nil {
 		return nil, err
 	}

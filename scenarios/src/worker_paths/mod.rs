@@ -1,0 +1,144 @@
+//! Experiment Model-paths — the model drives your worker. For every transition of the coverage
+//! denominator that the worker contract can drive a worker to, the model gives its shortest path
+//! (`model/worker_paths.json`, a walk of the model restricted to what the contract's commands and
+//! fault points express); each path is played through the worker under test, one run per path:
+//! each model process is a worker process of the binary under test (and a dispatcher), the
+//! reconciler and the control plane are too, and each model action is the command of the process
+//! that takes it ([`play`]). The history is the row's like any other: trace validation judges
+//! every commit of it against the model, and the coverage counts what the worker's own commits
+//! reached. After each grant the model holds live, a spare worker tries a takeover the model
+//! refuses.
+//!
+//! A step the worker refused where the model takes it stops its path, which is played once more
+//! with terms five times as long (a short term may lapse early on a busy machine); a step it
+//! answered ok where the model refuses it (on time by the database clock) is a finding; an
+//! interleaving that this worker or database cannot be held in (a write that ignores its barrier,
+//! a command that waits on a held transaction) is named and ends that path, no verdict on it.
+//! `FENCEPROOF_MODEL_PATH` (transitions, comma-separated) plays those paths only.
+
+mod lane;
+mod lanes;
+mod play;
+mod wait;
+
+use fenceproof_harness::check::Check;
+use fenceproof_harness::HarnessError;
+use fenceproof_model::action::Action;
+use fenceproof_model::coverage::WORKER_PATHS;
+
+use crate::ctx::Ctx;
+use crate::experiment::{Checks, Experiment, Judges, Need};
+use crate::measured;
+use lane::Who;
+use play::PathReport;
+
+pub const TITLE: &str = "The model drives your worker: its paths to every transition the worker contract can reach";
+
+/// Its registration: what it needs and what it judges.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "Model-paths",
+    title: TITLE,
+    section: "11",
+    needs: &[Need::ModelPaths],
+    judges: Judges::Protocol,
+    checks: Checks::ALL,
+    operator_of: &[],
+    run: |c| Box::pin(run(c)),
+};
+
+/// The name of its check: the worker's answers against the model's refusals.
+pub const NO_REFUSED_STEP_ANSWERED_OK: &str = "the worker answered ok to no step the model refuses on its paths";
+
+/// The environment variable that selects paths by their transition (comma-separated).
+pub const ONLY_PATHS: &str = "FENCEPROOF_MODEL_PATH";
+
+/// The least term of a grant a tick must see lapse.
+const GRANT_FLOOR_MS: i64 = 150;
+
+/// How many of the worker's measured round trips each step between a grant and its tick adds to
+/// the grant's term, and the least it adds (a round trip measured without database work can read
+/// 0 ms).
+const STEP_ROUND_TRIPS: i64 = 4;
+const STEP_FLOOR_MS: i64 = 20;
+
+/// How much longer the terms are when a path that stopped is played again.
+const AGAIN_LONGER: i64 = 5;
+
+pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
+    let paths = selected()?;
+    let mut lanes = lanes::open(ctx, paths.len()).await?;
+    let c: &Ctx = ctx;
+    let rt = measured::timed(c, lanes[0].get(c, Who::Slot(0)).await?).await?;
+    let step_ms = ((rt.request().as_millis() as i64) * STEP_ROUND_TRIPS).max(STEP_FLOOR_MS);
+    let grant = play::Grant { floor_ms: GRANT_FLOOR_MS, step_ms };
+    let n = lanes.len();
+    let played = futures_util::future::join_all(lanes.iter_mut().enumerate().map(|(k, lane)| {
+        let mine: Vec<(usize, &(String, Vec<Action>))> = paths.iter().enumerate().filter(|(i, _)| i % n == k).collect();
+        lanes::play(c, lane, mine, grant, paths.len())
+    }))
+    .await;
+    let mut reports: Vec<(usize, PathReport, usize)> = Vec::new();
+    for r in played {
+        reports.extend(r?);
+    }
+    reports.sort_by_key(|(i, _, _)| *i);
+    let again: usize = reports.iter().map(|(_, _, a)| a).sum();
+    let reports: Vec<PathReport> = reports.into_iter().map(|(_, r, _)| r).collect();
+    let text = serde_json::to_string_pretty(&reports).map_err(|e| HarnessError::Other(e.to_string()))?;
+    std::fs::write(ctx.dir.join("paths.json"), text)?;
+    judge(ctx, &reports, again);
+    ctx.note(format!(
+        "{n} lane(s) side by side; a grant a tick follows lasts {GRANT_FLOOR_MS} ms + {step_ms} ms per step before \
+         the tick (round trip {})",
+        rt.describe()
+    ));
+    lanes::close(ctx, lanes).await
+}
+
+/// The paths to play: every worker path, or those `FENCEPROOF_MODEL_PATH` names.
+fn selected() -> Result<Vec<(String, Vec<Action>)>, HarnessError> {
+    let all: std::collections::BTreeMap<String, Vec<Action>> = serde_json::from_str(WORKER_PATHS)
+        .map_err(|e| HarnessError::Other(format!("model/worker_paths.json does not parse: {e}")))?;
+    let only = std::env::var(ONLY_PATHS).ok().filter(|v| !v.trim().is_empty());
+    let wanted = |k: &str| only.as_deref().is_none_or(|o| o.split(',').any(|t| t.trim() == k));
+    let picked: Vec<_> = all.into_iter().filter(|(k, _)| wanted(k)).collect();
+    if picked.is_empty() {
+        return Err(HarnessError::Other(format!("{ONLY_PATHS} names no transition of model/worker_paths.json")));
+    }
+    Ok(picked)
+}
+
+/// The check and the notes from the paths' reports.
+fn judge(ctx: &mut Ctx, reports: &[PathReport], again: usize) {
+    let refused: Vec<String> = reports
+        .iter()
+        .filter_map(|r| Some(format!("{}: {} (run {})", r.transition, r.refused_by_model.as_ref()?, r.run_id)))
+        .collect();
+    ctx.check(Check::expect(
+        NO_REFUSED_STEP_ANSWERED_OK,
+        refused.is_empty() && !reports.is_empty(),
+        if refused.is_empty() {
+            format!("{} paths played, no step the model refuses answered ok", reports.len())
+        } else {
+            format!("{} of {} paths: {}", refused.len(), reports.len(), refused.join("; "))
+        },
+    ));
+    for r in reports.iter().filter(|r| r.refused_by_model.is_some()).take(3) {
+        ctx.note(format!("replay that path alone: {ONLY_PATHS}='{}' with this row's reproduce line", r.transition));
+    }
+    let diverged: Vec<&PathReport> = reports.iter().filter(|r| r.diverged.is_some()).collect();
+    let unheld: Vec<&PathReport> = reports.iter().filter(|r| r.unheld.is_some()).collect();
+    let more = reports.iter().filter(|r| r.refuses_more.is_some()).count();
+    let whole = reports.iter().filter(|r| !r.stopped()).count();
+    ctx.note(format!(
+        "{} paths driven through the worker: {whole} to their end, {} stopped where the worker refused a step the model \
+         takes (after {again} played again with longer terms){}, {} where the interleaving could not be held{}, \
+         {more} where it refused a takeover of a finished run's lease (as the fp_* functions do; the spec's statements \
+         take it)",
+        reports.len(),
+        diverged.len(),
+        diverged.first().map(|r| format!(" (first: {}: {})", r.transition, r.diverged.as_deref().unwrap_or(""))).unwrap_or_default(),
+        unheld.len(),
+        unheld.first().map(|r| format!(" (first: {}: {})", r.transition, r.unheld.as_deref().unwrap_or(""))).unwrap_or_default(),
+    ));
+}

@@ -15,6 +15,7 @@ Settings shared by many variants:
 
 import hashlib
 import json
+import math
 import os
 import sys
 import threading
@@ -24,6 +25,7 @@ HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "python-worker"))
 
 import fpkit  # noqa: E402
+import psycopg  # noqa: E402
 import protocol  # noqa: E402
 from fpkit import Refused  # noqa: E402
 
@@ -144,13 +146,18 @@ class CheckpointAmended(Base):
 
 
 class OtherApplicationName(Base):
+    """Sessions named `<owner>-session` (the kit's connect with another application_name; the owner
+    id itself, which the lease statements send, is left alone for the heartbeat's thread)."""
+
     def connect(self):
-        owner = self.owner
-        self.owner = owner + "-session"
         try:
-            return super().connect()
-        finally:
-            self.owner = owner
+            conn = psycopg.connect(self.args.database_url, application_name=self.owner + "-session", autocommit=True,
+                                   connect_timeout=max(1, math.ceil(self.args.acquire_timeout_ms / 1000)))
+        except psycopg.Error as e:
+            raise Refused("db_error", "connect: %s" % e)
+        conn.warnings = []
+        conn.add_notice_handler(lambda d: conn.warnings.append(d.message_primary or ""))
+        return conn
 
 
 class RefusalCalledUnconfirmed(Base):

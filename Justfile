@@ -10,9 +10,8 @@ default:
 setup:
     bash scripts/setup.sh
 
-# Build every crate (the harness, the worker, the fake tools) and their tests. With the tests, one
-# feature set serves `just verify`, `just test` and `cargo test` (the tests' dev-dependencies change
-# some dependencies' features, which would otherwise compile every crate a second time for them).
+# One feature set serves `just verify`, `just test` and `cargo test`: the tests' dev-dependencies
+# would otherwise change some dependencies' features and compile every crate a second time.
 # Build every crate (harness, worker, fake tools) and their tests, with one feature set.
 build:
     cargo build --workspace --all-targets --quiet
@@ -25,44 +24,38 @@ install *ARGS:
 verify *ARGS: build
     FENCEPROOF_PROGRAM="just verify" ./target/debug/fenceproof verify {{ARGS}}
 
-# Build the mutant worker (target/debug/fenceproof-worker-mutant, the `mutants` feature) beside the
-# reference worker, which never contains a mutant; the dependencies are shared with the normal build.
+# The reference worker never contains a mutant; the dependencies are shared with the normal build.
 # Build the mutant worker (target/debug/fenceproof-worker-mutant) beside the reference one.
 build-mutants:
     cargo build --quiet --workspace --features fenceproof-worker/mutants --bin fenceproof-worker-mutant
 
-# The precision set: legal variants of the Python example through the whole matrix (a FAIL is the
-# suite's), N times in a row (e.g. `just precision 10`); stops at the first run that fails.
+# A FAIL is the suite's; it stops at the first run that fails (e.g. `just precision 10`).
 # The precision set: legal variants of the Python example through the whole matrix, N times.
 precision N="1": build
     for i in $(seq 1 {{N}}); do echo "precision set: run $i of {{N}}"; cargo test -q -p fenceproof-cli --test precision_set -- --include-ignored --test-threads 1; done
 
-# The loaded-machine test: the whole matrix with the Python example unloaded, then 3 times under
-# stress-ng --cpu 4×cores (busy shells without stress-ng), every verdict unchanged, no ERROR; ~10 min.
+# The load is stress-ng --cpu 4×cores (busy shells without stress-ng); no ERROR either.
 # The loaded-machine test: the matrix 3 times under 4×cores of CPU load, verdicts unchanged.
 loaded: build
     cargo test -q -p fenceproof-cli --test loaded_machine -- --include-ignored --nocapture
 
 # Run every experiment against every mutant and print the kill matrix (non-zero if one survives).
 mutants *ARGS: build build-mutants
-    ./target/debug/fenceproof mutants --worker-bin target/debug/fenceproof-worker-mutant {{ARGS}}
+    ./target/debug/fenceproof mutants named --worker-bin target/debug/fenceproof-worker-mutant {{ARGS}}
 
-# The randomized schedules alone against every named mutant, 180 s of search each (e.g.
-# `just schedules-mutants --budget-s 60 --seed 0x2a`, or `--cases 40` for the same cases on any
-# machine); kill matrix in reports/<run>/schedules-mutants.md.
+# `--cases 40` plays the same cases on any machine; `--budget-s 60` bounds each mutant's search.
 # The randomized schedules alone against every named mutant; the kill matrix they reach.
 schedules-mutants *ARGS: build build-mutants
-    ./target/debug/fenceproof schedules-mutants --worker-bin target/debug/fenceproof-worker-mutant {{ARGS}}
+    ./target/debug/fenceproof schedules against-mutants --worker-bin target/debug/fenceproof-worker-mutant {{ARGS}}
 
 # The schedules' acceptance on named mutants: found, shrunk to at most 8 operations, 10 replays alike.
 schedules-check *MUTANTS: build build-mutants
     bash scripts/schedules-check.sh {{MUTANTS}}
 
-# Generated mutants of the fenced fp_* functions (migration 0002), each through A-G and P-* with the
-# reference worker; kill matrix in reports/<run>/mutants-sql.{json,md} (e.g. `--shard 1/4`, `--first-kill`).
+# With the reference worker (e.g. `--shard 1/4`, `--first-kill`); `fenceproof merge` joins shards.
 # Generated mutants of the fenced fp_* functions through the experiments; their kill matrix.
 mutants-sql *ARGS: build build-mutants
-    ./target/debug/fenceproof mutants-sql {{ARGS}}
+    ./target/debug/fenceproof mutants sql {{ARGS}}
 
 # cargo-mutants over the judging code, one part at a time (model, model-core, check, db, conformance,
 # p_api; scripts/mutants-judge.sh says which tests judge each), sharded like the other long searches
@@ -88,7 +81,7 @@ docs *ARGS: build
 
 # Random operation schedules against the reference worker (e.g. `just schedules --cases 50 --seed 0x2a`).
 schedules *ARGS: build
-    ./target/debug/fenceproof schedules {{ARGS}}
+    ./target/debug/fenceproof schedules run {{ARGS}}
 
 # The matrix on every PostgreSQL this machine has (15 from Debian, 17 and 18 from .pg/), one column each.
 verify-versions *ARGS: build
@@ -103,8 +96,7 @@ report-screenshot:
     "$b" --no-sandbox --headless --disable-gpu --hide-scrollbars --window-size=1200,1600 --screenshot="$PWD/reports/latest/screenshot.png" "file://$PWD/reports/latest/index.html" 2>/dev/null
     echo "reports/latest/screenshot.png"
 
-# Load benchmarks on a fresh cluster (release build): renewal, claim and protected commit, each beside
-# raw PostgreSQL and pgbench; writes reports/<run>/bench.{json,md} and SVG plots (e.g. `just bench --duration 5`).
+# Each phase also runs pgbench; SVG plots beside bench.md (e.g. `just bench --duration 5`).
 # Load benchmarks (release build): renewal, claim and protected commit beside raw PostgreSQL.
 bench *ARGS:
     cargo build --release --quiet -p fenceproof-cli
@@ -131,10 +123,7 @@ verify-container *ARGS: build pg-image
 list: build
     ./target/debug/fenceproof list
 
-# The test suite: unit tests, protocol rules and the matrix on real PostgreSQL, cleanup paths. The
-# test binaries run side by side, as many as their measured CPU shares fit the cores
-# (scripts/test-pool.py; `--lanes .ci/lanes` adds CI's lanes; logs in target/test-logs/);
-# `cargo test --workspace` runs the same tests one binary after another.
+# `--lanes .ci/lanes` adds CI's lanes; `cargo test --workspace` runs the same tests one by one.
 # The test suite, its binaries side by side as the cores allow (logs in target/test-logs/).
 test *ARGS: build
     python3 scripts/test-pool.py {{ARGS}}
@@ -143,10 +132,7 @@ test *ARGS: build
 lint: && lint-rest
     cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-# Import cycles, the Python example worker and audit adapters (pyflakes), the Go example worker (go
-# vet), the contract's JSON Schema against its metaschema, the CI examples against GitHub's and
-# GitLab's published schemas (check-jsonschema ships them; setup.sh installs both tools). CI runs
-# clippy inside its build instead (.ci/run), and this recipe as a lane.
+# CI runs clippy inside its build (.ci/run) and this recipe as a lane.
 # Every lint but clippy: formatting, import cycles, Python, Go, JSON Schemas.
 lint-rest:
     cargo fmt --all -- --check
@@ -157,8 +143,7 @@ lint-rest:
     check-jsonschema --builtin-schema vendor.github-workflows examples/ci/github-actions.yml
     check-jsonschema --builtin-schema vendor.gitlab-ci examples/ci/gitlab-ci.yml
 
-# Audit real job queues (procrastinate, pgqueuer, chancy; the reference protocol as the control) with
-# the stale-worker faults; the table in reports/<run>/audit.md and index.html (e.g. `just audit --library chancy`).
+# The table in reports/<run>/audit.md and index.html (e.g. `just audit --library chancy`).
 # Audit real job queues with the stale-worker faults, the reference protocol as the control.
 audit *ARGS: build
     ./target/debug/fenceproof audit {{ARGS}}

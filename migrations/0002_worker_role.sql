@@ -259,7 +259,8 @@ END
 $$;
 
 -- Dispatcher: its own claim saw an unknown outcome; keep the evidence, never back to prepared.
--- No row: the claim moved on.
+-- Only a claim still its own (dispatching, this owner, the revision it claimed), expired or not:
+-- no clock condition, as for the result write. No row: the claim moved on.
 CREATE FUNCTION fp_mark_unknown_own(p_op text, p_owner text, p_revision bigint, p_evidence text)
 RETURNS TABLE (revision bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$

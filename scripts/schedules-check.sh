@@ -10,7 +10,7 @@ bin=target/debug/fenceproof
 mut=target/debug/fenceproof-worker-mutant
 for m in "$@"; do
   set +e
-  "$bin" schedules --worker-bin "$mut" --mutant "$m" --seed 0x2a --cases 40 --reports-dir "$reports/$m" >"$reports/$m.out" 2>&1
+  "$bin" schedules run --worker-bin "$mut" --mutant "$m" --seed 0x2a --cases 40 --reports-dir "$reports/$m" >"$reports/$m.out" 2>&1
   code=$?
   set -e
   if [ "$code" -ne 1 ]; then
@@ -22,7 +22,7 @@ for m in "$@"; do
     echo "schedules-check: $m shrank only to $n operations"; cat "$file"; exit 1
   fi
   set +e
-  "$bin" schedules --replay "$file" --worker-bin "$mut" --mutant "$m" --repeat 10 --reports-dir "$reports/$m-replay" >"$reports/$m.replay" 2>&1
+  "$bin" schedules run --replay "$file" --worker-bin "$mut" --mutant "$m" --repeat 10 --reports-dir "$reports/$m-replay" >"$reports/$m.replay" 2>&1
   code=$?
   set -e
   if [ "$code" -ne 1 ] || ! grep -q "10 replays, the same verdict each time" "$reports/$m.replay"; then

@@ -1,32 +1,41 @@
-"""django-q2 1.11.1 with its ORM broker on PostgreSQL (Django 5.2, psycopg 3).
+"""django-q2 1.11.1 with its ORM broker on PostgreSQL (Django 5.2, psycopg 3), run as `qcluster`.
 
 A queued task is a row of `django_q_ormq` (its signed payload and a `lock` timestamp). The broker's
-`dequeue` takes rows whose `lock` passed and moves `lock` to now + `retry` (--stall-s: 2 s fast,
-django-q2's default 60 s at production; the broker polls every --sweep-s, its default 0.2 s): a visibility timeout with no heartbeat, so a task not acknowledged within `retry` is
-delivered again to whichever cluster pulls next; stall recovery is built in and `--recover`
-changes nothing. The monitor saves the result into `django_q_task` (keyed by the task's id) and
+`dequeue` takes rows whose `lock` passed and moves `lock` to now + `retry` (--stall-s: 25 s fast,
+django-q2's default 60 s at production; the broker polls every --sweep-s, its default 0.2 s): a
+visibility timeout with no heartbeat, so a task not acknowledged within `retry` is delivered again
+to whichever cluster pulls next; stall recovery is built in and `--recover` changes nothing. The
+monitor saves the result into `django_q_task` (keyed by the task's id: `monitor.save_task`) and
 acknowledges by deleting the `django_q_ormq` row by its primary key.
 
-One process per worker: the cluster's own pusher, worker and monitor functions
-(`django_q.pusher.pusher`, `django_q.worker.worker`, `django_q.monitor.monitor`) run as three
-threads of this process, joined by in-process queues, instead of the child processes django-q2's
-Sentinel forks, so that the harness's pause of one process pauses the whole cluster. The task
-timeout is unset: a SIGALRM timeout cannot run outside the main thread, and the audit's job
-outlasts `retry` on purpose (django-q2's documentation asks for timeout < retry, which a paused
-cluster cannot keep either: its guard is paused with it).
+The worker is django-q2's own `qcluster` management command (`Cluster.start`: a Sentinel process
+forks the pusher, the worker and the monitor; SIGTERM runs `Cluster.sig_handler` -> `Sentinel.stop`,
+which lets the running task finish). The harness pauses the whole process group. `timeout` is set
+as django-q2's configuration check asks (`conf.py`: "Retry and timeout are misconfigured" unless
+timeout < retry): retry - 5 s (20 s fast, 55 s at production). The worker's `TimeoutHandler` arms
+SIGALRM for it, a wall-clock alarm that keeps running while the cluster is paused, and the
+Sentinel's guard kills a worker whose task outlived it.
 Outcomes: success returns; fail raises in a task enqueued with `ack_failure=True` (the failure is
 acknowledged: final); retry raises in a task without it (not acknowledged: delivered again after
-`retry`).
+`retry`). A body ended by the timeout records its end with the tools and says so (`aborted`) before the
+exception goes on.
 """
 
-import queue
 import sys
-import threading
 from urllib.parse import unquote, urlparse
 
 import common
 
 CLUSTER = "audit"
+
+
+def retry(args):
+    return max(2, round(args.stall_s))
+
+
+def timeout(args):
+    """Shorter than retry, as django-q2 asks: 5 s less (at least 1 s)."""
+    return max(1, retry(args) - 5)
 
 
 def configure(args):
@@ -48,8 +57,9 @@ def configure(args):
         # django-q2 signs task payloads with it; every process of a cell must share it. A throwaway
         # database's test value, not a secret.
         SECRET_KEY="fenceproof-audit-payload-signing",
-        Q_CLUSTER={"name": CLUSTER, "orm": "default", "workers": 1, "retry": max(1, round(args.stall_s)),
-                   "poll": args.sweep_s, "bulk": 1, "max_attempts": 0, "catch_up": False},
+        Q_CLUSTER={"name": CLUSTER, "orm": "default", "workers": 1, "retry": retry(args),
+                   "timeout": timeout(args), "poll": args.sweep_s, "bulk": 1, "max_attempts": 0,
+                   "catch_up": False},
     )
     import django
 
@@ -57,28 +67,24 @@ def configure(args):
 
 
 def audit_job():
-    common.body(common.ARGS, "django_q2 task", None)
+    try:
+        common.body(common.ARGS, "django_q2 task", None)
+    except BaseException as e:
+        # django-q2's TimeoutException (SIGALRM after `timeout`) ends the body without END: say so.
+        if not isinstance(e, (common.FailJob, common.RetryJob)):
+            # The execution has ended (the library stopped it): the ledger gets its end, so that a
+            # later execution is not taken for one running beside it.
+            common.record(common.ARGS.tools, "django_q2 task", common.ARGS.name, "end")
+            common.emit("aborted", worker=common.ARGS.name, reason=repr(e)[:300])
+        raise
 
 
 def cluster(args):
-    from django_q.brokers import get_broker
-    from django_q.monitor import monitor
-    from django_q.pusher import pusher
-    from django_q.worker import worker
-    from multiprocessing import Value
+    """django-q2's own `qcluster` command: it returns once the Sentinel has stopped."""
+    from django.core.management import call_command
 
-    tasks, results, stop = queue.Queue(), queue.Queue(), threading.Event()
-    timer = Value("f", -1)
-    threads = [
-        threading.Thread(target=pusher, args=(tasks, stop, get_broker()), name="pusher", daemon=True),
-        threading.Thread(target=worker, args=(tasks, results, timer, None), name="worker", daemon=True),
-        threading.Thread(target=monitor, args=(results, get_broker()), name="monitor", daemon=True),
-    ]
-    for t in threads:
-        t.start()
     common.emit("ready", worker=args.name)
-    for t in threads:
-        t.join()
+    call_command("qcluster")
 
 
 def main(args):

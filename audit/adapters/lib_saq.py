@@ -10,7 +10,9 @@ then re-queues those with retries left. Only one worker sweeps at a time: the sw
 session-level advisory lock and keeps it. The recovering worker (B) sweeps; the paused worker (A)
 runs no sweep, so it cannot be the one holding the sweep lock (a paused sweeper would stop every
 recovery: nothing here measures that). Dequeue polls every 0.25 s (saq's re-queue does not NOTIFY).
-Outcomes: success returns; retry raises (the job has 3 attempts); fail raises after the body set
+Outcomes: success returns; checkpoint writes saq's progress record (`job.update(progress=0.5)`: the
+job's `progress` field, stored in the `job` column of `saq_jobs` by `PostgresQueue._update`) and
+returns; retry raises (the job has 3 attempts); fail raises after the body set
 its own job's `retries` to the attempts made, so saq finishes it `failed` instead of retrying
 (saq retries every exception while attempts remain; it has no final-failure exception).
 """
@@ -47,12 +49,24 @@ async def audit_job(ctx):
     def heartbeat():
         asyncio.run_coroutine_threadsafe(job.update(), loop).result(timeout=10)
 
+    def progress():
+        # saq's progress record: `job.update(progress=...)` -> Queue.update -> PostgresQueue._update,
+        # which rewrites the whole stored job by key.
+        asyncio.run_coroutine_threadsafe(job.update(progress=0.5), loop).result(timeout=10)
+
     tick = heartbeat if common.ARGS.heartbeat_s > 0 else None
     try:
-        await asyncio.to_thread(common.body, common.ARGS, job.key, tick)
+        await asyncio.to_thread(common.body, common.ARGS, job.key, tick, progress)
     except common.FailJob:
         job.retries = job.attempts
         raise
+
+
+async def say_sweep_lock(queue, name):
+    """Whether this worker's sweep holds saq's sweep lock, once its first sweeps have run (an event:
+    secondary evidence of which worker recovers)."""
+    await asyncio.sleep(1.5)
+    common.emit("sweep_lock", worker=name, held=bool(getattr(queue, "_has_sweep_lock", False)))
 
 
 async def main(args):
@@ -75,6 +89,8 @@ async def main(args):
                             timers={"sweep": args.sweep_s, "abort": 1, "schedule": 1, "worker_info": 10},
                             poll_interval=0.25)
             common.emit("ready", worker=args.name)
+            if recover:
+                asyncio.get_running_loop().create_task(say_sweep_lock(queue, args.name))
             await worker.start()
     finally:
         await queue.disconnect()

@@ -149,6 +149,7 @@ pub async fn run(env: &Env<'_>, lib: &Library, exp: &AuditExperiment, dir: &Path
         held: None,
         held_pid: 0,
         observed: Vec::new(),
+        tree: lib.process_tree,
     };
     let outcome = drive(env, lib, exp, dir, index, &timeline, &mut state).await;
     if let Some(h) = state.held.take() {
@@ -272,6 +273,8 @@ struct Cell {
     observed: Vec<String>,
     frozen: Option<Frozen>,
     tools: Option<ToolsProc>,
+    /// A's worker is a tree of processes: its pauses and freezes take the whole tree.
+    tree: bool,
 }
 
 /// START/END entries of the tools' ledger: (worker, phase, at).
@@ -329,16 +332,20 @@ async fn wait_end_a(ledger: &Path, events: &Path) -> Result<(), HarnessError> {
 async fn settle(pool: &sqlx::PgPool, lib: &Library, worker: &str, after_seq: i64) -> Result<bool, HarnessError> {
     let app = app_name(worker);
     let registry = lib.registry.map(|r| r.table).unwrap_or("");
+    let (results, column) = lib.results_table.unwrap_or(("", ""));
     let deadline = Instant::now() + SETTLE;
     loop {
         let n: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM fenceproof_audit.commits WHERE writer = $1 AND seq > $2
-                AND (op = 'DELETE' OR old_row->>$3 IS DISTINCT FROM new_row->>$3) AND table_name <> $4",
+                AND (op = 'DELETE' OR old_row->>$3 IS DISTINCT FROM new_row->>$3
+                     OR (table_name = $5 AND old_row->>$6 IS DISTINCT FROM new_row->>$6)) AND table_name <> $4",
         )
         .bind(&app)
         .bind(after_seq)
         .bind(lib.status_column)
         .bind(registry)
+        .bind(results)
+        .bind(column)
         .fetch_one(pool)
         .await?;
         if n > 0 {
@@ -574,6 +581,9 @@ async fn prepare(
     if let Some(r) = lib.registry {
         audit_commits::watch(&pool, r.table).await?;
     }
+    if let Some((t, _)) = lib.results_table {
+        audit_commits::watch(&pool, t).await?;
+    }
     timeline.record("harness", "setup", lib.name, json!({"database": db, "table": lib.table}));
 
     let tools = ToolsProc::spawn(env.tools_bin, dir, timeline, None).await?;
@@ -632,7 +642,12 @@ async fn hold_and_take_over(
     if let (Some(from), Some(how)) = (cell.sigterm_at, cell.workers[0].exited()) {
         // A exited on SIGTERM without finishing its job: judged as killed from then on.
         cell.holds.push(Hold { worker: "A".into(), from, to: None });
-        cell.observed.push(format!("A exited on SIGTERM ({how}) without waiting for its job"));
+        let ended = count(&ledger_marks(&stage.ledger_path)?, "A", "end") > 0;
+        cell.observed.push(match ended {
+            // Its library let the job's execution end first (django-q2's timeout stops it).
+            true => format!("A exited on SIGTERM ({how}) once its job's execution had ended"),
+            false => format!("A exited on SIGTERM ({how}) without waiting for its job"),
+        });
     }
     Ok(())
 }
@@ -733,8 +748,9 @@ async fn hold_a(
     let except = cell.held_pid;
     let at = match exp.hold {
         HoldKind::Sigstop | HoldKind::HeldWrite => {
-            sigstop(a_pid, timeline).await?;
-            let (p, r) = (|| sigstop(a_pid, timeline), || sigcont(a_pid, timeline));
+            let tree = cell.tree;
+            sigstop(a_pid, tree, timeline).await?;
+            let (p, r) = (|| sigstop(a_pid, tree, timeline), || sigcont(a_pid, tree, timeline));
             hold::outside_library_locks(pool, lib, &app_name("A"), except, timeline, p, r).await?
         }
         HoldKind::Freeze => freeze_a(pool, lib, except, timeline, cell).await?,
@@ -756,14 +772,20 @@ async fn hold_a(
 }
 
 /// Stop A with SIGSTOP, the moment in the timeline (the pause behind a verdict is read from there).
-async fn sigstop(pid: nix::unistd::Pid, timeline: &Timeline) -> Result<(), HarnessError> {
-    timeline.record("harness", pause::STOP, "A", json!({"how": "SIGSTOP"}));
+async fn sigstop(pid: nix::unistd::Pid, tree: bool, timeline: &Timeline) -> Result<(), HarnessError> {
+    timeline.record("harness", pause::STOP, "A", json!({"how": "SIGSTOP", "process_group": tree}));
+    if tree {
+        signals::send_group(pid, nix::sys::signal::Signal::SIGSTOP)?;
+    }
     signals::pause(pid).await
 }
 
 /// Let A go on with SIGCONT, the moment in the timeline.
-async fn sigcont(pid: nix::unistd::Pid, timeline: &Timeline) -> Result<(), HarnessError> {
-    timeline.record("harness", pause::CONT, "A", json!({"how": "SIGCONT"}));
+async fn sigcont(pid: nix::unistd::Pid, tree: bool, timeline: &Timeline) -> Result<(), HarnessError> {
+    timeline.record("harness", pause::CONT, "A", json!({"how": "SIGCONT", "process_group": tree}));
+    if tree {
+        signals::send_group(pid, nix::sys::signal::Signal::SIGCONT)?;
+    }
     signals::resume(pid).await
 }
 
@@ -777,7 +799,14 @@ async fn freeze_a(
 ) -> Result<hold::PausedAt, HarnessError> {
     let a_pid = cell.workers[0].pid;
     timeline.record("harness", pause::STOP, "A", json!({"how": "freeze"}));
-    let frozen = std::sync::Arc::new(tokio::sync::Mutex::new(Some(Frozen::freeze(a_pid).await?)));
+    let tree = cell.tree;
+    let freeze_a = move || async move {
+        match tree {
+            true => Frozen::freeze_tree(a_pid).await,
+            false => Frozen::freeze(a_pid).await,
+        }
+    };
+    let frozen = std::sync::Arc::new(tokio::sync::Mutex::new(Some(freeze_a().await?)));
     let (f, t1) = (frozen.clone(), timeline.clone());
     let thaw = move || {
         let (f, t1) = (f.clone(), t1.clone());
@@ -794,7 +823,7 @@ async fn freeze_a(
         let (g, t2) = (g.clone(), t2.clone());
         async move {
             t2.record("harness", pause::STOP, "A", json!({"how": "freeze"}));
-            *g.lock().await = Some(Frozen::freeze(a_pid).await?);
+            *g.lock().await = Some(freeze_a().await?);
             Ok(())
         }
     };
@@ -935,7 +964,7 @@ async fn outcome_without_start(pool: &sqlx::PgPool, lib: &Library) -> Result<boo
 /// Resume or thaw A, and close its hold window.
 async fn bring_back(exp: &AuditExperiment, cell: &mut Cell, timeline: &Timeline) -> Result<(), HarnessError> {
     match exp.hold {
-        HoldKind::Sigstop | HoldKind::HeldWrite => sigcont(cell.workers[0].pid, timeline).await?,
+        HoldKind::Sigstop | HoldKind::HeldWrite => sigcont(cell.workers[0].pid, cell.tree, timeline).await?,
         HoldKind::Freeze => {
             if let Some(f) = cell.frozen.take() {
                 timeline.record("harness", pause::CONT, "A", json!({"how": "thaw"}));
@@ -958,6 +987,17 @@ fn with_last_words(e: HarnessError, w: &AdapterWorker) -> HarnessError {
     } else {
         HarnessError::Other(format!("{e}; {}'s stderr ends: {words}", w.name))
     }
+}
+
+/// The commits of the library's results table (when it has one) as writes of the job, each status
+/// read as `column=value` (django-q2's `success=false`).
+fn result_writes(lib: &Library, commits: &[AuditCommit], write: impl Fn(&AuditCommit) -> JobWrite) -> Vec<JobWrite> {
+    let Some((table, column)) = lib.results_table else { return Vec::new() };
+    let result = |row: &Option<Value>| row.as_ref().map(|r| format!("{column}={}", r[column]));
+    let results = commits.iter().filter(|c| c.table_name == table);
+    results
+        .map(|c| JobWrite { status_before: result(&c.old_row), status_after: result(&c.new_row), ..write(c) })
+        .collect()
 }
 
 /// The library-neutral history the checkers judge.
@@ -995,7 +1035,9 @@ pub fn history(
         status_before: status(&c.old_row),
         status_after: status(&c.new_row),
     };
-    let writes = commits.iter().filter(|c| c.table_name == lib.table).map(write).collect();
+    let mut writes: Vec<JobWrite> = commits.iter().filter(|c| c.table_name == lib.table).map(write).collect();
+    writes.extend(result_writes(lib, commits, write));
+    writes.sort_by_key(|w| w.seq);
     let checkpoints = checkpoint_table.map(|t| {
         commits
             .iter()
@@ -1018,5 +1060,56 @@ pub fn history(
         success: lib.success,
         taker_outcome: "success".into(),
         checkpoints,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::libraries::LIBRARIES;
+
+    fn commit(seq: i64, table: &str, op: &str, writer: &str, old: Option<Value>, new: Option<Value>) -> AuditCommit {
+        let at = DateTime::from_timestamp(1_800_000_000 + seq, 0).expect("a time");
+        let writer = format!("fp-audit-{writer}");
+        AuditCommit {
+            seq,
+            table_name: table.into(),
+            op: op.into(),
+            writer,
+            backend_pid: 1,
+            committed_at: at,
+            old_row: old,
+            new_row: new,
+        }
+    }
+
+    /// django-q2's late success over B's final failure: invisible on the queue table (B's
+    /// acknowledge deleted the row), a stale write and a lost outcome on its results table.
+    #[test]
+    fn a_stale_success_in_the_results_table_is_judged() {
+        let lib = *LIBRARIES.iter().find(|l| l.name == "django_q2").expect("django_q2");
+        let (q, t) = ("public.django_q_ormq", "public.django_q_task");
+        let commits = [
+            commit(1, q, "UPDATE", "A", Some(json!({"lock": "1"})), Some(json!({"lock": "2"}))),
+            commit(3, q, "UPDATE", "B", Some(json!({"lock": "2"})), Some(json!({"lock": "3"}))),
+            commit(5, t, "INSERT", "B", None, Some(json!({"success": false}))),
+            commit(6, q, "DELETE", "B", Some(json!({"lock": "3"})), None),
+            commit(8, t, "UPDATE", "A", Some(json!({"success": false})), Some(json!({"success": true}))),
+        ];
+        let at = |s: i64| DateTime::from_timestamp(1_800_000_000 + s, 0).expect("a time");
+        let marks = [
+            ("A".into(), "start".into(), at(1)),
+            ("B".into(), "start".into(), at(3)),
+            ("B".into(), "end".into(), at(4)),
+        ];
+        let holds = [Hold { worker: "A".into(), from: at(2), to: Some(at(7)) }];
+        let judged = |lib: &Library| {
+            let mut h = history(lib, None, &marks, &commits, &holds);
+            h.taker_outcome = "fail".into();
+            audit::judge(&h).into_iter().filter(|c| !c.passed()).map(|c| c.name).collect::<Vec<_>>()
+        };
+        assert_eq!(judged(&lib), [audit::STALE_WRITE, audit::CURRENT_OUTCOME], "the results table shows it");
+        let blind = Library { results_table: None, ..lib };
+        assert!(judged(&blind).is_empty(), "the queue table alone does not");
     }
 }

@@ -77,6 +77,9 @@ pub fn problems(summary: &serde_json::Value, dir: &Path) -> Vec<String> {
                 "{file}: quotes no source of its mechanism at {version} (a paragraph opening {MECHANISM:?} naming the version and a file)"
             )),
         }
+        if block(&page, &format!("audit-settings-{lib}")).is_none() {
+            found.push(format!("{file}: has no generated:audit-settings-{lib} block (its settings and warnings)"));
+        }
         let name = format!("audit-{lib}");
         match block(&page, &name) {
             None => found.push(format!("{file}: has no generated:{name} block of its cells")),
@@ -120,14 +123,15 @@ mod tests {
         ]);
         let table = summary_library_markdown(&summary, "q");
         let good = format!(
-            "# q 1.2.3\n`q/worker.py`\n\n{MECHANISM}q 1.2.3).** `q/worker.py` Worker.run: `x`\n\n<!-- generated:audit-q -->\n{table}<!-- /generated -->\n"
+            "# q 1.2.3\n`q/worker.py`\n\n{MECHANISM}q 1.2.3).** `q/worker.py` Worker.run: `x`\n\n<!-- generated:audit-settings-q -->\n<!-- /generated -->\n<!-- generated:audit-q -->\n{table}<!-- /generated -->\n"
         );
         std::fs::write(dir.join("q.md"), &good).unwrap();
         assert_eq!(problems(&summary, &dir), ["r.md: no page for r, which the results audit"]);
         std::fs::write(dir.join("r.md"), "# r 4.6\n`audit/adapters/lib_r.py`\n").unwrap();
         let found = problems(&summary, &dir);
-        assert_eq!(found.len(), 4, "{found:?}");
-        assert!(found[0].contains("\"4.5\"") && found[1].contains("no file") && found[3].contains("audit-r"));
+        assert_eq!(found.len(), 5, "{found:?}");
+        assert!(found[0].contains("\"4.5\"") && found[1].contains("no file") && found[4].contains("audit-r"));
+        assert!(found[3].contains("audit-settings-r"), "{found:?}");
         assert!(found[2].contains("quotes no source of its mechanism at 4.5"), "{found:?}");
         let unpinned = format!("# r 4.5\n`r/a.py`\n\n{MECHANISM}r 4.4).** `r/a.py` f: `x`\n");
         std::fs::write(dir.join("r.md"), unpinned).unwrap();

@@ -36,10 +36,17 @@ pub fn codes(path: &str) -> &'static [u8] {
         "verify" => MATRIX,
         "conformance" => &[0, 2, 3, 4, 130],
         "verify-versions" => &[0, 1, 2, 3, 5, 130],
-        "mutants" | "mutants-sql" | "schedules" | "schedules-mutants" | "audit" | "writers" => SEARCH,
+        "mutants"
+        | "mutants named"
+        | "mutants sql"
+        | "schedules"
+        | "schedules run"
+        | "schedules against-mutants"
+        | "audit"
+        | "writers" => SEARCH,
         "model" | "model check" => JUDGE,
         "model weak-spots" => &[0, 1, 2],
-        "mutants-sql-merge" | "schedules-merge" | "audit-merge" | "model merge" | "docs" => JUDGE,
+        "merge" | "model merge" | "docs" => JUDGE,
         "bench" => MEASURE,
         "bench plan" | "bench merge" | "cleanup" => WRITE,
         "list" | "rules" => LISTING,

@@ -13,6 +13,7 @@ mod fail;
 mod help;
 mod interrupt;
 mod invoked;
+mod legacy;
 mod seed;
 mod select;
 mod server;
@@ -37,10 +38,14 @@ struct Cli {
 enum Cmd {
     Verify(cmd::verify::Args),
     Conformance(cmd::conformance::Args),
-    Mutants(cmd::mutants::Args),
-    MutantsSql(cmd::mutants_sql::Args),
-    SchedulesMutants(cmd::schedules_mutants::Args),
-    Schedules(cmd::schedules::Args),
+    /// Which experiments kill which broken variant: `named` (the worker's named mutants) or
+    /// `sql` (generated mutants of the fenced fp_* functions).
+    #[command(subcommand)]
+    Mutants(cmd::groups::Mutants),
+    /// Randomized operation schedules: `run` (against one worker) or `against-mutants` (the
+    /// search alone against every mutant).
+    #[command(subcommand)]
+    Schedules(cmd::groups::Schedules),
     VerifyVersions(cmd::verify_versions::Args),
     Bench(cmd::bench::Args),
     Cleanup(cmd::cleanup::Args),
@@ -48,20 +53,26 @@ enum Cmd {
     Rules(cmd::rules::Args),
     Writers(cmd::writers::Args),
     Audit(cmd::audit::Args),
-    MutantsSqlMerge(cmd::merge::Args),
-    SchedulesMerge(cmd::schedules_merge::Args),
-    AuditMerge(cmd::audit_merge::Args),
+    Merge(cmd::merge::Args),
     Docs(cmd::docs::Args),
     Model(cmd::model::Args),
 }
 
-/// The command line, or the exit code of a `--help` / `--version` (0) or a usage error (2).
+/// The command line, or the exit code of a `--help` / `--version` (0) or a usage error (2). An
+/// old spelling of a command is read as its new one, after one line on stderr naming it.
 fn parse() -> Result<Cli, u8> {
-    help::with_exit_codes(Cli::command(), "").try_get_matches().and_then(|m| Cli::from_arg_matches(&m)).map_err(|e| {
-        let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
-        let _ = e.print();
-        code
-    })
+    let (args, line) = legacy::respell(std::env::args_os().collect());
+    if let Some(line) = line {
+        eprintln!("{line}");
+    }
+    help::with_exit_codes(Cli::command(), "")
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .map_err(|e| {
+            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
+            let _ = e.print();
+            code
+        })
 }
 
 fn main() -> ExitCode {
@@ -98,10 +109,8 @@ async fn run(cmd: Cmd) -> u8 {
     match cmd {
         Cmd::Verify(a) => cmd::verify::run(a).await,
         Cmd::Conformance(a) => cmd::conformance::run(a).await,
-        Cmd::Mutants(a) => cmd::mutants::run(a).await,
-        Cmd::MutantsSql(a) => cmd::mutants_sql::run(a).await,
-        Cmd::SchedulesMutants(a) => cmd::schedules_mutants::run(a).await,
-        Cmd::Schedules(a) => cmd::schedules::run(a).await,
+        Cmd::Mutants(m) => m.run().await,
+        Cmd::Schedules(s) => s.run().await,
         Cmd::VerifyVersions(a) => cmd::verify_versions::run(a).await,
         Cmd::Bench(a) => cmd::bench::run(a).await,
         Cmd::Cleanup(a) => cmd::cleanup::run(a).await,
@@ -109,9 +118,7 @@ async fn run(cmd: Cmd) -> u8 {
         Cmd::Rules(a) => cmd::rules::run(a),
         Cmd::Writers(a) => cmd::writers::run(a).await,
         Cmd::Audit(a) => cmd::audit::run(a).await,
-        Cmd::MutantsSqlMerge(a) => cmd::merge::run(a),
-        Cmd::SchedulesMerge(a) => cmd::schedules_merge::run(a),
-        Cmd::AuditMerge(a) => cmd::audit_merge::run(a),
+        Cmd::Merge(a) => cmd::merge::run(a),
         Cmd::Docs(a) => cmd::docs::run(&a),
         Cmd::Model(a) => cmd::model::run(a),
     }

@@ -68,6 +68,19 @@ pub fn for_verify(
     experiments
 }
 
+/// Whether the direct path skips row `e`: it probes the fenced `fp_*` functions or the worker role.
+fn skipped_on_direct(e: &Experiment) -> bool {
+    matches!(e.judges, Judges::Functions | Judges::Boundary) && !e.needs(Need::TeamFunctions)
+}
+
+/// [`for_write_path`] without its line on stderr (the docs count the rows it skips).
+pub fn for_write_path_quiet(mut experiments: Vec<Experiment>, path: WritePath) -> Vec<Experiment> {
+    if path == WritePath::Direct {
+        experiments.retain(|e| !skipped_on_direct(e));
+    }
+    experiments
+}
+
 /// `verify`'s rows on a write path: on the direct path, none of the rows that judge the fp_*
 /// functions or the worker role's boundary (the worker does not write through them), said once on
 /// stderr with the rows it skips; on a team's schema (`team_schema`), that it has no fp_* functions
@@ -76,14 +89,8 @@ pub fn for_write_path(mut experiments: Vec<Experiment>, path: WritePath, team_sc
     if path == WritePath::Api {
         return experiments;
     }
-    let mut skipped = Vec::new();
-    experiments.retain(|e| {
-        let fp_boundary = matches!(e.judges, Judges::Functions | Judges::Boundary) && !e.needs(Need::TeamFunctions);
-        if fp_boundary {
-            skipped.push(e.id);
-        }
-        !fp_boundary
-    });
+    let skipped: Vec<&str> = experiments.iter().filter(|e| skipped_on_direct(e)).map(|e| e.id).collect();
+    experiments = for_write_path_quiet(experiments, path);
     let why = if team_schema {
         "the team's schema has no fp_* functions and no fenceproof_worker role; P-api-team probes the team's own lease functions when the contract names them in [database.functions]"
     } else {

@@ -235,6 +235,13 @@ fn a_takeover_decided_before_its_write_races_in_the_models_paths() {
     let trace = trace.unwrap_or_else(|| panic!("trace validation failed it: {failed:?}"));
     assert_eq!(trace["rules"][0]["id"], "lease.acquire-free-or-expired", "{trace}");
     assert!(trace["evidence"].as_str().unwrap().contains("probe"), "the held takeover's commit: {trace}");
+    // Under the failing path, one command that replays it alone with this worker.
+    let matrix: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("matrix.json")).unwrap()).unwrap();
+    let notes = matrix["results"][0]["observations"].as_str().unwrap_or_default();
+    let replay = notes.split("replay that path alone: ").nth(1).unwrap_or_default();
+    assert!(replay.starts_with("FENCEPROOF_MODEL_PATH='lease=expired"), "{notes}");
+    assert!(replay.contains("--only Model-paths") && replay.contains("clock_takeover.py"), "{notes}");
 }
 
 /// Paths that leave the lease expired on a run that can still be worked on (the race follows them).

@@ -66,7 +66,7 @@ os.execv({reference:?}, [{reference:?}] + argv)
         log = log.display().to_string(),
         reference = reference.display().to_string(),
     );
-    // Named as the reference is, so Model-paths' reference driver starts through it too.
+    // Named as the reference is, so Model-paths-db's reference driver starts through it too.
     let p = dir.join("fenceproof-worker-flagwalk");
     std::fs::write(&p, body).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();

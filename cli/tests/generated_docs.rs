@@ -132,3 +132,37 @@ fn the_architecture_page_stays_within_its_goal() {
     let n = text.chars().count();
     assert!(n <= 20_000, "docs/architecture.md has {n} characters; move reference detail to the docs it links to");
 }
+
+/// README.md's reading list: the pages its table names (each once), which a newcomer reads for a
+/// job, add up to at most 60,000 characters; the rest of docs/ is reference behind them.
+#[test]
+fn the_reading_list_stays_within_60k_characters() {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).unwrap();
+    let section: Vec<&str> = readme
+        .lines()
+        .skip_while(|l| *l != "## Reading list")
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "))
+        .filter(|l| l.starts_with('|'))
+        .collect();
+    let mut pages: Vec<&str> = section
+        .iter()
+        .flat_map(|l| l.split("](").skip(1))
+        .filter_map(|rest| rest.split(')').next())
+        .map(|link| link.split('#').next().unwrap_or(link))
+        .collect();
+    pages.sort_unstable();
+    pages.dedup();
+    assert!(pages.len() >= 3, "README.md's reading list names {pages:?}");
+    let sizes: Vec<(&str, usize)> = pages
+        .iter()
+        .map(|p| {
+            (*p, std::fs::read_to_string(workspace().join(p)).unwrap_or_else(|e| panic!("{p}: {e}")).chars().count())
+        })
+        .collect();
+    let total: usize = sizes.iter().map(|(_, n)| n).sum();
+    assert!(
+        total <= 60_000,
+        "the reading list is {total} characters ({sizes:?}); move detail into the reference pages"
+    );
+}

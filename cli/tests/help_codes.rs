@@ -1,32 +1,34 @@
 //! One set of flags and codes: every subcommand's `--help` (found by walking `fenceproof --help`
 //! and each subcommand's own list) names the exit codes that subcommand can return, and no other,
-//! each with the one meaning it has everywhere; every subcommand has `--json`, and every one that
-//! prints a result (not a catalogue) `--quiet`. A closed stdout (`fenceproof list | head -1`) is not a panic.
+//! each with the one meaning it has everywhere; every command has `--json` and `--quiet`; the top
+//! level lists at most 14 commands, and an old spelling runs as its new one after one line naming
+//! it. A closed stdout (`fenceproof list | head -1`) is not a panic.
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 
 const FENCEPROOF: &str = env!("CARGO_BIN_EXE_fenceproof");
 
-/// What each subcommand can return, and whether it prints a result (then it has --quiet; every
-/// one has --json). Written from each command's code paths, independently of `help.rs`.
+/// What each subcommand can return, and whether it has the output flags (--json and --quiet: every
+/// command; a group such as `mutants` has none of its own). Written from each command's code
+/// paths, independently of `help.rs`.
 const TABLE: &[(&str, &[u8], bool)] = &[
     ("verify", &[0, 1, 2, 3, 4, 5, 130], true),
     ("conformance", &[0, 2, 3, 4, 130], true),
-    ("mutants", &[0, 1, 2, 3, 130], true),
-    ("mutants-sql", &[0, 1, 2, 3, 130], true),
-    ("mutants-sql-merge", &[0, 1, 2, 3], true),
-    ("schedules-merge", &[0, 1, 2, 3], true),
-    ("audit-merge", &[0, 1, 2, 3], true),
-    ("schedules-mutants", &[0, 1, 2, 3, 130], true),
-    ("schedules", &[0, 1, 2, 3, 130], true),
+    ("mutants", &[0, 1, 2, 3, 130], false),
+    ("mutants named", &[0, 1, 2, 3, 130], true),
+    ("mutants sql", &[0, 1, 2, 3, 130], true),
+    ("merge", &[0, 1, 2, 3], true),
+    ("schedules", &[0, 1, 2, 3, 130], false),
+    ("schedules run", &[0, 1, 2, 3, 130], true),
+    ("schedules against-mutants", &[0, 1, 2, 3, 130], true),
     ("verify-versions", &[0, 1, 2, 3, 5, 130], true),
     ("bench", &[0, 2, 3, 130], true),
     ("bench plan", &[0, 2, 3], true),
     ("bench merge", &[0, 2, 3], true),
     ("cleanup", &[0, 2, 3], true),
-    ("list", &[0, 2], false),
-    ("rules", &[0, 2], false),
+    ("list", &[0, 2], true),
+    ("rules", &[0, 2], true),
     ("writers", &[0, 1, 2, 3, 130], true),
     ("audit", &[0, 1, 2, 3, 130], true),
     ("docs", &[0, 1, 2, 3], true),
@@ -100,9 +102,9 @@ fn every_help_lists_the_codes_its_command_can_return_with_one_meaning_each() {
             let first = meanings.entry(code).or_insert_with(|| meaning.clone());
             assert_eq!(*first, meaning, "{path}: exit code {code} means one thing everywhere");
         }
-        // Every subcommand can print JSON; those that print a result (not a catalogue) also quietly.
-        assert!(text.contains("      --json "), "{path}: --json");
-        assert_eq!(text.contains("      --quiet "), prints, "{path}: --quiet (prints a result: {prints})");
+        // Every command has the output flags, declared once (cmd/output.rs); a group has none.
+        assert_eq!(text.contains("      --json "), prints, "{path}: --json (a command: {prints})");
+        assert_eq!(text.contains("      --quiet "), prints, "{path}: --quiet (a command: {prints})");
         // A usage error is exit 2 on every subcommand, and every help lists it.
         let mut args: Vec<&str> = path.split_whitespace().collect();
         args.push("--no-such-flag");
@@ -110,6 +112,41 @@ fn every_help_lists_the_codes_its_command_can_return_with_one_meaning_each() {
         assert_eq!(out.status.code(), Some(2), "{path} --no-such-flag");
     }
     assert!(meanings[&4].contains("deviates") && meanings[&130].contains("SIGINT"), "{meanings:?}");
+}
+
+/// The grouped CLI: `fenceproof --help` lists at most 14 commands (18 before `mutants`,
+/// `schedules` and `merge` gathered seven of them; clap's own `help` not counted).
+#[test]
+fn the_top_level_lists_at_most_14_commands() {
+    let listed = commands(&help(""));
+    assert!(listed.len() <= 14, "{} commands: {listed:?}", listed.len());
+    for gone in ["mutants-sql", "schedules-mutants", "mutants-sql-merge", "schedules-merge", "audit-merge"] {
+        assert!(!listed.iter().any(|c| c == gone), "{gone} is listed");
+    }
+}
+
+/// An old spelling prints one line on stderr naming the new one, then runs it: the same stdout and
+/// exit code as the new spelling.
+#[test]
+fn an_old_spelling_prints_one_line_naming_the_new_one() {
+    let run = |args: &[&str]| Command::new(FENCEPROOF).args(args).output().unwrap();
+    let old = run(&["mutants-sql", "--list", "--mutants", "fp_claim/"]);
+    let new = run(&["mutants", "sql", "--list", "--mutants", "fp_claim/"]);
+    let said = String::from_utf8_lossy(&old.stderr);
+    assert_eq!(said.lines().count(), 1, "one line: {said}");
+    assert!(said.contains("`fenceproof mutants sql`"), "{said}");
+    assert!(new.stderr.is_empty(), "{}", String::from_utf8_lossy(&new.stderr));
+    assert_eq!((old.status.code(), &old.stdout), (new.status.code(), &new.stdout));
+    assert_eq!(new.status.code(), Some(0));
+    for (args, spelled) in [
+        (&["schedules-merge", "no-such-folder"][..], "`fenceproof merge`"),
+        (&["schedules", "--no-such-flag"], "`fenceproof schedules run`"),
+    ] {
+        let out = run(args);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.lines().next().unwrap_or_default().contains(spelled), "{args:?}: {said}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: the new spelling's usage error");
+    }
 }
 
 #[test]

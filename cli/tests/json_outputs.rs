@@ -1,6 +1,6 @@
 //! `--json` on every subcommand that prints a result: stdout is exactly one JSON document carrying
 //! what the text would say (and the run folder as `"report"` where there is one). Only the cheap
-//! modes run here (list, a one-probe conformance, the SQL mutants' listing, mutants-sql-merge of constructed
+//! modes run here (list, a one-probe conformance, the SQL mutants' listing, `merge` of constructed
 //! shards); every subcommand's `--help` is checked to offer the flag. Beside them, the one cheap
 //! refusal of `verify-versions` (a selection that leaves no version).
 
@@ -58,11 +58,11 @@ fn conformance_json_holds_the_points_and_the_run_folder() {
 
 #[test]
 fn mutants_sql_list_json_matches_the_text_listing() {
-    let text = fenceproof(&["mutants-sql", "--list", "--mutants", "fp_claim/"]);
+    let text = fenceproof(&["mutants", "sql", "--list", "--mutants", "fp_claim/"]);
     assert_eq!(text.status.code(), Some(0));
     let stdout = String::from_utf8_lossy(&text.stdout);
     let count: usize = stdout.lines().last().unwrap().strip_suffix(" mutants").unwrap().parse().unwrap();
-    let out = fenceproof(&["mutants-sql", "--list", "--json", "--mutants", "fp_claim/"]);
+    let out = fenceproof(&["mutants", "sql", "--list", "--json", "--mutants", "fp_claim/"]);
     assert_eq!(out.status.code(), Some(0));
     let v = json(&out);
     let rows = v.as_array().expect("an array");
@@ -90,7 +90,7 @@ fn merge_json_is_the_merged_matrix_with_its_folder() {
     shard(&a, "r1", 1, "fp_claim/one");
     shard(&b, "r2", 2, "fp_claim/two");
     let args = [a.to_str().unwrap(), b.to_str().unwrap(), "--out", merged.to_str().unwrap()];
-    let out = fenceproof(&[&["mutants-sql-merge", "--json"][..], &args].concat());
+    let out = fenceproof(&[&["merge", "--json"][..], &args].concat());
     let v = json(&out);
     assert_eq!(out.status.code(), Some(0), "{v}");
     assert_eq!(v["rows"].as_array().unwrap().len(), 2);
@@ -100,15 +100,16 @@ fn merge_json_is_the_merged_matrix_with_its_folder() {
         serde_json::from_str(&std::fs::read_to_string(merged.join("mutants-sql.json")).unwrap()).unwrap();
     assert_eq!(saved["rows"], v["rows"]);
     // Exit codes as without --json: a shard missing leaves a generated mutant in none (exit 1).
-    let out = fenceproof(&["mutants-sql-merge", "--json", a.to_str().unwrap(), "--out", merged.to_str().unwrap()]);
+    let out = fenceproof(&["merge", "--json", a.to_str().unwrap(), "--out", merged.to_str().unwrap()]);
     assert_eq!(json(&out)["rows"].as_array().unwrap().len(), 1);
-    let text = fenceproof(&["mutants-sql-merge", a.to_str().unwrap(), "--out", merged.to_str().unwrap()]);
+    let text = fenceproof(&["merge", a.to_str().unwrap(), "--out", merged.to_str().unwrap()]);
     assert_eq!((out.status.code(), text.status.code()), (Some(1), Some(1)));
 }
 
 /// The subcommands `fenceproof --help` lists.
-fn subcommands() -> Vec<String> {
-    let out = fenceproof(&["--help"]);
+/// The commands `fenceproof <path> --help` lists (clap's own `help` left out).
+fn subcommands(path: &[&str]) -> Vec<String> {
+    let out = fenceproof(&[path, &["--help"][..]].concat());
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let commands = text.split("Commands:").nth(1).expect("a Commands section");
     commands
@@ -122,10 +123,18 @@ fn subcommands() -> Vec<String> {
 
 #[test]
 fn every_subcommand_with_a_result_offers_json() {
-    let commands = subcommands();
+    let commands = subcommands(&[]);
     assert!(commands.len() >= 14 && commands.iter().any(|c| c == "docs"), "{commands:?}");
-    for c in commands.iter().filter(|c| *c != "docs") {
-        let out = fenceproof(&[c, "--help"]);
+    // A group (`mutants`, `schedules`) has no flags of its own: each of its commands has them.
+    let grouped = |c: &String| match c.as_str() {
+        "mutants" | "schedules" => subcommands(&[c.as_str()]).into_iter().map(|s| format!("{c} {s}")).collect(),
+        _ => vec![c.clone()],
+    };
+    let paths: Vec<String> = commands.iter().filter(|c| *c != "docs").flat_map(grouped).collect();
+    assert!(paths.iter().any(|p| p == "mutants sql") && paths.iter().any(|p| p == "schedules run"), "{paths:?}");
+    for c in &paths {
+        let args: Vec<&str> = c.split_whitespace().chain(["--help"]).collect();
+        let out = fenceproof(&args);
         assert_eq!(out.status.code(), Some(0), "{c} --help");
         let help = String::from_utf8_lossy(&out.stdout);
         assert!(help.contains("--json"), "`fenceproof {c} --help` does not mention --json:\n{help}");

@@ -25,7 +25,18 @@ fn the_reference_plays_every_path_and_a_dropped_expiry_condition_is_caught_by_th
     let tmp = scratch("model_paths");
     let (out, _) = fenceproof_harness::testkit::run_bounded(
         fenceproof()
-            .args(["mutants-sql", "--only", "Model-paths-db", "--judge", "rules", "--jobs", "3", "--json", "--mutants"])
+            .args([
+                "mutants",
+                "sql",
+                "--only",
+                "Model-paths-db",
+                "--judge",
+                "rules",
+                "--jobs",
+                "3",
+                "--json",
+                "--mutants",
+            ])
             .arg(MUTANTS.join(","))
             .arg("--reports-dir")
             .arg(tmp.join("reports")),

@@ -20,6 +20,11 @@
 //!   session to one command.
 //! - `statement-order` (the direct path): the intent's INSERT comes before the run's CAS UPDATE
 //!   in the same transaction, after the lease row is locked and validated.
+//! - `lock-first-renewal` (the direct path; a module, `tests/variants/lock_first_renewal.py`,
+//!   overriding the example's `renew_once`): the renewal locks the lease row (`SELECT … FOR
+//!   UPDATE`) and then updates it under the owner, epoch and expiry conditions, in one
+//!   transaction. B-running holds such a renewal before its lock; a takeover that waits on the
+//!   lock of a holder J-partition cut off is said as a liveness finding, not a timeout.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -164,6 +169,25 @@ fn passes_every_row(name: &str, only: Option<&str>) {
     assert_eq!(out.status.code(), Some(0), "{name}: a legal variant must pass every row:\n{text}");
 }
 
+/// `fenceproof verify --quiet --write-path direct [--only ROWS]` on a variant module of
+/// `tests/variants/` (a subclass of the example's protocol, imported from its folder): it must
+/// pass every row.
+fn module_passes_every_row(module: &str, only: Option<&str>) {
+    let dir = tmp(module);
+    let worker = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/variants").join(module);
+    let mut cmd = Command::new(FENCEPROOF);
+    cmd.args(["verify", "--quiet", "--write-path", "direct", "--worker-bin"])
+        .arg(&worker)
+        .arg("--reports-dir")
+        .arg(dir.join("reports"));
+    if let Some(rows) = only {
+        cmd.args(["--only", rows]);
+    }
+    let (out, _) = fenceproof_harness::testkit::run_bounded(&mut cmd, &dir, Duration::from_secs(900));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{module}: a legal variant must pass every row:\n{text}");
+}
+
 /// The rows a variant most plausibly trips, run by `cargo test` (a whole matrix per variant is
 /// `just precision`).
 const SAMPLE: &str = "A,B-sigstop,W-lease,E-idem-pause";
@@ -213,6 +237,18 @@ fn a_worker_that_registers_its_intent_before_the_cas_passes_every_row() {
 #[ignore = "the whole matrix: just precision"]
 fn a_worker_that_reuses_its_connections_passes_every_row() {
     passes_every_row("connection-pool", None);
+}
+
+/// The rows a lock-first renewal meets a held renewal or a cut-off holder in.
+#[test]
+fn a_worker_whose_renewal_locks_the_lease_row_first_passes_b_running_and_j_partition() {
+    module_passes_every_row("lock_first_renewal.py", Some("B-running,J-partition"));
+}
+
+#[test]
+#[ignore = "the whole matrix: just precision"]
+fn a_worker_whose_renewal_locks_the_lease_row_first_passes_every_row() {
+    module_passes_every_row("lock_first_renewal.py", None);
 }
 
 /// Each variant's edits apply to the example as it is (an edit that no longer matches would

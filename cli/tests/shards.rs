@@ -87,13 +87,13 @@ fn cases(summary: &Value) -> Vec<(u64, u64, bool)> {
 #[test]
 fn two_schedule_shards_merge_into_the_unsharded_cases_and_verdicts() {
     let tmp = scratch("shards_schedules");
-    let args = ["schedules", "--cases", "4", "--seed", "0x2a", "--quiet", "--reports-dir", "{place}"];
+    let args = ["schedules", "run", "--cases", "4", "--seed", "0x2a", "--quiet", "--reports-dir", "{place}"];
     let (all, shards) = three_runs(&args, &tmp, 240, latest);
     let one = json_file(&all.join("schedules.json"));
     assert_eq!(cases(&one).iter().map(|c| c.0).collect::<Vec<_>>(), vec![1, 2, 3, 4], "{one:#}");
     let s1 = json_file(&shards[0].join("schedules.json"));
     assert_eq!(cases(&s1).iter().map(|c| c.0).collect::<Vec<_>>(), vec![1, 3], "shard 1/2 plays cases 1 and 3");
-    let (out, said) = merge(&["schedules-merge"], &shards, &tmp, 0);
+    let (out, said) = merge(&["merge"], &shards, &tmp, 0);
     let merged = json_file(&out.join("schedules.json"));
     assert_eq!(cases(&merged), cases(&one), "the same cases, operations and verdicts\n{said}");
     for k in ["seed", "cases", "operations"] {
@@ -107,7 +107,7 @@ fn two_schedule_shards_merge_into_the_unsharded_cases_and_verdicts() {
     let most = shards.iter().map(|d| exercised(&json_file(&d.join("schedules.json")))).max().unwrap_or(0);
     assert!(exercised(&merged) >= most.max(1), "{merged:#}");
     assert!(out.join("coverage.md").is_file(), "the merged run lists the unreached transitions");
-    let (_, said) = merge(&["schedules-merge"], &shards[1..], &tmp, 2);
+    let (_, said) = merge(&["merge"], &shards[1..], &tmp, 2);
     assert!(said.contains("shard 1/2 is missing"), "{said}");
 }
 
@@ -141,12 +141,12 @@ fn two_audit_shards_merge_into_the_unsharded_cells_and_verdicts() {
     let one = verdicts(&json_file(&all.join("audit.json")));
     assert_eq!(one.len(), 2, "{one:?}");
     assert_eq!(verdicts(&json_file(&shards[0].join("audit.json"))).len(), 1, "one cell per shard");
-    let (out, said) = merge(&["audit-merge"], &shards, &tmp, 0);
+    let (out, said) = merge(&["merge"], &shards, &tmp, 0);
     assert_eq!(verdicts(&json_file(&out.join("audit.json"))), one, "the same cells and verdicts\n{said}");
     for f in ["audit.md", "summary.json", "index.html", "reference-kill-control/cell.json"] {
         assert!(out.join(f).is_file(), "{f} in the merged folder");
     }
-    let (_, said) = merge(&["audit-merge"], &[shards[0].clone(), shards[0].clone()], &tmp, 2);
+    let (_, said) = merge(&["merge"], &[shards[0].clone(), shards[0].clone()], &tmp, 2);
     assert!(said.contains("twice"), "{said}");
 }
 

@@ -1,6 +1,6 @@
-//! `fenceproof mutants-sql` end to end: generated mutants of the fenced functions are installed
+//! `fenceproof mutants sql` end to end: generated mutants of the fenced functions are installed
 //! per experiment database and killed by a FAIL naming the rule (a refused legal step is a FAIL,
-//! not an ERROR); shards run deterministic shares and `mutants-sql-merge` joins them into one matrix.
+//! not an ERROR); shards run deterministic shares and `merge` joins them into one matrix.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -30,7 +30,7 @@ fn scratch(name: &str) -> PathBuf {
 fn generated_mutants_are_listed_without_running_anything() {
     let tmp = scratch("sql_mutants_list");
     let (out, _) = fenceproof_harness::testkit::run_bounded(
-        fenceproof().args(["mutants-sql", "--list"]),
+        fenceproof().args(["mutants", "sql", "--list"]),
         &tmp.join("list"),
         Duration::from_secs(30),
     );
@@ -50,7 +50,7 @@ const PAIR: [&str; 2] = ["fp_run_transition/drop-guard/10", "fp_run_transition/d
 /// them).
 fn shards_apart(tmp: &Path) -> [String; 2] {
     let (out, _) = fenceproof_harness::testkit::run_bounded(
-        fenceproof().args(["mutants-sql", "--list", "--json"]),
+        fenceproof().args(["mutants", "sql", "--list", "--json"]),
         &tmp.join("list-json"),
         Duration::from_secs(30),
     );
@@ -67,7 +67,7 @@ fn run_two_shards(tmp: &Path) -> Vec<PathBuf> {
     for shard in shards_apart(tmp).iter().map(String::as_str) {
         let (out, _) = fenceproof_harness::testkit::run_bounded(
             fenceproof()
-                .args(["mutants-sql", "--only", "B-sigstop", "--shard", shard, "--mutants"])
+                .args(["mutants", "sql", "--only", "B-sigstop", "--shard", shard, "--mutants"])
                 .arg(PAIR.join(","))
                 .arg("--reports-dir")
                 .arg(tmp.join("reports")),
@@ -93,7 +93,7 @@ fn generated_mutants_are_killed_by_a_named_rule_and_merged_from_shards() {
 
     let merged = tmp.join("merged");
     let (out, _) = fenceproof_harness::testkit::run_bounded(
-        fenceproof().arg("mutants-sql-merge").args(&dirs).arg("--out").arg(&merged),
+        fenceproof().arg("merge").args(&dirs).arg("--out").arg(&merged),
         &tmp.join("merge"),
         Duration::from_secs(30),
     );
@@ -121,7 +121,7 @@ fn generated_mutants_are_killed_by_a_named_rule_and_merged_from_shards() {
 
     // Merging a shard with itself is refused.
     let (out, _) = fenceproof_harness::testkit::run_bounded(
-        fenceproof().arg("mutants-sql-merge").arg(&dirs[0]).arg(&dirs[0]).arg("--out").arg(tmp.join("twice")),
+        fenceproof().arg("merge").arg(&dirs[0]).arg(&dirs[0]).arg("--out").arg(tmp.join("twice")),
         &tmp.join("twice-run"),
         Duration::from_secs(30),
     );
@@ -133,9 +133,9 @@ fn generated_mutants_are_killed_by_a_named_rule_and_merged_from_shards() {
 fn bad_shards_and_selections_are_one_line_and_the_usage_code() {
     let tmp = scratch("sql_mutants_bad");
     for bad in [
-        vec!["mutants-sql", "--shard", "3/2"],
-        vec!["mutants-sql", "--mutants", "fp_nothing", "--list"],
-        vec!["schedules-mutants", "--sql", "--shard", "3/2"],
+        vec!["mutants", "sql", "--shard", "3/2"],
+        vec!["mutants", "sql", "--mutants", "fp_nothing", "--list"],
+        vec!["schedules", "against-mutants", "--sql", "--shard", "3/2"],
     ] {
         let (out, _) = fenceproof_harness::testkit::run_bounded(
             fenceproof().args(&bad),
@@ -151,7 +151,7 @@ fn bad_shards_and_selections_are_one_line_and_the_usage_code() {
     }
 }
 
-/// `schedules-mutants --cases N`: each mutant's search stops after exactly N cases, however long
+/// `schedules against-mutants --cases N`: each mutant's search stops after exactly N cases, however long
 /// they take (a reviewed equivalent survives every case, so it plays all of them), and the matrix
 /// says the budget was cases, not seconds.
 #[test]
@@ -159,7 +159,7 @@ fn a_case_budget_plays_exactly_that_many_cases() {
     let tmp = scratch("schedules_mutants_cases");
     let (out, _) = fenceproof_harness::testkit::run_bounded(
         fenceproof()
-            .args(["schedules-mutants", "--sql", "--mutants", "fp_run_transition/drop-guard/8"])
+            .args(["schedules", "against-mutants", "--sql", "--mutants", "fp_run_transition/drop-guard/8"])
             .args(["--cases", "2", "--seed", "0x2a", "--json", "--reports-dir"])
             .arg(tmp.join("reports")),
         &tmp.join("run"),
@@ -177,7 +177,7 @@ fn a_case_budget_plays_exactly_that_many_cases() {
     assert!(rows[0]["error"].is_null(), "{km}");
     // Seconds and cases together are refused in one line, with the usage code.
     let (out, _) = fenceproof_harness::testkit::run_bounded(
-        fenceproof().args(["schedules-mutants", "--cases", "2", "--budget-s", "5"]),
+        fenceproof().args(["schedules", "against-mutants", "--cases", "2", "--budget-s", "5"]),
         &tmp.join("both"),
         Duration::from_secs(30),
     );

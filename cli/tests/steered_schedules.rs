@@ -34,7 +34,8 @@ fn a_steered_run_records_what_regenerates_each_case() {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("steered_schedules");
     let _ = std::fs::remove_dir_all(&tmp);
     let place = tmp.join("reports");
-    let args = ["schedules", "--cases", "3", "--seed", "0x2a", "--steer", "--reports-dir", place.to_str().unwrap()];
+    let args =
+        ["schedules", "run", "--cases", "3", "--seed", "0x2a", "--steer", "--reports-dir", place.to_str().unwrap()];
     let (code, said) = fenceproof(&args, &tmp.join("log"));
     assert_eq!(code, Some(0), "{said}");
     assert!(said.contains("--steer") && said.contains("model coverage: "), "{said}");
@@ -55,7 +56,7 @@ fn a_steered_run_records_what_regenerates_each_case() {
     assert!(summary["model"]["exercised"].as_u64().unwrap() > 0, "{summary:#}");
     assert!(run.join("coverage.md").is_file());
 
-    let sharded = ["schedules", "--cases", "2", "--seed", "0x2a", "--steer", "--shard", "1/2"];
+    let sharded = ["schedules", "run", "--cases", "2", "--seed", "0x2a", "--steer", "--shard", "1/2"];
     let (code, said) = fenceproof(&sharded, &tmp.join("log-shard"));
     assert_eq!(code, Some(2), "steering needs every case: {said}");
 }

@@ -177,3 +177,49 @@ fn p_api_team_probes_the_functions_the_contract_maps_and_fails_each_broken_one_b
     let note = stderr.lines().find(|l| l.contains("skipped on the direct write path")).unwrap_or_default();
     assert!(note.contains("P-api-lease") && note.contains("has no fp_* functions"), "{stderr}");
 }
+
+/// `conformance` on the path and schema the worker runs: `--write-path direct --contract` starts
+/// the Python example on its own statements (every spawn carries `--write-path direct`) on the
+/// team's schema (a schema missing a protocol column is refused by name, exit 2, so the contract's
+/// migrations are the ones applied), and the fp_* path with a team schema is refused up front.
+#[test]
+fn conformance_runs_on_the_direct_path_and_the_team_schema() {
+    let dir = tmp("conformance");
+    let run = |contract: &Path, path: &str| {
+        let mut cmd = Command::new(FENCEPROOF);
+        cmd.args(["conformance", "--quiet", "--write-path", path, "--contract"])
+            .arg(contract)
+            .arg("--worker-bin")
+            .arg(examples().join("python-worker/worker.py"))
+            .arg("--reports-dir")
+            .arg(dir.join("reports"))
+            .env(MARK, &dir);
+        let (out, _) = fenceproof_harness::testkit::run_bounded(&mut cmd, &dir, Duration::from_secs(300));
+        (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    };
+    let (code, text) = run(&examples().join("team-schema.toml"), "direct");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("contract points kept, 0 deviations"), "{text}");
+    let report = text.lines().find_map(|l| l.strip_prefix("report: ")).expect("the run folder");
+    let timeline = std::fs::read_to_string(Path::new(report.trim()).join("conformance/lease/timeline.jsonl")).unwrap();
+    let spawns: Vec<&str> = timeline.lines().filter(|l| l.contains("\"action\":\"spawn\"")).collect();
+    assert!(!spawns.is_empty() && spawns.iter().all(|l| l.contains("\"--write-path\",\"direct\"")), "{timeline}");
+
+    let sql = std::fs::read_to_string(examples().join("team-schema/0001_team_schema.sql")).unwrap();
+    let broken = sql
+        .replace("  dispatch_until  timestamptz,\n", "")
+        .replace("tool_operations(status, dispatch_until, updated_at)", "tool_operations(status, updated_at)");
+    std::fs::write(dir.join("schema.sql"), broken).unwrap();
+    let contract = std::fs::read_to_string(examples().join("team-schema.toml"))
+        .unwrap()
+        .replace("team-schema/0001_team_schema.sql", "schema.sql");
+    std::fs::write(dir.join("contract.toml"), contract).unwrap();
+    let (code, text) = run(&dir.join("contract.toml"), "direct");
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("tool_operations.dispatch_until"), "the team's schema was the one applied: {text}");
+
+    let (code, text) = run(&examples().join("team-schema.toml"), "api");
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("--write-path direct"), "{text}");
+    assert!(left_running(&dir).is_empty(), "nothing left running: {:?}", left_running(&dir));
+}

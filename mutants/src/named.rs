@@ -1,4 +1,4 @@
-//! `fenceproof mutants`: run the experiments against every named broken variant of the worker
+//! `fenceproof mutants named`: run the experiments against every named broken variant of the worker
 //! (a binary built with the `mutants` feature) and report which experiments kill which mutant.
 //! The reference (no mutant) must pass everything, and every mutant must be killed by at least one
 //! experiment; a survivor is a failure of the suite.
@@ -57,7 +57,7 @@ impl KillMatrix {
 
     pub fn table(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "fenceproof mutants run {}", self.run_id);
+        let _ = writeln!(s, "fenceproof mutants named run {}", self.run_id);
         let _ = writeln!(
             s,
             "reference: {}",
@@ -88,7 +88,7 @@ impl KillMatrix {
 
     pub fn markdown(&self) -> String {
         let mut s = format!(
-            "# fenceproof mutants `{}`\n\nReference passes everything: {}.\n\n",
+            "# fenceproof mutants named `{}`\n\nReference passes everything: {}.\n\n",
             self.run_id, self.reference_passed
         );
         let _ = writeln!(s, "| mutant | {} | verdict |", self.experiments.join(" | "));

@@ -1,4 +1,4 @@
-//! `fenceproof mutants-sql`: the generated mutants ([`crate::sqlmut`]) of the fenced
+//! `fenceproof mutants sql`: the generated mutants ([`crate::sqlmut`]) of the fenced
 //! fp_* functions, each installed in every experiment's fresh database and run through the matrix
 //! with the reference worker, and of the worker's direct-path statements (`protocol::sql`), each run
 //! by the mutants build of the worker on the direct path (and, where the statement has a fenced
@@ -281,7 +281,7 @@ pub fn pick(sel: &Selection) -> Result<Vec<SqlMutant>, String> {
         for o in only {
             if !all.iter().any(|m| m.id.starts_with(o.as_str())) {
                 return Err(format!(
-                    "no generated SQL mutant id starts with '{o}' (see `fenceproof mutants-sql --list`)"
+                    "no generated SQL mutant id starts with '{o}' (see `fenceproof mutants sql --list`)"
                 ));
             }
         }

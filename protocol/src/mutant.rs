@@ -1,5 +1,5 @@
 //! Named broken variants (mutants) of the reference protocol, each removing exactly one rule of the
-//! spec, so fenceproof can prove its experiments catch them (`fenceproof mutants`).
+//! spec, so fenceproof can prove its experiments catch them (`fenceproof mutants named`).
 //!
 //! The names exist in every build, but a mutant can only be switched on in a build with the cargo
 //! feature `mutants`. In the reference build [`active`] is the constant `false` and every mutated
@@ -172,7 +172,7 @@ impl Mutant {
     /// Why the randomized schedules cannot see this mutant, if they cannot: the schedules drive
     /// workers by commands, and a worker obeys commands after its execution was cancelled (the
     /// worker contract; the B rows rely on it). A mutant that only changes what a worker's own
-    /// execution does after a loss shows only in a scripted execution, so `schedules-mutants`
+    /// execution does after a loss shows only in a scripted execution, so `schedules against-mutants`
     /// does not search it and names the row that kills it.
     pub fn schedules_blind(self) -> Option<&'static str> {
         match self {

@@ -1,6 +1,6 @@
 //! The direct write path's statements, in one place: every statement the protocol runs on the
 //! tables themselves (when it is not calling the fenced `fp_*` functions), by name. `fenceproof
-//! mutants-sql` derives generated mutants from this list, and a `mutants` build of the worker can
+//! mutants sql` derives generated mutants from this list, and a `mutants` build of the worker can
 //! be told to run one statement in its mutated form (`--sql-mutant FILE`); the reference build
 //! always runs these texts as they are.
 
@@ -143,6 +143,150 @@ pub const DIRECT: &[(&str, &str)] = &[
     ("cancel_operations", CANCEL_OPERATIONS),
 ];
 
+/// What each direct-path statement is for: the protocol step (and the worker command that runs
+/// it), the transaction it runs in, and what matching no row means. docs/direct-path.md is
+/// generated from this list beside the statements' own text (`fenceproof docs`).
+pub struct Step {
+    /// The statement's name in [`DIRECT`].
+    pub name: &'static str,
+    /// The protocol step and the command that takes it.
+    pub step: &'static str,
+    /// The transaction it runs in.
+    pub within: &'static str,
+    /// What matching no row (or an error) means to the caller.
+    pub no_row: &'static str,
+}
+
+/// Every statement of [`DIRECT`], in the same order, with its purpose.
+pub const STEPS: &[Step] = &[
+    Step {
+        name: "lease_acquire",
+        step: "§05 acquire: take a free lease (`owner IS NULL`) or take over an expired one; `acquire`",
+        within: "its own (autocommit)",
+        no_row: "no such lease row, or a live lease of anyone (the caller reads the row to answer `busy`); the reference then reads the run, and a final run answers `invalid_state`",
+    },
+    Step {
+        name: "lease_renew",
+        step: "§05 renew: extend the term, only this owner and epoch, only before expiry; `renew` and the heartbeat",
+        within: "its own (autocommit)",
+        no_row: "the lease is lost for good (`lease_lost`): cancel the execution, write nothing more",
+    },
+    Step {
+        name: "lease_release",
+        step: "§05 release: clear the owner and end the term now, keeping the epoch; `release`",
+        within: "its own (autocommit)",
+        no_row: "this owner and epoch no longer hold the lease (answered `lease_lost`); nothing changed",
+    },
+    Step {
+        name: "commit_lock_lease",
+        step: "§06 protected commit, first statement: row-lock the lease and read owner, epoch and liveness on the database clock; `start`, `save`, `succeed`, `fail`, `plan`, `advance`",
+        within: "the protected transaction (BEGIN … COMMIT), first",
+        no_row: "no lease row; a row whose owner or epoch differs from the worker's, or whose third column is false (expired), is `lease_lost`: roll back, write nothing",
+    },
+    Step {
+        name: "commit_update_run",
+        step: "§06/§07 the revision compare-and-set with the transition (`$4` the status it leaves, `$5` the one it enters; the same word for a checkpoint save)",
+        within: "the protected transaction, after the lease is locked and validated",
+        no_row: "another revision (`conflict`: re-read, do not overwrite) or another status (`invalid_state`); roll back",
+    },
+    Step {
+        name: "intent_insert",
+        step: "§09.1 register the intent as `prepared`; `plan`",
+        within: "the protected transaction, after the run's compare-and-set",
+        no_row: "the operation_id exists: read it (`intent_read`); SQLSTATE 23505 on `(run_id, step_id, effect_version)` is another operation_id for the same step (`invalid_intent`)",
+    },
+    Step {
+        name: "intent_read",
+        step: "§09.1 the existing intent under this operation_id, after an insert that inserted nothing; `plan`",
+        within: "the protected transaction",
+        no_row: "(never: the insert just found it) same run, tool and digest is `already_registered`; anything else is `invalid_intent`",
+    },
+    Step {
+        name: "require_result",
+        step: "§09.3 the verified result an `advance` depends on, share-locked until the commit",
+        within: "the protected transaction, after the lease is validated",
+        no_row: "no such operation, another run's, or not `succeeded` (`operation_not_settled`): roll back",
+    },
+    Step {
+        name: "claim",
+        step: "§09.2 claim prepared operations of pending or running runs, oldest first, skipping locked rows; `dispatch`",
+        within: "its own (autocommit); the remote call comes after it commits, never inside it",
+        no_row: "nothing to dispatch",
+    },
+    Step {
+        name: "record_result",
+        step: "§09.3 write the verified result of this session's claim (`$5` is `succeeded` or `failed_final`); `dispatch`",
+        within: "its own (autocommit)",
+        no_row: "the claim moved on (a reconciler marked it unknown, a cancel, another revision): the answer is evidence only (`write_rejected`); never a new operation_id",
+    },
+    Step {
+        name: "mark_unknown_own",
+        step: "§09.2/§09.3 the dispatcher gives its own claim up as `unknown` after a call that timed out or answered no fact, keeping the evidence (`$4`) in `result`; `dispatch`",
+        within: "its own (autocommit)",
+        no_row: "the claim moved on (a reconciler marked it, a result, another revision); leave it",
+    },
+    Step {
+        name: "expired_claims",
+        step: "§09.2 the reconciler's list of expired claims on the database clock; `reconcile`",
+        within: "its own",
+        no_row: "nothing expired",
+    },
+    Step {
+        name: "mark_expired_unknown",
+        step: "§09.2 the reconciler marks an expired claim `unknown`, exactly as it read it (owner and revision); `reconcile`",
+        within: "its own (autocommit)",
+        no_row: "the claim moved on (re-claimed, a result was written) or was renewed: leave it",
+    },
+    Step {
+        name: "converge",
+        step: "§09.3 the reconciler settles an `unknown` operation to the remote fact (`succeeded` or `failed_final`), at the revision it read; `reconcile`",
+        within: "its own (autocommit)",
+        no_row: "another process settled or moved it first: leave it",
+    },
+    Step {
+        name: "run_create_task",
+        step: "§02 create the task if new; `create_run` (control plane)",
+        within: "the create_run transaction, first",
+        no_row: "the task exists",
+    },
+    Step {
+        name: "run_lock_task",
+        step: "§02 lock the task and read its active run; `create_run` (control plane)",
+        within: "the create_run transaction",
+        no_row: "(never) an active run that is not final refuses the new run (`invalid_state`)",
+    },
+    Step {
+        name: "run_insert",
+        step: "§02 a new run, always a new run_id (a retry is a new run); `create_run` (control plane)",
+        within: "the create_run transaction",
+        no_row: "-",
+    },
+    Step {
+        name: "run_insert_lease",
+        step: "§02 the run's lease row: no owner, epoch 0, already expired (the column defaults); `create_run` (control plane)",
+        within: "the create_run transaction",
+        no_row: "-",
+    },
+    Step {
+        name: "run_set_active",
+        step: "§02 point the task at its new run; `create_run` (control plane)",
+        within: "the create_run transaction, last",
+        no_row: "-",
+    },
+    Step {
+        name: "cancel_run",
+        step: "§09.3 cancel a pending or running run (no lease needed: the control plane); `cancel`",
+        within: "the cancel transaction, first",
+        no_row: "the run is final already (`invalid_state`)",
+    },
+    Step {
+        name: "cancel_operations",
+        step: "§09.3 the run's `prepared` operations become `cancelled`; `dispatching` and `unknown` ones keep their status; `cancel`",
+        within: "the cancel transaction, after the run's",
+        no_row: "nothing was prepared",
+    },
+];
+
 #[cfg(feature = "mutants")]
 static OVERRIDE: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
 
@@ -157,7 +301,7 @@ pub fn set_override(name: &str, text: &str) -> bool {
 static REPORTED: std::sync::Mutex<Option<std::collections::BTreeSet<String>>> = std::sync::Mutex::new(None);
 
 /// From now on, say on stderr the first time this process runs each direct-path statement, as
-/// `fenceproof-worker: direct statement <name>` (mutants build only): `fenceproof mutants-sql`
+/// `fenceproof-worker: direct statement <name>` (mutants build only): `fenceproof mutants sql`
 /// reads the reference's lines to run a statement's mutants only through the rows that reach it.
 #[cfg(feature = "mutants")]
 pub fn report_statements() {
@@ -201,6 +345,9 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), DIRECT.len());
+        let steps: Vec<&str> = STEPS.iter().map(|s| s.name).collect();
+        let direct: Vec<&str> = DIRECT.iter().map(|(n, _)| *n).collect();
+        assert_eq!(steps, direct, "every direct statement has its step, in the same order");
         #[cfg(not(feature = "mutants"))]
         assert_eq!(stmt("lease_renew", LEASE_RENEW), LEASE_RENEW);
     }

@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use fenceproof_harness::check::evidence::{exited, shown};
-use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::check::Check;
 use fenceproof_harness::faults::{self, ServerFreeze};
 use fenceproof_harness::procs::signals;
 use fenceproof_harness::procs::worker::WorkerProc;
@@ -24,7 +24,7 @@ use fenceproof_harness::{wait, HarnessError};
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::ctx::{outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::ctx::{outcome, require_ok, Ctx, STEP};
 use crate::experiment::{Checks, Experiment, Judges, Need};
 
 pub const TITLE: &str =
@@ -310,7 +310,6 @@ async fn judge_b_finishes(
         (state.run["status"].as_str(), state.lease["epoch"].as_i64()),
         (Some("succeeded"), Some(epoch_b)),
     ));
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     Ok(())
 }
 

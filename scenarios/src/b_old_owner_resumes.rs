@@ -18,7 +18,7 @@ use fenceproof_protocol::runs;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::ctx::{outcome, require_ok, scrape, stale_acquire, stale_attempts, Ctx, CONTROL, STEP};
+use crate::ctx::{outcome, require_ok, scrape, stale_acquire, stale_attempts, Ctx, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 use crate::measured::{self, LeaseTimes};
 
@@ -415,7 +415,6 @@ async fn verdict(
         (fin.lease["epoch"].as_i64(), fin.lease["owner"].is_null()),
         (Some(taken.epoch_b), true),
     ));
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     let (epoch_a, epoch_b, rejected, lost) = (s.epoch_a, taken.epoch_b, stale.rejected, stale.lost);
     ctx.note(format!(
         "{}A epoch {epoch_a} {}; B took over epoch {epoch_b}; A after {}: {}; A's metrics: {rejected} writes rejected (lease), {lost} renewals lost",

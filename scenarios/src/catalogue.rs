@@ -414,7 +414,7 @@ pub const LEDGER_SETTLED_FINAL: Rule = Rule {
 pub const UNKNOWN_OWN_CLAIM_ONLY: Rule = Rule {
     id: "unknown.own-claim-only",
     section: "09.2",
-    statement: "a dispatcher marks only its own live claim unknown, at the revision it claimed",
+    statement: "a dispatcher marks unknown only a claim still its own (dispatching under its session, at the revision it claimed), expired or not",
     checkers: &[crate::tags::ANY_UNKNOWN_OWN_CLAIM_ONLY, LEDGER_MACHINE],
 };
 pub const UNKNOWN_EXPIRED_CLAIM_AS_SEEN: Rule = Rule {

@@ -53,7 +53,59 @@ pub fn of(run: &Path, matrix: &Matrix) -> Coverage {
     if matrix.results.iter().any(|r| drives_the_database(&r.id)) {
         c.with_database_probe = Some(count(&seen_by(true)).exercised);
     }
+    let tried: Vec<(String, bool)> = matrix.results.iter().flat_map(|r| refusals(&run.join(&r.evidence))).collect();
+    if let Ok(mut page) = std::fs::read_to_string(run.join("coverage.md")) {
+        page.push_str(&refusals_section(&tried));
+        let _ = std::fs::write(run.join("coverage.md"), page);
+    }
     c
+}
+
+/// The commands a row tried where the model refuses their action (`paths.json` of Model-paths in
+/// `dir`): each keyed by the transition it would be, and whether the worker refused it.
+fn refusals(dir: &Path) -> Vec<(String, bool)> {
+    let Ok(text) = std::fs::read_to_string(dir.join("paths.json")) else { return Vec::new() };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return Vec::new() };
+    let paths = v.as_array().into_iter().flatten();
+    let pairs = paths.flat_map(|p| p["refusals"].as_array().cloned().unwrap_or_default());
+    pairs.filter_map(|r| Some((r[0].as_str()?.to_string(), r[1].as_bool()?))).collect()
+}
+
+/// What the model refuses that the contract has no command or fault point to try.
+const INEXPRESSIBLE_REFUSALS: &[&str] = &[
+    "a result write under a claim that moved while its dispatcher was held between its claim and its call \
+     (the contract's dispatch claims and calls in one pass)",
+    "an advance on an operation that did not succeed (the model has no advance; the W-commit row tries it by hand)",
+    "a write after a restore by a worker that read the lost rows (a restore is the environment's)",
+];
+
+/// `coverage.md`'s section on the refused commands tried, per action and state class.
+fn refusals_section(tried: &[(String, bool)]) -> String {
+    let mut by_action: BTreeMap<&str, (BTreeSet<&str>, usize, usize)> = BTreeMap::new();
+    for (key, refused) in tried {
+        let action = key.rsplit("| ").next().unwrap_or(key);
+        let e = by_action.entry(action).or_default();
+        e.0.insert(key.as_str());
+        if *refused {
+            e.1 += 1;
+        } else {
+            e.2 += 1;
+        }
+    }
+    let mut s = format!(
+        "\n## Refused commands tried\n\n{} commands were sent where the model refuses their action (steps of \
+         Model-paths' paths, its probes after each grant and its races of two takeovers), each judged by trace \
+         validation like every commit:\n\n| action | state classes | refused | answered ok |\n|---|---|---|---|\n",
+        tried.len()
+    );
+    for (action, (classes, refused, ok)) in &by_action {
+        let _ = writeln!(s, "| {action} | {} | {refused} | {ok} |", classes.len());
+    }
+    s.push_str("\nWhat the model refuses that the contract cannot ask a worker for:\n\n");
+    for r in INEXPRESSIBLE_REFUSALS {
+        let _ = writeln!(s, "- {r}");
+    }
+    s
 }
 
 /// The transitions one row's or schedule case's history exercised (its `trace.json` in `dir`, and

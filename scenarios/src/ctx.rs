@@ -70,6 +70,11 @@ pub struct Ctx {
     /// Writers the experiment itself runs outside the protocol (a legacy direct writer): trace
     /// validation counts their commits as the environment's, not as protocol steps.
     pub environment: Vec<String>,
+    /// The command that runs this row alone again, as its `reproduce:` line prints it.
+    pub reproduce: String,
+    /// What the runner's invariants judge must know of this row (its control-plane writers, where
+    /// its protocol steps start): the experiment says it here, the runner judges.
+    pub invariants: crate::invariants_judge::InvariantScope,
 }
 
 /// A worker whose term is over tries everything anyway: renew, save at the revision it knows and
@@ -147,13 +152,6 @@ impl Ctx {
             h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
         (((h & 0x7FFF_FFFF) as i64) << 32) | (base & 0xFFFF_FFFF)
-    }
-
-    /// Judge the global invariants (`check::invariants`) over every commit of the experiment.
-    pub async fn judge_invariants(&mut self) -> Result<(), HarnessError> {
-        let rows = self.commits().await?;
-        self.checks.extend(fenceproof_harness::check::invariants::all(&rows, &[CONTROL]));
-        Ok(())
     }
 
     /// Start a worker process named `name` with a fresh owner id (`start`: its mode and further

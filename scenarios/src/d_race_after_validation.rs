@@ -20,7 +20,7 @@ use fenceproof_harness::{wait, HarnessError};
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::ctx::{outcome, require_ok, Barriers, Ctx, CONTROL, STEP};
+use crate::ctx::{outcome, require_ok, Barriers, Ctx, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 use crate::measured::{self, LeaseTimes};
 
@@ -173,7 +173,6 @@ async fn hold_in_proxy(
         ));
         ctx.note("the protected write is one statement (autocommit): no point to hold between validation and commit outside the server; P-api-commit judges the race inside the function");
         a.shutdown(STEP).await?;
-        ctx.judge_invariants().await?;
         return Ok(None);
     }
     // A's transaction has checked the lease and holds its row; find its backend.
@@ -268,7 +267,6 @@ async fn verdict(
     if let Some(seq) = b_takeover.map(|r| r.seq) {
         ctx.check(invariants::silent_after(&rows, a_owner, seq));
     }
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     ctx.note(format!(
         "A held after validation (pid {a_pid}); B blocked by it (pid {}); A committed #{} (lease live at commit: {}) before B's takeover #{} to epoch {epoch_b}",
         b_pid.map(|p| p.to_string()).unwrap_or_else(|| "none".into()),

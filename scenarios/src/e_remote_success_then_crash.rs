@@ -22,7 +22,7 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::{json, Value};
 
-use crate::ctx::{data, require_ok, scrape, Ctx, CONTROL, STEP};
+use crate::ctx::{data, require_ok, scrape, Ctx, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 use crate::outbox_setup::{dispatch_held_before_result, plan_operation};
 
@@ -233,7 +233,6 @@ async fn verdict(ctx: &mut Ctx, tools: &ToolsProc, tool: &str, op: &str, passes:
     }
     let rows = ctx.commits().await?;
     ctx.check(invariants::one_effect_per_operation(&entries, &["idem", "detid", "plain", "opquery"]));
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
     let path: Vec<String> = rows
         .iter()
         .filter(|r| r.table_name == "tool_operations" && r.new_str("operation_id") == Some(op))

@@ -73,6 +73,12 @@ pub const ROW_CONNECTIONS: u32 = 16;
 /// (4) and observers on both databases. The most seen was 54; 64 leaves a fifth more.
 pub const MODEL_PATHS_CONNECTIONS: u32 = 64;
 
+/// The most the row that drives the worker through the model's paths holds: four lanes, each of
+/// six worker processes (their pools), its tools, an observer pool of four and the barriers'
+/// sessions. Seen: about 90 with the Go example (pools of up to 32, opened as needed); 128
+/// leaves a third more.
+pub const WORKER_PATHS_CONNECTIONS: u32 = 128;
+
 /// How a contract lets the harness fail over a team's deployment (against `--database-url`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TeamFailover {
@@ -227,7 +233,9 @@ impl Experiment {
     /// workers', its tools' and its drivers' ([`ROW_CONNECTIONS`], or [`MODEL_PATHS_CONNECTIONS`]
     /// for a row that plays the model's paths). The matrix admits rows by it.
     pub fn connections(&self) -> u32 {
-        if self.needs(Need::ModelPaths) {
+        if self.needs(Need::ModelPaths) && !self.needs(Need::DatabaseProbe) {
+            WORKER_PATHS_CONNECTIONS
+        } else if self.needs(Need::ModelPaths) {
             MODEL_PATHS_CONNECTIONS
         } else {
             ROW_CONNECTIONS

@@ -8,7 +8,7 @@
 //!   `unknown` (tool without query or idempotency); cancel keeps `unknown`, still raised, and no
 //!   second create happens.
 
-use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::check::Check;
 use fenceproof_harness::procs::tools::ToolsProc;
 use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::oracle::CommitRow;
@@ -17,7 +17,7 @@ use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::{json, Value};
 
-use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::ctx::{data, outcome, require_ok, Ctx, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 use crate::outbox_setup::{dispatch_held_before_result, plan_operation};
 
@@ -116,7 +116,7 @@ pub async fn run(ctx: &mut Ctx, at: At) -> Result<(), HarnessError> {
     let rows = ctx.commits().await?;
     judge_operation(ctx, at, &rows, &op, &statuses, (created, &fin_status));
     cp.shutdown(STEP).await?;
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL, cp.owner.as_str()]));
+    ctx.invariants.control.push(cp.owner.clone());
     let (at_cancel, after_cancel) = statuses;
     ctx.note(format!(
         "cancel at {}: operation {} → {}, final {fin_status}; resources in the tools' ledger: {created}",

@@ -5,7 +5,7 @@
 //! directly nor when handed to R2's owner as a callback.
 
 use fenceproof_harness::check::evidence::{listed, shown};
-use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::check::Check;
 use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::oracle;
 use fenceproof_harness::record::oracle::CommitRow;
@@ -14,7 +14,7 @@ use fenceproof_protocol::runs;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::ctx::{data, outcome, require_ok, Ctx, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 use crate::outbox_setup::{dispatch_held_before_result, plan_operation};
 
@@ -74,7 +74,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     held.dispatcher.shutdown(STEP).await?;
     // ... and is handed to the new run's owner as a callback.
     let callback = judge_callbacks(ctx, &mut p2.worker, &op1, &op2).await?;
-    let (r2_after, rows) = judge_new_run_untouched(ctx, (r2, &op2), (&r2_before, &op2_before), mark).await?;
+    let (r2_after, _rows) = judge_new_run_untouched(ctx, (r2, &op2), (&r2_before, &op2_before), mark).await?;
     let r1_state = oracle::run_state(&ctx.pool, r1).await?;
     ctx.check(Check::equal(OLD_RUN_STAYS_CANCELLED, r1_state.run["status"].as_str(), Some("cancelled")));
     let op1_fin = ctx.operation(&op1).await?;
@@ -83,7 +83,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     p1.worker.shutdown(STEP).await?;
     p2.worker.shutdown(STEP).await?;
     cp.shutdown(STEP).await?;
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL, cp.owner.as_str()]));
+    ctx.invariants.control.push(cp.owner.clone());
     ctx.note(format!(
         "late result of {} kept as evidence ({} → {}); callback to the new run: {}; new run at revision {} (before: {})",
         r1.simple().to_string().get(..8).unwrap_or(""),

@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 
 use fenceproof_harness::check::evidence::shown;
-use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::check::Check;
 use fenceproof_harness::contract::{Contract, ReplicationMode};
 use fenceproof_harness::procs::tools::ToolsProc;
 use fenceproof_harness::procs::worker::WorkerProc;
@@ -33,7 +33,7 @@ use serde_json::{json, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::ctx::{data, outcome, require_ok, Ctx, CONTROL, STEP};
+use crate::ctx::{data, outcome, require_ok, Ctx, STEP};
 use crate::experiment::{Checks, Experiment, Judges, Need};
 
 /// The rows' titles: the standby's replication mode, then the experiment.
@@ -274,7 +274,7 @@ pub(crate) async fn run_with(
     judge_high_water(ctx, high);
     let rows = oracle::commits_in(&n_pool, &oracle_schema).await?;
     std::fs::write(ctx.dir.join("oracle.json"), serde_json::to_string_pretty(&rows).expect("json"))?;
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL, task.cp.owner.as_str()]));
+    ctx.invariants.control.push(task.cp.owner.clone());
     let record = json!({
         "contract": contract, "actual_settings": servers.actual, "fault": fault, "before": before, "acknowledged": acked.success, "on_old_primary_at_fence": acked.at_fence,
         "after": after, "lost": lost, "remote_forks": forks, "tools_high_water": {"before": high.0, "acknowledged": high.1, "after": high.2}, "manager": manager,

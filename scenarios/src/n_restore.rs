@@ -144,7 +144,7 @@ async fn story(ctx: &mut Ctx, server: &mut Restorable) -> Result<(), HarnessErro
     ctx.check(restore::remote_reconciled(&executed, &at_reopen, (&recovery.report.registered, &recovery.report.forks)));
     let entries = ledger::entries(&tools.ledger)?;
     ctx.check(invariants::one_effect_per_operation(&entries, &[TOOL]));
-    ctx.checks.extend(invariants::all(&after, &[CONTROL]));
+    ctx.invariants.after_seq = Some(recovery.recovered_mark);
     let lease: (i64, Option<String>) = sqlx::query_as("SELECT epoch, owner FROM worker_leases WHERE run_id = $1")
         .bind(run_id)
         .fetch_one(&pool)

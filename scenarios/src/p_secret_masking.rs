@@ -3,13 +3,13 @@
 //! must receive the key (the side effect needs it), while the ledger table, the oracle, the
 //! worker's events and logs and every other file of the experiment hold only the reference.
 
-use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::check::Check;
 use fenceproof_harness::record::ledger;
 use fenceproof_harness::HarnessError;
 use fenceproof_protocol::runs;
 use serde_json::json;
 
-use crate::ctx::{data, require_ok, Ctx, CONTROL, STEP};
+use crate::ctx::{data, require_ok, Ctx, STEP};
 use crate::experiment::{Checks, Experiment, Judges};
 
 pub const TITLE: &str = "Secret fields of a request reach the tool but never the ledger table";
@@ -90,8 +90,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
         open.is_empty(),
         if open.is_empty() { format!("{} checked", ctx.secrets_dir().display()) } else { open.join(", ") },
     ));
-    let rows = ctx.commits().await?;
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL]));
+    let _rows = ctx.commits().await?;
     ctx.note(format!(
         "{op}: tool got the key, ledger row holds {{\"$secret\": \"api-key\"}}; {} secrets of {GENERATED} generated bodies masked at depth",
         values.len() - 1

@@ -316,6 +316,8 @@ impl Session {
             notes: Vec::new(),
             own_commits: None,
             environment: Vec::new(),
+            reproduce: self.reproduce(id),
+            invariants: crate::invariants_judge::InvariantScope::new(crate::ctx::CONTROL),
         };
         Ok(ContextPlan { place, ctx })
     }
@@ -329,13 +331,33 @@ fn trace_row(
     saved_by_experiment: bool,
     rows: Option<&[oracle::CommitRow]>,
 ) -> Result<Option<Check>, HarnessError> {
-    let own: Option<Vec<oracle::CommitRow>> = saved_by_experiment
-        .then(|| std::fs::read_to_string(dir.join("oracle.json")).ok())
-        .flatten()
-        .and_then(|t| serde_json::from_str(&t).ok());
+    let own: Option<Vec<oracle::CommitRow>> = saved_by_experiment.then(|| saved_history(dir).ok()).flatten();
     let Some(rows) = (if saved_by_experiment { own.as_deref() } else { rows }) else { return Ok(None) };
     let entries = ctx.timeline.entries();
     Ok(Some(crate::trace_check::judge(dir, rows, &entries, &ctx.environment, ctx.server.is_some())?))
+}
+
+/// The history an experiment saved of its own database (`oracle.json`), or why it cannot be read.
+fn saved_history(dir: &std::path::Path) -> Result<Vec<oracle::CommitRow>, String> {
+    let f = dir.join("oracle.json");
+    let text = std::fs::read_to_string(&f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{} is not a history: {e}", f.display()))
+}
+
+/// The invariants judge over the row's history (the one the experiment saved, or `rows`), for a
+/// row whose story ran to its end; the ERROR naming the judge when it could not judge.
+fn judge_invariants(
+    exp: &Experiment,
+    ctx: &mut Ctx,
+    saved_by_experiment: bool,
+    rows: Result<&[oracle::CommitRow], &HarnessError>,
+) -> Option<String> {
+    let saved = if saved_by_experiment { Some(saved_history(&ctx.dir)) } else { None };
+    let history = match (&saved, rows) {
+        (Some(saved), _) => saved.as_deref().map_err(String::clone),
+        (None, rows) => rows.map_err(|e| format!("the row's history was not read: {e}")),
+    };
+    crate::invariants_judge::apply(exp.checks.invariants, &ctx.invariants, history, &mut ctx.checks).err()
 }
 
 /// What finishing a row needs of its session, owned (rows side by side finish inside their own
@@ -390,6 +412,10 @@ impl RowEnd {
             Some(rows) => Ok(rows),
             None => oracle::commits_in(&pool, &ctx.oracle_schema).await,
         };
+        let error = match error {
+            None => judge_invariants(exp, &mut ctx, saved_by_experiment, rows.as_deref()),
+            error => error,
+        };
         if self.judging.trace() {
             ctx.checks.extend(trace_row(&dir, &ctx, saved_by_experiment, rows.as_deref().ok())?);
         }
@@ -408,7 +434,11 @@ impl RowEnd {
                 ctx.checks.retain(|c| c.name == crate::trace_check::TRACE);
                 error
             }
-            judging => error.or_else(|| undeclared_rules(exp, &ctx.checks, judging.trace())),
+            judging => error
+                .or_else(|| {
+                    crate::invariants_judge::unjudged_error(exp.checks.invariants, &ctx.invariants, &ctx.checks)
+                })
+                .or_else(|| undeclared_rules(exp, &ctx.checks, judging.trace())),
         };
         stamp_rules(&mut ctx.checks);
         // The row's database connections close first: checks.json is its last evidence, written

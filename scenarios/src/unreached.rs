@@ -1,11 +1,11 @@
 //! Why a transition of the model's denominator goes unreached: each [`Reason`] names a set of
 //! transitions (by their class's factors and kind) and says why a run of the matrix or the
 //! schedules may not exercise them, on one of two grounds: the fp_* functions refuse the step the
-//! spec allows, or only Model-paths' restore on a second database arranges it (both are played by
-//! Model-paths where the database allows, so on the harness's own servers no reason applies). A reason is a claim about the protocol, PostgreSQL and
+//! spec allows, or only Model-paths-db's restore on a second database arranges it (both are played by
+//! Model-paths-db where the database allows, so on the harness's own servers no reason applies). A reason is a claim about the protocol, PostgreSQL and
 //! the harness's experiments and schedules; each one's text says what it rests on. The transitions
 //! no reason covers are listed as such (no run reached them, and nothing known rules them out):
-//! they are what `schedules --steer` aims at.
+//! they are what `schedules run --steer` aims at.
 
 use std::fmt::Write as _;
 
@@ -42,7 +42,7 @@ pub enum Grounds {
     /// The reference's fenced functions (the write path every run uses) refuse a step the model's
     /// action, as the spec's, allows.
     Refused,
-    /// Only Model-paths' restore on a second database of the row's server arranges it.
+    /// Only Model-paths-db's restore on a second database of the row's server arranges it.
     RestoredOnly,
 }
 
@@ -50,7 +50,7 @@ impl Grounds {
     pub fn label(self) -> &'static str {
         match self {
             Grounds::Refused => "the reference refuses it",
-            Grounds::RestoredOnly => "only Model-paths' restore arranges it",
+            Grounds::RestoredOnly => "only Model-paths-db's restore arranges it",
         }
     }
 }
@@ -72,10 +72,10 @@ pub const REASONS: &[Reason] = &[
         which: "any step while the run is pending and has an operation (acted on, or in flight beside)",
         why: "an operation is planned only by a protected commit of a running run, and a run never returns to \
               pending but by a restore from a backup older than its start, whose recovery registers unknown the \
-              operations the tools hold. The harness's N-restore backs up a run that is already running; Model-paths' \
+              operations the tools hold. The harness's N-restore backs up a run that is already running; Model-paths-db's \
               driver restores each such path's run to its rows as created on a second database of the row's \
               server and runs the reference's recovery there, so these go unreached only where it cannot: a team's \
-              database (a schema, where the harness adds no database), or a run without Model-paths",
+              database (a schema, where the harness adds no database), or a run without Model-paths-db",
         applies: |t| t.run == "pending" && (t.op != "-" || t.other_in_flight),
     },
     Reason {
@@ -84,9 +84,9 @@ pub const REASONS: &[Reason] = &[
         which: "a takeover of the lease of a succeeded or cancelled run",
         why: "fp_lease_acquire takes no lease of a succeeded, failed or cancelled run (migration 0002), while the \
               spec's takeover and the model's read no run status; the rows and the schedules write through the \
-              fp_* functions (the default write path). Model-paths' driver plays these paths with the spec's own \
+              fp_* functions (the default write path). Model-paths-db's driver plays these paths with the spec's own \
               statements (protocol/src/sql.rs, LEASE_ACQUIRE) as the direct login of the harness's clusters, so \
-              they go unreached only where it cannot: a team's database without that login, or a run without Model-paths",
+              they go unreached only where it cannot: a team's database without that login, or a run without Model-paths-db",
         applies: |t| t.kind == "acquire" && matches!(t.run, "succeeded" | "cancelled" | "failed"),
     },
 ];
@@ -109,7 +109,7 @@ pub fn markdown() -> String {
     let rest = all.iter().filter(|l| reason_of(l).is_none()).count();
     let _ = writeln!(
         s,
-        "| (none) | | {rest} | no reason is established: reachable as far as is known, the ones `schedules --steer` aims at |"
+        "| (none) | | {rest} | no reason is established: reachable as far as is known, the ones `schedules run --steer` aims at |"
     );
     s
 }

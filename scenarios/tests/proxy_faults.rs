@@ -169,6 +169,47 @@ async fn a_partition_ends_by_itself_at_its_bound() {
     drop(p);
 }
 
+/// A transaction a partition cut off keeps its row lock on the server: another session's UPDATE
+/// waits on it, `lock_waits::blocked_by` names the holder, its state and its last statement (not a
+/// delay), and ending the holder's session, as `idle_in_transaction_session_timeout` would, lets the
+/// waiter through.
+#[tokio::test]
+async fn a_partitioned_holders_row_lock_is_named_and_its_session_ended() {
+    use fenceproof_scenarios::lock_waits;
+    use sqlx::postgres::PgConnectOptions;
+    let c = fenceproof_harness::testkit::TestCluster::start(fenceproof_harness::test_dir!("proxy-lock-wait")).await;
+    let (pool, proxy, t) = setup(&c).await;
+    sqlx::raw_sql("INSERT INTO t VALUES (1)").execute(&pool).await.unwrap();
+    let opts: PgConnectOptions = proxy.url().parse().unwrap();
+    let mut holder = PgConnection::connect_with(&opts.application_name("holder")).await.unwrap();
+    sqlx::raw_sql("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::raw_sql("SELECT x FROM t WHERE x = 1 FOR UPDATE").execute(&mut holder).await.unwrap();
+    let cut = inject(proxy.partition(T), &t).await.unwrap();
+    assert!(lock_waits::blocked_by(&pool, "holder").await.unwrap().is_empty(), "nobody waits yet");
+    let waiter = tokio::spawn({
+        let pool = pool.clone();
+        async move { sqlx::query("UPDATE t SET x = 2 WHERE x = 1").execute(&pool).await.map(|r| r.rows_affected()) }
+    });
+    let wait = fenceproof_harness::wait::until("the UPDATE to wait on the holder's lock", T, || async {
+        Ok(lock_waits::blocked_by(&pool, "holder")
+            .await
+            .map_err(|e| fenceproof_harness::HarnessError::Other(e.to_string()))?
+            .into_iter()
+            .next())
+    })
+    .await
+    .unwrap();
+    let said = wait.describe();
+    for part in ["holder's backend", "idle in transaction", "FOR UPDATE", "UPDATE t SET x = 2"] {
+        assert!(said.contains(part), "{part} missing from {said}");
+    }
+    assert!(lock_waits::end_session(&pool, wait.holder_pid).await, "the holder's session is ended");
+    let updated = tokio::time::timeout(T, waiter).await.expect("the waiter goes through").unwrap().unwrap();
+    assert_eq!(updated, 1);
+    assert!(lock_waits::session_bounds(&pool).await.contains("idle_in_transaction_session_timeout=0"));
+    cut.heal().await.unwrap();
+}
+
 /// The crash after the Nth durable commit: only commits of transactions that ran a counted
 /// statement count (an autocommit write, an explicit COMMIT; not a rollback, not another table's
 /// write); the acknowledgement reaches the client, then the registered child's group is SIGKILLed

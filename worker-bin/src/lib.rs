@@ -48,12 +48,12 @@ struct Args {
     #[arg(long)]
     mutant: Option<String>,
     /// Run one direct-path statement in a generated mutated form: a JSON file
-    /// `{"name": "<statement>", "sql": "<text>"}` (mutants build only; `fenceproof mutants-sql`).
+    /// `{"name": "<statement>", "sql": "<text>"}` (mutants build only; `fenceproof mutants sql`).
     #[cfg(feature = "mutants")]
     #[arg(long)]
     sql_mutant: Option<PathBuf>,
     /// Say on stderr the first time each direct-path statement runs (mutants build only;
-    /// `fenceproof mutants-sql` learns from the reference which rows reach which statement).
+    /// `fenceproof mutants sql` learns from the reference which rows reach which statement).
     #[cfg(feature = "mutants")]
     #[arg(long)]
     report_statements: bool,

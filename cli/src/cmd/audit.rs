@@ -44,12 +44,8 @@ pub struct Args {
     /// Where run folders are written.
     #[arg(long, default_value = "reports")]
     reports_dir: PathBuf,
-    /// Print the results as JSON.
-    #[arg(long)]
-    json: bool,
-    /// Print only the cells that FAIL or ERROR and the closing line, and no progress on stderr.
-    #[arg(long, conflicts_with = "json")]
-    quiet: bool,
+    #[command(flatten)]
+    out: crate::cmd::output::Output,
     /// Exit 1 when any library fails a check, not only the control.
     #[arg(long)]
     strict: bool,
@@ -65,7 +61,7 @@ pub struct Args {
     #[arg(long, default_value = DEFAULT_FAST_RESULTS)]
     fast_results: PathBuf,
     /// Run only the K-th of N deterministic shares of the cells (library × experiment, cell i
-    /// when i % N == K - 1), e.g. 2/3; `audit-merge` joins the shards' run folders into one report.
+    /// when i % N == K - 1), e.g. 2/3; `merge` joins the shards' run folders into one report.
     #[arg(long)]
     shard: Option<String>,
 }
@@ -91,7 +87,7 @@ fn check_inputs(a: &Args) -> Result<(), String> {
 }
 
 pub async fn run(a: Args) -> u8 {
-    crate::cmd::Print::new(a.json, a.quiet);
+    a.out.print();
     crate::interrupt::interruptible(checked(a)).await
 }
 
@@ -197,8 +193,8 @@ async fn audit(a: &Args, plan: &Plan, settings: Settings) -> Result<u8, fencepro
     let python = std::path::absolute(&a.python)?;
     let adapters = std::fs::canonicalize(&a.adapters)?;
     let tools_bin = runner::default_tools_bin();
-    let print = crate::cmd::Print { json: a.json, quiet: a.quiet };
-    if libs.iter().any(|l| l.runtime == libraries::Runtime::Rust) && !a.json && !a.quiet {
+    let print = crate::cmd::Print { json: a.out.json, quiet: a.out.quiet };
+    if libs.iter().any(|l| l.runtime == libraries::Runtime::Rust) && !a.out.json && !a.out.quiet {
         eprintln!("audit: building the Rust adapters (audit/adapters/rust; the first build takes minutes)");
     }
     let rust_bin = rust_build::build(&adapters, &libs, rust_build::BUILD_BOUND).await;
@@ -210,7 +206,7 @@ async fn audit(a: &Args, plan: &Plan, settings: Settings) -> Result<u8, fencepro
         rust_bin: &rust_bin,
         settings,
     };
-    let results = cells(&env, &run, &plan.mine(), a.json || a.quiet, a.jobs.into()).await?;
+    let results = cells(&env, &run, &plan.mine(), a.out.json || a.out.quiet, a.jobs.into()).await?;
     cluster.stop();
     let names: Vec<&str> = libs.iter().map(|l| l.name).collect();
     let title = format!("fenceproof audit {} ({} settings)", run.run_id, settings.name());

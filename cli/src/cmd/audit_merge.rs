@@ -1,4 +1,4 @@
-//! `fenceproof audit-merge DIR...`: join the run folders of `audit --shard K/N` runs (each holding
+//! `fenceproof merge DIR...` of `audit --shard K/N` run folders (each holding
 //! `audit.json` and `audit-shard.json`) into the report one unsharded audit of the same libraries
 //! and experiments writes: the cells in the audit's order, each cell's evidence folder copied in,
 //! audit.md, audit.json, summary.json and index.html in `--out`.
@@ -6,27 +6,6 @@
 use std::path::{Path, PathBuf};
 
 use fenceproof_audit::cell::CellResult;
-
-/// Join the run folders of `audit --shard K/N` runs into one audit report (exit codes as the
-/// audit's: 1 when the control failed, or with --strict any library).
-#[derive(clap::Args, Debug)]
-pub struct Args {
-    /// Run folders, each holding audit.json and audit-shard.json (every shard of one N, each once).
-    #[arg(required = true)]
-    dirs: Vec<PathBuf>,
-    /// Where the merged report goes.
-    #[arg(long, default_value = "reports/audit-merged")]
-    out: PathBuf,
-    /// Print the merged cells as JSON (audit.json's array).
-    #[arg(long)]
-    json: bool,
-    /// Print only the cells that FAIL or ERROR and the closing line.
-    #[arg(long, conflicts_with = "json")]
-    quiet: bool,
-    /// Exit 1 when any library fails a check, not only the control.
-    #[arg(long)]
-    strict: bool,
-}
 
 /// One shard's folder: its cells' results, its `K/N`, and every cell of the whole audit.
 struct Part {
@@ -73,20 +52,26 @@ fn merge(parts: Vec<Part>) -> Result<Vec<(PathBuf, CellResult)>, String> {
     cells.iter().zip(found).map(|(c, f)| f.ok_or_else(|| format!("cell {c} is in no shard"))).collect()
 }
 
-pub fn run(a: Args) -> u8 {
-    let print = crate::cmd::Print::new(a.json, a.quiet);
-    let parts: Result<Vec<Part>, String> = a.dirs.iter().map(|d| read(d)).collect();
+/// The file that marks a folder as one of these runs.
+pub const MARK: &str = "audit-shard.json";
+
+/// Where the merged report goes when `--out` is not given.
+pub const DEFAULT_OUT: &str = "reports/audit-merged";
+
+/// `strict`: exit 1 when any library fails a check, not only the control.
+pub fn run(dirs: &[PathBuf], out: &Path, print: crate::cmd::Print, strict: bool) -> u8 {
+    let parts: Result<Vec<Part>, String> = dirs.iter().map(|d| read(d)).collect();
     let merged = match parts.and_then(merge) {
         Ok(m) => m,
         Err(msg) => return crate::fail::usage(msg),
     };
-    if let Err(e) = write(&merged, &a.out) {
-        return crate::fail::harness_failed(format!("cannot write the merged audit to {}: {e}", a.out.display()));
+    if let Err(e) = write(&merged, out) {
+        return crate::fail::harness_failed(format!("cannot write the merged audit to {}: {e}", out.display()));
     }
     let results: Vec<CellResult> = merged.into_iter().map(|(_, r)| r).collect();
     let seconds = results.iter().map(|r| r.duration_ms).sum::<u128>() as f64 / 1000.0;
-    crate::cmd::audit::print_results(&results, &a.out, seconds, print);
-    crate::cmd::audit::verdict(&results, a.strict)
+    crate::cmd::audit::print_results(&results, out, seconds, print);
+    crate::cmd::audit::verdict(&results, strict)
 }
 
 /// The report files into `out`, and each cell's evidence folder beside them (so the links of

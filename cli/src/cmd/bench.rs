@@ -77,13 +77,8 @@ pub struct Args {
     /// Ceiling on the whole run's measuring time, in seconds (default with --database-url: 600).
     #[arg(long, value_parser = clap::value_parser!(u32).range(10..=86_400))]
     max_seconds: Option<u32>,
-    /// Print one JSON document on stdout: bench.json's fields (phases, goals, sizing...) plus
-    /// "report", the run folder.
-    #[arg(long)]
-    json: bool,
-    /// Print only the closing lines: the goals and the sizing answer.
-    #[arg(long, conflicts_with = "json")]
-    quiet: bool,
+    #[command(flatten)]
+    out: crate::cmd::output::Output,
     /// Folder with the PostgreSQL server binaries (initdb, postgres) of the bench's own cluster.
     #[arg(long)]
     pg_bin: Option<PathBuf>,
@@ -94,7 +89,7 @@ pub struct Args {
 
 pub async fn run(mut a: Args) -> u8 {
     if let Some(sub) = a.sub.take() {
-        return crate::cmd::bench_plan::run(sub).await;
+        return crate::cmd::bench_plan::run(sub, a.out).await;
     }
     let contract = match crate::server::load_contract(a.contract.as_deref()) {
         Ok(c) => c,
@@ -116,7 +111,7 @@ pub async fn run(mut a: Args) -> u8 {
             ));
         }
     }
-    let print = crate::cmd::Print::new(a.json, a.quiet);
+    let print = a.out.print();
     let opts = options(a, contract.as_ref());
     // What a ceiling would refuse after minutes of measuring is refused now, before any load.
     if let Some(msg) = fenceproof_bench::over_ceiling(&opts) {

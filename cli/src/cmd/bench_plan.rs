@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use fenceproof_bench::plan::PlanSpec;
 use fenceproof_harness::report::exit;
 
+use crate::cmd::output::Output;
 use crate::fail::usage;
 
 /// The subcommands of `bench`.
@@ -49,12 +50,6 @@ pub struct PlanArgs {
     /// The database, only to name it in the report and the README (its password is never written).
     #[arg(long)]
     database_url: Option<String>,
-    /// Print one JSON document on stdout: {"report": the folder, "hosts", "schema"}.
-    #[arg(long)]
-    json: bool,
-    /// Print nothing but the closing line (the folder written).
-    #[arg(long, conflicts_with = "json")]
-    quiet: bool,
 }
 
 /// Join the host folders of one `bench plan` (each with its pgbench logs) into one report with one
@@ -68,22 +63,17 @@ pub struct MergeArgs {
     /// max_connections) and this host's round trip go into the sizing answer (read-only).
     #[arg(long)]
     database_url: Option<String>,
-    /// Print the report as one JSON document.
-    #[arg(long)]
-    json: bool,
-    /// Print only the closing lines: the sizing answer.
-    #[arg(long, conflicts_with = "json")]
-    quiet: bool,
 }
 
-pub async fn run(sub: Sub) -> u8 {
+/// `out`: `bench`'s output flags, which its subcommands share.
+pub async fn run(sub: Sub, out: Output) -> u8 {
     match sub {
-        Sub::Plan(a) => plan(a),
-        Sub::Merge(a) => merge(a).await,
+        Sub::Plan(a) => plan(a, out),
+        Sub::Merge(a) => merge(a, out).await,
     }
 }
 
-fn plan(a: PlanArgs) -> u8 {
+fn plan(a: PlanArgs, out: Output) -> u8 {
     if a.dir.join("plan.json").exists() {
         return usage(format!("{} already holds a plan", a.dir.display()));
     }
@@ -105,7 +95,7 @@ fn plan(a: PlanArgs) -> u8 {
         server: a.database_url.as_deref().map_or("(not named)".into(), fenceproof_bench::server::display_name),
     };
     match fenceproof_bench::plan::write(&spec, &a.dir) {
-        Ok(()) if a.json => {
+        Ok(()) if out.json => {
             let v = serde_json::json!({"report": a.dir, "hosts": spec.hosts, "schema": spec.schema});
             outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
             exit::OK
@@ -134,7 +124,7 @@ async fn server_line(url: &str) -> Result<(String, String), String> {
     Ok((name, facts?.line()))
 }
 
-async fn merge(a: MergeArgs) -> u8 {
+async fn merge(a: MergeArgs, out: Output) -> u8 {
     let mut merged = fenceproof_bench::merge::merge(&a.dirs);
     if let (Ok(m), Some(url)) = (merged.as_mut(), a.database_url.as_deref()) {
         match server_line(url).await {
@@ -143,13 +133,13 @@ async fn merge(a: MergeArgs) -> u8 {
         }
     }
     match merged {
-        Ok(m) if a.json => {
+        Ok(m) if out.json => {
             outln!("{}", serde_json::to_string_pretty(&m).expect("json"));
             exit::OK
         }
         Ok(m) => {
             let text = fenceproof_bench::merge::summary(&m);
-            out!("{}", if a.quiet { crate::cmd::quiet_text(&text) } else { text });
+            out!("{}", if out.quiet { crate::cmd::quiet_text(&text) } else { text });
             exit::OK
         }
         Err(e) => usage(e),

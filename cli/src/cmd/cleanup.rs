@@ -14,12 +14,8 @@ pub struct Args {
     /// socket URL).
     #[arg(long)]
     database_url: String,
-    /// Print one JSON document: the schemas and roles dropped, and what was left and why.
-    #[arg(long)]
-    json: bool,
-    /// Print only the closing line: what was dropped.
-    #[arg(long, conflicts_with = "json")]
-    quiet: bool,
+    #[command(flatten)]
+    out: crate::cmd::output::Output,
 }
 
 pub async fn run(a: Args) -> u8 {
@@ -31,13 +27,13 @@ pub async fn run(a: Args) -> u8 {
         Err(e) => return crate::fail::harness_failed(e),
     };
     match db.cleanup().await {
-        Ok(c) if a.json => {
+        Ok(c) if a.out.json => {
             let v = serde_json::json!({ "schemas": c.schemas, "roles": c.roles, "left": c.left });
             outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
             exit::OK
         }
         Ok(c) => {
-            if !a.quiet {
+            if !a.out.quiet {
                 for l in &c.left {
                     outln!("left: {l}");
                 }

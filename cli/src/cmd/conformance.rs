@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use fenceproof_conformance::{Report, PROBES};
 use fenceproof_harness::report::exit;
 use fenceproof_harness::HarnessError;
+use fenceproof_protocol::write_path::WritePath;
 use fenceproof_scenarios::runner::{self, Session, VerifyOptions};
 
 use crate::server::{Deployment, ServerArgs};
@@ -24,13 +25,17 @@ pub struct Args {
     /// Print every point checked, not only the deviations (--json always holds every point).
     #[arg(long)]
     all: bool,
-    /// Print the report as one JSON document on stdout: conformance.json's fields (every point)
-    /// plus "report", the run folder.
+    #[command(flatten)]
+    out: crate::cmd::output::Output,
+    /// How the worker writes: `api` (the fenced fp_* functions, as the worker login) or `direct`
+    /// (its own statements, as a login with only the table privileges of docs/direct-path.md).
+    /// `verify --write-path direct` runs its conformance gate on the direct path too.
+    #[arg(long, default_value = "api", value_parser = ["api", "direct"])]
+    write_path: String,
+    /// A deployment contract (TOML): its `[database] migrations` (a team's own schema, direct path
+    /// only), backend and image. Its database URL and failover settings are not used here.
     #[arg(long)]
-    json: bool,
-    /// Print only what failed and the closing count line, and no progress on stderr (for CI logs).
-    #[arg(long, conflicts_with = "json")]
-    quiet: bool,
+    contract: Option<PathBuf>,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -41,8 +46,18 @@ pub async fn run(a: Args) -> u8 {
     {
         return crate::fail::usage(msg);
     }
-    let print = crate::cmd::Print::new(a.json, a.quiet);
-    let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), Deployment::default(), None);
+    let print = a.out.print();
+    let contract = match crate::server::load_contract(a.contract.as_deref()) {
+        Ok(c) => c.map(std::sync::Arc::new),
+        Err(code) => return code,
+    };
+    let write_path = WritePath::parse(&a.write_path).unwrap_or(WritePath::Api);
+    if write_path == WritePath::Api && contract.as_ref().is_some_and(|c| !c.database.migrations.is_empty()) {
+        return crate::fail::usage("the contract names the team's own migrations (database.migrations), which have no fp_* functions: run with --write-path direct");
+    }
+    let deployment = Deployment { contract, contract_path: a.contract, database_url: None };
+    let mut opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), deployment, None);
+    opts.write_path = write_path;
     crate::interrupt::interruptible(probes(&opts, a.only.as_deref(), a.all, print)).await
 }
 

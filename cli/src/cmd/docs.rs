@@ -38,6 +38,11 @@ const BLOCKS: &[Block] = &[
     Block { name: "sql-mutant-count", make: sql_mutant_count },
     Block { name: "equivalent-count", make: equivalent_count },
     Block { name: "fp-functions", make: super::fp_functions::markdown },
+    Block { name: "direct-tables", make: super::direct_path::tables_markdown },
+    Block { name: "direct-statements", make: super::direct_path::statements_markdown },
+    Block { name: "direct-skipped", make: super::direct_path::skipped_list },
+    Block { name: "direct-skipped-count", make: super::direct_path::skipped_count },
+    Block { name: "direct-row-count", make: super::direct_path::kept_count },
     Block { name: "worker-flags", make: fenceproof_harness::procs::flags::markdown },
     Block { name: "external-rows", make: external_rows },
     Block { name: "external-row-count", make: external_row_count },
@@ -64,6 +69,25 @@ const BLOCKS: &[Block] = &[
     Block { name: "audit-procrastinate", make: || audit_library("procrastinate") },
     Block { name: "audit-pgqueuer", make: || audit_library("pgqueuer") },
     Block { name: "audit-chancy", make: || audit_library("chancy") },
+    Block { name: "audit-django_tasks", make: || audit_library("django_tasks") },
+    Block { name: "audit-settings-django_tasks", make: || audit_settings("django_tasks") },
+    Block { name: "audit-dramatiq_pg", make: || audit_library("dramatiq_pg") },
+    Block { name: "audit-settings-dramatiq_pg", make: || audit_settings("dramatiq_pg") },
+    Block { name: "audit-saq_sweeper", make: || audit_library("saq_sweeper") },
+    Block { name: "audit-settings-saq_sweeper", make: || audit_settings("saq_sweeper") },
+    Block { name: "audit-settings-dbos", make: || audit_settings("dbos") },
+    Block { name: "audit-settings-absurd", make: || audit_settings("absurd") },
+    Block { name: "audit-settings-sqlxmq", make: || audit_settings("sqlxmq") },
+    Block { name: "audit-settings-underway", make: || audit_settings("underway") },
+    Block { name: "audit-settings-apalis", make: || audit_settings("apalis") },
+    Block { name: "audit-settings-graphile_worker", make: || audit_settings("graphile_worker") },
+    Block { name: "audit-settings-saq", make: || audit_settings("saq") },
+    Block { name: "audit-settings-django_q2", make: || audit_settings("django_q2") },
+    Block { name: "audit-settings-pgmq", make: || audit_settings("pgmq") },
+    Block { name: "audit-settings-fang", make: || audit_settings("fang") },
+    Block { name: "audit-settings-procrastinate", make: || audit_settings("procrastinate") },
+    Block { name: "audit-settings-pgqueuer", make: || audit_settings("pgqueuer") },
+    Block { name: "audit-settings-chancy", make: || audit_settings("chancy") },
     Block { name: "model-invariants", make: model_invariants_markdown },
     Block { name: "model-situations", make: model_situations_markdown },
     Block { name: "model-outside", make: model_outside_markdown },
@@ -106,6 +130,12 @@ pub fn model_weak_spots_markdown() -> String {
 }
 
 /// One library's cells of the published results.
+/// The settings paragraph of library `name`'s page.
+fn audit_settings(name: &str) -> String {
+    let lib = fenceproof_audit::libraries::LIBRARIES.iter().find(|l| l.name == name);
+    lib.map(fenceproof_audit::page_settings::markdown).unwrap_or_default()
+}
+
 fn audit_library(name: &str) -> String {
     fenceproof_audit::report::summary_library_markdown(&audit_results(), name)
 }
@@ -535,13 +565,13 @@ fn blocks(root: &Path, check: bool) -> Result<Vec<StaleIn>, u8> {
 /// The stale (or rewritten) blocks and the undefined sections: one line each and a closing line,
 /// or one JSON document.
 fn print(found: &[StaleIn], undefined: &[super::sections::Undefined], a: &Args) {
-    if a.json {
+    if a.out.json {
         let v = serde_json::json!({ "stale": found, "rewritten": !a.check, "undefined_sections": undefined });
         outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
         return;
     }
     let verb = if a.check { "is stale" } else { "rewritten" };
-    if !a.quiet {
+    if !a.out.quiet {
         for s in found {
             outln!(
                 "{}:{}: generated:{} {verb} (first difference at its line {})",
@@ -631,11 +661,6 @@ pub struct Args {
     /// The folder holding README.md and docs/.
     #[arg(long, default_value = ".")]
     pub root: PathBuf,
-    /// Print one JSON document: {"stale": [{"file", "line", "name", "first_difference"}],
-    /// "rewritten", "undefined_sections": [{"at", "section"}]} (rewritten: false with --check).
-    #[arg(long)]
-    pub json: bool,
-    /// Print only the closing line: how many blocks differ (or were rewritten).
-    #[arg(long, conflicts_with = "json")]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub out: crate::cmd::output::Output,
 }

@@ -1,5 +1,5 @@
 //! `fenceproof list`: the experiments, one line each (`--markdown`: the table the docs show;
-//! `--json`: an array of `{id, title, section}`).
+//! `--json`: an array of `{id, title, section}`; `--quiet`: their count).
 
 use fenceproof_harness::report::exit;
 
@@ -9,9 +9,8 @@ pub struct Args {
     /// Print the experiment table as Markdown, as docs/experiments.md shows it.
     #[arg(long, conflicts_with = "json")]
     markdown: bool,
-    /// Print the experiments as one JSON array of {"id", "title", "section"} on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: crate::cmd::output::Output,
 }
 
 pub fn run(a: Args) -> u8 {
@@ -20,13 +19,17 @@ pub fn run(a: Args) -> u8 {
         return exit::OK;
     }
     let all = fenceproof_scenarios::all();
-    if a.json {
+    if a.out.json {
         let rows: Vec<serde_json::Value> =
             all.iter().map(|e| serde_json::json!({"id": e.id, "title": e.title, "section": e.section})).collect();
         outln!("{}", serde_json::to_string_pretty(&rows).expect("json"));
         return exit::OK;
     }
     let width = all.iter().map(|e| e.id.len()).max().unwrap_or(0);
+    if a.out.quiet {
+        outln!("{} experiments", all.len());
+        return exit::OK;
+    }
     for e in all {
         outln!("{:<width$}  {}", e.id, e.title);
     }

@@ -13,12 +13,8 @@ use fenceproof_model::weak_spots::WEAK_SPOTS;
 /// Explore the protocol's model: every interleaving of a bounded configuration (docs/model.md).
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Print the result as one JSON document.
-    #[arg(long, global = true)]
-    json: bool,
-    /// Print only what broke (or was not reached) and the closing lines.
-    #[arg(long, global = true)]
-    quiet: bool,
+    #[command(flatten)]
+    out: crate::cmd::output::Output,
     #[command(subcommand)]
     what: What,
 }
@@ -91,7 +87,7 @@ fn ablation_names() -> Vec<&'static str> {
 }
 
 pub fn run(a: Args) -> u8 {
-    let p = Print { json: a.json, quiet: a.quiet };
+    let p = Print { json: a.out.json, quiet: a.out.quiet };
     match a.what {
         What::Check(c) => run_check(c, p),
         What::WeakSpots(c) => run_weak_spots(c, p),

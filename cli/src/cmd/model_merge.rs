@@ -45,14 +45,22 @@ pub fn merge(parts: Vec<Report>) -> Result<Report, String> {
     Ok(Report::of(bounds, shards, flags))
 }
 
+/// The file that marks a folder as one of these runs.
+pub const MARK: &str = "model-check.json";
+
 pub fn run(a: Args, json: bool, quiet: bool) -> u8 {
-    let parts: Result<Vec<Report>, String> = a.dirs.iter().map(|d| read(d)).collect();
+    run_dirs(&a.dirs, &a.out, json, quiet)
+}
+
+/// `dirs` merged into `out` (`fenceproof merge` and `model merge` both come here).
+pub fn run_dirs(dirs: &[PathBuf], out: &Path, json: bool, quiet: bool) -> u8 {
+    let parts: Result<Vec<Report>, String> = dirs.iter().map(|d| read(d)).collect();
     let merged = match parts.and_then(merge) {
         Ok(m) => m,
         Err(msg) => return crate::fail::usage(msg),
     };
-    let path = a.out.join("model-check.json");
-    if let Err(e) = std::fs::create_dir_all(&a.out)
+    let path = out.join(MARK);
+    if let Err(e) = std::fs::create_dir_all(out)
         .and_then(|_| std::fs::write(&path, serde_json::to_string_pretty(&merged).expect("json")))
     {
         return crate::fail::harness_failed(format!("cannot write {}: {e}", path.display()));

@@ -1,4 +1,4 @@
-//! `fenceproof mutants`: the experiments against every named broken variant of the worker (a
+//! `fenceproof mutants named`: the experiments against every named broken variant of the worker (a
 //! mutants build, `just build-mutants`), and which experiments kill which mutant.
 
 use std::path::PathBuf;
@@ -24,13 +24,8 @@ pub struct Args {
     /// Only these experiments (comma-separated ids).
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
-    /// Print the kill matrix as one JSON document on stdout: mutants.json's fields plus "report",
-    /// the run folder.
-    #[arg(long)]
-    json: bool,
-    /// Print only what failed and the closing count line, and no progress on stderr (for CI logs).
-    #[arg(long, conflicts_with = "json")]
-    quiet: bool,
+    #[command(flatten)]
+    out: crate::cmd::output::Output,
     #[command(flatten)]
     server: ServerArgs,
     #[command(flatten)]
@@ -53,7 +48,7 @@ pub async fn run(a: Args) -> u8 {
     if let Err(code) = a.server.check() {
         return code;
     }
-    let print = crate::cmd::Print::new(a.json, a.quiet);
+    let print = a.out.print();
     let worker_bin = a.worker_bin.unwrap_or_else(|| PathBuf::from(DEFAULT_MUTANT_WORKER));
     let mut opts = a.server.options(worker_bin, Deployment::default(), a.jobs.jobs);
     opts.judging = fenceproof_scenarios::trace_check::Judging::parse(&a.judge).unwrap_or_default();

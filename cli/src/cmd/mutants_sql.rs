@@ -1,4 +1,4 @@
-//! `fenceproof mutants-sql [--shard K/N] [--list]`: the generated mutants of the fenced fp_*
+//! `fenceproof mutants sql [--shard K/N] [--list]`: the generated mutants of the fenced fp_*
 //! functions (and the direct-path statements), each through the protocol's rows with the
 //! reference worker; the kill matrix.
 
@@ -27,11 +27,8 @@ pub struct Args {
     /// List the generated mutants and exit.
     #[arg(long)]
     list: bool,
-    /// Print one JSON document on stdout: the kill matrix (mutants-sql.json's fields plus
-    /// "report", the run folder); with --list, an array of {"id", "function", "operator", "line",
-    /// "before", "after"}.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: crate::cmd::output::Output,
     /// Stop each mutant at its first FAIL (the probes of the fenced functions run first); the kill
     /// matrix then names that row only. CI runs this.
     #[arg(long)]
@@ -39,9 +36,6 @@ pub struct Args {
     /// Only these experiments (comma-separated ids).
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
-    /// Print only what failed and the closing count line, and no progress on stderr (for CI logs).
-    #[arg(long, conflicts_with = "json")]
-    quiet: bool,
     #[command(flatten)]
     server: ServerArgs,
     #[command(flatten)]
@@ -72,12 +66,12 @@ pub async fn run(a: Args) -> u8 {
         Err(code) => return code,
     };
     if a.list {
-        return list(&sel, a.json);
+        return list(&sel, a.out.json);
     }
     if let Err(code) = a.server.check() {
         return code;
     }
-    let print = crate::cmd::Print::new(a.json, a.quiet);
+    let print = a.out.print();
     let experiments = crate::select::for_sql_mutants(experiments, a.only.is_some());
     let worker_bin = a.worker_bin.unwrap_or_else(runner::default_worker_bin);
     let mut opts = a.server.options(worker_bin, Deployment::default(), a.jobs.jobs);

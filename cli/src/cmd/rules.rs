@@ -8,21 +8,20 @@ use fenceproof_scenarios::catalogue;
 /// exercise it.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Print the catalogue as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: crate::cmd::output::Output,
     /// Print the catalogue as the Markdown table of docs/detection.md.
     #[arg(long, conflicts_with = "json")]
     markdown: bool,
 }
 
-pub fn run(Args { json, markdown }: Args) -> u8 {
+pub fn run(Args { out, markdown }: Args) -> u8 {
     if markdown {
         out!("{}", crate::cmd::docs::rules_markdown());
         return exit::OK;
     }
     let rules = catalogue::RULES;
-    if json {
+    if out.json {
         let with_rows: Vec<serde_json::Value> = rules
             .iter()
             .map(|r| {
@@ -34,7 +33,7 @@ pub fn run(Args { json, markdown }: Args) -> u8 {
         return exit::OK;
     }
     let w = rules.iter().map(|r| r.id.len()).max().unwrap_or(0);
-    for r in rules {
+    for r in rules.iter().filter(|_| !out.quiet) {
         outln!("{:<w$}  §{:<5} {}", r.id, r.section, r.statement);
         outln!("{:<w$}         judged by: {}", "", r.checkers.join("; "));
         let rows: Vec<&str> = catalogue::exercised_by(r).iter().map(|e| e.id).collect();

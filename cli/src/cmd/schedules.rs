@@ -32,7 +32,7 @@ pub struct Args {
     seed: Option<String>,
     /// Play only the K-th of N deterministic shares of the cases (case c when (c - 1) % N ==
     /// K - 1), e.g. 2/4: the shards of one --seed and --cases, run anywhere, join into the
-    /// unsharded run's report with `schedules-merge`.
+    /// unsharded run's report with `merge`.
     #[arg(long, requires = "seed", conflicts_with = "replay")]
     shard: Option<String>,
     /// Steer the generator toward the model transitions no case has reached yet: each case's
@@ -49,13 +49,8 @@ pub struct Args {
     /// Run the workers as this mutant (needs a mutants build of the worker).
     #[arg(long)]
     mutant: Option<String>,
-    /// Print one JSON document on stdout: schedules.json's fields plus "report", the run folder;
-    /// with --replay, {"report", "repeat", "deterministic", "log", "replays": [{"failed_checks"}]}.
-    #[arg(long)]
-    json: bool,
-    /// Print only what failed and the closing line, and no progress on stderr (for CI logs).
-    #[arg(long, conflicts_with = "json")]
-    quiet: bool,
+    #[command(flatten)]
+    out: crate::cmd::output::Output,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -203,7 +198,7 @@ fn plan(a: Args) -> Result<(VerifyOptions, Plan), u8> {
     .sharded(k as u32, n as u32);
     let budget = if a.steer { budget.steered() } else { budget };
     a.server.check()?;
-    let print = Print::new(a.json, a.quiet);
+    let print = a.out.print();
     let opts = a.server.options(a.worker_bin.unwrap_or_else(runner::default_worker_bin), Deployment::default(), None);
     Ok((opts, Plan { budget, seed, replay, repeat: a.repeat, worker_args, replay_args, print }))
 }

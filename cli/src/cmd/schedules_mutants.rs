@@ -1,4 +1,4 @@
-//! `fenceproof schedules-mutants [--sql]`: the randomized schedules alone against every named
+//! `fenceproof schedules against-mutants [--sql]`: the randomized schedules alone against every named
 //! mutant (or a selection of the generated SQL mutants), each with the same seed and a budget
 //! of seconds or cases, up to `--jobs` of them at once; the kill matrix beside the experiments'.
 
@@ -45,13 +45,8 @@ pub struct Args {
     /// survivors and exits 0: it is bounded, the experiments are the gate).
     #[arg(long)]
     require_kills: bool,
-    /// Print the kill matrix as one JSON document on stdout: the fields of its .json file
-    /// (schedules-mutants.json, or the --sql one) plus "report", the run folder.
-    #[arg(long)]
-    json: bool,
-    /// Print only what failed and the closing count line, and no progress on stderr (for CI logs).
-    #[arg(long, conflicts_with = "json")]
-    quiet: bool,
+    #[command(flatten)]
+    out: crate::cmd::output::Output,
     /// How many mutants are searched at once, each on a server of its own (default: as many
     /// as the machine's cores allow, at most 8).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -75,8 +70,8 @@ pub async fn run(a: Args) -> u8 {
     if let Err(code) = a.server.check() {
         return code;
     }
-    let print = crate::cmd::Print::new(a.json, a.quiet);
-    if a.json || a.quiet {
+    let print = a.out.print();
+    if a.out.json || a.out.quiet {
         eprintln!("seed {seed:#x} (rerun with --seed {seed:#x})");
     } else {
         outln!("seed {seed:#x} (rerun with --seed {seed:#x})");

@@ -45,14 +45,8 @@ pub struct Args {
     /// and stops).
     #[arg(long)]
     yes_fail_over_this_cluster: bool,
-    /// Print only the summary line and what failed (for CI logs).
-    #[arg(long, conflicts_with = "json")]
-    quiet: bool,
-    /// Print one JSON document on stdout instead of the table: matrix.json's fields plus "report"
-    /// (the run folder), "repeat", "flakes", "conformance" (the gate's report, or null) and
-    /// "stopped" (null, or why the gate stopped the run before the matrix: then no results).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: crate::cmd::output::Output,
     /// Run the whole selection N times on one server; any verdict that changes is a flake.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     repeat: u32,
@@ -93,7 +87,7 @@ impl Args {
     /// Whether it prints nothing but the matrix (`--quiet`, `--json`): then the harness's own
     /// warnings stay in the run folder (`harness-stalls.txt`, the rows' evidence), off stderr.
     pub fn quiet(&self) -> bool {
-        self.quiet || self.json
+        self.out.quiet || self.out.json
     }
 }
 
@@ -107,7 +101,7 @@ pub async fn run(a: Args) -> u8 {
     if let Some(dir) = a.worker_dir.as_deref().filter(|d| !d.is_dir()) {
         return usage(format!("--worker-dir {}: not a folder", dir.display()));
     }
-    let print = crate::cmd::Print::new(a.json, a.quiet);
+    let print = a.out.print();
     let contract = match crate::server::load_contract(a.contract.as_deref()) {
         Ok(c) => c.map(Arc::new),
         Err(code) => return code,

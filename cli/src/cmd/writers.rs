@@ -43,12 +43,8 @@ pub struct Args {
     /// Folder with the PostgreSQL server binaries of the throwaway cluster (initdb, postgres).
     #[arg(long, conflicts_with = "database_url")]
     pg_bin: Option<PathBuf>,
-    /// Print the audit as JSON.
-    #[arg(long)]
-    json: bool,
-    /// Print only the findings and the closing line.
-    #[arg(long, conflicts_with = "json")]
-    quiet: bool,
+    #[command(flatten)]
+    out: crate::cmd::output::Output,
 }
 
 /// What the audit saw: the roles that can write whole tables (owner and superusers marked) and
@@ -61,7 +57,7 @@ struct Report {
 }
 
 pub async fn run(a: Args) -> u8 {
-    let print = crate::cmd::Print::new(a.json, a.quiet);
+    let print = a.out.print();
     if let Err(msg) = crate::cmd::input::check(None, a.database_url.as_deref()) {
         return crate::fail::usage(msg);
     }

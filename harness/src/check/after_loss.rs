@@ -50,8 +50,18 @@ pub fn step_under_way(log: &[WireStatement], from: usize) -> bool {
     let answered = loss.answered_at.unwrap_or(usize::MAX);
     let write = Regex::new(patterns::PROTECTED_ENTRY).expect("pattern");
     log.iter()
-        .filter(|s| s.n > from && s.n <= answered && s.n != loss.n)
+        .filter(|s| s.n > from && s.n <= answered && s.n != loss.n && !same_transaction(log, s, loss))
         .any(|s| write.is_match(&frame::normalize(&s.sql)))
+}
+
+/// Whether `s` came earlier in the transaction that `later` ended in, on the same connection (a
+/// renewal that locks the lease row first: its lock opens no step of work).
+fn same_transaction(log: &[WireStatement], s: &WireStatement, later: &WireStatement) -> bool {
+    s.connection == later.connection
+        && s.n < later.n
+        && s.in_transaction
+        && later.in_transaction
+        && log.iter().filter(|o| o.connection == s.connection && o.n > s.n && o.n <= later.n).all(|o| o.in_transaction)
 }
 
 /// Whether `s` continues a transaction its connection opened before statement `mark`: the
@@ -178,6 +188,21 @@ mod tests {
         next.push(on(6, 2, "update agent_runs set checkpoint = $1 where run_id = $2", true));
         let c = no_write_after_loss(&next, 0);
         assert!(!c.passed() && c.evidence.contains("#6"), "{}", c.evidence);
+    }
+
+    /// A renewal that locks the lease row first: its own lock, sent after the takeover and before
+    /// the zero-row UPDATE, is no step under way; a protected write's lock on another connection is.
+    #[test]
+    fn a_renewals_own_row_lock_is_no_step_under_way() {
+        let lock = "select owner, epoch from worker_leases where run_id = $1 for update";
+        let mut renew = on(4, 1, "update worker_leases set expires_at = $1 where run_id = $2", true);
+        renew.answered_at = Some(4);
+        let log = vec![on(2, 1, "begin", false), on(3, 1, lock, true), renew.clone(), on(5, 1, "commit", true)];
+        assert!(loss_confirmed(&log, 1));
+        assert!(!step_under_way(&log, 1), "the renewal's own lock");
+        assert!(no_write_after_loss(&log, 1).passed(), "{}", no_write_after_loss(&log, 1).evidence);
+        let other = vec![on(2, 1, "begin", false), on(3, 2, lock, true), renew];
+        assert!(step_under_way(&other, 1), "another connection's lock opens a step");
     }
 
     #[test]

@@ -78,7 +78,7 @@ pub enum Success {
     Deleted,
 }
 
-/// Read back from a saved report (`audit-merge`): the status's text is kept for the rest of the
+/// Read back from a saved report (`merge`): the status's text is kept for the rest of the
 /// process, which reads each report once.
 impl<'de> Deserialize<'de> for Success {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -76,8 +76,9 @@ impl Frozen {
         Frozen::freeze_with_children(pid, false).await
     }
 
-    /// Freeze `pid` and its children (a PostgreSQL postmaster and its backends: the whole server).
-    /// The parent moves first, so whatever it forks from then on is born in the frozen cgroup.
+    /// Freeze `pid` and its descendants (a PostgreSQL postmaster and its backends: the whole
+    /// server; a django-q2 qcluster and the pusher, workers and monitor its Sentinel forked). The
+    /// parent moves first, so whatever it forks from then on is born in the frozen cgroup.
     pub async fn freeze_tree(pid: Pid) -> Result<Frozen> {
         Frozen::freeze_with_children(pid, true).await
     }
@@ -91,7 +92,7 @@ impl Frozen {
         let frozen = Frozen { pid, flavor: f, dir: dir.clone(), thawed: false };
         write(&dir.join("cgroup.procs"), &pid.as_raw().to_string())?;
         if children {
-            for c in signals::children(pid) {
+            for c in descendants(pid) {
                 // A child may exit between the listing and the move; that is not an error.
                 let _ = write(&dir.join("cgroup.procs"), &c.as_raw().to_string());
             }
@@ -133,6 +134,21 @@ impl Drop for Frozen {
             registry::unregister_frozen(&self.dir);
         }
     }
+}
+
+/// Every descendant of `pid` (children, their children, ...), from /proc.
+fn descendants(pid: Pid) -> Vec<Pid> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        for c in signals::children(p) {
+            if !out.contains(&c) {
+                out.push(c);
+                todo.push(c);
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

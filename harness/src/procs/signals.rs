@@ -23,6 +23,11 @@ pub fn send(pid: Pid, sig: Signal) -> Result<()> {
     kill(pid, sig).map_err(|e| HarnessError::Process(format!("{sig} to pid {pid}: {e}")))
 }
 
+/// `sig` to the process group `pgid` leads (a worker that forks its own processes).
+pub fn send_group(pgid: Pid, sig: Signal) -> Result<()> {
+    nix::sys::signal::killpg(pgid, sig).map_err(|e| HarnessError::Process(format!("{sig} to group {pgid}: {e}")))
+}
+
 /// SIGSTOP and wait until the kernel reports the process stopped.
 pub async fn pause(pid: Pid) -> Result<()> {
     send(pid, Signal::SIGSTOP)?;

@@ -1,4 +1,4 @@
-//! Joining the summaries of `schedules --shard K/N` runs (one seed, one budget of cases) into
+//! Joining the summaries of `schedules run --shard K/N` runs (one seed, one budget of cases) into
 //! the summary one unsharded run would have made: the cases in order, each once; the failure of
 //! the first failing case (an unsharded run stops there, so the cases after it are left out); the
 //! coverage and the operations counted again over the cases kept.

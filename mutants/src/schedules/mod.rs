@@ -276,7 +276,7 @@ async fn failed(
         seed: format!("{seed:#x}"),
         case,
         original_len,
-        replay: format!("fenceproof schedules --replay {}{replay_args}", saved_to.display()),
+        replay: format!("fenceproof schedules run --replay {}{replay_args}", saved_to.display()),
         schedule: best.0,
         failed_checks: best.1.failed,
         log: best.1.log,

@@ -1,4 +1,4 @@
-//! `fenceproof schedules-mutants`: the randomized search alone against every named mutant, each
+//! `fenceproof schedules against-mutants`: the randomized search alone against every named mutant, each
 //! with the same seed and a fixed time budget, and its kill matrix beside the experiments' (read
 //! from the newest `mutants.json` under the reports folder, when there is one). Up to `--jobs`
 //! mutants are searched at once, each on a session of its own (its own server; the extra
@@ -70,7 +70,7 @@ impl ScheduleKillMatrix {
 
     pub fn table(&self) -> String {
         let mut s = format!(
-            "fenceproof schedules-mutants run {} (seed {}, budget {} per mutant, {} at once)\n",
+            "fenceproof schedules against-mutants run {} (seed {}, budget {} per mutant, {} at once)\n",
             self.run_id,
             self.seed,
             self.limit().describe(),
@@ -109,7 +109,7 @@ impl ScheduleKillMatrix {
 
     pub fn markdown(&self) -> String {
         let mut s = format!(
-            "# fenceproof schedules-mutants `{}`\n\nSeed `{}`, budget {} per mutant, {} at once. {}/{} killed.\n\n",
+            "# fenceproof schedules against-mutants `{}`\n\nSeed `{}`, budget {} per mutant, {} at once. {}/{} killed.\n\n",
             self.run_id,
             self.seed,
             self.limit().describe(),
@@ -487,7 +487,7 @@ async fn search_sql_one(
     r
 }
 
-/// `schedules-mutants --sql`: the same search against the generated SQL mutants of the selection
+/// `schedules against-mutants --sql`: the same search against the generated SQL mutants of the selection
 /// (an fp_* function installed mutated in every schedule's database, or a direct-path statement
 /// given to the mutant worker), up to `opts.jobs` at once, each on a session of its own. Reviewed
 /// equivalents are marked as such in the rule column.

@@ -5,7 +5,7 @@
 //! schedule holds, so it is played again, at most [`STARVED_REPLAYS`] times, until it fails or holds
 //! on a machine that was not starved. A FAIL is never played again: it is proven from its evidence,
 //! whatever the load, and the load decides no verdict, only whether to play once more. The replays
-//! of a saved schedule (`schedules --replay`) and the shrinker ([`super::shrink`]) play through here.
+//! of a saved schedule (`schedules run --replay`) and the shrinker ([`super::shrink`]) play through here.
 
 use std::future::Future;
 

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::check::Check;
 use fenceproof_harness::contract::ReplicationMode;
 use fenceproof_harness::procs::worker::WorkerProc;
 use fenceproof_harness::record::oracle;
@@ -18,7 +18,7 @@ use tokio::sync::watch;
 
 use super::pair::{Pair, Servers};
 use super::{snapshot, start_task, wait_caught_up};
-use crate::ctx::{outcome, Ctx, CONTROL, STEP};
+use crate::ctx::{outcome, Ctx, STEP};
 use crate::experiment::{Checks, Experiment, Judges, Need};
 
 /// Its registration: what it needs and what it judges.
@@ -84,7 +84,7 @@ async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     ));
     let rows = oracle::commits_in(&n_pool, oracle::DEFAULT_SCHEMA).await?;
     std::fs::write(ctx.dir.join("oracle.json"), serde_json::to_string_pretty(&rows).expect("json"))?;
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL, task.cp.owner.as_str()]));
+    ctx.invariants.control.push(task.cp.owner.clone());
     let record = json!({
         "partition_to_writable_s": promoted_at.as_secs_f64(), "saves": saves.iter().map(|s| json!({"n": s.n, "at_s": s.at.as_secs_f64(), "acknowledged": s.ok, "outcome": s.outcome})).collect::<Vec<_>>(),
         "acknowledged_after_promotion_s": late, "after_on_new_leader": after,

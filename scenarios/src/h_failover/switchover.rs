@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use fenceproof_harness::check::{invariants, Check};
+use fenceproof_harness::check::Check;
 use fenceproof_harness::contract::ReplicationMode;
 use fenceproof_harness::db::patroni::rest::{self, Member, Plan, RestCluster};
 use fenceproof_harness::db::{databases, patroni::takes_a_write};
@@ -157,7 +157,7 @@ async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     let verdict = judge(ctx, &before, &after, (&saves, on_new), (&answer, writable_at));
     let rows = oracle::commits_in(&n_pool, &oracle_schema).await?;
     std::fs::write(ctx.dir.join("oracle.json"), serde_json::to_string_pretty(&rows).expect("json"))?;
-    ctx.checks.extend(invariants::all(&rows, &[CONTROL, task.cp.owner.as_str()]));
+    ctx.invariants.control.push(task.cp.owner.clone());
     let record = json!({
         "cluster": if t.own.is_some() { "the harness's own" } else { "the team's (failover.rest)" },
         "contract": ctx.contract, "patroni_config": config, "plan": t.plan, "patroni_answer": {"status": answer.status, "body": answer.body.trim()},

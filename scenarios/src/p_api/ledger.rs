@@ -300,7 +300,7 @@ async fn results(p: &mut Prober<'_>, l: &Ledger, claimed_rev: i64) -> Result<(i6
     Ok((settled_rev, twin))
 }
 
-/// A dispatcher marks only its own live claim unknown, at the revision it claimed, that row only
+/// A dispatcher marks unknown only a claim still its own (expired or not), at the revision it claimed, that row only
 /// (`twin` is a claim of `d1` beside a second one with the same owner and revision).
 async fn own_unknown(
     p: &mut Prober<'_>,

@@ -124,7 +124,8 @@ fn judge(ctx: &mut Ctx, reports: &[PathReport], again: usize) {
         },
     ));
     for r in reports.iter().filter(|r| r.refused_by_model.is_some()).take(3) {
-        ctx.note(format!("replay that path alone: {ONLY_PATHS}='{}' with this row's reproduce line", r.transition));
+        let replay = format!("{ONLY_PATHS}='{}' {}", r.transition, ctx.reproduce);
+        ctx.note(format!("replay that path alone: {replay}"));
     }
     let diverged: Vec<&PathReport> = reports.iter().filter(|r| r.diverged.is_some()).collect();
     let unheld: Vec<&PathReport> = reports.iter().filter(|r| r.unheld.is_some()).collect();

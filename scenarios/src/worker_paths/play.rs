@@ -50,6 +50,9 @@ pub struct PathReport {
     pub refuses_more: Option<String>,
     /// The run of the first play, when this is the path played again with longer terms.
     pub again_of: Option<String>,
+    /// Each command tried where the model refuses its action (a step of the path, a probe, a
+    /// race), keyed by the model's transition it would be, and whether the worker refused it.
+    pub refusals: Vec<(String, bool)>,
 }
 
 impl PathReport {
@@ -174,6 +177,7 @@ pub async fn play(
         unheld: None,
         refuses_more: None,
         again_of: None,
+        refusals: Vec::new(),
     };
     let played = p.steps(&states, &mut report).await;
     let finished = p.finish().await;
@@ -195,6 +199,9 @@ impl Play<'_> {
                 report.unheld = Some(format!("step {} {a:?}: {why}", k + 1));
                 return Ok(());
             }
+            if takes(s, *a, n) == Some(false) {
+                report.refusals.push((refusal(s, *a), !committed));
+            }
             match (takes(s, *a, n), committed) {
                 (Some(true), false) if spec_only(s, a) => {
                     report.refuses_more =
@@ -212,12 +219,12 @@ impl Play<'_> {
                 }
                 _ => {}
             }
-            if let Some(found) = self.probe(*a, n).await? {
+            if let Some(found) = self.probe(*a, n, report).await? {
                 report.refused_by_model = Some(format!("after step {}: {found}", k + 1));
                 return Ok(());
             }
         }
-        if let Some(found) = self.race(&states[states.len() - 1]).await? {
+        if let Some(found) = self.race(&states[states.len() - 1], report).await? {
             report.refused_by_model = Some(format!("after the path: {found}"));
         }
         Ok(())
@@ -227,7 +234,7 @@ impl Play<'_> {
     /// takeovers of it, the first held right before its write (`before_takeover_write`) while the
     /// second takes the lease. The first must then be refused: the lease is live again, and the
     /// model takes no takeover of a live lease. `Some(finding)` when it answered ok.
-    async fn race(&mut self, last: &State) -> Result<Option<String>, HarnessError> {
+    async fn race(&mut self, last: &State, report: &mut PathReport) -> Result<Option<String>, HarnessError> {
         let l = last.primary.lease;
         let open = l.owner.is_none() || l.expired();
         if !open || last.primary.run.terminal() || !self.held.is_empty() || self.stop.is_some() {
@@ -249,6 +256,12 @@ impl Play<'_> {
         let Some(h) = self.held.pop() else { return Ok(None) };
         h.barrier.heal().await?;
         let ev = self.lane.get(self.ctx, h.who).await?.reply(h.id, STEP).await?;
+        if second {
+            let mut held = last.clone();
+            held.primary.lease.owner = Some(PROBE_OWNER);
+            held.primary.lease.expires = 1;
+            report.refusals.push((refusal(&held, Action::Acquire(0)), outcome(&ev) != "ok"));
+        }
         Ok((second && outcome(&ev) == "ok").then(|| {
             "two takeovers of one expired lease, the first held before its write: the second took it, and the first \
              answered ok over the live lease"
@@ -453,14 +466,17 @@ impl Play<'_> {
         if rest.first() == Some(&Action::GiveUp(i)) {
             return (Some(ToolFault::Error5xx), false);
         }
-        // rest[0] is the call (a worker path calls at once); then the session's next step.
-        let next = rest.iter().enumerate().skip(1).find(|(_, a)| a.process() == Some(i));
+        // rest[0] is the call (a worker path calls at once); then the claim session's next step
+        // (the same model process's lease and commit steps are not its claim session's).
+        let next = rest
+            .iter()
+            .enumerate()
+            .skip(1)
+            .find(|(_, a)| matches!(a, Action::WriteResult(j) | Action::GiveUp(j) | Action::Kill(j) if *j == i));
         match next {
             Some((1, Action::WriteResult(_))) => (None, false),
             Some((1, Action::GiveUp(_))) => (Some(ToolFault::DropAfterCommit), false),
             Some((_, Action::GiveUp(_))) => (Some(ToolFault::DropAfterCommit), true),
-            // Its result waits while other steps come, or, when it writes none on the path, until
-            // the path ends: the claim stays dispatching as the model leaves it.
             Some(_) | None => (None, true),
         }
     }
@@ -525,7 +541,7 @@ impl Play<'_> {
     /// After a grant the model holds live, the spare worker tries to take the lease over: the
     /// model refuses it, and so must the worker's statements. `Some(finding)` when it committed on
     /// time by the database clock.
-    async fn probe(&mut self, a: Action, n: &State) -> Result<Option<String>, HarnessError> {
+    async fn probe(&mut self, a: Action, n: &State, report: &mut PathReport) -> Result<Option<String>, HarnessError> {
         let l = n.primary.lease;
         let grant = matches!(a, Action::Acquire(_) | Action::Renew(_));
         if !grant || l.owner.is_none() || l.expired() || !self.held.is_empty() || self.stop.is_some() {
@@ -534,7 +550,9 @@ impl Play<'_> {
         let before = wait::terms(&self.pool, self.run_id).await?;
         let cmd = json!({"cmd": "acquire", "run_id": self.run_id, "ttl_ms": self.grant.floor_ms,
             "heartbeat_ms": HEARTBEAT_OFF_MS, "renew_timeout_ms": STEP.as_millis() as u64});
-        if !self.simple(Who::Probe, cmd).await? {
+        let took = self.simple(Who::Probe, cmd).await?;
+        report.refusals.push((refusal(n, Action::Acquire(PROBE_SLOT)), !took));
+        if !took {
             return Ok(None);
         }
         if wait::late(&self.pool, Action::Acquire(0), &before, &self.ops).await? {
@@ -609,6 +627,17 @@ impl Play<'_> {
         cp.request(json!({"cmd": "cancel", "run_id": self.run_id}), STEP).await?;
         Ok(())
     }
+}
+
+/// The model process a spare worker stands for in a refusal's key (the other worker).
+const PROBE_SLOT: u8 = 1;
+
+/// The owner a rival's lease stands for in a refusal's key (any owner but the taker).
+const PROBE_OWNER: u8 = 1;
+
+/// A refused command's key: the model's transition its action would be from `s`.
+fn refusal(s: &State, a: Action) -> String {
+    fenceproof_model::coverage::key(&fenceproof_model::coverage::classes(s, a).0, a.kind())
 }
 
 /// The operation a plan registers.

@@ -13,6 +13,12 @@ pub const PROTECTED_ENTRY: &str = r"\bfp_run_transition\b|\bfrom (\w+\.)?worker_
 /// A lease renewal, one lease or a batch.
 pub const LEASE_RENEW: &str = r"\bfp_lease_renew(_many)?\b|\bupdate (\w+\.)?worker_leases\b";
 
+/// The first statement of a lease renewal: the fenced function, the lease row's UPDATE, or the
+/// lease row lock of a renewal that locks the row first (`SELECT … FOR UPDATE`, then its UPDATE,
+/// in one transaction). A protected write opens with the same lock: pick with it only while no
+/// protected write is due (a worker inside its work's pacing).
+pub const RENEWAL_ENTRY: &str = r"\bfp_lease_renew(_many)?\b|\bupdate (\w+\.)?worker_leases\b|\bfrom (\w+\.)?worker_leases\b.*\bfor (no key )?update\b";
+
 /// A durable step of a command: a write of the run or of the outbox (a protected transition with
 /// or without an intent, a claim, a result, an unknown mark, a convergence), not of the lease (a
 /// heartbeat's renewals go on while a command runs and are no step of it).
@@ -53,6 +59,17 @@ mod tests {
             assert!(entry.is_match(&normalize(s)), "{s}");
         }
         assert!(!entry.is_match(&normalize("SELECT owner FROM worker_leases WHERE run_id = $1")));
+        let renewal = Regex::new(RENEWAL_ENTRY).unwrap();
+        for s in [
+            "SELECT fp_lease_renew($1)",
+            "UPDATE worker_leases SET x = 1",
+            "SELECT owner FROM worker_leases WHERE run_id = $1 FOR UPDATE",
+        ] {
+            assert!(renewal.is_match(&normalize(s)), "{s}");
+        }
+        for s in ["SELECT owner FROM worker_leases WHERE run_id = $1", "SELECT fp_lease_acquire($1)"] {
+            assert!(!renewal.is_match(&normalize(s)), "{s}");
+        }
         let durable = Regex::new(DURABLE_STEP).unwrap();
         for s in [
             "SELECT * FROM fp_run_transition($1)",

@@ -320,4 +320,12 @@ mod pinned_guards {
         assert_eq!((s.budget.restores, s.backup.is_some()), (1, false));
         assert!(!is_enabled(&c, &s, Action::Restore), "no backup, no restore");
     }
+
+    #[test]
+    fn a_killed_process_keeps_its_session_count() {
+        // As recovery keeps it: the state of a crashed process says how many sessions it had.
+        let c = Config { kills: 1, ..cfg() };
+        let s = walk(&c, &[Action::Acquire(0), Action::Release(0), Action::Acquire(0), Action::Kill(0)]);
+        assert_eq!(s.procs[0].sessions, 2);
+    }
 }

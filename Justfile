@@ -57,6 +57,20 @@ schedules-check *MUTANTS: build build-mutants
 mutants-sql *ARGS: build build-mutants
     ./target/debug/fenceproof mutants sql {{ARGS}}
 
+# cargo-mutants over the judging code, one part at a time (model, model-core, check, db, conformance,
+# p_api; scripts/mutants-judge.sh says which tests judge each), sharded like the other long searches
+# (e.g. `just mutants-judge model --shard 0/4`); the outcome per mutant in reports/<run>/mutants.out,
+# a survivor not in mutants/judge_equivalents.toml fails.
+# cargo-mutants over the judging code (a part, sharded); a survivor not listed as equivalent fails.
+mutants-judge PART *ARGS:
+    bash scripts/mutants-judge.sh {{PART}} {{ARGS}}
+
+# cargo-mutants on the judging code a change touches (its diff against main, --in-diff); a survivor
+# not listed as equivalent fails (CI's examples/ci job; e.g. `just mutants-judge-diff origin/main`).
+# cargo-mutants on the judging code a change touches (its diff against BASE).
+mutants-judge-diff BASE="main":
+    bash scripts/mutants-judge-diff.sh {{BASE}}
+
 # The spec's rules, each with the checks that judge it and the experiments that exercise it.
 rules: build
     ./target/debug/fenceproof rules

@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+#[path = "worker_contract/every_point.rs"]
+mod every_point;
+
 const FENCEPROOF: &str = env!("CARGO_BIN_EXE_fenceproof");
 
 fn example() -> PathBuf {

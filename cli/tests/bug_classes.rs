@@ -144,7 +144,7 @@ fn the_planned_checkpoint_and_its_intent_in_two_transactions() {
         "plan-two-tx",
         "E-replan",
         &[(
-            "        revision, detail = self.transition(\"plan\", \"running\", \"running\", checkpoint, c.get(\"expected_revision\"),\n                                           intent=intent)",
+            "        revision, detail = self.transition(\"plan\", \"running\", \"running\", checkpoint, c.get(\"expected_revision\"),\n                                           c.get(\"faults\"), intent=intent)",
             "        self.transition(\"plan\", \"running\", \"running\", checkpoint, c.get(\"expected_revision\"))\n        revision, detail = self.transition(\"plan\", \"running\", \"running\", None, None, intent=intent)",
         )],
         &["an intent commits in the transaction that moves its run's checkpoint", "without any intent"],
@@ -259,8 +259,8 @@ fn a_secret_stored_after_the_intent_commits() {
                 "",
             ),
             (
-                "                                           intent=intent)\n        return {\"operation_id\": operation_id,",
-                "                                           intent=intent)\n        for name, value in found.items():\n            self.secrets.put(operation_id, name, value)\n        return {\"operation_id\": operation_id,",
+                "                                           c.get(\"faults\"), intent=intent)\n        return {\"operation_id\": operation_id,",
+                "                                           c.get(\"faults\"), intent=intent)\n        for name, value in found.items():\n            self.secrets.put(operation_id, name, value)\n        return {\"operation_id\": operation_id,",
             ),
         ],
         &["a crash right after an intent commits leaves what it references durable", "crash.references-durable-first"],

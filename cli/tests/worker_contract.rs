@@ -416,8 +416,8 @@ fn start_must_move_a_pending_run_only() {
         // A start that, refused, "starts" a running run again (a restart of an ended one fails on
         // the api path's own status check, so only the running case is in the worker's hands).
         &[(
-            "            self.transition(\"start\", \"pending\", \"running\", None, c.get(\"expected_revision\"))\n",
-            "            try:\n                self.transition(\"start\", \"pending\", \"running\", None, c.get(\"expected_revision\"))\n            except Refused:\n                self.transition(\"start\", \"running\", \"running\", None, c.get(\"expected_revision\"))\n",
+            "            self.transition(\"start\", \"pending\", \"running\", None, c.get(\"expected_revision\"), c.get(\"faults\"))\n",
+            "            try:\n                self.transition(\"start\", \"pending\", \"running\", None, c.get(\"expected_revision\"), c.get(\"faults\"))\n            except Refused:\n                self.transition(\"start\", \"running\", \"running\", None, c.get(\"expected_revision\"))\n",
         )],
         &["start of a run already running answered `ok`", "expected `invalid_state`"],
     );

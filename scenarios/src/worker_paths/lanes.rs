@@ -86,11 +86,13 @@ pub async fn close(ctx: &mut Ctx, lanes: Vec<Lane>) -> Result<(), HarnessError> 
         lane.stop().await?;
         let control: Vec<String> = std::iter::once(CONTROL.to_string()).chain(lane.control_owners.clone()).collect();
         let control_ref: Vec<&str> = control.iter().map(String::as_str).collect();
-        let rows = oracle::commits(&lane.place.pool).await?;
         let Some(db) = lane.place.database.clone() else {
+            // The row's own database: its oracle is in the row's schema (a team's database too).
+            let rows = ctx.commits().await?;
             ctx.checks.extend(invariants::all(&rows, &control_ref));
             continue;
         };
+        let rows = oracle::commits(&lane.place.pool).await?;
         let name = crate::ctx::database_folder(&db).to_string();
         let calls = ledger::entries(&ctx.dir.join(&name).join("tools-ledger.jsonl")).unwrap_or_default();
         let environment = ctx.environment.clone();

@@ -290,12 +290,31 @@ pub fn pick(sel: &Selection) -> Result<Vec<SqlMutant>, String> {
     Ok(ms)
 }
 
+/// The rows that judge a SQL mutant: all but the worker's paths (Model-paths drives the worker
+/// under test through the model's paths, several hundred runs; the same paths on the fenced
+/// functions are Model-paths-db's, and the direct statements are the other rows' to kill). An
+/// error when nothing is left (`--only Model-paths`).
+fn judging_sql(experiments: Vec<Experiment>) -> Result<Vec<Experiment>, HarnessError> {
+    use fenceproof_scenarios::experiment::Need;
+    let kept: Vec<Experiment> =
+        experiments.into_iter().filter(|e| !(e.needs(Need::ModelPaths) && !e.needs(Need::DatabaseProbe))).collect();
+    if kept.is_empty() {
+        return Err(HarnessError::Other(
+            "the SQL mutants are judged by the rows that run SQL against them, not by Model-paths (the worker's \
+             paths): select Model-paths-db to play the model's paths on the fenced functions"
+                .into(),
+        ));
+    }
+    Ok(kept)
+}
+
 /// Run the reference and every picked mutant; save `mutants-sql.json` / `.md` in the run folder.
 pub async fn run(
     opts: &VerifyOptions,
     experiments: Vec<Experiment>,
     sel: &Selection,
 ) -> Result<(SqlKillMatrix, PathBuf), HarnessError> {
+    let experiments = judging_sql(experiments)?;
     let mutants = pick(sel).map_err(HarnessError::Other)?;
     let listed = equivalents::load().map_err(HarnessError::Other)?;
     let mut session = Session::start(opts).await?;

@@ -192,6 +192,6 @@ mod tests {
         );
         let read = s.split("#### `intent_read`").nth(1).unwrap().split("#### ").next().unwrap();
         assert!(read.contains("**clock**: none"), "{read}");
-        assert!(skipped().contains(&"P-role"), "{:?}", skipped());
+        assert!(skipped().contains(&fenceproof_scenarios::p_role_boundary::EXPERIMENT.id), "{:?}", skipped());
     }
 }

@@ -297,7 +297,7 @@ pub fn pick(sel: &Selection) -> Result<Vec<SqlMutant>, String> {
 fn judging_sql(experiments: Vec<Experiment>) -> Result<Vec<Experiment>, HarnessError> {
     use fenceproof_scenarios::experiment::Need;
     let kept: Vec<Experiment> =
-        experiments.into_iter().filter(|e| !(e.needs(Need::ModelPaths) && !e.needs(Need::DatabaseProbe))).collect();
+        experiments.into_iter().filter(|e| !e.needs(Need::ModelPaths) || e.needs(Need::DatabaseProbe)).collect();
     if kept.is_empty() {
         return Err(HarnessError::Other(
             "the SQL mutants are judged by the rows that run SQL against them, not by Model-paths (the worker's \

@@ -149,14 +149,25 @@ pub fn judge_with_ledger(
     shared_clock: bool,
     ledger: &[serde_json::Value],
 ) -> std::io::Result<Check> {
-    let mut env = env(timeline, environment);
-    env.calls = calls(ledger, &Callers::from_timeline(timeline));
-    // A faked server clock is not the tools' clock.
-    let faked = timeline.iter().any(|e| e.fault.as_ref().is_some_and(|f| f.name == "server-clock"));
-    env.shared_clock = shared_clock && !faked;
-    let report = trace::validate(&changes(rows), &env);
+    let report = validated(rows, timeline, environment, shared_clock, ledger);
     std::fs::write(dir.join(SAVED), serde_json::to_string_pretty(&saved(&report)).expect("json"))?;
     Ok(check(&report))
+}
+
+/// The history of `rows` validated against the model, with the calls of the tools' `ledger` (a
+/// faked server clock is not the tools' clock).
+fn validated(
+    rows: &[CommitRow],
+    timeline: &[Entry],
+    environment: &[String],
+    shared_clock: bool,
+    ledger: &[serde_json::Value],
+) -> Report {
+    let mut env = env(timeline, environment);
+    env.calls = calls(ledger, &Callers::from_timeline(timeline));
+    let faked = timeline.iter().any(|e| e.fault.as_ref().is_some_and(|f| f.name == "server-clock"));
+    env.shared_clock = shared_clock && !faked;
+    trace::validate(&changes(rows), &env)
 }
 
 /// Trace validation of another database of a row (named `name`) whose processes called tools of
@@ -170,10 +181,7 @@ pub fn judge_named(
     shared_clock: bool,
     ledger: &[serde_json::Value],
 ) -> std::io::Result<Check> {
-    let mut env = env(timeline, environment);
-    env.calls = calls(ledger, &Callers::from_timeline(timeline));
-    env.shared_clock = shared_clock;
-    let report = trace::validate(&changes(rows), &env);
+    let report = validated(rows, timeline, environment, shared_clock, ledger);
     let file = dir.join(format!("trace-{name}.json"));
     std::fs::write(file, serde_json::to_string_pretty(&saved(&report)).expect("json"))?;
     let mut c = check(&report);
@@ -190,14 +198,7 @@ pub fn judge_other(
     environment: &[String],
     shared_clock: bool,
 ) -> std::io::Result<Check> {
-    let mut env = env(&[], environment);
-    env.shared_clock = shared_clock;
-    let report = trace::validate(&changes(rows), &env);
-    let file = dir.join(format!("trace-{name}.json"));
-    std::fs::write(file, serde_json::to_string_pretty(&saved(&report)).expect("json"))?;
-    let mut c = check(&report);
-    c.evidence = format!("{name} database: {}", c.evidence);
-    Ok(c)
+    judge_named(dir, name, rows, &[], environment, shared_clock, &[])
 }
 
 fn saved(r: &Report) -> serde_json::Value {

@@ -133,11 +133,13 @@ pub fn for_named_mutants(mut experiments: Vec<Experiment>, only_given: bool) -> 
 }
 
 /// The generated SQL mutants' rows: without `--only`, all but the deployment rows (the functions
-/// are the protocol: every other row calls them); the probes of the fenced functions first, short
-/// rows that kill most mutants.
+/// are the protocol: every other row calls them), with the reference driver's probe of the fenced
+/// functions along the model's paths (opt-in in `verify`); the probes of the fenced functions
+/// first, short rows that kill most mutants.
 pub fn for_sql_mutants(mut experiments: Vec<Experiment>, only_given: bool) -> Vec<Experiment> {
     if !only_given {
         experiments.retain(|e| e.judges != Judges::Deployment);
+        experiments.extend(fenceproof_scenarios::all().into_iter().filter(|e| e.needs(Need::DatabaseProbe)));
     }
     experiments.sort_by_key(|e| e.judges != Judges::Functions);
     experiments

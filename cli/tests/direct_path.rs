@@ -11,7 +11,7 @@ use std::time::Duration;
 const FENCEPROOF: &str = env!("CARGO_BIN_EXE_fenceproof");
 
 /// The rows the direct path skips: the probes of the fenced functions and the worker role.
-const SKIPPED: &[&str] = &["P-role", "P-api-lease", "P-api-commit", "P-api-ledger", "P-api-clock", "Model-paths-db"];
+const SKIPPED: &[&str] = &["P-role", "P-api-lease", "P-api-commit", "P-api-ledger", "P-api-clock"];
 
 fn tmp(name: &str) -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("direct_path").join(name);

@@ -52,18 +52,41 @@ fn inode_in(table: &str, local: &str, remote: &str) -> Option<u64> {
     })
 }
 
-/// The process with a descriptor on socket `inode`.
+/// The processes that made the latest calls, most recent first: the callers are a few worker
+/// processes, so their descriptors are read before the walk of every process.
+static RECENT: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// How many recent callers are tried first.
+const RECENT_KEPT: usize = 16;
+
+/// The process with a descriptor on socket `inode`: a recent caller's, else any process's.
 fn owner_of(inode: u64) -> Result<i32, String> {
     let target = format!("socket:[{inode}]");
-    let procs = std::fs::read_dir("/proc").map_err(|e| format!("/proc: {e}"))?;
-    for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else { continue };
-        if fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == target.as_str())) {
-            return Ok(pid);
+    let recent: Vec<i32> = RECENT.lock().map(|r| r.clone()).unwrap_or_default();
+    let found = recent.into_iter().find(|pid| holds(&format!("/proc/{pid}"), &target));
+    let found = match found {
+        Some(pid) => Some(pid),
+        None => {
+            let procs = std::fs::read_dir("/proc").map_err(|e| format!("/proc: {e}"))?;
+            procs.flatten().find_map(|p| {
+                let pid = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok())?;
+                holds(&p.path().to_string_lossy(), &target).then_some(pid)
+            })
         }
+    };
+    let pid = found.ok_or_else(|| format!("no process holds {target}"))?;
+    if let Ok(mut r) = RECENT.lock() {
+        r.retain(|p| *p != pid);
+        r.insert(0, pid);
+        r.truncate(RECENT_KEPT);
     }
-    Err(format!("no process holds {target}"))
+    Ok(pid)
+}
+
+/// Whether the process at `proc_dir` has a descriptor linked to `target`.
+fn holds(proc_dir: &str, target: &str) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("{proc_dir}/fd")) else { return false };
+    fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == target))
 }
 
 /// The process group of `pid` (the field after the state and the parent in `/proc/<pid>/stat`;

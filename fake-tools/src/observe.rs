@@ -33,6 +33,7 @@ const OPEN_TRANSACTIONS: &str = "SELECT pid, coalesce(application_name, '') AS a
         (extract(epoch FROM clock_timestamp() - xact_start) * 1000)::bigint AS open_ms
    FROM pg_stat_activity
   WHERE datname = current_database() AND pid <> pg_backend_pid()
+    AND coalesce(application_name, '') <> 'fenceproof-tools-observer'
     AND ((xact_start IS NOT NULL AND state IN ('idle in transaction', 'active', 'idle in transaction (aborted)'))
          OR (state IS NULL AND backend_type = 'client backend'))
   ORDER BY pid";
@@ -56,9 +57,12 @@ pub struct OpenSession {
 }
 
 /// Reads the callers' sessions; `None` when the tools were started without a database to observe.
+/// One session is kept open between calls (a connection per call cost the server a backend's
+/// start each time); a call that finds it in use by another opens one of its own for itself.
 #[derive(Debug, Clone)]
 pub struct Observer {
     options: Option<PgConnectOptions>,
+    kept: std::sync::Arc<tokio::sync::Mutex<Option<PgConnection>>>,
 }
 
 impl Observer {
@@ -73,7 +77,7 @@ impl Observer {
             ),
             None => None,
         };
-        Ok(Observer { options })
+        Ok(Observer { options, kept: Default::default() })
     }
 
     /// The observation of one call, as recorded in its ledger entry; `None` without a database.
@@ -89,7 +93,7 @@ impl Observer {
                 .unwrap_or_else(|e| json!({"error": format!("the caller's lookup failed: {e}")})),
             None => json!({"error": "the call's addresses are unknown"}),
         };
-        let read = tokio::time::timeout(BUDGET, read_sessions(options)).await;
+        let read = tokio::time::timeout(BUDGET, self.read(options)).await;
         let took_ms = started.elapsed().as_millis() as u64;
         Some(match read {
             Ok(Ok(sessions)) => json!({ "sessions": sessions, "caller": caller, "took_ms": took_ms }),
@@ -101,17 +105,44 @@ impl Observer {
     }
 }
 
-async fn read_sessions(options: &PgConnectOptions) -> Result<Vec<OpenSession>, sqlx::Error> {
-    let mut conn = PgConnection::connect_with(options).await?;
-    let mut first: Vec<OpenSession> = sqlx::query_as(OPEN_TRANSACTIONS).fetch_all(&mut conn).await?;
+impl Observer {
+    /// The sessions, read on the kept session when it is free (opened on first use, dropped after
+    /// an error so the next call opens a fresh one), else on a session of this call's own.
+    async fn read(&self, options: &PgConnectOptions) -> Result<Vec<OpenSession>, sqlx::Error> {
+        let Ok(mut kept) = self.kept.try_lock() else {
+            let mut conn = PgConnection::connect_with(options).await?;
+            let read = read_sessions(&mut conn).await;
+            let _ = conn.close().await;
+            return read;
+        };
+        if kept.is_none() {
+            *kept = Some(PgConnection::connect_with(options).await?);
+        }
+        let conn = kept.as_mut().expect("opened above");
+        // Bounded here, so a read cut short never leaves the kept session mid-reply.
+        match tokio::time::timeout(BUDGET, read_sessions(conn)).await {
+            Ok(Ok(sessions)) => Ok(sessions),
+            Ok(Err(e)) => {
+                *kept = None;
+                Err(e)
+            }
+            Err(_) => {
+                *kept = None;
+                Err(sqlx::Error::Protocol(format!("the sessions were not read within {BUDGET:?}")))
+            }
+        }
+    }
+}
+
+async fn read_sessions(conn: &mut PgConnection) -> Result<Vec<OpenSession>, sqlx::Error> {
+    let mut first: Vec<OpenSession> = sqlx::query_as(OPEN_TRANSACTIONS).fetch_all(&mut *conn).await?;
     if first.iter().any(|s| s.state.as_deref().is_some_and(|st| st.starts_with("idle in transaction"))) {
         tokio::time::sleep(HOLD_PAUSE).await;
-        let again: Vec<OpenSession> = sqlx::query_as(OPEN_TRANSACTIONS).fetch_all(&mut conn).await?;
+        let again: Vec<OpenSession> = sqlx::query_as(OPEN_TRANSACTIONS).fetch_all(&mut *conn).await?;
         for s in &mut first {
             s.held = s.xact_start.is_some()
                 && again.iter().any(|a| a.pid == s.pid && a.xact_start == s.xact_start && a.state.is_some());
         }
     }
-    let _ = conn.close().await;
     Ok(first)
 }

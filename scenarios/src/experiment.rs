@@ -199,10 +199,14 @@ impl Experiment {
     }
 
     /// Whether it runs only when named (`--only`), never in the default matrix: the Patroni rows,
-    /// whose bootstrap and failover take Patroni's own time, and P-api-team, which `verify` adds
-    /// when its contract maps the team's functions.
+    /// whose bootstrap and failover take Patroni's own time; P-api-team, which `verify` adds when
+    /// its contract maps the team's functions; and the reference driver's probe of the database's
+    /// fenced functions (Model-paths-db: the same paths as the worker's own, played without the
+    /// worker; the SQL mutants' matrix adds it).
     pub fn opt_in(&self) -> bool {
-        self.needs.iter().any(|n| matches!(n, Need::Patroni(_) | Need::PatroniSwitchover | Need::TeamFunctions))
+        self.needs.iter().any(|n| {
+            matches!(n, Need::Patroni(_) | Need::PatroniSwitchover | Need::TeamFunctions | Need::DatabaseProbe)
+        })
     }
 
     /// Whether it must run with no other row beside it: it freezes the server the others use (a

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use fenceproof_model::action::Action;
 use fenceproof_model::config::Config;
 use fenceproof_model::coverage::{
-    classes, commits, denominator, key, observable, paths, replay, worker_paths, worker_playable, PATHS, WORKER_PATHS,
+    classes, commits, denominator, key, observable, paths, reaches, replay, tour_playable, worker_paths,
+    worker_playable, worker_tours, PATHS, TOUR_MAX, WORKER_PATHS, WORKER_TOURS,
 };
 use fenceproof_model::ProtocolModel;
 
@@ -66,4 +67,35 @@ fn worker_paths_are_current_and_drive_only_what_the_contract_expresses() {
     assert!(have.values().all(|p| !held(p)), "a worker path holds a claim before its call");
     let driver: BTreeMap<String, Vec<Action>> = serde_json::from_str(PATHS).expect("paths.json");
     assert!(have.keys().all(|k| driver.contains_key(k)), "a worker path to a transition the driver cannot reach");
+}
+
+/// The worker's tours (`model/worker_tours.json`): each a behaviour whose every step the contract
+/// can drive a worker through, with no step only the spec's statements take, at most `TOUR_MAX`
+/// steps; together with the shortest paths of what they leave (the spec's own steps only), they
+/// take every transition of the worker's paths. Regenerated with FENCEPROOF_BLESS=1 (a search of
+/// about a minute); the test checks what the file promises rather than regenerating it.
+#[test]
+fn worker_tours_take_every_transition_of_the_worker_paths() {
+    let paths: BTreeMap<String, Vec<Action>> = serde_json::from_str(WORKER_PATHS).expect("worker_paths.json");
+    if std::env::var_os("FENCEPROOF_BLESS").is_some() {
+        let (tours, _) = worker_tours(&paths);
+        let text = serde_json::to_string_pretty(&tours).expect("json");
+        std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/worker_tours.json"), text + "\n").expect("write");
+        return;
+    }
+    let tours: BTreeMap<String, Vec<Action>> = serde_json::from_str(WORKER_TOURS).expect("worker_tours.json");
+    let mut taken = std::collections::BTreeSet::new();
+    for (name, t) in &tours {
+        assert!(t.len() <= TOUR_MAX, "{name} is longer than a tour may be");
+        let (_, states) = replay(t).unwrap_or_else(|| panic!("{name} is no behaviour of the model"));
+        assert!(tour_playable(t) && states.len() == t.len() + 1, "{name}: a step a tour may not take");
+        taken.extend(reaches(t));
+    }
+    let left = paths.keys().filter(|k| !taken.contains(*k)).count();
+    assert!(
+        !tours.is_empty() && tours.len() + left < paths.len() / 2,
+        "{} tours and {left} paths for {}",
+        tours.len(),
+        paths.len()
+    );
 }

@@ -170,6 +170,19 @@ fn validated(
     trace::validate(&changes(rows), &env)
 }
 
+/// The transitions of the model the history of `rows` takes (trace validation's classes), for a
+/// row that asks mid-run what its histories reached so far.
+pub fn transitions(
+    rows: &[CommitRow],
+    timeline: &[Entry],
+    environment: &[String],
+    shared_clock: bool,
+    ledger: &[serde_json::Value],
+) -> std::collections::BTreeSet<String> {
+    let report = validated(rows, timeline, environment, shared_clock, ledger);
+    report.steps.iter().filter_map(|s| s.transition()).collect()
+}
+
 /// Trace validation of another database of a row (named `name`) whose processes called tools of
 /// their own (`ledger`), saved as `trace-<name>.json` beside the row's.
 pub fn judge_named(

@@ -6,6 +6,7 @@
 mod class;
 mod of_state;
 mod paths;
+mod tours;
 mod walk;
 
 use std::collections::BTreeSet;
@@ -13,6 +14,7 @@ use std::collections::BTreeSet;
 pub use class::{fine_key, in_flight, key, Class, Facts, Fine, LeaseClass};
 pub use of_state::{classes, target};
 pub use paths::{commits, paths, playable, replay, spec_only, step, takes, worker_paths, worker_playable};
+pub use tours::{reaches, tour_playable, worker_tours, TOUR_MAX};
 pub use walk::{observable_reachable, reachable, Reachable};
 
 /// The action kinds a recorded history shows (each is a commit); the others are hidden steps.
@@ -46,6 +48,11 @@ pub const PATHS: &str = include_str!("../../paths.json");
 /// `worker_paths.json` by `model/tests/paths.rs` (the Model-paths experiment drives the worker
 /// under test through them).
 pub const WORKER_PATHS: &str = include_str!("../../worker_paths.json");
+/// The worker's tours ([`worker_tours`]): few long paths that together take every transition of
+/// [`WORKER_PATHS`] but the ones only the spec's own statements reach, kept in
+/// `worker_tours.json` by `model/tests/paths.rs` (Model-paths plays them, then the shortest paths
+/// of what they left).
+pub const WORKER_TOURS: &str = include_str!("../../worker_tours.json");
 
 /// The denominator's transitions.
 pub fn denominator() -> BTreeSet<&'static str> {

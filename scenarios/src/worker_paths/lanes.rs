@@ -6,6 +6,8 @@
 //! judged like the row's: trace validation (`trace-lane<k>.json`, which coverage reads too) and
 //! the invariants.
 
+use std::collections::BTreeSet;
+
 use fenceproof_harness::check::invariants;
 use fenceproof_harness::db::databases;
 use fenceproof_harness::procs::tools::ToolsProc;
@@ -51,31 +53,52 @@ async fn open_other(ctx: &Ctx, k: usize) -> Result<Lane, HarnessError> {
     Ok(Lane::new(place, tools))
 }
 
-/// Play `mine` (each path with its index among all `total`) on `lane`, then again with longer
-/// terms each that stopped where the worker refused a step the model takes: each path's report
-/// by index, and whether it was played again.
+/// Play `mine` (each path with its index among all `total`, its run numbered from `first`) on
+/// `lane`, then again with longer terms each that stopped where the worker refused a step the
+/// model takes: each path's report by index, and whether it was played again.
 pub async fn play(
     ctx: &Ctx,
     lane: &mut Lane,
     mine: Vec<(usize, &(String, Vec<Action>))>,
     grant: Grant,
+    first: usize,
     total: usize,
 ) -> Result<Vec<(usize, PathReport, usize)>, HarnessError> {
     lane.warm(ctx).await?;
     let mut out = Vec::new();
     for (i, (t, p)) in &mine {
-        out.push((*i, play::play(ctx, lane, *i, t, p, grant).await?, 0));
+        out.push((*i, play::play(ctx, lane, first + *i, t, p, grant).await?, 0));
     }
     for k in 0..out.len() {
         if out[k].1.diverged.is_none() {
             continue;
         }
         let (i, (t, p)) = mine[k];
-        let mut r = play::play(ctx, lane, total + i, t, p, grant.longer(AGAIN_LONGER)).await?;
+        let mut r = play::play(ctx, lane, first + total + i, t, p, grant.longer(AGAIN_LONGER)).await?;
         r.again_of = Some(out[k].1.run_id.clone());
         out[k] = (i, r, 1);
     }
     Ok(out)
+}
+
+/// The transitions the lanes' histories took so far (trace validation's classes of each lane's
+/// commits), for the shortest paths of what the tours missed.
+pub async fn reached(ctx: &Ctx, lanes: &[Lane]) -> Result<BTreeSet<String>, HarnessError> {
+    let entries = ctx.timeline.entries();
+    let mut seen = BTreeSet::new();
+    for lane in lanes {
+        let (rows, calls) = match &lane.place.database {
+            None => (ctx.commits().await?, ledger::entries(&ctx.dir.join("tools-ledger.jsonl")).unwrap_or_default()),
+            Some(db) => {
+                let name = crate::ctx::database_folder(db);
+                let calls = ledger::entries(&ctx.dir.join(name).join("tools-ledger.jsonl")).unwrap_or_default();
+                (oracle::commits(&lane.place.pool).await?, calls)
+            }
+        };
+        let shared = ctx.server.is_some();
+        seen.extend(crate::trace_check::transitions(&rows, &entries, &ctx.environment, shared, &calls));
+    }
+    Ok(seen)
 }
 
 /// Stop every lane's processes; judge the other lanes' databases (trace validation, the

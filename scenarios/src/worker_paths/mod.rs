@@ -24,7 +24,9 @@ mod wait;
 use fenceproof_harness::check::Check;
 use fenceproof_harness::HarnessError;
 use fenceproof_model::action::Action;
-use fenceproof_model::coverage::WORKER_PATHS;
+use std::collections::{BTreeMap, BTreeSet};
+
+use fenceproof_model::coverage::{self, WORKER_PATHS, WORKER_TOURS};
 
 use crate::ctx::Ctx;
 use crate::experiment::{Checks, Experiment, Judges, Need};
@@ -65,16 +67,46 @@ const STEP_FLOOR_MS: i64 = 20;
 const AGAIN_LONGER: i64 = 5;
 
 pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
-    let paths = selected()?;
+    let mut paths = selected()?;
     let mut lanes = lanes::open(ctx, paths.len()).await?;
     let c: &Ctx = ctx;
     let rt = measured::timed(c, lanes[0].get(c, Who::Slot(0)).await?).await?;
     let step_ms = ((rt.request().as_millis() as i64) * STEP_ROUND_TRIPS).max(STEP_FLOOR_MS);
     let grant = play::Grant { floor_ms: GRANT_FLOOR_MS, step_ms };
+    let (mut reports, mut again) = side_by_side(c, &mut lanes, &paths, 0, grant).await?;
+    let fallback = missed(&paths, &lanes::reached(c, &lanes).await?);
+    let fell_back = fallback.len();
+    if !fallback.is_empty() {
+        let (more, a) = side_by_side(c, &mut lanes, &fallback, 2 * paths.len(), grant).await?;
+        reports.extend(more);
+        paths.extend(fallback);
+        again += a;
+    }
+    let text = serde_json::to_string_pretty(&reports).map_err(|e| HarnessError::Other(e.to_string()))?;
+    std::fs::write(ctx.dir.join("paths.json"), text)?;
+    judge(ctx, &reports, again);
+    ctx.note(format!(
+        "{} lane(s) side by side; {fell_back} shortest path(s) played for what the tours' histories missed; a grant a tick \
+         follows lasts {GRANT_FLOOR_MS} ms + {step_ms} ms per step before the tick (round trip {})",
+        lanes.len(),
+        rt.describe()
+    ));
+    lanes::close(ctx, lanes).await
+}
+
+/// `paths` shared out among the lanes and played side by side (run indices from `first`): the
+/// reports in the order of `paths`, and how many were played again with longer terms.
+async fn side_by_side(
+    c: &Ctx,
+    lanes: &mut [lane::Lane],
+    paths: &[(String, Vec<Action>)],
+    first: usize,
+    grant: play::Grant,
+) -> Result<(Vec<PathReport>, usize), HarnessError> {
     let n = lanes.len();
     let played = futures_util::future::join_all(lanes.iter_mut().enumerate().map(|(k, lane)| {
         let mine: Vec<(usize, &(String, Vec<Action>))> = paths.iter().enumerate().filter(|(i, _)| i % n == k).collect();
-        lanes::play(c, lane, mine, grant, paths.len())
+        lanes::play(c, lane, mine, grant, first, paths.len())
     }))
     .await;
     let mut reports: Vec<(usize, PathReport, usize)> = Vec::new();
@@ -83,29 +115,44 @@ pub async fn run(ctx: &mut Ctx) -> Result<(), HarnessError> {
     }
     reports.sort_by_key(|(i, _, _)| *i);
     let again: usize = reports.iter().map(|(_, _, a)| a).sum();
-    let reports: Vec<PathReport> = reports.into_iter().map(|(_, r, _)| r).collect();
-    let text = serde_json::to_string_pretty(&reports).map_err(|e| HarnessError::Other(e.to_string()))?;
-    std::fs::write(ctx.dir.join("paths.json"), text)?;
-    judge(ctx, &reports, again);
-    ctx.note(format!(
-        "{n} lane(s) side by side; a grant a tick follows lasts {GRANT_FLOOR_MS} ms + {step_ms} ms per step before \
-         the tick (round trip {})",
-        rt.describe()
-    ));
-    lanes::close(ctx, lanes).await
+    Ok((reports.into_iter().map(|(_, r, _)| r).collect(), again))
 }
 
-/// The paths to play: every worker path, or those `FENCEPROOF_MODEL_PATH` names.
+/// The paths to play: the model's tours, then the shortest paths of the transitions no tour
+/// takes (the spec's own steps); or the tours and paths `FENCEPROOF_MODEL_PATH` names (a tour by
+/// its name, a path by its transition).
 fn selected() -> Result<Vec<(String, Vec<Action>)>, HarnessError> {
-    let all: std::collections::BTreeMap<String, Vec<Action>> = serde_json::from_str(WORKER_PATHS)
-        .map_err(|e| HarnessError::Other(format!("model/worker_paths.json does not parse: {e}")))?;
-    let only = std::env::var(ONLY_PATHS).ok().filter(|v| !v.trim().is_empty());
-    let wanted = |k: &str| only.as_deref().is_none_or(|o| o.split(',').any(|t| t.trim() == k));
-    let picked: Vec<_> = all.into_iter().filter(|(k, _)| wanted(k)).collect();
+    let (tours, paths) = (parsed(WORKER_TOURS, "worker_tours.json")?, parsed(WORKER_PATHS, "worker_paths.json")?);
+    let Some(only) = std::env::var(ONLY_PATHS).ok().filter(|v| !v.trim().is_empty()) else {
+        let taken: BTreeSet<String> = tours.values().flat_map(|t| coverage::reaches(t)).collect();
+        let left = paths.into_iter().filter(|(k, _)| !taken.contains(k));
+        return Ok(tours.into_iter().chain(left).collect());
+    };
+    let wanted = |k: &str| only.split(',').any(|t| t.trim() == k);
+    let picked: Vec<_> = tours.into_iter().chain(paths).filter(|(k, _)| wanted(k)).collect();
     if picked.is_empty() {
-        return Err(HarnessError::Other(format!("{ONLY_PATHS} names no transition of model/worker_paths.json")));
+        return Err(HarnessError::Other(format!(
+            "{ONLY_PATHS} names no tour of model/worker_tours.json and no transition of model/worker_paths.json"
+        )));
     }
     Ok(picked)
+}
+
+fn parsed(text: &str, file: &str) -> Result<BTreeMap<String, Vec<Action>>, HarnessError> {
+    serde_json::from_str(text).map_err(|e| HarnessError::Other(format!("model/{file} does not parse: {e}")))
+}
+
+/// The shortest paths of the transitions the worker's paths take in the model that the histories
+/// so far did not (`reached`, trace validation's classes of the lanes' commits): a tour that
+/// stopped early, or whose history trace validation classes otherwise than the model (a refusal
+/// changes only what a process believes), leaves them to their own paths.
+fn missed(played: &[(String, Vec<Action>)], reached: &BTreeSet<String>) -> Vec<(String, Vec<Action>)> {
+    let Ok(paths) = parsed(WORKER_PATHS, "worker_paths.json") else { return Vec::new() };
+    let wanted: BTreeSet<String> = played.iter().flat_map(|(_, p)| coverage::reaches(p)).collect();
+    paths
+        .into_iter()
+        .filter(|(k, _)| wanted.contains(k) && !reached.contains(k) && !played.iter().any(|(n, _)| n == k))
+        .collect()
 }
 
 /// The check and the notes from the paths' reports.
@@ -132,11 +179,12 @@ fn judge(ctx: &mut Ctx, reports: &[PathReport], again: usize) {
     let more = reports.iter().filter(|r| r.refuses_more.is_some()).count();
     let whole = reports.iter().filter(|r| !r.stopped()).count();
     ctx.note(format!(
-        "{} paths driven through the worker: {whole} to their end, {} stopped where the worker refused a step the model \
+        "{} paths driven through the worker ({} of them the model's tours): {whole} to their end, {} stopped where the worker refused a step the model \
          takes (after {again} played again with longer terms){}, {} where the interleaving could not be held{}, \
          {more} where it refused a takeover of a finished run's lease (as the fp_* functions do; the spec's statements \
          take it)",
         reports.len(),
+        reports.iter().filter(|r| r.transition.starts_with("tour-")).count(),
         diverged.len(),
         diverged.first().map(|r| format!(" (first: {}: {})", r.transition, r.diverged.as_deref().unwrap_or(""))).unwrap_or_default(),
         unheld.len(),

@@ -307,6 +307,14 @@ impl Play<'_> {
     /// id), so that no process starts in the middle of a path.
     async fn kill(&mut self, i: u8) -> Result<(), HarnessError> {
         self.lane.kill(Who::Slot(i)).await?;
+        // What the killed process left waiting at a barrier will never answer: its barriers open
+        // after the kill, so nothing of it moves on.
+        let (gone, kept): (Vec<Held>, Vec<Held>) =
+            std::mem::take(&mut self.held).into_iter().partition(|h| h.who == Who::Slot(i));
+        self.held = kept;
+        for h in gone {
+            h.barrier.heal().await?;
+        }
         self.lane.warm(self.ctx).await
     }
 
@@ -640,12 +648,17 @@ impl Play<'_> {
         self.ctx.lock_key(0x4D50_0000 + ((self.idx as i64) % 0x0040_0000) * 4 + i as i64)
     }
 
-    /// Release every held command and read its answer.
+    /// Release every held command, then read their answers (one may wait on a lock another
+    /// held transaction holds: every barrier opens before any answer is awaited).
     async fn release_all(&mut self) -> Result<(), HarnessError> {
+        let mut waiting = Vec::new();
         for h in std::mem::take(&mut self.held) {
+            waiting.push((h.who, h.id));
             h.barrier.heal().await?;
-            if let Ok(w) = self.lane.get(self.ctx, h.who).await {
-                let _ = w.reply(h.id, STEP).await;
+        }
+        for (who, id) in waiting {
+            if let Ok(w) = self.lane.get(self.ctx, who).await {
+                let _ = w.reply(id, STEP).await;
             }
         }
         Ok(())

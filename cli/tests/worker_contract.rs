@@ -299,7 +299,7 @@ fn start_must_move_a_pending_run_only() {
 }
 
 /// On a starved machine A's own renewal can go unconfirmed before the harness loses one; I-renew
-/// then makes its setup again with a longer lease rather than a false FAIL. A copy of the example
+/// then makes its setup again with a longer lease rather than a false FAIL. A variant of the example
 /// whose first worker ("a", not a retry's "a-try2") renews at once after its acquire and takes that
 /// renewal for unconfirmed (before the harness arms its fault) passes I-renew on the second try, and
 /// the row's observations say so.

@@ -3,7 +3,8 @@ under cli/tests run: a variant is a subclass of the example's worker class that 
 its functions by name, never a copy of the example with text replaced.
 
 What it keeps loud: a variant class that defines a function the example does not have (a renamed
-or removed function of the example), or defines it with other parameters, fails when its module
+or removed function of the example), or defines it with other parameters (more, fewer, or
+optional where the example's are not), fails when its module
 is imported, naming the class and the function; so does `patch` of a module name the example no
 longer has. A variant never runs silently as the unchanged example.
 
@@ -21,6 +22,7 @@ import json
 import os
 import sys
 import threading
+from datetime import datetime, timezone
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "python-worker"))
@@ -39,6 +41,12 @@ def _signature(f):
     return inspect.signature(f.__func__ if isinstance(f, (classmethod, staticmethod)) else f)
 
 
+def _shape(sig):
+    """What a call of a function relies on: how many parameters, of which kinds, which optional
+    (not their names: an override may call one `_c` that the example calls `c`)."""
+    return [(p.kind, p.default is inspect.Parameter.empty) for p in sig.parameters.values()]
+
+
 def check_overrides(cls, new=()):
     """Every function `cls` defines overrides one of its bases (the example's, or a hook of this
     kit) with the same parameters, but the names in `new` (the variant's own helpers)."""
@@ -52,7 +60,7 @@ def check_overrides(cls, new=()):
             raise VariantError("%s.%s overrides nothing: the example has no function %s (renamed or removed?)"
                                % (cls.__qualname__, name, name))
         theirs, ours = _signature(vars(base)[name]), _signature(value)
-        if list(theirs.parameters) != list(ours.parameters):
+        if _shape(theirs) != _shape(ours):
             raise VariantError("%s.%s%s does not match %s.%s%s of the example"
                                % (cls.__qualname__, name, ours, base.__qualname__, name, theirs))
 
@@ -64,7 +72,7 @@ def patch(owner, name, value):
         raise VariantError("the example's %s has no %s (renamed or removed?)" % (owner.__name__, name))
     old = getattr(owner, name)
     if inspect.isfunction(old) and inspect.isfunction(value) and \
-            list(inspect.signature(old).parameters) != list(inspect.signature(value).parameters):
+            _shape(inspect.signature(old)) != _shape(inspect.signature(value)):
         raise VariantError("%s.%s%s does not match the example's %s.%s%s"
                            % (value.__module__, value.__name__, inspect.signature(value),
                               owner.__name__, name, inspect.signature(old)))
@@ -99,6 +107,40 @@ def main(variants):
 # ----------------------------------------------------------------------------------------------
 # Copies of the example's longer functions, with hooks where the variants change them. Each
 # copy's default hooks give the example's own behaviour.
+
+
+class HookedEmit(Variant):
+    """fpkit.ContractKit.emit, with the event (before it is written) as a hook: a variant changes
+    what one event says without touching the worker's state other threads read."""
+
+    NEW = ("amend",)
+
+    def amend(self, ev):
+        pass
+
+    def emit(self, event, cmd_id, outcome, detail=None, data=None):
+        with self.state_lock:
+            lease, revision = self.lease, self.revision
+        ev = {
+            "time": datetime.now(timezone.utc).isoformat(),
+            "owner": self.owner,
+            "run_id": lease[0] if lease else None,
+            "epoch": lease[1] if lease else None,
+            "revision": revision,
+            "event": event,
+            "id": cmd_id,
+            "outcome": outcome,
+        }
+        if detail is not None:
+            ev["detail"] = detail
+        if data is not None:
+            ev["data"] = data
+        self.amend(ev)
+        line = json.dumps(ev) + "\n"
+        with self.out_lock:
+            self.events.write(line)
+            sys.stdout.write(line)
+            sys.stdout.flush()
 
 
 class HookedTransition(Variant):

@@ -5,12 +5,10 @@ example's functions overridden by name (variant_kit.py checks that each still ex
 the name the test starts this file under (`<name>.py`, a link to it)."""
 
 import argparse
-import json
 import os
 import sys
 import types
 import uuid
-from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
@@ -299,31 +297,12 @@ class NoSecretsDir(Variant):
         kit.patch(fpkit, "SecretStore", Store)
 
 
-class RevisionAsText(Variant):
+class RevisionAsText(kit.HookedEmit):
     """Events carry their revision as a string (outside the contract's schema)."""
 
-    def emit(self, event, cmd_id, outcome, detail=None, data=None):
-        with self.state_lock:
-            lease, revision = self.lease, self.revision
-        ev = {
-            "time": datetime.now(timezone.utc).isoformat(),
-            "owner": self.owner,
-            "run_id": lease[0] if lease else None,
-            "epoch": lease[1] if lease else None,
-            "revision": None if revision is None else str(revision),
-            "event": event,
-            "id": cmd_id,
-            "outcome": outcome,
-        }
-        if detail is not None:
-            ev["detail"] = detail
-        if data is not None:
-            ev["data"] = data
-        line = json.dumps(ev) + "\n"
-        with self.out_lock:
-            self.events.write(line)
-            sys.stdout.write(line)
-            sys.stdout.flush()
+    def amend(self, ev):
+        if ev["revision"] is not None:
+            ev["revision"] = str(ev["revision"])
 
 
 class SlowHeartbeat(Variant):

@@ -4,17 +4,20 @@ its functions by name, never a copy of the example with text replaced.
 
 What it keeps loud: a variant class that defines a function the example does not have (a renamed
 or removed function of the example), or defines it with other parameters (more, fewer, or
-optional where the example's are not), fails when its module
-is imported, naming the class and the function; so does `patch` of a module name the example no
-longer has. A variant never runs silently as the unchanged example.
+optional where the example's are not), fails when its module is imported, naming the class and
+the function; so does `patch` of a module name the example no longer has. A variant does not
+silently stop applying because a name of the example changed (cli/tests/variant_files.rs loads
+every module and applies every variant's patches).
 
 A variant module maps names to classes (VARIANTS) and ends with `variant_kit.main(VARIANTS)`: the
 test links `<name>.py` to the module and starts that link, and the variant is chosen by the name
-it was started under (`link_variant` in harness/src/testkit.rs).
+it was started under (`variant_worker` in harness/src/testkit.rs).
 
 Where a change needs the middle of a long function, the function is copied here once, with the
 parts the variants change as methods of their own (hooks, listed in the class's NEW): the copies
-below are the example's code as it was when they were taken, and nothing else.
+below are the example's code as it was when they were taken, and nothing else. When the example's
+function changes inside, its copy keeps running the code it was taken from (still a variant of
+the example); when its name or parameters change, the copy fails as above.
 """
 
 import inspect

@@ -139,6 +139,7 @@ lint-rest:
     python3 scripts/import-cycles.py
     python3 -m pyflakes examples/python-worker/*.py cli/tests/variants/*.py audit/adapters/*.py scripts/*.py
     GO111MODULE=off GOPATH="$PWD/examples/go-worker:/usr/share/gocode" go vet fpkit protocol fenceproof-go-worker
+    ! gofmt -l examples/go-worker/src cli/tests/variants/go | grep .
     check-jsonschema --check-metaschema contract/worker-protocol.v2.schema.json
     check-jsonschema --builtin-schema vendor.github-workflows examples/ci/github-actions.yml
     check-jsonschema --builtin-schema vendor.gitlab-ci examples/ci/gitlab-ci.yml

@@ -1,5 +1,6 @@
 //! Each class of bug the matrix judges by rule, not by example, caught end to end in a worker that
-//! is not ours: a copy of the Python example worker with one realistic bug, run through the rows
+//! is not ours: the Python example worker with one realistic bug (a variant of
+//! tests/variants/bug_classes.py, which overrides the example's functions by name), run through the rows
 //! that judge that rule (`verify --skip-conformance`, so the verdict is the matrix's own and not the
 //! contract probe's). Each must end in exit 1 with the FAILED check that names the rule.
 
@@ -16,16 +17,15 @@ fn tmp(name: &str) -> PathBuf {
     d
 }
 
-/// A copy of the example worker with each `(old, new)` applied (each `old` exactly once).
-fn broken(name: &str, edits: &[(&str, &str)]) -> PathBuf {
-    let p = tmp(name).join("worker.py");
-    fenceproof_harness::testkit::example_copy(name, &p, edits);
-    p
+/// The example worker with the bug `name`: a variant of tests/variants/bug_classes.py (the
+/// example's functions overridden by name), started as `<name>.py`.
+fn broken(name: &str) -> PathBuf {
+    fenceproof_harness::testkit::variant_worker("bug_classes", name, &tmp(name))
 }
 
 /// The broken worker through `rows`: exit 1, and a FAILED line containing every one of `want`.
-fn caught(name: &str, rows: &str, edits: &[(&str, &str)], want: &[&str]) {
-    let w = broken(name, edits);
+fn caught(name: &str, rows: &str, want: &[&str]) {
+    let w = broken(name);
     let dir = w.parent().unwrap().to_path_buf();
     let mut cmd = Command::new(FENCEPROOF);
     cmd.args(["verify", "--quiet", "--skip-conformance", "--only", rows, "--worker-bin"])
@@ -56,28 +56,12 @@ fn caught(name: &str, rows: &str, edits: &[(&str, &str)], want: &[&str]) {
 
 #[test]
 fn a_5xx_recorded_as_a_final_failure() {
-    caught(
-        "5xx-failed",
-        "E-no-answer",
-        &[(
-            r#"return "unknown", None, "HTTP %d: %s" % (status, v)"#,
-            r#"return "failed_final", None, {"status": status}"#,
-        )],
-        &["error5xx: the unverified call leaves the operation unknown"],
-    );
+    caught("5xx-failed", "E-no-answer", &["error5xx: the unverified call leaves the operation unknown"]);
 }
 
 #[test]
 fn a_409_of_the_operations_own_creation_not_taken_as_success() {
-    caught(
-        "409-own",
-        "E-conflict",
-        &[(
-            "if status in (200, 201) or (status == 409 and isinstance(v, dict) and v.get(\"operation_id\") == operation_id):",
-            "if status in (200, 201):",
-        )],
-        &["a 409 carrying the operation's own operation_id is its own creation"],
-    );
+    caught("409-own", "E-conflict", &["a 409 carrying the operation's own operation_id is its own creation"]);
 }
 
 /// Contract v2: the id's format is the worker's own, so an epoch in an id of any shape is a FAIL of
@@ -87,10 +71,6 @@ fn an_operation_id_of_another_shape_that_carries_the_epoch() {
     caught(
         "op-id-epoch-own-shape",
         "E-replan",
-        &[(
-            "operation_id = \"%s/%s/%s/v%d\" % (tenant, lease[0], step, version)",
-            "operation_id = \"%s:%s:%s:%d@e%d\" % (tenant, lease[0], step, version, lease[1])",
-        )],
         &[
             "the new term's plan of the same step and request keeps the operation_id",
             "§02, 08 ids.operation-id-per-intent",
@@ -101,41 +81,17 @@ fn an_operation_id_of_another_shape_that_carries_the_epoch() {
 /// An id that names its executor changes on takeover: FAILed in any row that registers an intent.
 #[test]
 fn an_operation_id_that_carries_the_owner() {
-    caught(
-        "op-id-owner",
-        "E-idem",
-        &[(
-            "operation_id = \"%s/%s/%s/v%d\" % (tenant, lease[0], step, version)",
-            "operation_id = \"%s/%s/%s/v%d/%s\" % (tenant, lease[0], step, version, self.owner)",
-        )],
-        &["no operation_id carries an owner id", "ids.operation-id-names-no-executor"],
-    );
+    caught("op-id-owner", "E-idem", &["no operation_id carries an owner id", "ids.operation-id-names-no-executor"]);
 }
 
 #[test]
 fn an_operation_id_that_changes_with_the_term() {
-    caught(
-        "op-id-epoch",
-        "E-replan",
-        &[(
-            "operation_id = \"%s/%s/%s/v%d\" % (tenant, lease[0], step, version)",
-            "operation_id = \"%s/%s/%s/v%d\" % (tenant, lease[0], step, version + 1000 * (lease[1] - 1))",
-        )],
-        &["the new term's plan of the same step and request keeps the operation_id"],
-    );
+    caught("op-id-epoch", "E-replan", &["the new term's plan of the same step and request keeps the operation_id"]);
 }
 
 #[test]
 fn a_digest_over_json_text_instead_of_rfc_8785() {
-    caught(
-        "digest-text",
-        "E-replan",
-        &[(
-            "    return hashlib.sha256(canonical(body).encode(\"utf-8\")).hexdigest()",
-            "    return hashlib.sha256(json.dumps(body, sort_keys=True).encode(\"utf-8\")).hexdigest()",
-        )],
-        &["request_digest is SHA-256 of its request body in RFC 8785 canonical JSON"],
-    );
+    caught("digest-text", "E-replan", &["request_digest is SHA-256 of its request body in RFC 8785 canonical JSON"]);
 }
 
 #[test]
@@ -143,22 +99,13 @@ fn the_planned_checkpoint_and_its_intent_in_two_transactions() {
     caught(
         "plan-two-tx",
         "E-replan",
-        &[(
-            "        revision, detail = self.transition(\"plan\", \"running\", \"running\", checkpoint, c.get(\"expected_revision\"),\n                                           c.get(\"faults\"), intent=intent)",
-            "        self.transition(\"plan\", \"running\", \"running\", checkpoint, c.get(\"expected_revision\"))\n        revision, detail = self.transition(\"plan\", \"running\", \"running\", None, None, intent=intent)",
-        )],
         &["an intent commits in the transaction that moves its run's checkpoint", "without any intent"],
     );
 }
 
 #[test]
 fn a_refused_release_answered_ok() {
-    caught(
-        "release-ok",
-        "B-sigstop",
-        &[("        if n == 0:\n            raise Refused(\"lease_lost\", \"release refused: not the owner or not the epoch\")\n", "")],
-        &["every release answered ok released it", "answered ok to"],
-    );
+    caught("release-ok", "B-sigstop", &["every release answered ok released it", "answered ok to"]);
 }
 
 #[test]
@@ -166,53 +113,25 @@ fn a_cancel_in_two_transactions() {
     caught(
         "cancel-two-tx",
         "F-prepared",
-        &[
-            (
-                "                conn.execute(\"UPDATE tool_operations SET status = 'cancelled', revision = revision + 1,\"\n                             \" updated_at = clock_timestamp() WHERE run_id = %s AND status = 'prepared'\",\n                             (c[\"run_id\"],))\n",
-                "",
-            ),
-            (
-                "            self.check_durable(conn, \"cancel\")\n",
-                "            conn.execute(\"UPDATE tool_operations SET status = 'cancelled', revision = revision + 1,\"\n                         \" updated_at = clock_timestamp() WHERE run_id = %s AND status = 'prepared'\", (c[\"run_id\"],))\n            self.check_durable(conn, \"cancel\")\n",
-            ),
-        ],
         &["a run's cancel transaction also cancels every operation of it still prepared"],
     );
 }
 
 #[test]
 fn a_write_that_rereads_the_revision_instead_of_comparing_it() {
-    caught(
-        "reread",
-        "C",
-        &[(
-            "            if expected is None:\n                with self.state_lock:\n                    expected = self.revision if self.revision is not None else 0\n",
-            "            expected = conn.execute(\"SELECT revision FROM agent_runs WHERE run_id = %s\", (lease[0],)).fetchone()[0]\n",
-        )],
-        &["a late save naming the raced revision is refused as a conflict"],
-    );
+    caught("reread", "C", &["a late save naming the raced revision is refused as a conflict"]);
 }
 
 #[test]
 fn a_secret_store_others_can_read() {
-    caught(
-        "secrets-0644",
-        "P-secret",
-        &[("os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)", "os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)")],
-        &["the secret store grants nothing to group or others"],
-    );
+    caught("secrets-0644", "P-secret", &["the secret store grants nothing to group or others"]);
 }
 
 /// A masking that walks objects but not arrays leaves a secret inside a list in the ledger: the
 /// generated bodies of P-secret (secrets at any depth) catch it.
 #[test]
 fn a_masking_that_skips_arrays() {
-    caught(
-        "mask-skips-arrays",
-        "P-secret",
-        &[("        return [mask(v, found) for v in body]\n", "        return list(body)\n")],
-        &["generated bodies with secrets at any depth", "§12 secrets.masked"],
-    );
+    caught("mask-skips-arrays", "P-secret", &["generated bodies with secrets at any depth", "§12 secrets.masked"]);
 }
 
 /// A worker that takes the first 40001 as the answer (no retry of the whole transaction): the
@@ -222,7 +141,6 @@ fn a_serialization_failure_not_retried() {
     caught(
         "no-40001-retry",
         "S-40001",
-        &[("RETRY_BUDGET = 5\n", "RETRY_BUDGET = 1\n")],
         &["a write answered 40001 is retried from its start", "serialization.retry-whole"],
     );
 }
@@ -234,13 +152,6 @@ fn a_lost_renewal_that_does_not_cancel_the_execution() {
     caught(
         "lost-keeps-running",
         "B-running",
-        &[(
-            r#"                self.emit("heartbeat_lost", None, "lease_lost", "the database refused the renewal")
-            else:"#,
-            r#"                self.emit("heartbeat_lost", None, "lease_lost", "the database refused the renewal")
-                return
-            else:"#,
-        )],
         &["after a renewal answered with zero rows", "lease.confirmed-loss-stops-work"],
     );
 }
@@ -253,16 +164,6 @@ fn a_secret_stored_after_the_intent_commits() {
     caught(
         "secrets-after-intent",
         "E-crash-commit",
-        &[
-            (
-                "        for name, value in found.items():\n            self.secrets.put(operation_id, name, value)\n",
-                "",
-            ),
-            (
-                "                                           c.get(\"faults\"), intent=intent)\n        return {\"operation_id\": operation_id,",
-                "                                           c.get(\"faults\"), intent=intent)\n        for name, value in found.items():\n            self.secrets.put(operation_id, name, value)\n        return {\"operation_id\": operation_id,",
-            ),
-        ],
         &["a crash right after an intent commits leaves what it references durable", "crash.references-durable-first"],
     );
 }
@@ -271,13 +172,5 @@ fn a_secret_stored_after_the_intent_commits() {
 /// a whole number of seconds, so only W-lease's 1,234 ms term shows it.
 #[test]
 fn a_ttl_rounded_to_whole_seconds() {
-    caught(
-        "ttl-whole-seconds",
-        "W-lease",
-        &[(
-            r#"(c["run_id"], self.owner, c["ttl_ms"])).fetchone()"#,
-            r#"(c["run_id"], self.owner, round(c["ttl_ms"] / 1000) * 1000)).fetchone()"#,
-        )],
-        &["a 1,234 ms TTL is a term of exactly 1,234 ms", "lease.ttl-milliseconds"],
-    );
+    caught("ttl-whole-seconds", "W-lease", &["a 1,234 ms TTL is a term of exactly 1,234 ms", "lease.ttl-milliseconds"]);
 }

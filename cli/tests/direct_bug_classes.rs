@@ -1,5 +1,6 @@
-//! The spec's own warnings about its statements, caught on the team's write path: a copy of the
-//! Python example worker whose direct-path SQL (`--write-path direct`: §05's lease UPDATEs, §06's
+//! The spec's own warnings about its statements, caught on the team's write path: a variant of the
+//! Python example worker (tests/variants/direct_bug_classes.py, the example's functions overridden
+//! by name) whose direct-path SQL (`--write-path direct`: §05's lease UPDATEs, §06's
 //! lock-then-validate-then-CAS, §09's claim and result UPDATEs) breaks one warning, run through the
 //! row that judges it as the direct login (`verify --write-path direct --skip-conformance`, so the
 //! verdict is the matrix's own). Each must end in exit 1 with a FAILED check naming the rule.
@@ -19,9 +20,8 @@ fn tmp(name: &str) -> PathBuf {
 
 /// The broken worker through `rows` on the direct path: exit 1, and a FAILED line containing every
 /// one of `want`.
-fn caught(name: &str, rows: &str, edits: &[(&str, &str)], want: &[&str]) {
-    let w = tmp(name).join("worker.py");
-    fenceproof_harness::testkit::example_copy(name, &w, edits);
+fn caught(name: &str, rows: &str, want: &[&str]) {
+    let w = fenceproof_harness::testkit::variant_worker("direct_bug_classes", name, &tmp(name));
     let dir = w.parent().unwrap().to_path_buf();
     let mut cmd = Command::new(FENCEPROOF);
     cmd.args(["verify", "--quiet", "--skip-conformance", "--write-path", "direct", "--only", rows, "--worker-bin"])
@@ -42,10 +42,6 @@ fn a_check_then_commit_without_the_row_lock() {
     caught(
         "no-row-lock",
         "D",
-        &[(
-            " WHERE run_id = %s FOR UPDATE\", (lease[0],)).fetchone()",
-            " WHERE run_id = %s\", (lease[0],)).fetchone()",
-        )],
         &["B's takeover waits on A's open transaction", "lease.takeover-waits-for-validated-commit"],
     );
 }
@@ -53,30 +49,14 @@ fn a_check_then_commit_without_the_row_lock() {
 /// §06: two saves of one epoch carry the same expected revision; without it in the WHERE both commit.
 #[test]
 fn a_compare_and_set_without_the_revision() {
-    caught(
-        "cas-no-revision",
-        "C",
-        &[(
-            " WHERE run_id = %s AND revision = %s AND status = %s RETURNING revision\",\n                               (None if checkpoint is None else json.dumps(checkpoint), to, lease[0], expected,\n                                frm)).fetchone()",
-            " WHERE run_id = %s AND status = %s RETURNING revision\",\n                               (None if checkpoint is None else json.dumps(checkpoint), to, lease[0],\n                                frm)).fetchone()",
-        )],
-        &["exactly one save commits", "commit.revision-cas"],
-    );
+    caught("cas-no-revision", "C", &["exactly one save commits", "commit.revision-cas"]);
 }
 
 /// §05.2: "release: do NOT zero epoch" — a next term would reuse epoch 1, and a stale holder of
 /// epoch 1 would pass its check again.
 #[test]
 fn a_release_that_zeroes_the_epoch() {
-    caught(
-        "release-zeroes-epoch",
-        "A",
-        &[(
-            "UPDATE worker_leases SET owner = NULL, expires_at = clock_timestamp(),",
-            "UPDATE worker_leases SET owner = NULL, epoch = 0, expires_at = clock_timestamp(),",
-        )],
-        &["lease epochs only rise", "lease.release-keeps-epoch"],
-    );
+    caught("release-zeroes-epoch", "A", &["lease epochs only rise", "lease.release-keeps-epoch"]);
 }
 
 /// §05.2: a lost lease cannot be resurrected; a renewal without `expires_at > clock_timestamp()`
@@ -86,10 +66,6 @@ fn a_renewal_without_the_expiry_condition() {
     caught(
         "renew-no-expiry",
         "W-lease",
-        &[(
-            "                                   \" AND expires_at > clock_timestamp() RETURNING expires_at\",",
-            "                                   \" RETURNING expires_at\",",
-        )],
         &["after its lease expired (no takeover), the worker's renewal", "lease.renew-unexpired"],
     );
 }
@@ -101,10 +77,6 @@ fn a_claim_without_the_run_status_join() {
     caught(
         "claim-no-run-status",
         "W-ledger",
-        &[(
-            "            \"  SELECT o.operation_id FROM tool_operations o JOIN agent_runs r ON r.run_id = o.run_id\"\n            \"  WHERE o.status = 'prepared' AND r.status IN ('pending', 'running')\"",
-            "            \"  SELECT o.operation_id FROM tool_operations o\"\n            \"  WHERE o.status = 'prepared'\"",
-        )],
         &["a prepared operation of a finished run is not claimed", "claim.prepared-of-live-runs"],
     );
 }
@@ -116,10 +88,6 @@ fn a_fence_on_the_owner_alone() {
     caught(
         "fence-on-owner",
         "B-same-owner",
-        &[(
-            "            if row is None or row[0] != self.owner or row[1] != lease[1] or row[2] is not True:",
-            "            if row is None or row[0] != self.owner or row[2] is not True:",
-        )],
         &["nothing commits while only the stale A acts", "holder.only-current-epoch-writes"],
     );
 }
@@ -131,10 +99,6 @@ fn a_takeover_on_the_owner_alone() {
     caught(
         "takeover-owner-alone",
         "B-sigstop",
-        &[(
-            "                   \" WHERE run_id = %s::uuid AND (owner IS NULL OR expires_at <= clock_timestamp())\"\n                   \" RETURNING epoch\")\n            return conn.execute(sql, (self.owner, c[\"ttl_ms\"], c[\"run_id\"])).fetchone()",
-            "                   \" WHERE run_id = %s::uuid AND (owner IS NULL OR owner <> %s)\"\n                   \" RETURNING epoch\")\n            return conn.execute(sql, (self.owner, c[\"ttl_ms\"], c[\"run_id\"], self.owner)).fetchone()",
-        )],
         &["a takeover while A's lease is live is refused", "lease.acquire-free-or-expired"],
     );
 }
@@ -149,10 +113,6 @@ fn a_result_write_without_the_claim_conditions() {
     caught(
         "result-on-operation-alone",
         "E-idem-pause",
-        &[(
-            "            \" WHERE operation_id = %s AND status = 'dispatching' AND dispatch_owner = %s AND revision = %s\"\n            \" AND request_digest = %s RETURNING revision\",\n            (status, remote_id, json.dumps(result), op, self.owner, rev, dig)).fetchone()",
-            "            \" WHERE operation_id = %s\"\n            \" AND request_digest = %s RETURNING revision\",\n            (status, remote_id, json.dumps(result), op, dig)).fetchone()",
-        )],
         &["the resumed dispatcher's stale result write is rejected", "result.claim-owner-revision-digest"],
     );
 }
@@ -165,10 +125,6 @@ fn now_instead_of_clock_timestamp_in_the_protected_transaction() {
     caught(
         "now-not-clock",
         "W-lease",
-        &[(
-            "            row = conn.execute(\"SELECT owner, epoch, expires_at > clock_timestamp() FROM worker_leases\"",
-            "            row = conn.execute(\"SELECT owner, epoch, expires_at > now() FROM worker_leases\"",
-        )],
         &[
             "a save that began while the lease was live but reached its check after expiry",
             "commit.lease-owner-epoch-live",

@@ -2,7 +2,7 @@
 //! rule, what follows from it indented under it, every line short and free of raw JSON; the
 //! whole evidence is in the report, and the HTML timeline marks the failing commit in red.
 //!
-//! The bug: a copy of the Python example on the direct path whose protected write validates
+//! The bug: a variant of the Python example on the direct path whose protected write validates
 //! nothing of the lease (only that the row exists), through B-sigstop. Before this, the same run
 //! printed nine FAILED lines per row, up to 600 characters, with Rust debug values and JSON.
 
@@ -19,12 +19,6 @@ fn tmp(name: &str) -> PathBuf {
     d
 }
 
-/// The stale save goes through: the fence checks only that the lease row exists.
-const NO_FENCE: (&str, &str) = (
-    "            if row is None or row[0] != self.owner or row[1] != lease[1] or row[2] is not True:",
-    "            if row is None:",
-);
-
 /// The longest line the terminal may print for a broken rule (220 characters, the indent and a
 /// first check name longer than its share aside).
 const LONGEST: usize = 240;
@@ -32,16 +26,18 @@ const LONGEST: usize = 240;
 #[test]
 fn one_unfenced_save_prints_one_root_with_its_consequences_under_it() {
     let dir = tmp("unfenced-save");
-    let worker = dir.join("worker").join("worker.py");
-    std::fs::create_dir_all(worker.parent().unwrap()).unwrap();
-    fenceproof_harness::testkit::example_copy("unfenced-save", &worker, &[NO_FENCE]);
+    // The stale save goes through: the fence checks only that the lease row exists (the variant
+    // `unfenced-save` of tests/variants/direct_bug_classes.py, whose folder holds its code).
+    let worker =
+        fenceproof_harness::testkit::variant_worker("direct_bug_classes", "unfenced-save", &dir.join("worker"));
+    let code = fenceproof_harness::testkit::variants_dir();
     let reports = dir.join("reports");
     let mut cmd = Command::new(FENCEPROOF);
     cmd.args(["verify", "--quiet", "--skip-conformance", "--write-path", "direct", "--only", "B-sigstop"])
         .arg("--worker-bin")
         .arg(&worker)
         .arg("--worker-dir")
-        .arg(worker.parent().unwrap())
+        .arg(&code)
         .arg("--reports-dir")
         .arg(&reports);
     let (out, _) = fenceproof_harness::testkit::run_bounded(&mut cmd, &dir, Duration::from_secs(240));
@@ -83,7 +79,7 @@ fn one_unfenced_save_prints_one_root_with_its_consequences_under_it() {
     assert!(html.contains("class=\"commit failing\""), "no red commit");
     assert!(html.contains("<pre class=\"evidence\">"), "the whole evidence, folded");
     // The fingerprint covers the folder named by --worker-dir.
-    assert_eq!(matrix["worker"]["folder"], worker.parent().unwrap().display().to_string());
+    assert_eq!(matrix["worker"]["folder"], code.display().to_string());
     assert!(matrix["worker"]["files"].as_u64().unwrap_or(0) >= 2, "{}", matrix["worker"]);
 }
 

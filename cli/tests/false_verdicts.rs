@@ -1,5 +1,6 @@
-//! FAILs that were not true, each brought back at its moment with a changed copy of the Python
-//! example worker (legal: it keeps every rule), and the row run on it must pass. Each failed
+//! FAILs that were not true, each brought back at its moment with a variant of the Python example
+//! worker (tests/variants/false_verdicts.py; legal: it keeps every rule), and the row run on it
+//! must pass. Each failed
 //! before its fix (issue 45):
 //! - W-lease, `lease.renew-unexpired`: on a loaded machine the renewal reached the worker after
 //!   its 1,200 ms lease had lapsed on the database clock; `lease_lost` was right, the row FAILed.
@@ -22,17 +23,16 @@ fn tmp(name: &str) -> PathBuf {
     d
 }
 
-/// `fenceproof verify --only ROWS` on a copy of the example with `edits`: it must pass.
-fn passes(name: &str, rows: &str, edits: &[(&str, &str)]) {
-    passes_with(name, rows, edits, &[]);
+/// `fenceproof verify --only ROWS` on the variant `name` of tests/variants/false_verdicts.py (the
+/// example with its functions overridden by name): it must pass.
+fn passes(name: &str, rows: &str) {
+    passes_with(name, rows, &[]);
 }
 
 /// As [`passes`], with more flags for `verify`.
-fn passes_with(name: &str, rows: &str, edits: &[(&str, &str)], flags: &[&str]) {
+fn passes_with(name: &str, rows: &str, flags: &[&str]) {
     let dir = tmp(name);
-    let worker = dir.join("worker").join("worker.py");
-    std::fs::create_dir_all(worker.parent().unwrap()).unwrap();
-    fenceproof_harness::testkit::example_copy(name, &worker, edits);
+    let worker = fenceproof_harness::testkit::variant_worker("false_verdicts", name, &dir.join("worker"));
     let mut cmd = Command::new(FENCEPROOF);
     cmd.args(["verify", "--only", rows, "--worker-bin"]).arg(&worker).arg("--reports-dir").arg(dir.join("reports"));
     cmd.args(flags);
@@ -42,23 +42,16 @@ fn passes_with(name: &str, rows: &str, edits: &[(&str, &str)], flags: &[&str]) {
     assert!(!text.contains("FAILED"), "{text}");
 }
 
-/// The answer to `cmd` comes 1.3 s after the command committed, on a 1,200 ms lease.
-fn slow_answer(cmd: &str) -> String {
-    format!(
-        "            data = self.run(c)\n            if c[\"cmd\"] == \"{cmd}\" and c.get(\"ttl_ms\", getattr(self, \"ttl_ms\", 0)) == 1200:\n                __import__(\"time\").sleep(1.3)\n"
-    )
-}
-
+/// The answer to `start` comes 1.3 s after the command committed, on a 1,200 ms lease.
 #[test]
 fn a_renewal_that_comes_after_a_short_lease_lapsed_is_refused_rightly() {
-    let edit = slow_answer("start");
-    passes("slow-start-answer", "W-lease", &[("            data = self.run(c)\n", edit.as_str())]);
+    passes("slow-start-answer", "W-lease");
 }
 
+/// The answer to `acquire` comes 1.3 s after the command committed, on a 1,200 ms lease.
 #[test]
 fn a_start_that_comes_after_a_short_lease_lapsed_is_no_refused_legal_step() {
-    let edit = slow_answer("acquire");
-    passes("slow-acquire-answer", "W-lease", &[("            data = self.run(c)\n", edit.as_str())]);
+    passes("slow-acquire-answer", "W-lease");
 }
 
 /// The barrier held inside the result write's transaction is a contract deviation, which
@@ -66,16 +59,5 @@ fn a_start_that_comes_after_a_short_lease_lapsed_is_no_refused_legal_step() {
 /// into a FAIL of an unrelated rule.
 #[test]
 fn a_reconcilers_call_while_a_dispatcher_waits_in_its_transaction_blames_no_one() {
-    passes_with(
-        "barrier-in-result-transaction",
-        "E-idem-pause",
-        &[
-            (
-                "                self.barrier(conn, c.get(\"faults\"), \"before_result_write\", in_tx=False)\n",
-                "                conn.execute(\"BEGIN\")\n                self.barrier(conn, c.get(\"faults\"), \"before_result_write\", in_tx=True)\n",
-            ),
-            ("                detail = None\n", "                conn.execute(\"COMMIT\")\n                detail = None\n"),
-        ],
-        &["--skip-conformance"],
-    );
+    passes_with("barrier-in-result-transaction", "E-idem-pause", &["--skip-conformance"]);
 }

@@ -171,15 +171,8 @@ fn verify_json_has_one_shape_whether_or_not_the_gate_stops_the_run() {
     let ran = fenceproof(&["verify", "--json", "--only", "A", "--reports-dir", reports.to_str().unwrap()]);
     assert_eq!(ran.status.code(), Some(0), "{}", String::from_utf8_lossy(&ran.stderr));
     let ran = json(&ran);
-    let worker = dir.join("worker.py");
-    fenceproof_harness::testkit::example_copy(
-        "op-id-owner",
-        &worker,
-        &[(
-            "operation_id = \"%s/%s/%s/v%d\" % (tenant, lease[0], step, version)",
-            "operation_id = \"%s/%s/%s/v%d/%s\" % (tenant, lease[0], step, version, self.owner)",
-        )],
-    );
+    // The Python example whose operation_id carries its owner id (conformance stops it).
+    let worker = fenceproof_harness::testkit::variant_worker("bug_classes", "op-id-owner", &dir);
     let args = ["verify", "--json", "--only", "A", "--reports-dir", reports.to_str().unwrap(), "--worker-bin"];
     let stopped = fenceproof(&[&args[..], &[worker.to_str().unwrap()]].concat());
     assert_eq!(stopped.status.code(), Some(4), "{}", String::from_utf8_lossy(&stopped.stderr));

@@ -100,7 +100,7 @@ fn a_loaded_machine_changes_no_verdict() {
     let dir = tmp("runs");
     let worker = dir.join("worker").join("worker.py");
     std::fs::create_dir_all(worker.parent().unwrap()).unwrap();
-    fenceproof_harness::testkit::example_copy("loaded", &worker, &[]);
+    fenceproof_harness::testkit::example_copy(&worker);
     let (quiet, code, report) = matrix(&dir.join("unloaded"), &worker);
     assert!(!quiet.is_empty(), "the unloaded run has rows");
     assert!(quiet.values().all(|v| v != "ERROR"), "the unloaded run has no ERROR ({report}): {quiet:?}");

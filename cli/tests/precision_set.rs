@@ -1,6 +1,7 @@
-//! The precision set: copies of the Python example worker changed in ways the spec allows, each
-//! of which must pass every row (a FAIL on one of them is a false FAIL of the suite). A row that
-//! turns red here judged something the spec does not ask. The whole default matrix runs once per
+//! The precision set: variants of the Python example worker (tests/variants/precision.py, the
+//! example's functions overridden by name) changed in ways the spec allows, each of which must
+//! pass every row (a FAIL on one of them is a false FAIL of the suite). A row that turns red here
+//! judged something the spec does not ask. The whole default matrix runs once per
 //! variant, so these are run on purpose: `just precision` (CI: the precision lane).
 //!
 //! - `slow-start`: the worker says `ready` 3 s after it starts (an interpreter loading, a JVM
@@ -39,32 +40,6 @@ fn tmp(name: &str) -> PathBuf {
     d
 }
 
-/// The edits of each variant of the example (each `old` occurs exactly once in it).
-pub fn variant(name: &str) -> Vec<(&'static str, &'static str)> {
-    match name {
-        "slow-start" => vec![(
-            "    w = worker_class(args)\n",
-            "    w = worker_class(args)\n    __import__(\"time\").sleep(3)\n",
-        )],
-        "save-stall" => vec![(
-            "            self.settle_unknown(conn, lease)\n",
-            "            self.settle_unknown(conn, lease)\n            if name == \"save\" and (getattr(self, \"ttl_ms\", 0) or 0) >= 5000:\n                __import__(\"time\").sleep(2)\n",
-        )],
-        "explicit-transaction" => vec![(
-            "        with_barriers = bool((faults or {}).get(\"barriers\"))\n",
-            "        with_barriers = True\n",
-        )],
-        "more-retries" => vec![("RETRY_BUDGET = 5\n", "RETRY_BUDGET = 20\n")],
-        "operation-id-format" => vec![(
-            "        operation_id = \"%s/%s/%s/v%d\" % (tenant, lease[0], step, version)\n",
-            "        operation_id = \"op-\" + __import__(\"hashlib\").sha256((\"%s|%s|%s|%d\" % (tenant, lease[0], step, version)).encode()).hexdigest()[:40]\n",
-        )],
-        "statement-order" => vec![(UPDATE_LINE, INTENT_FIRST), (INTENT_AFTER, "            revision, detail = row[0], intent_detail\n")],
-        "connection-pool" => vec![("    def connect(self):\n        try:\n", POOLED_CONNECT)],
-        other => panic!("no variant {other}"),
-    }
-}
-
 /// The flags a variant runs with (the statement order is the worker's own only on the direct path).
 fn flags(name: &str) -> &'static [&'static str] {
     match name {
@@ -73,91 +48,11 @@ fn flags(name: &str) -> &'static [&'static str] {
     }
 }
 
-/// Connections kept and reused, at most 4 idle (a pool, as most drivers' pools do): one that is
-/// no longer usable (a restarted or promoted server) is found by a ping on reuse and replaced.
-const POOLED_CONNECT: &str = r#"    def connect(self):
-        idle = self.__dict__.setdefault("_idle", [])
-        guard = self.__dict__.setdefault("_idle_lock", __import__("threading").Lock())
-        while True:
-            with guard:
-                conn = idle.pop() if idle else None
-            if conn is None:
-                break
-            try:
-                conn.execute("SELECT 1")
-            except psycopg.Error:
-                type(conn).close(conn)
-                continue
-            conn.warnings = []
-            return conn
-        conn = self.fresh_connection()
-
-        def back(conn=conn):
-            idle_now = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-            with guard:
-                keep = not conn.closed and not conn.broken and idle_now and len(idle) < 4 and conn not in idle
-                if keep:
-                    idle.append(conn)
-            if not keep:
-                type(conn).close(conn)
-        conn.close = back
-        return conn
-
-    def fresh_connection(self):
-        try:
-"#;
-
-/// The direct path's CAS UPDATE of the run (the first line of its statement).
-const UPDATE_LINE: &str =
-    "            row = conn.execute(\"UPDATE agent_runs SET checkpoint = COALESCE(%s::jsonb, checkpoint), status = %s,\"\n";
-
-/// The intent registered first, then the same UPDATE.
-const INTENT_FIRST: &str = "            intent_detail = None
-            if intent is not None:
-                new = conn.execute(\"INSERT INTO tool_operations (operation_id, run_id, step_id, effect_version,\"
-                                   \" tool_name, request_digest, request_body, status)\"
-                                   \" VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, 'prepared')\"
-                                   \" ON CONFLICT (operation_id) DO NOTHING\",
-                                   (intent[\"operation_id\"], lease[0], intent[\"step_id\"], intent[\"effect_version\"],
-                                    intent[\"tool\"], intent[\"digest\"], json.dumps(intent[\"request\"]))).rowcount
-                intent_detail = \"new\"
-                if new == 0:
-                    had = conn.execute(\"SELECT run_id, tool_name, request_digest FROM tool_operations\"
-                                       \" WHERE operation_id = %s\", (intent[\"operation_id\"],)).fetchone()
-                    if (str(had[0]), had[1], had[2]) != (str(lease[0]), intent[\"tool\"], intent[\"digest\"]):
-                        conn.execute(\"ROLLBACK\")
-                        raise Refused(\"intent_mismatch\", \"%s is registered with another request\"
-                                      % intent[\"operation_id\"])
-                    intent_detail = \"already_registered\"
-            row = conn.execute(\"UPDATE agent_runs SET checkpoint = COALESCE(%s::jsonb, checkpoint), status = %s,\"
-";
-
-/// The intent's registration after the UPDATE, as the example has it (removed by the variant).
-const INTENT_AFTER: &str = "            revision, detail = row[0], None
-            if intent is not None:
-                new = conn.execute(\"INSERT INTO tool_operations (operation_id, run_id, step_id, effect_version,\"
-                                   \" tool_name, request_digest, request_body, status)\"
-                                   \" VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, 'prepared')\"
-                                   \" ON CONFLICT (operation_id) DO NOTHING\",
-                                   (intent[\"operation_id\"], lease[0], intent[\"step_id\"], intent[\"effect_version\"],
-                                    intent[\"tool\"], intent[\"digest\"], json.dumps(intent[\"request\"]))).rowcount
-                detail = \"new\"
-                if new == 0:
-                    had = conn.execute(\"SELECT run_id, tool_name, request_digest FROM tool_operations\"
-                                       \" WHERE operation_id = %s\", (intent[\"operation_id\"],)).fetchone()
-                    if (str(had[0]), had[1], had[2]) != (str(lease[0]), intent[\"tool\"], intent[\"digest\"]):
-                        conn.execute(\"ROLLBACK\")
-                        raise Refused(\"intent_mismatch\", \"%s is registered with another request\"
-                                      % intent[\"operation_id\"])
-                    detail = \"already_registered\"
-";
-
-/// `fenceproof verify --quiet [--only ROWS]` on the variant `name`: it must pass every row.
+/// `fenceproof verify --quiet [--only ROWS]` on the variant `name` of tests/variants/precision.py
+/// (the example with its functions overridden by name): it must pass every row.
 fn passes_every_row(name: &str, only: Option<&str>) {
     let dir = tmp(name);
-    let worker = dir.join("worker").join("worker.py");
-    std::fs::create_dir_all(worker.parent().unwrap()).unwrap();
-    fenceproof_harness::testkit::example_copy(name, &worker, &variant(name));
+    let worker = fenceproof_harness::testkit::variant_worker("precision", name, &dir.join("worker"));
     let mut cmd = Command::new(FENCEPROOF);
     cmd.args(["verify", "--quiet", "--worker-bin"]).arg(&worker).arg("--reports-dir").arg(dir.join("reports"));
     cmd.args(flags(name));
@@ -251,26 +146,21 @@ fn a_worker_whose_renewal_locks_the_lease_row_first_passes_every_row() {
     module_passes_every_row("lock_first_renewal.py", None);
 }
 
-/// Each variant's edits apply to the example as it is (an edit that no longer matches would
-/// test the unchanged example).
+/// Each variant still fits the example as it is: it starts (`--help`) under its name, which
+/// imports its module (a function the example no longer has, or has with other parameters, fails
+/// it there, naming the function) and applies its patches.
 #[test]
-fn every_variant_applies_to_the_example() {
+fn every_variant_fits_the_example() {
     for name in VARIANTS {
-        let dir = tmp(&format!("apply-{name}"));
-        let worker = dir.join("worker.py");
-        fenceproof_harness::testkit::example_copy(name, &worker, &variant(name));
-        let text: String = std::fs::read_dir(&dir)
-            .unwrap()
-            .flatten()
-            .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
-            .collect();
-        for (_, new) in variant(name) {
-            assert!(text.contains(new.trim_end()), "{name}: {new:?} not in the copy");
-        }
+        let dir = tmp(&format!("fits-{name}"));
+        let worker = fenceproof_harness::testkit::variant_worker("precision", name, &dir);
+        let out = Command::new(&worker).arg("--help").output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: the variant does not start:\n{err}");
     }
 }
 
-/// Every variant, for the test above.
+/// Every variant of tests/variants/precision.py, for the test above.
 const VARIANTS: &[&str] = &[
     "slow-start",
     "save-stall",

@@ -1,6 +1,6 @@
 //! A failing row's `reproduce:` line, run as printed, reproduces the verdict: it names the worker
 //! under test and every flag that shaped the run, so a team re-running it tests their worker, not
-//! the reference. The worker is a copy of the Python example with one bug (an operation_id that
+//! the reference. The worker is a variant of the Python example with one bug (an operation_id that
 //! carries its owner id; conformance finds it too, so the gate is skipped). The line starts with the path the
 //! program was invoked by, so it runs as printed; against a team's database it holds the URL
 //! without its password and runs with only PGPASSWORD set; after a gate that passed, it skips it.
@@ -19,18 +19,10 @@ fn scratch(name: &str) -> std::path::PathBuf {
     dir
 }
 
-/// The Python example with one bug: its operation_id carries its owner id (E-idem FAILs).
+/// The Python example with one bug: its operation_id carries its owner id (E-idem FAILs); the
+/// variant `op-id-owner` of tests/variants/bug_classes.py.
 fn broken_worker(dir: &Path) -> std::path::PathBuf {
-    let worker = dir.join("worker.py");
-    fenceproof_harness::testkit::example_copy(
-        "op-id-owner",
-        &worker,
-        &[(
-            "operation_id = \"%s/%s/%s/v%d\" % (tenant, lease[0], step, version)",
-            "operation_id = \"%s/%s/%s/v%d/%s\" % (tenant, lease[0], step, version, self.owner)",
-        )],
-    );
-    worker
+    fenceproof_harness::testkit::variant_worker("bug_classes", "op-id-owner", dir)
 }
 
 /// The names of the checks a run's text says FAILED.

@@ -1,7 +1,9 @@
 //! The worker contract is complete and checked: the Python example worker (written from the
 //! contract alone) and the Go example worker (the spec's own code) pass the whole matrix, and
-//! `fenceproof conformance` reports each deviation a copy of the Python one is changed to commit, one test per deviation, naming what the worker did instead. A
-//! worker that prints an event outside the contract's schema gets an ERROR naming the field.
+//! `fenceproof conformance` reports each deviation of a variant of the Python one
+//! (tests/variants/worker_contract.py, the example's functions overridden by name), one test per
+//! deviation, naming what the worker did instead. A worker that prints an event outside the
+//! contract's schema gets an ERROR naming the field.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,12 +25,10 @@ fn tmp(name: &str) -> PathBuf {
     d
 }
 
-/// A copy of the example worker with each `(old, new)` applied; each `old` must occur exactly once
-/// (so a change of the example that moves the text fails here, loudly).
-fn deviant(name: &str, edits: &[(&str, &str)]) -> PathBuf {
-    let p = tmp(name).join("worker.py");
-    fenceproof_harness::testkit::example_copy(name, &p, edits);
-    p
+/// The deviant `name` of tests/variants/worker_contract.py (the example with its functions
+/// overridden by name; a function the example no longer has fails the variant, naming it).
+fn deviant(name: &str) -> PathBuf {
+    fenceproof_harness::testkit::variant_worker("worker_contract", name, &tmp(name))
 }
 
 /// `fenceproof conformance --only PROBE` on `worker`: exit code and stdout + stderr.
@@ -46,8 +46,8 @@ fn conformance(worker: &Path, probe: &str) -> (Option<i32>, String) {
 }
 
 /// The deviant worker fails conformance (exit 4) with a line containing every one of `want`.
-fn deviates(name: &str, probe: &str, edits: &[(&str, &str)], want: &[&str]) {
-    let w = deviant(name, edits);
+fn deviates(name: &str, probe: &str, want: &[&str]) {
+    let w = deviant(name);
     let (code, text) = conformance(&w, probe);
     assert_eq!(code, Some(4), "{name}: conformance must fail (exit 4, the worker deviates):\n{text}");
     let line = text.lines().find(|l| l.contains("DEVIATES") && want.iter().all(|s| l.contains(s)));
@@ -55,8 +55,8 @@ fn deviates(name: &str, probe: &str, edits: &[(&str, &str)], want: &[&str]) {
 }
 
 /// The deviant worker passes conformance (exit 0) with an advice line containing every one of `want`.
-fn advises(name: &str, probe: &str, edits: &[(&str, &str)], want: &[&str]) {
-    let w = deviant(name, edits);
+fn advises(name: &str, probe: &str, want: &[&str]) {
+    let w = deviant(name);
     let (code, text) = conformance(&w, probe);
     assert_eq!(code, Some(0), "{name}: advice never fails conformance:\n{text}");
     let line = text.lines().find(|l| l.contains("advice") && want.iter().all(|s| l.contains(s)));
@@ -119,37 +119,22 @@ fn passes_every_row(worker: &Path, dir: &Path) {
 
 #[test]
 fn acquire_while_held_must_answer_busy() {
-    deviates(
-        "held",
-        "lease",
-        &[(r#"raise Refused("busy", "the lease is held"#, r#"raise Refused("held", "the lease is held"#)],
-        &["acquire while another term holds the lease answered `held`", "expected `busy`"],
-    );
+    deviates("held", "lease", &["acquire while another term holds the lease answered `held`", "expected `busy`"]);
 }
 
 #[test]
 fn scripted_checkpoints_have_the_step_of_shape() {
-    deviates(
-        "script-shape",
-        "script",
-        &[(r#""checkpoint": {"step": i, "of": a.steps}"#, r#""checkpoint": {"i": i, "n": a.steps}"#)],
-        &["the scripted checkpoints committed", r#"{"i":1,"n":3}"#],
-    );
+    deviates("script-shape", "script", &["the scripted checkpoints committed", r#"{"i":1,"n":3}"#]);
 }
 
 #[test]
 fn a_cancelled_script_must_exit_non_zero() {
-    deviates(
-        "script-exit",
-        "script",
-        &[("os._exit(0 if done else 4)", "os._exit(0)")],
-        &["after the lease was taken", "exit status Some(0)"],
-    );
+    deviates("script-exit", "script", &["after the lease was taken", "exit status Some(0)"]);
 }
 
 #[test]
 fn the_trace_id_flag_must_be_accepted() {
-    let w = deviant("trace-id", &[(r#"    p.add_argument("--trace-id", default="")"#, "")]);
+    let w = deviant("trace-id");
     let (code, text) = conformance(&w, "flags");
     assert_eq!(code, Some(3), "a worker that cannot start is stopped by the preflight, exit 3:\n{text}");
     assert!(text.contains("unrecognized arguments: --trace-id"), "{text}");
@@ -158,12 +143,7 @@ fn the_trace_id_flag_must_be_accepted() {
 #[test]
 fn list_mutants_junk_is_advice() {
     // Only `mutants` and `schedules` use --list-mutants, so junk there is advice, not a deviation.
-    advises(
-        "list-mutants",
-        "flags",
-        &[("    args = p.parse_args()\n", "    if \"--list-mutants\" in sys.argv:\n        print(\"no mutants here\")\n        sys.exit(0)\n    args = p.parse_args()\n")],
-        &["--list-mutants exited", "no mutants here"],
-    );
+    advises("list-mutants", "flags", &["--list-mutants exited", "no mutants here"]);
 }
 
 #[test]
@@ -171,7 +151,6 @@ fn intent_mismatch_must_be_named_so() {
     deviates(
         "intent-mismatch",
         "outbox",
-        &[(r#"raise Refused("intent_mismatch", str(e))"#, r#"raise Refused("db_error", str(e))"#)],
         &["plan of a step already planned with another request answered `db_error`", "expected `intent_mismatch`"],
     );
 }
@@ -181,39 +160,23 @@ fn operation_not_settled_must_be_named_so() {
     deviates(
         "not-settled",
         "outbox",
-        &[("            if outcome == \"run_not_found\":\n", "            if outcome == \"operation_not_settled\":\n                outcome = \"pending\"\n            if outcome == \"run_not_found\":\n")],
         &["advance on an operation not yet succeeded answered `pending`", "expected `operation_not_settled`"],
     );
 }
 
 #[test]
 fn a_rejected_result_write_must_be_reported_as_write_rejected() {
-    deviates(
-        "write-rejected",
-        "outbox",
-        &[(r#"status, detail = "write_rejected", "#, r#"status, detail = "rejected", "#)],
-        &["field /data/0/outcome", "dispatch"],
-    );
+    deviates("write-rejected", "outbox", &["field /data/0/outcome", "dispatch"]);
 }
 
 #[test]
 fn plan_must_answer_its_operation_id_in_data() {
-    deviates(
-        "plan-data",
-        "outbox",
-        &[(r#"return {"operation_id": operation_id, "registration""#, r#"return {"op": operation_id, "registration""#)],
-        &["`plan`", "operation_id"],
-    );
+    deviates("plan-data", "outbox", &["`plan`", "operation_id"]);
 }
 
 #[test]
 fn the_before_result_write_barrier_must_hold_the_dispatcher() {
-    deviates(
-        "result-barrier",
-        "outbox",
-        &[(r#"self.barrier(conn, c.get("faults"), "before_result_write", in_tx=False)"#, "pass")],
-        &["before_result_write", "without waiting on it"],
-    );
+    deviates("result-barrier", "outbox", &["before_result_write", "without waiting on it"]);
 }
 
 /// The result-write barrier held inside the transaction that then writes the result (a team's
@@ -223,85 +186,38 @@ fn the_before_result_write_barrier_must_be_held_outside_any_transaction() {
     deviates(
         "result-barrier-in-tx",
         "outbox",
-        &[
-            (
-                r#"self.barrier(conn, c.get("faults"), "before_result_write", in_tx=False)"#,
-                r#"conn.execute("BEGIN"); conn.execute("SELECT 1 FROM tool_operations WHERE operation_id = %s", (op,)); self.barrier(conn, c.get("faults"), "before_result_write")"#,
-            ),
-            (
-                r#"report.append({"operation_id": op, "tool": tool, "outcome": status, "detail": detail})"#,
-                r#"conn.execute("COMMIT"); report.append({"operation_id": op, "tool": tool, "outcome": status, "detail": detail})"#,
-            ),
-        ],
         &["before_result_write", "outside any transaction", "transaction-level lock"],
     );
 }
 
 #[test]
 fn the_before_commit_barrier_must_hold_the_transaction() {
-    deviates(
-        "commit-barrier",
-        "barriers",
-        &[(
-            "                self.barrier(conn, faults, \"after_lease_validated\")\n                self.barrier(conn, faults, \"before_commit\")\n",
-            "                self.barrier(conn, faults, \"after_lease_validated\")\n",
-        )],
-        &["barrier at `before_commit` answered `ok` without waiting"],
-    );
+    deviates("commit-barrier", "barriers", &["barrier at `before_commit` answered `ok` without waiting"]);
 }
 
 #[test]
 fn create_run_must_create_the_lease_row() {
-    deviates(
-        "create-run-lease",
-        "control",
-        &[(
-            r#"                conn.execute("INSERT INTO worker_leases (run_id) VALUES (%s)", (run_id,))
-"#,
-            "",
-        )],
-        &["after create_run", "lease row None"],
-    );
+    deviates("create-run-lease", "control", &["after create_run", "lease row None"]);
 }
 
 #[test]
 fn create_run_must_accept_an_existing_task() {
-    deviates(
-        "create-run-task",
-        "control",
-        &[(" ON CONFLICT (task_id) DO NOTHING", "")],
-        &["create_run after the cancel answered"],
-    );
+    deviates("create-run-task", "control", &["create_run after the cancel answered"]);
 }
 
 #[test]
 fn cancel_must_cancel_prepared_operations() {
-    deviates(
-        "cancel-prepared",
-        "control",
-        &[("WHERE run_id = %s AND status = 'prepared'", "WHERE run_id = %s AND false")],
-        &["the run's prepared operation is \"prepared\""],
-    );
+    deviates("cancel-prepared", "control", &["the run's prepared operation is \"prepared\""]);
 }
 
 #[test]
 fn metrics_must_use_the_label_values_the_rows_read() {
-    deviates(
-        "metric-labels",
-        "lease",
-        &[(r#"["success", "lost", "unknown"]"#, r#"["success", "refused", "unknown"]"#)],
-        &[r#"lease_renew_total{outcome="lost"} is absent"#],
-    );
+    deviates("metric-labels", "lease", &[r#"lease_renew_total{outcome="lost"} is absent"#]);
 }
 
 #[test]
 fn a_cancelled_synchronous_wait_must_be_outcome_unknown() {
-    deviates(
-        "sync-warning",
-        "sync_rep",
-        &[(r#"if any("synchronous replication" in w for w in conn.warnings):"#, "if False:")],
-        &["answered `ok`", "expected `outcome_unknown`"],
-    );
+    deviates("sync-warning", "sync_rep", &["answered `ok`", "expected `outcome_unknown`"]);
 }
 
 #[test]
@@ -309,7 +225,6 @@ fn foreign_operation_must_be_named_so() {
     deviates(
         "foreign",
         "outbox",
-        &[("            if outcome == \"run_not_found\":\n", "            if outcome == \"foreign_operation\":\n                outcome = \"not_found\"\n            if outcome == \"run_not_found\":\n")],
         &["advance on another run's operation answered `not_found`", "expected `foreign_operation`"],
     );
 }
@@ -319,40 +234,23 @@ fn a_detid_reconciler_must_find_the_resource_by_its_name() {
     deviates(
         "detid-name",
         "outbox",
-        &[(r#"name = op["request_body"].get("name") if"#, r#"name = op["request_body"].get("id") if"#)],
         &["reconcile of the unknown detid operation answered data", "request has no deterministic id"],
     );
 }
 
 #[test]
 fn reconcile_must_answer_its_three_lists() {
-    deviates(
-        "reconcile-shape",
-        "outbox",
-        &[(r#"out["marked_unknown"].append(op)"#, r#"out["marked_unknown"].append({"op": op})"#)],
-        &["`reconcile`", "/data/marked_unknown/0"],
-    );
+    deviates("reconcile-shape", "outbox", &["`reconcile`", "/data/marked_unknown/0"]);
 }
 
 #[test]
 fn the_worker_must_create_its_secrets_dir() {
-    deviates(
-        "secrets-dir",
-        "outbox",
-        &[("        os.makedirs(folder, exist_ok=True)\n", "")],
-        &["plan of a new step answered `error`", "No such file"],
-    );
+    deviates("secrets-dir", "outbox", &["plan of a new step answered `error`", "No such file"]);
 }
 
 #[test]
 fn an_event_outside_the_schema_is_an_error_naming_the_field() {
-    let w = deviant(
-        "bad-event",
-        &[(
-            r#"            "revision": revision,"#,
-            r#"            "revision": None if revision is None else str(revision),"#,
-        )],
-    );
+    let w = deviant("bad-event");
     let dir = w.parent().unwrap();
     let (code, text) = conformance(&w, "lease");
     assert_eq!(code, Some(4), "{text}");
@@ -372,13 +270,7 @@ fn an_event_outside_the_schema_is_an_error_naming_the_field() {
 
 #[test]
 fn an_advisory_point_is_reported_but_does_not_fail() {
-    let w = deviant(
-        "advice",
-        &[(
-            r#"report.append({"operation_id": op, "tool": tool, "outcome": status, "detail": detail})"#,
-            r#"report.append({"operation_id": op, "outcome": status, "detail": detail})"#,
-        )],
-    );
+    let w = deviant("advice");
     let (code, text) = conformance(&w, "outbox");
     assert_eq!(code, Some(0), "advice never fails conformance:\n{text}");
     assert!(text.lines().any(|l| l.contains("advice") && l.contains("has tool null")), "{text}");
@@ -387,25 +279,12 @@ fn an_advisory_point_is_reported_but_does_not_fail() {
 
 #[test]
 fn the_heartbeat_must_renew_every_heartbeat_ms() {
-    deviates(
-        "slow-heartbeat",
-        "lease",
-        &[("while not stop.wait(every_ms / 1000.0):", "while not stop.wait(every_ms * 100 / 1000.0):")],
-        &["the lease's expiry did not move within 3 s"],
-    );
+    deviates("slow-heartbeat", "lease", &["the lease's expiry did not move within 3 s"]);
 }
 
 #[test]
 fn a_renewal_must_extend_the_lease_by_ttl_ms() {
-    deviates(
-        "ttl-units",
-        "lease",
-        &[(
-            "                row = conn.execute(\"SELECT expires_at FROM fp_lease_renew(%s::uuid, %s, %s, %s)\",\n                                   (lease[0], self.owner, lease[1], ttl_ms)).fetchone()",
-            "                row = conn.execute(\"SELECT expires_at FROM fp_lease_renew(%s::uuid, %s, %s, %s)\",\n                                   (lease[0], self.owner, lease[1], ttl_ms // 1000)).fetchone()",
-        )],
-        &["after a renewal with ttl_ms 60000 the lease had"],
-    );
+    deviates("ttl-units", "lease", &["after a renewal with ttl_ms 60000 the lease had"]);
 }
 
 #[test]
@@ -415,34 +294,18 @@ fn start_must_move_a_pending_run_only() {
         "lease",
         // A start that, refused, "starts" a running run again (a restart of an ended one fails on
         // the api path's own status check, so only the running case is in the worker's hands).
-        &[(
-            "            self.transition(\"start\", \"pending\", \"running\", None, c.get(\"expected_revision\"), c.get(\"faults\"))\n",
-            "            try:\n                self.transition(\"start\", \"pending\", \"running\", None, c.get(\"expected_revision\"), c.get(\"faults\"))\n            except Refused:\n                self.transition(\"start\", \"running\", \"running\", None, c.get(\"expected_revision\"))\n",
-        )],
         &["start of a run already running answered `ok`", "expected `invalid_state`"],
     );
 }
 
 /// On a starved machine A's own renewal can go unconfirmed before the harness loses one; I-renew
-/// then makes its setup again with a longer lease rather than a false FAIL. A copy of the example
+/// then makes its setup again with a longer lease rather than a false FAIL. A variant of the example
 /// whose first worker ("a", not a retry's "a-try2") renews at once after its acquire and takes that
 /// renewal for unconfirmed (before the harness arms its fault) passes I-renew on the second try, and
 /// the row's observations say so.
 #[test]
 fn i_renew_makes_its_setup_again_when_the_workers_own_renewal_lapses_first() {
-    let w = deviant(
-        "first-worker-lapses",
-        &[
-            (
-                "        while not stop.wait(every_ms / 1000.0):",
-                "        first = self.owner.startswith(\"worker-a-\") and \"-try\" not in self.owner\n        while not stop.wait(0 if first else every_ms / 1000.0):",
-            ),
-            (
-                "            if result.get(\"renewed\") is True:",
-                "            if result.get(\"renewed\") is True and not first:",
-            ),
-        ],
-    );
+    let w = deviant("first-worker-lapses");
     let dir = w.parent().unwrap().to_path_buf();
     let mut cmd = Command::new(FENCEPROOF);
     cmd.args(["verify", "--quiet", "--only", "I-renew", "--skip-conformance", "--worker-bin"])

@@ -1,7 +1,7 @@
 //! Test fixtures shared by every crate's tests (the `testkit` feature, and the harness's own unit
 //! tests): a throwaway cluster with the migrated template and fresh databases cloned from it, a
-//! bounded run of a child process, copies of the Python example worker with one edit each, and
-//! [`commit_rows`], the oracle rows the checkers' tests judge.
+//! bounded run of a child process, the Python example worker's copy and its variants (files of
+//! `cli/tests/variants`), and [`commit_rows`], the oracle rows the checkers' tests judge.
 
 pub mod commit_rows;
 
@@ -82,41 +82,41 @@ pub fn own_lines(err: &str) -> String {
         .join("\n")
 }
 
-/// Write to `dest` a copy of the Python example worker with each `(old, new)` applied, executable;
-/// each `old` must occur exactly once (so a change of the example that moves the text fails the
-/// test loudly instead of testing an unchanged worker). The example is `worker.py` (copied to
-/// `dest`) and the modules beside it (`fpkit.py`, `protocol.py`, copied beside `dest`); an edit
-/// applies to the one file that holds its `old`.
-pub fn example_copy(name: &str, dest: &std::path::Path, edits: &[(&str, &str)]) {
+/// Write to `dest` a copy of the Python example worker, unchanged and executable: `worker.py` as
+/// `dest`, the modules beside it (`fpkit.py`, `protocol.py`) beside `dest`.
+pub fn example_copy(dest: &std::path::Path) {
     use std::os::unix::fs::PermissionsExt;
     let folder = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/python-worker"));
-    let mut files: Vec<(std::path::PathBuf, String)> = std::fs::read_dir(folder)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "py"))
-        .map(|p| {
-            let text = std::fs::read_to_string(&p).unwrap();
+    for p in std::fs::read_dir(folder).unwrap().map(|e| e.unwrap().path()) {
+        if p.extension().is_some_and(|x| x == "py") {
             let to = if p.file_name().is_some_and(|f| f == "worker.py") {
                 dest.to_path_buf()
             } else {
                 dest.with_file_name(p.file_name().unwrap())
             };
-            (to, text)
-        })
-        .collect();
-    for (old, new) in edits {
-        let found: usize = files.iter().map(|(_, t)| t.matches(old).count()).sum();
-        assert_eq!(found, 1, "{name}: {old:?} must occur once in the example worker");
-        for (_, text) in files.iter_mut() {
-            if text.contains(old) {
-                *text = text.replace(old, new);
-            }
+            std::fs::copy(&p, to).unwrap();
         }
     }
-    for (to, text) in &files {
-        std::fs::write(to, text).unwrap();
-    }
     std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The folder of the variants of the example workers the tests run (`cli/tests/variants`): Python
+/// modules that override the example's functions by name, Go files that replace whole files of it.
+pub fn variants_dir() -> std::path::PathBuf {
+    std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../cli/tests/variants")).to_path_buf()
+}
+
+/// The Python variant `name` of `cli/tests/variants/<module>.py`, as a worker: `<dir>/<name>.py`,
+/// a link to the module, which picks the variant by the name it is started under (and fails,
+/// naming it, when the example no longer has a function the variant overrides).
+pub fn variant_worker(module: &str, name: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let target = variants_dir().join(format!("{module}.py"));
+    assert!(target.is_file(), "no variant module {}", target.display());
+    std::fs::create_dir_all(dir).unwrap();
+    let link = dir.join(format!("{name}.py"));
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    link
 }
 
 /// The folder for a test's files: `name` under the calling crate's target tmp folder (short enough

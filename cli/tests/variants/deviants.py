@@ -23,15 +23,21 @@ import time
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "python-worker"))
+sys.path.insert(0, HERE)
 
 import fpkit  # noqa: E402
 import psycopg  # noqa: E402
 import protocol  # noqa: E402
+import variant_kit  # noqa: E402
 from fpkit import Refused  # noqa: E402
 
 
-class Base(fpkit.ContractKit, protocol.Protocol):
-    """The example worker with the hooks the variants use; with no settings it is the example."""
+class Base(variant_kit.Variant):
+    """The example worker with the hooks the variants use; with no settings it is the example.
+    Each class of this file overrides the example's functions by name, checked by variant_kit as
+    it is defined (a function the example no longer has fails the import, named)."""
+
+    NEW = ("nth",)
 
     wrong = None
     defer = None
@@ -112,16 +118,12 @@ class AnswerNamedOtherwise(Base):
         return super().emit(event, cmd_id, outcome, detail, data)
 
 
-class EpochOffByOne(Base):
-    def emit(self, event, cmd_id, outcome, detail=None, data=None):
-        if event == "acquire" and outcome == "ok" and cmd_id is not None:
-            held = self.lease
-            self.lease = (held[0], held[1] + 1)
-            try:
-                return super().emit(event, cmd_id, outcome, detail, data)
-            finally:
-                self.lease = held
-        return super().emit(event, cmd_id, outcome, detail, data)
+class EpochOffByOne(Base, variant_kit.HookedEmit):
+    """The answer to an acquire names the epoch + 1 (the worker's own lease keeps the right one)."""
+
+    def amend(self, ev):
+        if ev["event"] == "acquire" and ev["outcome"] == "ok" and ev["id"] is not None:
+            ev["epoch"] += 1
 
 
 class LateFirstRenewal(Base):

@@ -19,8 +19,11 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
                                 "examples", "python-worker"))
 
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+
 import fpkit  # noqa: E402
 import protocol  # noqa: E402
+import variant_kit  # noqa: E402
 import psycopg  # noqa: E402
 
 
@@ -48,6 +51,10 @@ class LockFirstRenewal(protocol.Protocol):
                 except psycopg.Error:
                     pass
             conn.close()
+
+
+# Loud when the example no longer has the function overridden here (or has it with other parameters).
+variant_kit.check_overrides(LockFirstRenewal)
 
 
 class Worker(fpkit.ContractKit, LockFirstRenewal):

@@ -122,6 +122,35 @@ fn acquire_while_held_must_answer_busy() {
     deviates("held", "lease", &["acquire while another term holds the lease answered `held`", "expected `busy`"]);
 }
 
+/// The same wrong word, met where the model's paths refuse a takeover (the spare worker's, after
+/// the path's grant): Model-paths judges every refusal's word, not only conformance's one probe.
+#[test]
+fn the_models_paths_judge_a_refused_takeovers_word() {
+    let w = deviant("held");
+    let dir = tmp("held-paths");
+    let mut cmd = Command::new(FENCEPROOF);
+    cmd.args(["verify", "--quiet", "--skip-conformance", "--only", "Model-paths", "--worker-bin"])
+        .arg(&w)
+        .arg("--reports-dir")
+        .arg(dir.join("reports"))
+        .env(
+            "FENCEPROOF_MODEL_PATH",
+            "lease=free run=pending op=- other-in-flight=false open=false stale=false | acquire",
+        );
+    let (out, _) = fenceproof_harness::testkit::run_bounded(&mut cmd, &dir, Duration::from_secs(240));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "the row must FAIL it (exit 1):\n{text}");
+    let run = std::fs::read_dir(dir.join("reports")).unwrap().flatten().find(|e| e.path().is_dir()).unwrap().path();
+    let checks: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("Model-paths/checks.json")).unwrap()).unwrap();
+    let failed: Vec<&serde_json::Value> =
+        checks.as_array().unwrap().iter().filter(|c| c["verdict"] == "FAIL").collect();
+    assert_eq!(failed.len(), 1, "only the words' check fails: {failed:?}");
+    assert!(failed[0]["name"].as_str().unwrap().contains("refused with the contract's word"), "{failed:?}");
+    let evidence = failed[0]["evidence"].as_str().unwrap();
+    assert!(evidence.contains("| acquire: `held`") && evidence.contains("busy"), "{evidence}");
+}
+
 #[test]
 fn scripted_checkpoints_have_the_step_of_shape() {
     deviates("script-shape", "script", &["the scripted checkpoints committed", r#"{"i":1,"n":3}"#]);

@@ -53,7 +53,8 @@ pub fn of(run: &Path, matrix: &Matrix) -> Coverage {
     if matrix.results.iter().any(|r| drives_the_database(&r.id)) {
         c.with_database_probe = Some(count(&seen_by(true)).exercised);
     }
-    let tried: Vec<(String, bool)> = matrix.results.iter().flat_map(|r| refusals(&run.join(&r.evidence))).collect();
+    let tried: Vec<(String, bool, String)> =
+        matrix.results.iter().flat_map(|r| refusals(&run.join(&r.evidence))).collect();
     if let Ok(mut page) = std::fs::read_to_string(run.join("coverage.md")) {
         page.push_str(&refusals_section(&tried));
         let _ = std::fs::write(run.join("coverage.md"), page);
@@ -63,12 +64,16 @@ pub fn of(run: &Path, matrix: &Matrix) -> Coverage {
 
 /// The commands a row tried where the model refuses their action (`paths.json` of Model-paths in
 /// `dir`): each keyed by the transition it would be, and whether the worker refused it.
-fn refusals(dir: &Path) -> Vec<(String, bool)> {
+fn refusals(dir: &Path) -> Vec<(String, bool, String)> {
     let Ok(text) = std::fs::read_to_string(dir.join("paths.json")) else { return Vec::new() };
     let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return Vec::new() };
     let paths = v.as_array().into_iter().flatten();
-    let pairs = paths.flat_map(|p| p["refusals"].as_array().cloned().unwrap_or_default());
-    pairs.filter_map(|r| Some((r[0].as_str()?.to_string(), r[1].as_bool()?))).collect()
+    let tried = paths.flat_map(|p| p["refusals"].as_array().cloned().unwrap_or_default());
+    tried
+        .filter_map(|r| {
+            Some((r["transition"].as_str()?.to_string(), r["refused"].as_bool()?, r["word"].as_str()?.to_string()))
+        })
+        .collect()
 }
 
 /// What the model refuses that the contract has no command or fault point to try.
@@ -80,12 +85,17 @@ const INEXPRESSIBLE_REFUSALS: &[&str] = &[
 ];
 
 /// `coverage.md`'s section on the refused commands tried, per action and state class.
-fn refusals_section(tried: &[(String, bool)]) -> String {
-    let mut by_action: BTreeMap<&str, (BTreeSet<&str>, usize, usize)> = BTreeMap::new();
-    for (key, refused) in tried {
+/// One action's refused commands: the state classes tried, how many were refused and answered
+/// ok, and the words answered.
+type Tried<'a> = (BTreeSet<&'a str>, usize, usize, BTreeSet<&'a str>);
+
+fn refusals_section(tried: &[(String, bool, String)]) -> String {
+    let mut by_action: BTreeMap<&str, Tried<'_>> = BTreeMap::new();
+    for (key, refused, word) in tried {
         let action = key.rsplit("| ").next().unwrap_or(key);
         let e = by_action.entry(action).or_default();
         e.0.insert(key.as_str());
+        e.3.insert(word.as_str());
         if *refused {
             e.1 += 1;
         } else {
@@ -96,11 +106,13 @@ fn refusals_section(tried: &[(String, bool)]) -> String {
         "\n## Refused commands tried\n\n{} commands were sent where the model refuses their action (steps of \
          Model-paths' paths, its probes after each grant, its stale holders' saves after each takeover and its races \
          of two takeovers), each judged by trace \
-         validation like every commit:\n\n| action | state classes | refused | answered ok |\n|---|---|---|---|\n",
+         validation like every commit, and each refusal's word against the contract's:\n\n| action | state classes | \
+         refused | answered ok | words answered |\n|---|---|---|---|---|\n",
         tried.len()
     );
-    for (action, (classes, refused, ok)) in &by_action {
-        let _ = writeln!(s, "| {action} | {} | {refused} | {ok} |", classes.len());
+    for (action, (classes, refused, ok, words)) in &by_action {
+        let words: Vec<&str> = words.iter().copied().collect();
+        let _ = writeln!(s, "| {action} | {} | {refused} | {ok} | {} |", classes.len(), words.join(", "));
     }
     s.push_str("\nWhat the model refuses that the contract cannot ask a worker for:\n\n");
     for r in INEXPRESSIBLE_REFUSALS {

@@ -51,6 +51,10 @@ pub const EXPERIMENT: Experiment = Experiment {
 /// The name of its check: the worker's answers against the model's refusals.
 pub const NO_REFUSED_STEP_ANSWERED_OK: &str = "the worker answered ok to no step the model refuses on its paths";
 
+/// The name of its check of the refusals' words against the contract's.
+pub const REFUSALS_ANSWER_THE_CONTRACTS_WORD: &str =
+    "each command the model refuses on its paths was refused with the contract's word for it";
+
 /// The environment variable that selects paths by their transition (comma-separated).
 pub const ONLY_PATHS: &str = "FENCEPROOF_MODEL_PATH";
 
@@ -170,6 +174,7 @@ fn judge(ctx: &mut Ctx, reports: &[PathReport], again: usize) {
             format!("{} of {} paths: {}", refused.len(), reports.len(), refused.join("; "))
         },
     ));
+    ctx.check(words_check(reports));
     for r in reports.iter().filter(|r| r.refused_by_model.is_some()).take(3) {
         let replay = format!("{ONLY_PATHS}='{}' {}", r.transition, ctx.reproduce);
         ctx.note(format!("replay that path alone: {replay}"));
@@ -190,4 +195,35 @@ fn judge(ctx: &mut Ctx, reports: &[PathReport], again: usize) {
         unheld.len(),
         unheld.first().map(|r| format!(" (first: {}: {})", r.transition, r.unheld.as_deref().unwrap_or(""))).unwrap_or_default(),
     ));
+}
+
+/// The refusals' words against the contract's ([`REFUSALS_ANSWER_THE_CONTRACTS_WORD`]).
+fn words_check(reports: &[PathReport]) -> Check {
+    let words: Vec<String> = reports
+        .iter()
+        .flat_map(|r| r.refusals.iter().filter(|f| f.wrong_word()).map(move |f| (r, f)))
+        .map(|(r, f)| {
+            format!(
+                "{}: `{}`, the contract's {:?} (path {}, run {})",
+                f.transition, f.word, f.expected, r.transition, r.run_id
+            )
+        })
+        .collect();
+    let tried = reports
+        .iter()
+        .map(|r| r.refusals.iter().filter(|f| f.refused && !f.expected.is_empty()).count())
+        .sum::<usize>();
+    Check::expect(
+        REFUSALS_ANSWER_THE_CONTRACTS_WORD,
+        words.is_empty(),
+        if words.is_empty() {
+            format!("{tried} refusals, each answered with the contract's word (docs/worker-protocol.md, Outcomes)")
+        } else {
+            format!(
+                "{} of {tried} refusals: {}",
+                words.len(),
+                words.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+            )
+        },
+    )
 }

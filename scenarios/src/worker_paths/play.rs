@@ -51,8 +51,75 @@ pub struct PathReport {
     /// The run of the first play, when this is the path played again with longer terms.
     pub again_of: Option<String>,
     /// Each command tried where the model refuses its action (a step of the path, a probe, a
-    /// race), keyed by the model's transition it would be, and whether the worker refused it.
-    pub refusals: Vec<(String, bool)>,
+    /// race).
+    pub refusals: Vec<Refusal>,
+}
+
+/// One command tried where the model refuses its action.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Refusal {
+    /// The model's transition it would be.
+    pub transition: String,
+    /// Whether the worker refused it.
+    pub refused: bool,
+    /// The outcome word the worker answered.
+    pub word: String,
+    /// The words the contract gives for that refusal (docs/worker-protocol.md, "Outcomes"); empty
+    /// where its answer carries no refusal word (a claim that finds nothing answers ok).
+    pub expected: &'static [&'static str],
+}
+
+impl Refusal {
+    /// The command of `a` from `s` the model refuses, answered `word`.
+    fn of(s: &State, a: Action, word: String) -> Refusal {
+        Refusal { transition: refusal(s, a), refused: word != "ok", word, expected: refusal_words(s, a) }
+    }
+
+    /// A step of the path the model refuses: whether the worker `committed` it, and the word of
+    /// the answer the step read (none for a step whose answer carries no word of its own).
+    fn of_step(s: &State, a: Action, committed: bool, word: String) -> Refusal {
+        let expected = refusal_words(s, a);
+        let word = if committed {
+            "ok".to_string()
+        } else if expected.is_empty() || word.is_empty() {
+            "none".into()
+        } else {
+            word
+        };
+        Refusal { transition: refusal(s, a), refused: !committed, word, expected }
+    }
+
+    /// Whether it was refused with a word the contract does not give for it. `outcome_unknown`
+    /// (the commit got no answer) is every write's and takeover's right; `none` is no answer at
+    /// all (the command waits at a barrier), not a word.
+    pub fn wrong_word(&self) -> bool {
+        let w = self.word.as_str();
+        self.refused
+            && !self.expected.is_empty()
+            && !self.expected.contains(&w)
+            && !matches!(w, "outcome_unknown" | "none")
+    }
+}
+
+/// Whether the lease is held and unexpired in `s`.
+fn live(s: &State) -> bool {
+    s.primary.lease.owner.is_some() && !s.primary.lease.expired()
+}
+
+/// The contract's words for a refusal of `a` from `s`: a takeover of a live lease is `busy`, of a
+/// finished run's `invalid_state` (either, when both hold: the contract orders neither check); a renewal or release of a lease no longer held, `lease_lost`;
+/// a protected write, `lease_lost`, `conflict` (the revision moved) or `invalid_state` (the run's
+/// status), whichever check the worker makes first, or `retry_budget_exhausted` (every attempt
+/// met a serialization failure).
+fn refusal_words(s: &State, a: Action) -> &'static [&'static str] {
+    match a {
+        Action::Acquire(_) if s.primary.run.terminal() && live(s) => &["invalid_state", "busy"],
+        Action::Acquire(_) if s.primary.run.terminal() => &["invalid_state"],
+        Action::Acquire(_) => &["busy"],
+        Action::Renew(_) | Action::Release(_) => &["lease_lost"],
+        Action::Commit(..) => &["lease_lost", "conflict", "invalid_state", "retry_budget_exhausted"],
+        _ => &[],
+    }
 }
 
 impl PathReport {
@@ -121,6 +188,8 @@ pub struct Play<'a> {
     results: [Option<Value>; 2],
     /// A tool fault armed for a dispatch, healed once its result step is read.
     tool_fault: Option<Injected<ArmedToolFault>>,
+    /// The outcome word of the last answer a step read.
+    word: String,
     /// The last reconcile pass's answer.
     pass: Option<Value>,
     stop: Option<Stop>,
@@ -164,6 +233,7 @@ pub async fn play(
         held: Vec::new(),
         results: [None, None],
         tool_fault: None,
+        word: String::new(),
         pass: None,
         stop: None,
     };
@@ -193,6 +263,7 @@ impl Play<'_> {
             self.at = k;
             let (s, n) = (&states[k], &states[k + 1]);
             let before = wait::terms(&self.pool, self.run_id).await?;
+            self.word.clear();
             let committed = self.step(*a, s).await?;
             report.played = k + 1;
             if let Some(Stop::Unheld(why)) = self.stop.take() {
@@ -200,7 +271,7 @@ impl Play<'_> {
                 return Ok(());
             }
             if takes(s, *a, n) == Some(false) {
-                report.refusals.push((refusal(s, *a), !committed));
+                report.refusals.push(Refusal::of_step(s, *a, committed, std::mem::take(&mut self.word)));
             }
             match (takes(s, *a, n), committed) {
                 (Some(true), false) if spec_only(s, a) => {
@@ -264,7 +335,7 @@ impl Play<'_> {
             let mut held = last.clone();
             held.primary.lease.owner = Some(PROBE_OWNER);
             held.primary.lease.expires = 1;
-            report.refusals.push((refusal(&held, Action::Acquire(0)), outcome(&ev) != "ok"));
+            report.refusals.push(Refusal::of(&held, Action::Acquire(0), outcome(&ev).to_string()));
         }
         Ok((second && outcome(&ev) == "ok").then(|| {
             "two takeovers of one expired lease, the first held before its write: the second took it, and the first \
@@ -323,6 +394,7 @@ impl Play<'_> {
     /// orders otherwise than the path (the path stops there, unheld).
     async fn simple(&mut self, who: Who, cmd: Value) -> Result<bool, HarnessError> {
         let (_, ev) = self.send_and_wait(who, cmd).await?;
+        self.word = ev.as_ref().map_or_else(|| "none".to_string(), |e| outcome(e).to_string());
         Ok(ev.is_some_and(|e| outcome(&e) == "ok"))
     }
 
@@ -425,6 +497,7 @@ impl Play<'_> {
                 ev
             }
         };
+        self.word = outcome(&ev).to_string();
         Ok(outcome(&ev) == "ok")
     }
 
@@ -563,7 +636,7 @@ impl Play<'_> {
         let cmd = json!({"cmd": "acquire", "run_id": self.run_id, "ttl_ms": self.grant.floor_ms,
             "heartbeat_ms": HEARTBEAT_OFF_MS, "renew_timeout_ms": STEP.as_millis() as u64});
         let took = self.simple(Who::Probe, cmd).await?;
-        report.refusals.push((refusal(n, Action::Acquire(PROBE_SLOT)), !took));
+        report.refusals.push(Refusal::of(n, Action::Acquire(PROBE_SLOT), std::mem::take(&mut self.word)));
         if !took {
             return Ok(None);
         }
@@ -599,7 +672,7 @@ impl Play<'_> {
             }
             let cmd = json!({"cmd": "save", "checkpoint": {"path": self.idx, "stale": true}});
             let ok = self.simple(Who::Slot(i), cmd).await?;
-            report.refusals.push((refusal(n, Action::Commit(i, Write::Checkpoint)), !ok));
+            report.refusals.push(Refusal::of(n, Action::Commit(i, Write::Checkpoint), std::mem::take(&mut self.word)));
             if ok {
                 return Ok(Some(format!("a save by process {i}, whose epoch was taken over, answered ok")));
             }

@@ -30,6 +30,7 @@ pub const SOURCES: &[(&str, Source)] = &[
     ("django_q2", Source::Python),
     ("django_tasks", Source::Python),
     ("dramatiq_pg", Source::Python),
+    ("huey", Source::Python),
     ("sqlxmq", Source::Crate("sqlxmq-0.6.0")),
     ("underway", Source::Crate("underway-0.2.0")),
     ("apalis", Source::Crate("apalis-postgres-1.0.0")),

@@ -714,6 +714,41 @@ pub const LIBRARIES: &[Library] = &[
         process_tree: true,
         not_applicable: &[],
     },
+    Library {
+        name: "huey",
+        version: "3.5.4 (SqlHuey: huey's SQL storage on peewee 4.5.3)",
+        runtime: Runtime::Python,
+        adapter: "lib_huey.py",
+        table: "public.task",
+        status_column: "queue",
+        claimed: &[],
+        success: Success::Deleted,
+        protocol_schema: false,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 0.0, sweep_s: 0.1, extra_s: 0.0 },
+        // A dequeued task is no longer in the queue: the takeover never comes, and the cell says
+        // so within this bound.
+        takeover_s: 10,
+        recovery: "none: the dequeue deletes the task's row in the transaction that reads it (`SqlStorage.dequeue`); nothing of a running task stays to recover",
+        production: Production {
+            timing: Timing { stall_s: 2.0, heartbeat_s: 0.0, sweep_s: 0.1, extra_s: 0.0 },
+            defaults: "no number to move: huey has no heartbeat, lease or recovery of a dequeued task (`huey/contrib/sql_huey.py` SqlStorage.dequeue deletes the row it takes); the consumer polls from `initial_delay` 0.1 s backing off to `max_delay` 10 s (`huey/consumer_options.py` config_defaults), one worker thread",
+            deviation: "the same as fast: the adapter runs the consumer at its defaults",
+        },
+        completion_guard: "none needed by the queue (the row is gone once dequeued); the result is written to the kv table by task id (`SqlStorage.put_data`)",
+        control: false,
+        checkpoint_table: None,
+        held_at: HeldAt::Trigger("insert\\s+into\\s+\"task\""),
+        takeover_touches: "nothing to take over: the task row was deleted by A's dequeue",
+        recovery_lock: None,
+        registry: None,
+        warns: "",
+        results_table: Some(("public.kv", "value")),
+        process_tree: false,
+        not_applicable: &[
+            ("held-write-early", "huey's outcome writes no row of the task table to hold: A's dequeue deleted it (SqlStorage.dequeue), and the result goes to the kv table"),
+            ("kill-control", "huey recovers no task of a dead consumer: the dequeue deleted the task's row, so a killed consumer's task is never run again"),
+        ],
+    },
 ];
 
 /// The libraries named in `names` (all when `None`), or the unknown name.

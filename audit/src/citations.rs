@@ -37,6 +37,7 @@ pub const SOURCES: &[(&str, Source)] = &[
     ("graphile_worker", Source::Crate("graphile_worker-0.14.1")),
     ("pgmq", Source::Crate("pgmq-0.33.7")),
     ("fang", Source::Crate("fang-0.11.0")),
+    ("rexecutor", Source::Crate("rexecutor-sqlx-0.1.1")),
 ];
 
 /// One row of a page's citation table.

@@ -749,6 +749,41 @@ pub const LIBRARIES: &[Library] = &[
             ("kill-control", "huey recovers no task of a dead consumer: the dequeue deleted the task's row, so a killed consumer's task is never run again"),
         ],
     },
+    Library {
+        name: "rexecutor",
+        version: "0.1.1 (rexecutor with rexecutor-sqlx 0.1.1)",
+        runtime: Runtime::Rust,
+        adapter: "audit-rexecutor",
+        table: "public.rexecutor_jobs",
+        status_column: "status",
+        claimed: &["executing"],
+        success: Success::Status("complete"),
+        protocol_schema: false,
+        fast: Timing { stall_s: 2.0, heartbeat_s: 0.0, sweep_s: 30.0, extra_s: 0.0 },
+        // Nothing recovers an executing job: the takeover never comes, and the cell says so within
+        // this bound.
+        takeover_s: 10,
+        recovery: "none: a claim takes only scheduled and retryable jobs (`load_job_mark_as_executing_for_executor`); an executing job stays with its worker",
+        production: Production {
+            timing: Timing { stall_s: 2.0, heartbeat_s: 0.0, sweep_s: 30.0, extra_s: 0.0 },
+            defaults: "no number to move: rexecutor-sqlx has no heartbeat, lease or recovery (`rexecutor-sqlx/src/lib.rs` RexecutorPgBackend::load_job_mark_as_executing_for_executor claims scheduled and retryable jobs only); a runner looks for ready jobs on each NOTIFY of its executor and at least every 30 s (`rexecutor-sqlx/src/stream.rs` ReadyJobStream::DEFAULT_DELAY)",
+            deviation: "the same as fast: there is no threshold to set",
+        },
+        completion_guard: "none (the outcome updates by job id, whatever its status)",
+        control: false,
+        checkpoint_table: None,
+        held_at: HeldAt::Trigger("set\\s+status\\s*=\\s*'(complete|retryable|cancelled|discarded)'"),
+        takeover_touches: "the job row (a claim: scheduled or retryable -> executing)",
+        recovery_lock: None,
+        registry: None,
+        warns: "",
+        results_table: None,
+        process_tree: false,
+        not_applicable: &[(
+            "kill-control",
+            "rexecutor recovers no job of a dead worker: a claim takes only scheduled and retryable jobs, so a killed worker's executing job is never run again",
+        )],
+    },
 ];
 
 /// The libraries named in `names` (all when `None`), or the unknown name.

@@ -75,6 +75,8 @@ const BLOCKS: &[Block] = &[
     Block { name: "audit-settings-dramatiq_pg", make: || audit_settings("dramatiq_pg") },
     Block { name: "audit-huey", make: || audit_library("huey") },
     Block { name: "audit-settings-huey", make: || audit_settings("huey") },
+    Block { name: "audit-rexecutor", make: || audit_library("rexecutor") },
+    Block { name: "audit-settings-rexecutor", make: || audit_settings("rexecutor") },
     Block { name: "audit-saq_sweeper", make: || audit_library("saq_sweeper") },
     Block { name: "audit-settings-saq_sweeper", make: || audit_settings("saq_sweeper") },
     Block { name: "audit-settings-dbos", make: || audit_settings("dbos") },

@@ -77,6 +77,8 @@ const BLOCKS: &[Block] = &[
     Block { name: "audit-settings-huey", make: || audit_settings("huey") },
     Block { name: "audit-rexecutor", make: || audit_library("rexecutor") },
     Block { name: "audit-settings-rexecutor", make: || audit_settings("rexecutor") },
+    Block { name: "audit-background_jobs", make: || audit_library("background_jobs") },
+    Block { name: "audit-settings-background_jobs", make: || audit_settings("background_jobs") },
     Block { name: "audit-saq_sweeper", make: || audit_library("saq_sweeper") },
     Block { name: "audit-settings-saq_sweeper", make: || audit_settings("saq_sweeper") },
     Block { name: "audit-settings-dbos", make: || audit_settings("dbos") },

@@ -79,6 +79,8 @@ const BLOCKS: &[Block] = &[
     Block { name: "audit-settings-rexecutor", make: || audit_settings("rexecutor") },
     Block { name: "audit-background_jobs", make: || audit_library("background_jobs") },
     Block { name: "audit-settings-background_jobs", make: || audit_settings("background_jobs") },
+    Block { name: "audit-backie", make: || audit_library("backie") },
+    Block { name: "audit-settings-backie", make: || audit_settings("backie") },
     Block { name: "audit-saq_sweeper", make: || audit_library("saq_sweeper") },
     Block { name: "audit-settings-saq_sweeper", make: || audit_settings("saq_sweeper") },
     Block { name: "audit-settings-dbos", make: || audit_settings("dbos") },

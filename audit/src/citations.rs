@@ -40,6 +40,7 @@ pub const SOURCES: &[(&str, Source)] = &[
     ("rexecutor", Source::Crate("rexecutor-sqlx-0.1.1")),
     ("background_jobs", Source::Crate("background-jobs-postgres-0.20.0")),
     ("backie", Source::Crate("backie-0.9.0")),
+    ("hammerwork", Source::Crate("hammerwork-3.0.0")),
 ];
 
 /// One row of a page's citation table.

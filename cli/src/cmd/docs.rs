@@ -81,6 +81,8 @@ const BLOCKS: &[Block] = &[
     Block { name: "audit-settings-background_jobs", make: || audit_settings("background_jobs") },
     Block { name: "audit-backie", make: || audit_library("backie") },
     Block { name: "audit-settings-backie", make: || audit_settings("backie") },
+    Block { name: "audit-hammerwork", make: || audit_library("hammerwork") },
+    Block { name: "audit-settings-hammerwork", make: || audit_settings("hammerwork") },
     Block { name: "audit-saq_sweeper", make: || audit_library("saq_sweeper") },
     Block { name: "audit-settings-saq_sweeper", make: || audit_settings("saq_sweeper") },
     Block { name: "audit-settings-dbos", make: || audit_settings("dbos") },

@@ -139,11 +139,11 @@ if ! "$PATRONI_VENV/bin/patroni" --version 2>/dev/null | grep -q ' 4\.1\.5$'; th
 fi
 
 # The job queues and engines `fenceproof audit` runs (procrastinate, pgqueuer, chancy, dbos, absurd, saq,
-# django-q2, django-tasks with django-tasks-db, dramatiq with dramatiq-pg), pinned in
+# django-q2, django-tasks with django-tasks-db, dramatiq with dramatiq-pg, huey with peewee), pinned in
 # audit/requirements.txt, in a project-local environment (.audit/venv, not committed). It installs in
 # the background while the workspace builds, and setup waits for it at the end.
 audit_pid=
-if ! .audit/venv/bin/python -c "import procrastinate, pgqueuer, chancy, psycopg, dbos, absurd_sdk, absurdctl, saq, django_q, django_tasks_db, dramatiq_pg" >/dev/null 2>&1 \
+if ! .audit/venv/bin/python -c "import procrastinate, pgqueuer, chancy, psycopg, dbos, absurd_sdk, absurdctl, saq, django_q, django_tasks_db, dramatiq_pg, huey, peewee" >/dev/null 2>&1 \
    || ! cmp -s audit/requirements.txt .audit/venv/requirements.installed; then
   say "installing the audited job queues into .audit/venv (audit/requirements.txt), beside the build"
   ( python3 -m venv .audit/venv \

@@ -30,12 +30,17 @@ pub const SOURCES: &[(&str, Source)] = &[
     ("django_q2", Source::Python),
     ("django_tasks", Source::Python),
     ("dramatiq_pg", Source::Python),
+    ("huey", Source::Python),
     ("sqlxmq", Source::Crate("sqlxmq-0.6.0")),
     ("underway", Source::Crate("underway-0.2.0")),
     ("apalis", Source::Crate("apalis-postgres-1.0.0")),
     ("graphile_worker", Source::Crate("graphile_worker-0.14.1")),
     ("pgmq", Source::Crate("pgmq-0.33.7")),
     ("fang", Source::Crate("fang-0.11.0")),
+    ("rexecutor", Source::Crate("rexecutor-sqlx-0.1.1")),
+    ("background_jobs", Source::Crate("background-jobs-postgres-0.20.0")),
+    ("backie", Source::Crate("backie-0.9.0")),
+    ("hammerwork", Source::Crate("hammerwork-3.0.0")),
 ];
 
 /// One row of a page's citation table.

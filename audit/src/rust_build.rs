@@ -33,8 +33,9 @@ pub async fn build(adapters: &Path, libs: &[Library], bound: Duration) -> Result
     // artifacts its own build (or a `--library` run of it) left.
     for b in &bins {
         let mut c = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-        c.arg("build").arg("--quiet").arg("--locked").arg("--manifest-path").arg(ws.join("Cargo.toml"));
-        c.arg("-p").arg(b);
+        c.arg("build").arg("--quiet").arg("--locked").arg("--manifest-path").arg(manifest(&ws, b));
+        // Every package's binary goes to the one target folder, its own workspace's or not.
+        c.arg("--target-dir").arg(ws.join("target")).arg("-p").arg(b);
         // CI compiles fenceproof's own crates through clippy (scripts/lint-in-build.sh); the
         // adapters are a workspace of their own, not linted by `just lint` either.
         c.env_remove("CARGO_TARGET_DIR").env_remove("RUSTC_WORKSPACE_WRAPPER").env_remove("CLIPPY_ARGS");
@@ -49,4 +50,30 @@ pub async fn build(adapters: &Path, libs: &[Library], bound: Duration) -> Result
         }
     }
     Ok(out_dir)
+}
+
+/// The manifest that builds binary `bin`: its package's own when the package is a workspace of its
+/// own (a library whose dependencies cannot share the common lockfile: backie's diesel 2.1 beside
+/// background-jobs' 2.3), else the common workspace's.
+fn manifest(ws: &Path, bin: &str) -> PathBuf {
+    let own = ws.join(bin.trim_start_matches("audit-")).join("Cargo.toml");
+    let standalone =
+        std::fs::read_to_string(&own).map(|t| t.lines().any(|l| l.trim() == "[workspace]")).unwrap_or(false);
+    if standalone {
+        own
+    } else {
+        ws.join("Cargo.toml")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_package_that_is_its_own_workspace_builds_from_its_own_manifest() {
+        let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("adapters").join(WORKSPACE);
+        assert_eq!(manifest(&ws, "audit-backie"), ws.join("backie").join("Cargo.toml"));
+        assert_eq!(manifest(&ws, "audit-fang"), ws.join("Cargo.toml"));
+    }
 }

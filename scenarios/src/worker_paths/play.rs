@@ -90,14 +90,15 @@ impl Refusal {
     }
 
     /// Whether it was refused with a word the contract does not give for it. `outcome_unknown`
-    /// (the commit got no answer) is every write's and takeover's right; `none` is no answer at
-    /// all (the command waits at a barrier), not a word.
+    /// (the commit got no answer) is every write's and takeover's right; `timeout` says the
+    /// worker's own bound ran out, which a busy machine decides, not the protocol; `none` is no
+    /// answer at all (the command waits at a barrier), not a word.
     pub fn wrong_word(&self) -> bool {
         let w = self.word.as_str();
         self.refused
             && !self.expected.is_empty()
             && !self.expected.contains(&w)
-            && !matches!(w, "outcome_unknown" | "none")
+            && !matches!(w, "outcome_unknown" | "timeout" | "none")
     }
 }
 

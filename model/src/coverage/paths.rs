@@ -145,8 +145,8 @@ fn walk(
         raw.actions(&s, &mut actions);
         for a in actions.drain(..).filter(|a| takes(&s, a) && (spec_steps || !spec_only(&s, a))) {
             let Some(n) = step(&raw, &s, a) else { continue };
-            if let Some(k) = observable(a.kind()).filter(|_| commits(&s, a, &n)) {
-                found.entry(key(&classes(&s, a).0, k)).or_insert_with(|| path_to(&states, next, a));
+            if let Some(k) = taken(&s, a, &n) {
+                found.entry(k).or_insert_with(|| path_to(&states, next, a));
             }
             if !index.contains_key(&n) {
                 if states.len() >= max_states {
@@ -177,6 +177,12 @@ pub fn step(m: &ProtocolModel, s: &State, a: Action) -> Option<State> {
 /// abstract row; the real statement always writes a new expiry).
 pub fn commits(s: &State, a: Action, n: &State) -> bool {
     n.primary != s.primary || matches!(a, Action::Renew(i) if n.procs[i as usize].lease.is_some())
+}
+
+/// The transition of the denominator `a` takes from `s` to `n`, if a database records it.
+pub(super) fn taken(s: &State, a: Action, n: &State) -> Option<String> {
+    let o = observable(a.kind())?;
+    commits(s, a, n).then(|| key(&classes(s, a).0, o))
 }
 
 /// Whether the model commits `a` from `s` (reaching `n`) as a database or a worker answers it: a

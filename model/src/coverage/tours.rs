@@ -10,10 +10,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
 use stateright::Model;
 
-use super::class::key;
 use super::observable;
-use super::of_state::classes;
-use super::paths::{commits, replay, spec_only, step, worker_playable};
+use super::paths::{commits, replay, spec_only, step, taken, worker_playable};
 use crate::action::Action;
 use crate::config::Capability;
 use crate::state::{OpStatus, State};
@@ -24,12 +22,6 @@ pub const TOUR_MAX: usize = 60;
 
 /// The most states one search from a tour's end visits before that tour ends.
 const SEARCH_MAX: usize = 200_000;
-
-/// The transition `a` takes from `s` to `n`, if a database records it.
-fn taken(s: &State, a: Action, n: &State) -> Option<String> {
-    let o = observable(a.kind())?;
-    commits(s, a, n).then(|| key(&classes(s, a).0, o))
-}
 
 /// The shortest steps from `from` to a step that takes one of `wanted`: the steps, the states
 /// after each, and the transitions they take (in order, each once).

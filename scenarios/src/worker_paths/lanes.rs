@@ -2,7 +2,8 @@
 //! on the row's database and each other on a database of its own cloned from the same template
 //! (with the session's SQL mutant, if any); on a team's database, one. Each lane plays its share
 //! of the paths in turn, then once more, with terms five times as long, each of them that stopped
-//! where the worker refused a step the model takes. When they end, each other lane's database is
+//! where the worker refused a step the model takes; [`reached`] says what the lanes' histories
+//! took so far (for the shortest paths of what the tours missed). When they end, each other lane's database is
 //! judged like the row's: trace validation (`trace-lane<k>.json`, which coverage reads too) and
 //! the invariants.
 

@@ -1,20 +1,22 @@
-//! Experiment Model-paths — the model drives your worker. For every transition of the coverage
-//! denominator that the worker contract can drive a worker to, the model gives its shortest path
-//! (`model/worker_paths.json`, a walk of the model restricted to what the contract's commands and
-//! fault points express); each path is played through the worker under test, one run per path:
-//! each model process is a worker process of the binary under test (and a dispatcher), the
-//! reconciler and the control plane are too, and each model action is the command of the process
-//! that takes it ([`play`]). The history is the row's like any other: trace validation judges
-//! every commit of it against the model, and the coverage counts what the worker's own commits
-//! reached. After each grant the model holds live, a spare worker tries a takeover the model
-//! refuses.
+//! Experiment Model-paths — the model drives your worker. The model's tours
+//! (`model/worker_tours.json`: long paths that together take every transition of the coverage
+//! denominator the worker contract can drive a worker to, a walk restricted to what the
+//! contract's commands and fault points express), then the shortest path
+//! (`model/worker_paths.json`) of each transition those histories missed, are played through the
+//! worker under test, one run per path: each model process is a worker process of the binary under
+//! test (and a dispatcher), the reconciler and the control plane are too, and each model action is
+//! the command of the process that takes it ([`play`]). The history is the row's like any other:
+//! trace validation judges every commit of it against the model, and the coverage counts what the
+//! worker's own commits reached. After each grant the model holds live, a spare worker tries a
+//! takeover the model refuses; each command the model refuses is also judged by the word it was
+//! refused with, where the contract gives one.
 //!
 //! A step the worker refused where the model takes it stops its path, which is played once more
 //! with terms five times as long (a short term may lapse early on a busy machine); a step it
 //! answered ok where the model refuses it (on time by the database clock) is a finding; an
 //! interleaving that this worker or database cannot be held in (a write that ignores its barrier,
 //! a command that waits on a held transaction) is named and ends that path, no verdict on it.
-//! `FENCEPROOF_MODEL_PATH` (transitions, comma-separated) plays those paths only.
+//! `FENCEPROOF_MODEL_PATH` (tour names or transitions, comma-separated) plays those paths only.
 
 mod lane;
 mod lanes;

@@ -81,7 +81,7 @@ impl Refusal {
         let expected = refusal_words(s, a);
         let word = if committed {
             "ok".to_string()
-        } else if expected.is_empty() || word.is_empty() {
+        } else if word.is_empty() {
             "none".into()
         } else {
             word
@@ -89,16 +89,17 @@ impl Refusal {
         Refusal { transition: refusal(s, a), refused: !committed, word, expected }
     }
 
-    /// Whether it was refused with a word the contract does not give for it. `outcome_unknown`
-    /// (the commit got no answer) is every write's and takeover's right; `timeout` says the
-    /// worker's own bound ran out, which a busy machine decides, not the protocol; `none` is no
-    /// answer at all (the command waits at a barrier), not a word.
+    /// Whether it was refused with a word the contract does not give for it. Not judged: what
+    /// the machine or the server decides rather than the worker's protocol (`outcome_unknown`,
+    /// the commit got no answer; `timeout`, the worker's own bound ran out; `db_error`, the server
+    /// refused for another reason, a full connection table among them), and `none`, no answer at
+    /// all (the command waits at a barrier).
     pub fn wrong_word(&self) -> bool {
         let w = self.word.as_str();
         self.refused
             && !self.expected.is_empty()
             && !self.expected.contains(&w)
-            && !matches!(w, "outcome_unknown" | "timeout" | "none")
+            && !matches!(w, "outcome_unknown" | "timeout" | "db_error" | "none")
     }
 }
 
@@ -108,17 +109,17 @@ fn live(s: &State) -> bool {
 }
 
 /// The contract's words for a refusal of `a` from `s`: a takeover of a live lease is `busy`, of a
-/// finished run's `invalid_state` (either, when both hold: the contract orders neither check); a renewal or release of a lease no longer held, `lease_lost`;
-/// a protected write, `lease_lost`, `conflict` (the revision moved) or `invalid_state` (the run's
-/// status), whichever check the worker makes first, or `retry_budget_exhausted` (every attempt
-/// met a serialization failure).
+/// finished run's `invalid_state` (either, when both hold: the contract orders neither check); a
+/// renewal or release of a lease no longer held, `lease_lost`. A protected write's refusal is not
+/// judged by its word (its answer is recorded): after serialization failures the contract accepts
+/// any word but `ok`, `lease_lost` and `outcome_unknown`, and the answer does not say whether one
+/// happened.
 fn refusal_words(s: &State, a: Action) -> &'static [&'static str] {
     match a {
         Action::Acquire(_) if s.primary.run.terminal() && live(s) => &["invalid_state", "busy"],
         Action::Acquire(_) if s.primary.run.terminal() => &["invalid_state"],
         Action::Acquire(_) => &["busy"],
         Action::Renew(_) | Action::Release(_) => &["lease_lost"],
-        Action::Commit(..) => &["lease_lost", "conflict", "invalid_state", "retry_budget_exhausted"],
         _ => &[],
     }
 }

@@ -151,7 +151,9 @@ async fn crash_plan(ctx: &mut Ctx, tools: &ToolsProc, n: usize) -> Result<Option
     let (mut w, proxy) = ctx.spawn_worker_proxied(&format!("plan{n}"), vec![]).await?;
     let acquire = json!({"cmd": "acquire", "run_id": run_id, "ttl_ms": TTL_MS, "heartbeat_ms": HEARTBEAT_MS, "renew_timeout_ms": HEARTBEAT_MS});
     require_ok(&w.request(acquire, STEP).await?, "acquire")?;
-    require_ok(&w.request(json!({"cmd": "start"}), STEP).await?, "start")?;
+    // The 3 s lease can lapse before the start on a starved machine, as before the plan below.
+    let started = w.request(json!({"cmd": "start"}), STEP).await?;
+    ctx.require_ok_while_live(&started, "start", run_id).await?;
     let secret = format!("sk_crash_{}", Uuid::new_v4().simple());
     let request = json!({"size": n, "auth": {"$secret": {"name": "api-key", "value": secret}}});
     let plan = json!({"cmd": "plan", "step_id": "create", "tool": "idem", "request": request});
@@ -163,7 +165,8 @@ async fn crash_plan(ctx: &mut Ctx, tools: &ToolsProc, n: usize) -> Result<Option
         ctx.require_ok_while_live(&answer, "plan", run_id).await?;
         let op = data(&answer)["operation_id"].as_str().unwrap_or_default().to_string();
         finish_step(ctx, tools, (&mut w, run_id), &op, &format!("plan{n}-finish")).await?;
-        require_ok(&w.request(json!({"cmd": "release"}), STEP).await?, "release")?;
+        let released = w.request(json!({"cmd": "release"}), STEP).await?;
+        ctx.require_ok_while_live(&released, "release", run_id).await?;
         w.shutdown(STEP).await?;
         return Ok(None);
     }
